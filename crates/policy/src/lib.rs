@@ -1,0 +1,35 @@
+//! The decoding policy: how a language model's final-position logits become one token.
+//!
+//! A step applies, in a declared order, constraints (forbidden ids, logit bias, repetition,
+//! frequency and presence penalties, no-repeat n-grams, minimum new tokens), temperature,
+//! top-k, top-p and min-p, a numerically stable softmax, then takes the argmax or draws
+//! with NumPy's `default_rng` stream. [`chapter`] reproduces the course's `decode.py`
+//! exactly; [`generate`] runs the loop over any model and accounts for every token.
+//!
+//! This crate is pure: no I/O, no clocks, no globals, and no randomness but the seeded
+//! generator handed in. It builds for native targets and `wasm32-unknown-unknown`.
+//!
+//! ```
+//! use policy::{step, NumpyRng, Policy, Snapshots, StepContext};
+//!
+//! let policy = Policy { temperature: 0.7, top_k: 3, ..Policy::default() };
+//! let mut rng = NumpyRng::new(7);
+//! let logits = [1.2f32, 0.1, 2.4, 1.7];
+//! let outcome = step(&policy, &logits, StepContext::default(), &mut rng, Snapshots::Skip)?;
+//! assert_eq!(outcome.survivors, 3);
+//! assert!(outcome.prob > 0.0);
+//! # Ok::<(), policy::PolicyError>(())
+//! ```
+
+pub mod chapter;
+mod error;
+pub mod generate;
+mod pipeline;
+pub mod rng;
+
+pub use error::PolicyError;
+pub use pipeline::{
+    step, Logit, Policy, Snapshots, Stage, StageOrder, StageSnapshot, StepContext, StepOutcome,
+    Stepper, TokenProb, POLICY_VERSION,
+};
+pub use rng::NumpyRng;

@@ -1,0 +1,708 @@
+//! One decoding step: constraints, temperature, top-k, top-p, min-p, a stable softmax,
+//! then argmax or a seeded draw.
+//!
+//! The work is O(V) in the vocabulary size V with no sort of the vocabulary: constraints
+//! touch only the ids they name (kept as sparse overrides of the input logits), top-k is
+//! one streaming pass that keeps a small candidate buffer, and top-p finds its cut-off
+//! with a three-way quickselect on probability mass. Everything is computed in f64.
+
+use serde::{Deserialize, Serialize};
+
+use crate::rng::{choice_index, NumpyRng};
+use crate::PolicyError;
+
+/// Version of the policy semantics; recorded in every run record. Bump it whenever a
+/// change could make the same seed and settings choose a different token.
+pub const POLICY_VERSION: &str = "policy-1";
+
+/// Where temperature sits in the chain, which changes what top-p and min-p keep.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StageOrder {
+    /// Hugging Face's order: temperature, then top-k, top-p, min-p on the tempered
+    /// distribution.
+    #[default]
+    #[serde(rename = "hf")]
+    TemperatureFirst,
+    /// llama.cpp's default chain: top-k, top-p and min-p on the untempered distribution,
+    /// temperature applied to the survivors last.
+    #[serde(rename = "temperature-last")]
+    TemperatureLast,
+}
+
+/// A decoding policy: every knob of one step. The defaults switch every stage off
+/// (temperature 1, sampling from the full softmax).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Policy {
+    /// Token ids that can never be chosen.
+    pub forbidden: Vec<u32>,
+    /// Additive logit bias per token id.
+    pub logit_bias: Vec<(u32, f64)>,
+    /// Hugging Face repetition penalty for tokens in the context: positive logits are
+    /// divided by it, negative ones multiplied. 1 is off.
+    pub repetition_penalty: f64,
+    /// OpenAI/vLLM: subtract `count * frequency_penalty` for each generated occurrence.
+    pub frequency_penalty: f64,
+    /// OpenAI/vLLM: subtract `presence_penalty` once if the token was generated at all.
+    pub presence_penalty: f64,
+    /// Ban any token that would repeat an n-gram of this size already in the context. 0 is off.
+    pub no_repeat_ngram: usize,
+    /// The end-of-sequence token is masked until this many tokens have been generated.
+    pub min_new_tokens: usize,
+    /// The end-of-sequence token, which `min_new_tokens` masks.
+    pub eos_token: Option<u32>,
+    /// Divides the logits; 0 means greedy (argmax, ties to the lowest id).
+    pub temperature: f64,
+    /// Keep the k highest logits (ties at the k-th value kept). 0 is off.
+    pub top_k: usize,
+    /// Keep the smallest set of most probable tokens whose mass reaches p. 1 is off.
+    pub top_p: f64,
+    /// Keep tokens at least `min_p` times as probable as the most probable one. 0 is off.
+    pub min_p: f64,
+    pub order: StageOrder,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            forbidden: Vec::new(),
+            logit_bias: Vec::new(),
+            repetition_penalty: 1.0,
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
+            no_repeat_ngram: 0,
+            min_new_tokens: 0,
+            eos_token: None,
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            order: StageOrder::TemperatureFirst,
+        }
+    }
+}
+
+/// The tokens a step conditions on: the prompt followed by what was generated so far.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StepContext<'a> {
+    pub tokens: &'a [u32],
+    /// How many of `tokens` are the prompt; the rest were generated.
+    pub prompt_len: usize,
+}
+
+impl<'a> StepContext<'a> {
+    pub fn new(tokens: &'a [u32], prompt_len: usize) -> StepContext<'a> {
+        StepContext {
+            tokens,
+            prompt_len: prompt_len.min(tokens.len()),
+        }
+    }
+
+    fn generated(&self) -> &'a [u32] {
+        &self.tokens[self.prompt_len..]
+    }
+}
+
+/// The stages of the pipeline, in the order a snapshot list reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Logits after forbidden ids, bias and penalties; probabilities at temperature 1.
+    Constraints,
+    Temperature,
+    TopK,
+    TopP,
+    MinP,
+}
+
+impl Stage {
+    pub fn label(self) -> &'static str {
+        match self {
+            Stage::Constraints => "constraints",
+            Stage::Temperature => "temperature",
+            Stage::TopK => "top-k",
+            Stage::TopP => "top-p",
+            Stage::MinP => "min-p",
+        }
+    }
+}
+
+/// One token in a distribution.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenProb {
+    pub id: u32,
+    /// The logit this stage sees (scaled by the temperature once it has been applied).
+    pub logit: f64,
+    pub prob: f64,
+}
+
+/// The distribution after one stage: only survivors are listed (every other token has
+/// probability exactly 0), in ascending id order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageSnapshot {
+    pub stage: Stage,
+    pub survivors: usize,
+    pub tokens: Vec<TokenProb>,
+}
+
+/// What one step chose and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepOutcome {
+    pub token: u32,
+    /// Probability of `token` under the final policy (1 for greedy).
+    pub prob: f64,
+    /// The uniform draw in [0, 1) that picked the token; `None` for greedy.
+    pub draw: Option<f64>,
+    /// How many tokens had non-zero probability in the final distribution.
+    pub survivors: usize,
+    /// Entropy of the final distribution, in nats.
+    pub entropy: f64,
+    /// The five most probable tokens of the final distribution, most probable first
+    /// (ties by lower id).
+    pub top: Vec<TokenProb>,
+    /// The distribution after each active stage, when asked for.
+    pub stages: Option<Vec<StageSnapshot>>,
+}
+
+impl StepOutcome {
+    pub fn logprob(&self) -> f64 {
+        self.prob.ln()
+    }
+}
+
+/// A logit as a model hands it over: f32 from a model, f64 from NumPy.
+pub trait Logit: Copy {
+    fn to_f64(self) -> f64;
+}
+
+impl Logit for f32 {
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+}
+
+impl Logit for f64 {
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
+
+/// Whether a step should also return the per-stage snapshots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Snapshots {
+    Skip,
+    Record,
+}
+
+impl Policy {
+    /// Checks every parameter against a vocabulary of `vocab` tokens.
+    pub fn validate(&self, vocab: usize) -> Result<(), PolicyError> {
+        if vocab == 0 {
+            return Err(PolicyError::EmptyVocabulary);
+        }
+        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+            return Err(PolicyError::InvalidTemperature(self.temperature));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(PolicyError::InvalidTopP(self.top_p));
+        }
+        if !(0.0..=1.0).contains(&self.min_p) {
+            return Err(PolicyError::InvalidMinP(self.min_p));
+        }
+        if !(self.repetition_penalty > 0.0 && self.repetition_penalty.is_finite()) {
+            return Err(PolicyError::InvalidRepetitionPenalty(
+                self.repetition_penalty,
+            ));
+        }
+        for (name, value) in [
+            ("frequency penalty", self.frequency_penalty),
+            ("presence penalty", self.presence_penalty),
+        ] {
+            if !value.is_finite() {
+                return Err(PolicyError::NonFiniteParameter { name, value });
+            }
+        }
+        let check = |role: &'static str, id: u32| {
+            if (id as usize) < vocab {
+                Ok(())
+            } else {
+                Err(PolicyError::TokenOutOfRange { role, id, vocab })
+            }
+        };
+        for &id in &self.forbidden {
+            check("forbidden", id)?;
+        }
+        for &(id, bias) in &self.logit_bias {
+            check("logit-bias", id)?;
+            if !bias.is_finite() {
+                return Err(PolicyError::NonFiniteParameter {
+                    name: "logit bias",
+                    value: bias,
+                });
+            }
+        }
+        if let Some(eos) = self.eos_token {
+            check("end-of-sequence", eos)?;
+        }
+        Ok(())
+    }
+
+    fn is_greedy(&self) -> bool {
+        self.temperature == 0.0
+    }
+
+    /// The temperature the filters see: the policy's own in HF order, 1 when it comes last.
+    fn filter_temperature(&self) -> f64 {
+        match self.order {
+            StageOrder::TemperatureFirst => self.temperature,
+            StageOrder::TemperatureLast => 1.0,
+        }
+    }
+}
+
+/// Runs one step with fresh scratch memory; see [`Stepper`] to reuse it across steps.
+pub fn step<L: Logit>(
+    policy: &Policy,
+    logits: &[L],
+    context: StepContext<'_>,
+    rng: &mut NumpyRng,
+    snapshots: Snapshots,
+) -> Result<StepOutcome, PolicyError> {
+    Stepper::default().step(policy, logits, context, rng, snapshots)
+}
+
+/// A constrained logit: its new value, or `None` when the token is removed.
+type Override = (u32, Option<f64>);
+
+/// Scratch buffers for steps over one vocabulary, reused so that a generation loop does
+/// not allocate per token.
+#[derive(Clone, Debug, Default)]
+pub struct Stepper {
+    overrides: Vec<Override>,
+    /// (logit, id) candidates: top-k survivors, or every live token.
+    candidates: Vec<(f64, u32)>,
+    /// exp((logit - max) / filter temperature) per candidate.
+    weights: Vec<f64>,
+    /// Working copy of `weights` that top-p's quickselect reorders.
+    select: Vec<f64>,
+    counts: Vec<u32>,
+}
+
+impl Stepper {
+    /// Turns final-position `logits` into one chosen token under `policy`.
+    pub fn step<L: Logit>(
+        &mut self,
+        policy: &Policy,
+        logits: &[L],
+        context: StepContext<'_>,
+        rng: &mut NumpyRng,
+        snapshots: Snapshots,
+    ) -> Result<StepOutcome, PolicyError> {
+        let vocab = logits.len();
+        policy.validate(vocab)?;
+        for &id in context.tokens {
+            if id as usize >= vocab {
+                return Err(PolicyError::TokenOutOfRange {
+                    role: "context",
+                    id,
+                    vocab,
+                });
+            }
+        }
+        self.build_overrides(policy, logits, context);
+        let mut stages = (snapshots == Snapshots::Record).then(Vec::new);
+
+        // Stage 1: constraints. Every token is read once here (validation and top-k).
+        let live = vocab - self.overrides.iter().filter(|o| o.1.is_none()).count();
+        if live == 0 {
+            return Err(PolicyError::AllTokensMasked { vocab });
+        }
+        let greedy = policy.is_greedy();
+        let use_top_k = policy.top_k > 0 && policy.top_k < live && !greedy;
+        self.candidates.clear();
+        if use_top_k {
+            stream_top_k(logits, &self.overrides, policy.top_k, &mut self.candidates)?;
+            self.candidates.sort_unstable_by_key(|c| c.1);
+        } else {
+            let candidates = &mut self.candidates;
+            scan_live(logits, &self.overrides, |id, logit| candidates.push((logit, id)))?;
+        }
+        // From here on candidates are in ascending id order.
+        if let Some(stages) = stages.as_mut() {
+            let mut all = Vec::with_capacity(live);
+            scan_live(logits, &self.overrides, |id, logit| all.push((logit, id)))?;
+            stages.push(snapshot(Stage::Constraints, &all, 1.0));
+            if !greedy && policy.order == StageOrder::TemperatureFirst {
+                stages.push(snapshot(Stage::Temperature, &all, policy.temperature));
+            }
+        }
+
+        // Stage 2, greedy: the argmax, ties to the lowest id; the filters cannot remove it.
+        if greedy {
+            let mut best = self.candidates[0];
+            for &c in &self.candidates[1..] {
+                if c.0 > best.0 {
+                    best = c;
+                }
+            }
+            let only = TokenProb {
+                id: best.1,
+                logit: best.0,
+                prob: 1.0,
+            };
+            if let Some(stages) = stages.as_mut() {
+                stages.push(StageSnapshot {
+                    stage: Stage::Temperature,
+                    survivors: 1,
+                    tokens: vec![only],
+                });
+            }
+            return Ok(StepOutcome {
+                token: best.1,
+                prob: 1.0,
+                draw: None,
+                survivors: 1,
+                entropy: 0.0,
+                top: vec![only],
+                stages,
+            });
+        }
+
+        // Stage 3: top-k (done above), top-p and min-p at the filter temperature.
+        let filter_t = policy.filter_temperature();
+        if let Some(stages) = stages.as_mut().filter(|_| policy.top_k > 0) {
+            stages.push(snapshot(Stage::TopK, &self.candidates, filter_t));
+        }
+        let max = self
+            .candidates
+            .iter()
+            .map(|c| c.0)
+            .fold(f64::NEG_INFINITY, f64::max);
+        self.weights.clear();
+        self.weights
+            .extend(self.candidates.iter().map(|c| ((c.0 - max) / filter_t).exp()));
+        if policy.top_p < 1.0 {
+            let total: f64 = self.weights.iter().sum();
+            self.select.clear();
+            self.select.extend_from_slice(&self.weights);
+            let cutoff = nucleus_cutoff(&mut self.select, policy.top_p * total);
+            self.retain(|w| w >= cutoff);
+            if let Some(stages) = stages.as_mut() {
+                stages.push(snapshot(Stage::TopP, &self.candidates, filter_t));
+            }
+        }
+        if policy.min_p > 0.0 {
+            // The most probable survivor has weight exp(0) = 1, so a weight is its ratio.
+            self.retain(|w| w >= policy.min_p);
+            if let Some(stages) = stages.as_mut() {
+                stages.push(snapshot(Stage::MinP, &self.candidates, filter_t));
+            }
+        }
+        if policy.order == StageOrder::TemperatureLast {
+            let t = policy.temperature;
+            self.weights.clear();
+            self.weights
+                .extend(self.candidates.iter().map(|c| ((c.0 - max) / t).exp()));
+            if let Some(stages) = stages.as_mut() {
+                stages.push(snapshot(Stage::Temperature, &self.candidates, t));
+            }
+        }
+
+        // Stages 4 and 5: normalise the survivors and draw as `Generator.choice` does.
+        let total: f64 = self.weights.iter().sum();
+        let draw = rng.random();
+        let chosen = choice_index(self.weights.iter().map(|w| w / total), draw);
+        let entropy = -self
+            .weights
+            .iter()
+            .map(|w| w / total)
+            .filter(|&p| p > 0.0)
+            .map(|p| p * p.ln())
+            .sum::<f64>();
+        Ok(StepOutcome {
+            token: self.candidates[chosen].1,
+            prob: self.weights[chosen] / total,
+            draw: Some(draw),
+            survivors: self.candidates.len(),
+            entropy,
+            top: top_five(&self.candidates, &self.weights, total, policy.temperature),
+            stages,
+        })
+    }
+
+    /// Keeps the candidates whose weight passes `keep`, in order.
+    fn retain(&mut self, keep: impl Fn(f64) -> bool) {
+        let mut kept = 0;
+        for i in 0..self.candidates.len() {
+            if keep(self.weights[i]) {
+                self.candidates[kept] = self.candidates[i];
+                self.weights[kept] = self.weights[i];
+                kept += 1;
+            }
+        }
+        self.candidates.truncate(kept);
+        self.weights.truncate(kept);
+    }
+
+    /// Collects the constrained logits as sparse overrides, sorted by id.
+    fn build_overrides<L: Logit>(
+        &mut self,
+        policy: &Policy,
+        logits: &[L],
+        context: StepContext<'_>,
+    ) {
+        let overrides = &mut self.overrides;
+        overrides.clear();
+        let base = |id: u32| Some(logits[id as usize].to_f64());
+        for &(id, _) in &policy.logit_bias {
+            overrides.push((id, base(id)));
+        }
+        let penalised = policy.repetition_penalty != 1.0;
+        if penalised {
+            overrides.extend(context.tokens.iter().map(|&id| (id, base(id))));
+        }
+        let counted = policy.frequency_penalty != 0.0 || policy.presence_penalty != 0.0;
+        if counted {
+            overrides.extend(context.generated().iter().map(|&id| (id, base(id))));
+        }
+        overrides.sort_unstable_by_key(|o| o.0);
+        overrides.dedup_by_key(|o| o.0);
+
+        // Logit bias, then the repetition penalty, then frequency and presence.
+        for &(id, bias) in &policy.logit_bias {
+            if let Ok(at) = overrides.binary_search_by_key(&id, |o| o.0) {
+                overrides[at].1 = overrides[at].1.map(|l| l + bias);
+            }
+        }
+        if penalised {
+            let r = policy.repetition_penalty;
+            for o in overrides.iter_mut() {
+                if context.tokens.contains(&o.0) {
+                    o.1 = o.1.map(|l| if l > 0.0 { l / r } else { l * r });
+                }
+            }
+        }
+        if counted {
+            let counts = &mut self.counts;
+            counts.clear();
+            counts.extend_from_slice(context.generated());
+            counts.sort_unstable();
+            for run in counts.chunk_by(|a, b| a == b) {
+                let at = overrides
+                    .binary_search_by_key(&run[0], |o| o.0)
+                    .expect("generated tokens were added as overrides");
+                let n = run.len() as f64;
+                overrides[at].1 = overrides[at].1.map(|l| {
+                    l - n * policy.frequency_penalty - policy.presence_penalty
+                });
+            }
+        }
+
+        // Removals: no-repeat n-grams, end-of-sequence before min_new_tokens, forbidden ids.
+        let mut removed: Vec<u32> = policy.forbidden.clone();
+        removed.extend(banned_by_ngram(context.tokens, policy.no_repeat_ngram));
+        if let Some(eos) = policy.eos_token {
+            if context.generated().len() < policy.min_new_tokens {
+                removed.push(eos);
+            }
+        }
+        for id in removed {
+            match overrides.binary_search_by_key(&id, |o| o.0) {
+                Ok(at) => overrides[at].1 = None,
+                Err(at) => overrides.insert(at, (id, None)),
+            }
+        }
+    }
+}
+
+/// Tokens that would complete an n-gram already present in `tokens` (Hugging Face's
+/// `NoRepeatNGramLogitsProcessor`).
+fn banned_by_ngram(tokens: &[u32], n: usize) -> Vec<u32> {
+    if n == 0 || tokens.len() + 1 < n {
+        return Vec::new();
+    }
+    let prefix = &tokens[tokens.len() + 1 - n..];
+    tokens
+        .windows(n)
+        .filter(|w| &w[..n - 1] == prefix)
+        .map(|w| w[n - 1])
+        .collect()
+}
+
+/// Calls `visit(id, logit)` for every token not removed, in id order, with overrides
+/// applied; fails on the first non-finite input logit.
+fn scan_live<L: Logit, F: FnMut(u32, f64)>(
+    logits: &[L],
+    overrides: &[Override],
+    mut visit: F,
+) -> Result<(), PolicyError> {
+    let mut start = 0usize;
+    for &(id, value) in overrides {
+        let id = id as usize;
+        scan_run(logits, start, id + 1, &mut visit, |i| {
+            (i == id).then_some(value)
+        })?;
+        start = id + 1;
+    }
+    scan_run(logits, start, logits.len(), &mut visit, |_| None)
+}
+
+/// The hot loop of a step: `logits[from..to]`, where only the last index may be overridden.
+#[inline(always)]
+fn scan_run<L: Logit, F: FnMut(u32, f64)>(
+    logits: &[L],
+    from: usize,
+    to: usize,
+    visit: &mut F,
+    overridden: impl Fn(usize) -> Option<Option<f64>>,
+) -> Result<(), PolicyError> {
+    let Some(last) = to.checked_sub(1).filter(|&last| last >= from) else {
+        return Ok(());
+    };
+    for (offset, &l) in logits[from..last].iter().enumerate() {
+        let value = l.to_f64();
+        if !value.is_finite() {
+            return Err(PolicyError::NonFiniteLogit {
+                index: from + offset,
+                value,
+            });
+        }
+        visit((from + offset) as u32, value);
+    }
+    let value = logits[last].to_f64();
+    if !value.is_finite() {
+        return Err(PolicyError::NonFiniteLogit { index: last, value });
+    }
+    match overridden(last) {
+        Some(Some(v)) => visit(last as u32, v),
+        Some(None) => {}
+        None => visit(last as u32, value),
+    }
+    Ok(())
+}
+
+/// One streaming pass that leaves in `out` every live token whose logit is at least the
+/// k-th largest (ties at the k-th value kept, as Hugging Face does), in no particular order.
+fn stream_top_k<L: Logit>(
+    logits: &[L],
+    overrides: &[Override],
+    k: usize,
+    out: &mut Vec<(f64, u32)>,
+) -> Result<(), PolicyError> {
+    let mut capacity = (2 * k).max(64);
+    let mut threshold = f64::NEG_INFINITY;
+    scan_live(logits, overrides, |id, logit| {
+        if logit >= threshold {
+            out.push((logit, id));
+            if out.len() >= capacity {
+                threshold = keep_top_k(out, k);
+                // Many ties at the k-th value keep the buffer long: grow it so that
+                // compaction stays rare.
+                capacity = capacity.max(2 * out.len());
+            }
+        }
+    })?;
+    if out.len() > k {
+        keep_top_k(out, k);
+    }
+    Ok(())
+}
+
+/// Keeps the entries at least as large as the k-th largest; returns that k-th value.
+fn keep_top_k(buf: &mut Vec<(f64, u32)>, k: usize) -> f64 {
+    let (_, kth, _) = buf.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0));
+    let kth = kth.0;
+    buf.retain(|c| c.0 >= kth);
+    kth
+}
+
+/// The smallest weight top-p keeps: a token survives when the mass strictly above it is
+/// below `target` (= top_p times the total mass). Ties with the last kept token are kept.
+/// Expected O(n): a three-way quickselect that only descends into one side.
+fn nucleus_cutoff(weights: &mut [f64], target: f64) -> f64 {
+    let mut above = 0.0;
+    let mut cutoff = f64::INFINITY;
+    let mut slice = weights;
+    while !slice.is_empty() {
+        let pivot = median_of_three(slice);
+        // Dutch-flag partition: [greater | equal | less].
+        let (mut gt, mut i, mut lt) = (0, 0, slice.len());
+        let (mut gt_sum, mut eq_sum) = (0.0, 0.0);
+        while i < lt {
+            let w = slice[i];
+            if w > pivot {
+                gt_sum += w;
+                slice.swap(i, gt);
+                gt += 1;
+                i += 1;
+            } else if w < pivot {
+                lt -= 1;
+                slice.swap(i, lt);
+            } else {
+                eq_sum += w;
+                i += 1;
+            }
+        }
+        if above + gt_sum >= target {
+            slice = &mut slice[..gt];
+            continue;
+        }
+        cutoff = pivot;
+        above += gt_sum + eq_sum;
+        if above >= target {
+            break;
+        }
+        slice = &mut slice[lt..];
+    }
+    cutoff
+}
+
+fn median_of_three(s: &[f64]) -> f64 {
+    let (a, b, c) = (s[0], s[s.len() / 2], s[s.len() - 1]);
+    a.max(b).min(a.min(b).max(c))
+}
+
+/// The distribution of `candidates` (ascending ids) at temperature `t`.
+fn snapshot(stage: Stage, candidates: &[(f64, u32)], t: f64) -> StageSnapshot {
+    let max = candidates
+        .iter()
+        .map(|c| c.0)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let weights: Vec<f64> = candidates.iter().map(|c| ((c.0 - max) / t).exp()).collect();
+    let total: f64 = weights.iter().sum();
+    StageSnapshot {
+        stage,
+        survivors: candidates.len(),
+        tokens: candidates
+            .iter()
+            .zip(&weights)
+            .map(|(&(logit, id), w)| TokenProb {
+                id,
+                logit: logit / t,
+                prob: w / total,
+            })
+            .collect(),
+    }
+}
+
+/// The five most probable survivors, most probable first (ties to the lower id).
+fn top_five(candidates: &[(f64, u32)], weights: &[f64], total: f64, t: f64) -> Vec<TokenProb> {
+    let mut best: Vec<TokenProb> = Vec::with_capacity(6);
+    for (&(logit, id), &w) in candidates.iter().zip(weights) {
+        let prob = w / total;
+        if best.len() == 5 && best[4].prob >= prob {
+            continue;
+        }
+        let at = best.partition_point(|b| b.prob >= prob);
+        best.insert(
+            at,
+            TokenProb {
+                id,
+                logit: logit / t,
+                prob,
+            },
+        );
+        best.truncate(5);
+    }
+    best
+}

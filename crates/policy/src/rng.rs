@@ -1,0 +1,207 @@
+//! NumPy's `default_rng`, bit for bit: PCG64 (XSL-RR) seeded through `SeedSequence`,
+//! `Generator.random()` doubles and `Generator.choice(a, p=...)`.
+//!
+//! This is the only source of randomness in the policy crate; a seed fully determines
+//! every draw, so a run record's seed is enough to replay it.
+
+/// The 128-bit LCG multiplier PCG64 uses (`PCG_DEFAULT_MULTIPLIER_128`).
+const PCG_MULTIPLIER: u128 = (2549297995355413924u128 << 64) | 4865540595714422341u128;
+
+/// Constants of NumPy's `SeedSequence` hash (numpy/random/bit_generator.pyx).
+const INIT_A: u32 = 0x43b0_d7e5;
+const MULT_A: u32 = 0x931e_8875;
+const INIT_B: u32 = 0x8b51_f9dd;
+const MULT_B: u32 = 0x58f3_8ded;
+const MIX_MULT_L: u32 = 0xca01_f9dd;
+const MIX_MULT_R: u32 = 0x4973_f715;
+const XSHIFT: u32 = 16;
+const POOL_SIZE: usize = 4;
+
+/// NumPy's `SeedSequence(entropy)` with no spawn key, reduced to what PCG64 needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeedSequence {
+    pool: [u32; POOL_SIZE],
+}
+
+impl SeedSequence {
+    /// Mixes an integer seed into the entropy pool exactly as NumPy does.
+    pub fn new(entropy: u64) -> SeedSequence {
+        // `_coerce_to_uint32_array`: little-endian 32-bit words, at least one word.
+        let words: Vec<u32> = if entropy >> 32 == 0 {
+            vec![entropy as u32]
+        } else {
+            vec![entropy as u32, (entropy >> 32) as u32]
+        };
+        let mut hash_const = INIT_A;
+        let mut hashmix = |value: u32| -> u32 {
+            let mut value = value ^ hash_const;
+            hash_const = hash_const.wrapping_mul(MULT_A);
+            value = value.wrapping_mul(hash_const);
+            value ^ (value >> XSHIFT)
+        };
+        let mut pool = [0u32; POOL_SIZE];
+        for (i, slot) in pool.iter_mut().enumerate() {
+            *slot = hashmix(words.get(i).copied().unwrap_or(0));
+        }
+        for src in 0..POOL_SIZE {
+            for dst in 0..POOL_SIZE {
+                if src != dst {
+                    let hashed = hashmix(pool[src]);
+                    pool[dst] = mix(pool[dst], hashed);
+                }
+            }
+        }
+        // Entropy words beyond the pool size (never more than two here) are mixed in last.
+        for &word in words.iter().skip(POOL_SIZE) {
+            for dst in 0..POOL_SIZE {
+                let hashed = hashmix(word);
+                pool[dst] = mix(pool[dst], hashed);
+            }
+        }
+        SeedSequence { pool }
+    }
+
+    /// `generate_state(n_words, np.uint32)`.
+    pub fn generate_state_u32(&self, n_words: usize) -> Vec<u32> {
+        let mut hash_const = INIT_B;
+        (0..n_words)
+            .map(|i| {
+                let mut value = self.pool[i % POOL_SIZE] ^ hash_const;
+                hash_const = hash_const.wrapping_mul(MULT_B);
+                value = value.wrapping_mul(hash_const);
+                value ^ (value >> XSHIFT)
+            })
+            .collect()
+    }
+
+    /// `generate_state(n_words, np.uint64)`: pairs of 32-bit words, low word first.
+    pub fn generate_state_u64(&self, n_words: usize) -> Vec<u64> {
+        self.generate_state_u32(n_words * 2)
+            .chunks_exact(2)
+            .map(|pair| u64::from(pair[0]) | (u64::from(pair[1]) << 32))
+            .collect()
+    }
+}
+
+fn mix(x: u32, y: u32) -> u32 {
+    let result = MIX_MULT_L.wrapping_mul(x).wrapping_sub(MIX_MULT_R.wrapping_mul(y));
+    result ^ (result >> XSHIFT)
+}
+
+/// The PCG64 bit generator (128-bit LCG state, XSL-RR output), NumPy's default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pcg64 {
+    state: u128,
+    increment: u128,
+}
+
+impl Pcg64 {
+    /// `PCG64(SeedSequence(seed))`.
+    pub fn from_seed_sequence(seq: &SeedSequence) -> Pcg64 {
+        let words = seq.generate_state_u64(4);
+        let initstate = (u128::from(words[0]) << 64) | u128::from(words[1]);
+        let initseq = (u128::from(words[2]) << 64) | u128::from(words[3]);
+        let mut rng = Pcg64 {
+            state: 0,
+            increment: (initseq << 1) | 1,
+        };
+        rng.step();
+        rng.state = rng.state.wrapping_add(initstate);
+        rng.step();
+        rng
+    }
+
+    fn step(&mut self) {
+        self.state = self
+            .state
+            .wrapping_mul(PCG_MULTIPLIER)
+            .wrapping_add(self.increment);
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.step();
+        let folded = ((self.state >> 64) as u64) ^ (self.state as u64);
+        folded.rotate_right((self.state >> 122) as u32)
+    }
+}
+
+/// `numpy.random.default_rng(seed)`: the generator a run's seed names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NumpyRng {
+    bits: Pcg64,
+}
+
+impl NumpyRng {
+    /// `np.random.default_rng(seed)`.
+    pub fn new(seed: u64) -> NumpyRng {
+        NumpyRng {
+            bits: Pcg64::from_seed_sequence(&SeedSequence::new(seed)),
+        }
+    }
+
+    /// `Generator.random()`: a double in [0, 1) with 53 random bits.
+    pub fn random(&mut self) -> f64 {
+        (self.bits.next_u64() >> 11) as f64 * (1.0 / 9_007_199_254_740_992.0)
+    }
+}
+
+/// The index `Generator.choice(len(p), p=p)` picks for the uniform draw `u`: cumulative
+/// sum, normalised by its last element, then `searchsorted(u, side="right")`.
+///
+/// `weights` must be non-negative with a positive sum (the caller validated them).
+pub fn choice_index(weights: impl IntoIterator<Item = f64> + Clone, u: f64) -> usize {
+    let total: f64 = weights.clone().into_iter().sum();
+    let mut cumulative = 0.0;
+    let mut last = 0;
+    for (i, w) in weights.into_iter().enumerate() {
+        cumulative += w;
+        if cumulative / total > u {
+            return i;
+        }
+        last = i;
+    }
+    last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Reference values printed by NumPy 2.4.6 for
+    // `np.random.SeedSequence(s).generate_state(4)` and `np.random.default_rng(s).random(n)`.
+    #[test]
+    fn seed_sequence_matches_numpy() {
+        assert_eq!(
+            SeedSequence::new(7).generate_state_u32(4),
+            [2083679832, 3939563265, 4185785210, 142198000]
+        );
+        // A seed above 2**32 takes two entropy words.
+        assert_eq!(
+            SeedSequence::new((1 << 40) + 5).generate_state_u32(4),
+            [3767146251, 3672381269, 2127416108, 2216012776]
+        );
+    }
+
+    #[test]
+    fn random_matches_numpy() {
+        let draws = |seed: u64, n: usize| {
+            let mut rng = NumpyRng::new(seed);
+            (0..n).map(|_| rng.random()).collect::<Vec<f64>>()
+        };
+        assert_eq!(draws(7, 3), [0.625095466604667, 0.8972138009695755, 0.7756856902451935]);
+        assert_eq!(draws(0, 2), [0.6369616873214543, 0.2697867137638703]);
+        assert_eq!(draws((1 << 40) + 5, 2), [0.004739459374490829, 0.3725845824112115]);
+    }
+
+    #[test]
+    fn choice_searches_to_the_right() {
+        // cdf = [0.25, 0.5, 1.0]: a draw equal to a boundary falls into the next bin.
+        let weights = [0.25, 0.25, 0.5];
+        assert_eq!(choice_index(weights, 0.0), 0);
+        assert_eq!(choice_index(weights, 0.25), 1);
+        assert_eq!(choice_index(weights, 0.49), 1);
+        assert_eq!(choice_index(weights, 0.5), 2);
+        assert_eq!(choice_index(weights, 0.999), 2);
+    }
+}
