@@ -25,6 +25,7 @@ pub mod chapter;
 mod error;
 pub mod generate;
 mod pipeline;
+pub mod record;
 pub mod rng;
 
 pub use error::PolicyError;
@@ -32,4 +33,6 @@ pub use pipeline::{
     step, Logit, Policy, Snapshots, Stage, StageOrder, StageSnapshot, StepContext, StepOutcome,
     Stepper, TokenProb, POLICY_VERSION,
 };
+pub use generate::{generate, Clock, LanguageModel, Observer, StopReason, Vocabulary};
+pub use record::{replay, ArtifactId, ReplayReport, RunConfig, RunRecord, SeedSource, StopConfig};
 pub use rng::NumpyRng;

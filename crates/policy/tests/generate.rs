@@ -1,0 +1,225 @@
+//! The generation loop over a small deterministic model: every stop reason, stop strings
+//! across token boundaries, accounting, JSON round trips and replay.
+
+use policy::generate::{Observer, StepRecord, Unobserved};
+use policy::{
+    generate, replay, ArtifactId, Clock, LanguageModel, Policy, ReplayReport, RunConfig, RunRecord,
+    SeedSource, StopConfig, StopReason, Vocabulary,
+};
+
+/// Byte tokens, including the two halves of "é" so that text can split a character.
+const TOKENS: [&[u8]; 8] = [b"", b"a", b"b", b"c", b" ", b"\xc3", b"\xa9", b"."];
+const EOS: u32 = 0;
+
+/// Logits are a fixed function of the position and the previous token.
+struct Toy {
+    context_len: usize,
+    position: usize,
+    logits: Vec<f32>,
+    bias: Option<(u32, f32)>,
+}
+
+impl Toy {
+    fn new(context_len: usize) -> Toy {
+        Toy { context_len, position: 0, logits: vec![0.0; TOKENS.len()], bias: None }
+    }
+
+    fn fill(&mut self, last: u32) {
+        for (i, l) in self.logits.iter_mut().enumerate() {
+            let h = (last as usize * 31 + i * 17 + self.position * 7) % 13;
+            *l = h as f32 / 3.0;
+        }
+        if let Some((id, bias)) = self.bias {
+            self.logits[id as usize] += bias;
+        }
+    }
+}
+
+impl LanguageModel for Toy {
+    fn id(&self) -> ArtifactId {
+        ArtifactId { name: "toy".into(), hash: "0".into() }
+    }
+    fn vocab_size(&self) -> usize {
+        TOKENS.len()
+    }
+    fn context_len(&self) -> usize {
+        self.context_len
+    }
+    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], String> {
+        self.position = prompt.len();
+        self.fill(*prompt.last().unwrap());
+        Ok(&self.logits)
+    }
+    fn decode_step(&mut self, token: u32) -> Result<&[f32], String> {
+        self.position += 1;
+        self.fill(token);
+        Ok(&self.logits)
+    }
+}
+
+struct Bytes;
+
+impl Vocabulary for Bytes {
+    fn id(&self) -> ArtifactId {
+        ArtifactId { name: "bytes".into(), hash: "1".into() }
+    }
+    fn encode(&self, text: &str) -> Vec<u32> {
+        text.bytes().filter_map(|b| TOKENS.iter().position(|t| t == &[b]).map(|p| p as u32)).collect()
+    }
+    fn token_bytes(&self, id: u32) -> &[u8] {
+        TOKENS[id as usize]
+    }
+}
+
+/// Advances 10 µs per reading.
+struct Ticks(f64);
+
+impl Clock for Ticks {
+    fn now_us(&mut self) -> f64 {
+        self.0 += 10.0;
+        self.0
+    }
+}
+
+fn config(policy: Policy, max_tokens: usize, stop: StopConfig) -> RunConfig {
+    RunConfig {
+        app_version: "test".into(),
+        prompt_template: "a {prompt}".into(),
+        prompt: "b".into(),
+        policy,
+        seed: 7,
+        seed_source: SeedSource::User,
+        max_tokens,
+        stop,
+    }
+}
+
+fn sampled() -> Policy {
+    Policy { temperature: 0.9, top_k: 6, eos_token: Some(EOS), min_new_tokens: 1, ..Policy::default() }
+}
+
+fn run(model: &mut Toy, config: &RunConfig) -> RunRecord {
+    generate(model, &Bytes, config, &mut Ticks(0.0), &mut Unobserved).unwrap()
+}
+
+#[test]
+fn accounts_for_every_step() {
+    let record = run(&mut Toy::new(64), &config(sampled(), 5, StopConfig::default()));
+    assert_eq!(record.rendered_prompt, "a b");
+    assert_eq!(record.prompt_tokens, [1, 4, 2]);
+    assert!(!record.steps.is_empty());
+    for (i, s) in record.steps.iter().enumerate() {
+        assert_eq!(s.step, i);
+        assert!(s.prob > 0.0 && (s.logprob - s.prob.ln()).abs() < 1e-12);
+        assert!(s.top.len() <= 5 && s.top[0].prob >= s.prob);
+        assert!(s.survivors <= 6 && s.draw.is_some());
+        assert_eq!((s.model_us, s.policy_us), (10.0, 10.0));
+    }
+    assert_eq!(record.token_latencies_us.len(), record.steps.len());
+    assert_eq!(record.ttft_us, 30.0);
+}
+
+#[test]
+fn stops_at_max_tokens() {
+    let policy = Policy { eos_token: None, ..sampled() };
+    let record = run(&mut Toy::new(64), &config(policy, 4, StopConfig::default()));
+    assert_eq!((record.stop_reason, record.steps.len()), (StopReason::MaxTokens, 4));
+}
+
+#[test]
+fn stops_when_the_context_is_full() {
+    let policy = Policy { eos_token: None, ..sampled() };
+    let record = run(&mut Toy::new(5), &config(policy, 100, StopConfig::default()));
+    assert_eq!((record.stop_reason, record.steps.len()), (StopReason::ContextFull, 2));
+}
+
+#[test]
+fn stops_at_end_of_sequence_only_after_min_new_tokens() {
+    let mut model = Toy::new(64);
+    model.bias = Some((EOS, 50.0));
+    let policy = Policy { min_new_tokens: 3, ..sampled() };
+    let record = run(&mut model, &config(policy, 10, StopConfig::default()));
+    assert_eq!((record.stop_reason, record.steps.len()), (StopReason::Eos, 4));
+    assert_eq!(record.steps[3].token, EOS);
+}
+
+#[test]
+fn stops_at_a_stop_token() {
+    let mut model = Toy::new(64);
+    model.bias = Some((7, 50.0));
+    let stop = StopConfig { strings: vec![], tokens: vec![7] };
+    let record = run(&mut model, &config(sampled(), 10, stop));
+    assert_eq!((record.stop_reason, record.steps.len()), (StopReason::StopToken, 1));
+    assert_eq!(record.output_text, "");
+}
+
+#[test]
+fn stop_strings_match_across_token_boundaries_and_are_trimmed() {
+    // Only the two halves of "é" and the space can be chosen, so "é" keeps arriving as two
+    // tokens and a stop string "é" always spans a token boundary.
+    let policy = Policy { forbidden: vec![1, 2, 3, 7], eos_token: None, ..sampled() };
+    let free = run(&mut Toy::new(64), &config(policy.clone(), 12, StopConfig::default()));
+    let at = free.output_text.find('é').expect("the free run writes an é");
+    let stop = StopConfig { strings: vec!["é".into()], tokens: vec![] };
+    let record = run(&mut Toy::new(64), &config(policy, 12, stop));
+    assert_eq!(record.stop_reason, StopReason::StopSequence);
+    assert_eq!(record.output_text, free.output_text[..at]);
+    assert_eq!(record.steps.last().unwrap().token, 6, "the second half completes the match");
+}
+
+#[test]
+fn a_character_split_over_two_tokens_decodes_whole() {
+    let mut model = Toy::new(64);
+    let policy = Policy { forbidden: vec![1, 2, 3, 4, 7], eos_token: None, ..sampled() };
+    let record = run(&mut model, &config(policy, 6, StopConfig::default()));
+    let bytes: Vec<u8> = record.steps.iter().flat_map(|s| TOKENS[s.token as usize].to_vec()).collect();
+    assert_eq!(record.output_text, String::from_utf8_lossy(&bytes));
+}
+
+#[test]
+fn cancelling_stops_between_steps() {
+    struct CancelAfter(usize, usize);
+    impl Observer for CancelAfter {
+        fn on_step(&mut self, _: &StepRecord) {
+            self.1 += 1;
+        }
+        fn cancelled(&mut self) -> bool {
+            self.1 >= self.0
+        }
+    }
+    let policy = Policy { eos_token: None, ..sampled() };
+    let record = generate(&mut Toy::new(64), &Bytes, &config(policy, 20, StopConfig::default()), &mut Ticks(0.0), &mut CancelAfter(3, 0)).unwrap();
+    assert_eq!((record.stop_reason, record.steps.len()), (StopReason::Cancelled, 3));
+}
+
+#[test]
+fn records_round_trip_through_json_and_replay_identically() {
+    let record = run(&mut Toy::new(64), &config(sampled(), 8, StopConfig::default()));
+    let line = serde_json::to_string(&record).unwrap();
+    assert!(!line.contains('\n'), "one record is one JSONL line");
+    let back: RunRecord = serde_json::from_str(&line).unwrap();
+    assert_eq!(back, record);
+    let report = replay(&back, &mut Toy::new(64), &Bytes, &mut Ticks(0.0)).unwrap();
+    assert_eq!(report, ReplayReport::Identical { steps: record.steps.len() });
+}
+
+#[test]
+fn replay_names_the_first_differing_step() {
+    let mut record = run(&mut Toy::new(64), &config(sampled(), 8, StopConfig::default()));
+    let original = record.steps[2].token;
+    record.steps[2].token = (original + 1) % 8;
+    match replay(&record, &mut Toy::new(64), &Bytes, &mut Ticks(0.0)).unwrap() {
+        ReplayReport::Differs { step, recorded, replayed, .. } => {
+            assert_eq!((step, recorded, replayed), (2, Some((original + 1) % 8), Some(original)));
+        }
+        other => panic!("expected a difference, got {other:?}"),
+    }
+}
+
+#[test]
+fn replay_refuses_another_model() {
+    let mut record = run(&mut Toy::new(64), &config(sampled(), 3, StopConfig::default()));
+    record.model.hash = "other".into();
+    let err = replay(&record, &mut Toy::new(64), &Bytes, &mut Ticks(0.0)).unwrap_err();
+    assert_eq!(err.to_string(), "this record was made with model toy (other), but toy (0) is loaded");
+}
