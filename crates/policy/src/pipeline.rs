@@ -412,7 +412,7 @@ impl Stepper {
         let total: f64 = self.weights.iter().sum();
         let draw = rng.random();
         let chosen = choice_index(self.weights.iter().map(|w| w / total), draw);
-        let entropy = -self
+        let entropy = 0.0 - self
             .weights
             .iter()
             .map(|w| w / total)

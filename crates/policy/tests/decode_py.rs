@@ -94,6 +94,11 @@ fn check(file: &str, path: Argpartition) {
 }
 
 #[test]
+fn x86_avx2_path_matches_numpy() {
+    check("decode_py_x86_avx2.json", Argpartition::X86Avx2);
+}
+
+#[test]
 fn portable_path_matches_numpy() {
     check("decode_py_portable.json", Argpartition::Portable);
 }
@@ -104,7 +109,7 @@ fn your_turn_high_temperature_varies_more() {
     let logits = [1.2, 0.1, 2.4, 1.7];
     let distinct = |t: f64| {
         let mut tokens: Vec<usize> = (0..20)
-            .map(|seed| choose(&logits, t, 3, seed, Argpartition::Portable).unwrap().token)
+            .map(|seed| choose(&logits, t, 3, seed, Argpartition::default()).unwrap().token)
             .collect();
         tokens.sort_unstable();
         tokens.dedup();

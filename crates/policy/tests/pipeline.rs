@@ -53,6 +53,9 @@ fn reference(policy: &Policy, logits: &[f64], tokens: &[u32], prompt_len: usize)
         let s: f64 = e.iter().sum();
         e.into_iter().map(|x| x / s).collect::<Vec<f64>>()
     };
+    if l.iter().all(|&x| x == f64::NEG_INFINITY) {
+        return vec![f64::NAN; v];
+    }
     if policy.temperature == 0.0 {
         let max = l.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let first = l.iter().position(|&x| x == max).unwrap();

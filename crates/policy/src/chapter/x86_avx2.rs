@@ -63,9 +63,12 @@ fn argselect(v: &[f64], arg: &mut [usize], pos: usize, right: usize, iters: usiz
             return;
         }
         let pivot = get_pivot_64bit(v, arg, left, right);
-        let range = &arg[left..=right];
-        let smallest = range.iter().map(|&i| v[i]).fold(f64::INFINITY, f64::min);
-        let biggest = range.iter().map(|&i| v[i]).fold(f64::NEG_INFINITY, f64::max);
+        // `smallest` / `biggest` as the partition reduces them (exact values).
+        let (smallest, biggest) = arg[left..=right]
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &i| {
+                (lo.min(v[i]), hi.max(v[i]))
+            });
         let pivot_index = partition_unrolled(v, arg, left, right + 1, pivot);
         if pivot != smallest && pos < pivot_index {
             right = pivot_index - 1;
@@ -90,7 +93,13 @@ fn get_pivot_64bit(v: &[f64], arg: &[usize], left: usize, right: usize) -> f64 {
 /// on `arg[left..right]`; returns the first index whose value is `>= pivot`.
 /// (Ranges reaching it are > 256 long, so the `partition_avx512` branch for
 /// ranges of at most 128 elements is never taken.)
-fn partition_unrolled(v: &[f64], arg: &mut [usize], left: usize, right: usize, pivot: f64) -> usize {
+fn partition_unrolled(
+    v: &[f64],
+    arg: &mut [usize],
+    left: usize,
+    right: usize,
+    pivot: f64,
+) -> usize {
     let (mut left, mut right) = (left, right);
     // Scalar pre-pass making the length a multiple of UNROLL * LANES.
     for _ in 0..(right - left) % (UNROLL * LANES) {
@@ -101,9 +110,12 @@ fn partition_unrolled(v: &[f64], arg: &mut [usize], left: usize, right: usize, p
             arg.swap(left, right);
         }
     }
-    let load = |arg: &[usize], at: usize| -> Idx { [arg[at], arg[at + 1], arg[at + 2], arg[at + 3]] };
+    let load =
+        |arg: &[usize], at: usize| -> Idx { [arg[at], arg[at + 1], arg[at + 2], arg[at + 3]] };
     let vec_left: Vec<Idx> = (0..UNROLL).map(|i| load(arg, left + LANES * i)).collect();
-    let vec_right: Vec<Idx> = (0..UNROLL).map(|i| load(arg, right - LANES * (UNROLL - i))).collect();
+    let vec_right: Vec<Idx> = (0..UNROLL)
+        .map(|i| load(arg, right - LANES * (UNROLL - i)))
+        .collect();
     let (mut l_store, mut r_store) = (left, right - LANES);
     left += UNROLL * LANES;
     right -= UNROLL * LANES;
@@ -135,7 +147,14 @@ fn partition_unrolled(v: &[f64], arg: &mut [usize], left: usize, right: usize, p
 /// packed to the front in lane order, lanes `>= pivot` packed to the back
 /// in reverse lane order; the whole permuted register is stored both at
 /// `l_store` and at `r_store` (in that order). Returns the `>=` count.
-fn partition_vec(v: &[f64], arg: &mut [usize], l_store: usize, r_store: usize, ids: Idx, pivot: f64) -> usize {
+fn partition_vec(
+    v: &[f64],
+    arg: &mut [usize],
+    l_store: usize,
+    r_store: usize,
+    ids: Idx,
+    pivot: f64,
+) -> usize {
     let mut out = [0; LANES];
     let (mut lt, mut ge) = (0, 0);
     for id in ids {
@@ -292,7 +311,13 @@ fn introsort_loop(v: &[f64], a: &mut [usize], depth: usize) {
         let (x, y, z) = (1, end / 2, end - 1);
         let lt = |p: usize, q: usize| v[s[p]] < v[s[q]];
         let m = if lt(x, y) {
-            if lt(y, z) { y } else if lt(x, z) { z } else { x }
+            if lt(y, z) {
+                y
+            } else if lt(x, z) {
+                z
+            } else {
+                x
+            }
         } else if lt(x, z) {
             x
         } else if lt(y, z) {
@@ -364,18 +389,19 @@ fn adjust_heap(v: &[f64], a: &mut [usize], top: usize, len: usize, val: usize) {
         a[hole] = a[child];
         hole = child;
     }
-    if len % 2 == 0 && child == (len - 2) / 2 {
+    if len & 1 == 0 && child == (len - 2) / 2 {
         child = 2 * (child + 1);
         a[hole] = a[child - 1];
         hole = child - 1;
     }
     while hole > top {
         let parent = (hole - 1) / 2;
-        if !(v[a[parent]] < v[val]) {
+        if v[a[parent]] < v[val] {
+            a[hole] = a[parent];
+            hole = parent;
+        } else {
             break;
         }
-        a[hole] = a[parent];
-        hole = parent;
     }
     a[hole] = val;
 }
@@ -399,7 +425,9 @@ mod tests {
 
     #[test]
     fn result_is_a_partition() {
-        let values: Vec<f64> = (0..1000).map(|i| ((i * 7919) % 101) as f64 / 10.0).collect();
+        let values: Vec<f64> = (0..1000)
+            .map(|i| ((i * 7919) % 101) as f64 / 10.0)
+            .collect();
         for kth in [0, 1, 499, 998, 999] {
             let p = argpartition_x86_avx2(&values, kth);
             let mut seen = p.clone();

@@ -1,0 +1,288 @@
+//! `decode-lab`: the policy crate on the command line.
+//!
+//! `decode-lab choose` is the chapter's `decode.py`; `decode-lab pipeline` runs one step of
+//! the full policy and prints every stage as JSON, the same numbers the browser lab shows.
+
+use std::io::Read;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use policy::chapter::{self, Argpartition};
+use policy::{NumpyRng, Policy, Snapshots, StageOrder, StepContext};
+use serde_json::json;
+
+#[derive(Parser)]
+#[command(name = "decode-lab", version, about = "The decoding-policy lab on the command line")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The chapter's choose(logits, temperature, top_k, seed), exactly as decode.py prints it.
+    Choose(ChooseArgs),
+    /// One step of the full policy pipeline, with the distribution after every stage.
+    Pipeline(PipelineArgs),
+}
+
+#[derive(Args)]
+struct LogitsSource {
+    /// Comma-separated logits, for example `--logits 1.2,0.1,2.4,1.7` (negatives parse).
+    #[arg(long, allow_hyphen_values = true, value_name = "LIST", required_unless_present = "logits_file")]
+    logits: Option<String>,
+    /// A file holding one JSON array of logits; `-` reads standard input.
+    #[arg(long, value_name = "PATH", conflicts_with = "logits")]
+    logits_file: Option<String>,
+}
+
+impl LogitsSource {
+    fn read(&self) -> Result<Vec<f64>, String> {
+        match (&self.logits, &self.logits_file) {
+            (Some(list), _) => parse_list(list, "logit"),
+            (None, Some(path)) => {
+                let text = if path == "-" {
+                    let mut text = String::new();
+                    std::io::stdin()
+                        .read_to_string(&mut text)
+                        .map_err(|e| format!("cannot read standard input: {e}"))?;
+                    text
+                } else {
+                    std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?
+                };
+                serde_json::from_str(&text)
+                    .map_err(|e| format!("{path} is not one JSON array of numbers: {e}"))
+            }
+            (None, None) => Err("no logits given: use --logits or --logits-file".into()),
+        }
+    }
+}
+
+/// A seed, or `fresh` for one drawn from the operating system (and then printed).
+#[derive(Clone, Copy)]
+enum SeedArg {
+    Fixed(u64),
+    Fresh,
+}
+
+impl SeedArg {
+    fn resolve(self) -> Result<u64, String> {
+        match self {
+            SeedArg::Fixed(seed) => Ok(seed),
+            SeedArg::Fresh => getrandom::u64().map_err(|e| format!("cannot draw a fresh seed: {e}")),
+        }
+    }
+}
+
+fn parse_seed(text: &str) -> Result<SeedArg, String> {
+    if text == "fresh" {
+        return Ok(SeedArg::Fresh);
+    }
+    text.parse()
+        .map(SeedArg::Fixed)
+        .map_err(|_| format!("seed {text:?} is not a whole number from 0 to 2^64-1, nor `fresh`"))
+}
+
+#[derive(Args)]
+struct ChooseArgs {
+    #[command(flatten)]
+    logits: LogitsSource,
+    #[arg(long, default_value_t = 0.7)]
+    temperature: f64,
+    #[arg(long, default_value_t = 3)]
+    top_k: usize,
+    /// A whole number, or `fresh`.
+    #[arg(long, default_value = "7", value_parser = parse_seed)]
+    seed: SeedArg,
+    /// Which NumPy argpartition to reproduce (the kept order, and so the token, depend on it).
+    #[arg(long, value_enum, default_value_t = PathArg::X86Avx2)]
+    argpartition: PathArg,
+    /// Print {"token", "kept", "probs"} as JSON instead of decode.py's line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PathArg {
+    /// NumPy on x86-64 CPUs with AVX2 (x86-simd-sort); the chapter's own output.
+    X86Avx2,
+    /// NumPy's portable introselect (ARM, older x86, SIMD dispatch disabled).
+    Portable,
+}
+
+impl From<PathArg> for Argpartition {
+    fn from(path: PathArg) -> Argpartition {
+        match path {
+            PathArg::X86Avx2 => Argpartition::X86Avx2,
+            PathArg::Portable => Argpartition::Portable,
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OrderArg {
+    Hf,
+    TemperatureLast,
+}
+
+#[derive(Args)]
+struct PipelineArgs {
+    #[command(flatten)]
+    logits: LogitsSource,
+    /// Token ids the step conditions on (prompt first, then generated tokens).
+    #[arg(long, value_name = "IDS", allow_hyphen_values = true)]
+    context: Option<String>,
+    /// How many of the context ids are the prompt; frequency and presence penalties and
+    /// min-new-tokens count only the rest.
+    #[arg(long, default_value_t = 0)]
+    prompt_len: usize,
+    #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
+    temperature: f64,
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
+    top_p: f64,
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    min_p: f64,
+    #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
+    repetition_penalty: f64,
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    frequency_penalty: f64,
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    presence_penalty: f64,
+    /// Forbidden token ids, comma-separated.
+    #[arg(long, value_name = "IDS", allow_hyphen_values = true)]
+    forbid: Option<String>,
+    /// Additive logit bias as `id:bias` pairs, comma-separated.
+    #[arg(long, value_name = "ID:BIAS,...", allow_hyphen_values = true)]
+    bias: Option<String>,
+    #[arg(long, default_value_t = 0)]
+    no_repeat_ngram: usize,
+    #[arg(long, default_value_t = 0)]
+    min_new_tokens: usize,
+    /// The end-of-sequence token id (masked until min-new-tokens are generated).
+    #[arg(long)]
+    eos: Option<u32>,
+    #[arg(long, value_enum, default_value_t = OrderArg::Hf)]
+    order: OrderArg,
+    /// A whole number, or `fresh`.
+    #[arg(long, default_value = "7", value_parser = parse_seed)]
+    seed: SeedArg,
+    /// Print JSON (the only output format; accepted for symmetry with `choose`).
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_list<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<T>, String> {
+    text.split(',')
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().map_err(|_| format!("{what} {s:?} is not a valid number")))
+        .collect()
+}
+
+fn parse_bias(text: &str) -> Result<Vec<(u32, f64)>, String> {
+    text.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|pair| {
+            let (id, bias) = pair
+                .split_once(':')
+                .ok_or_else(|| format!("bias {pair:?} is not of the form id:bias"))?;
+            let id = id.trim().parse().map_err(|_| format!("bias token id {id:?} is not a token id"))?;
+            let bias = bias.trim().parse().map_err(|_| format!("bias {bias:?} is not a number"))?;
+            Ok((id, bias))
+        })
+        .collect()
+}
+
+fn run_choose(args: &ChooseArgs) -> Result<String, String> {
+    let logits = args.logits.read()?;
+    let seed = args.seed.resolve()?;
+    let choice = chapter::choose(&logits, args.temperature, args.top_k, seed, args.argpartition.into())
+        .map_err(|e| e.to_string())?;
+    if matches!(args.seed, SeedArg::Fresh) && !args.json {
+        eprintln!("seed: {seed}");
+    }
+    Ok(if args.json {
+        json!({ "token": choice.token, "kept": choice.kept, "probs": choice.probs, "seed": seed })
+            .to_string()
+    } else {
+        choice.to_string()
+    })
+}
+
+fn run_pipeline(args: &PipelineArgs) -> Result<String, String> {
+    let logits = args.logits.read()?;
+    let context: Vec<u32> = match &args.context {
+        Some(ids) => parse_list(ids, "context token id")?,
+        None => Vec::new(),
+    };
+    let policy = Policy {
+        forbidden: match &args.forbid {
+            Some(ids) => parse_list(ids, "forbidden token id")?,
+            None => Vec::new(),
+        },
+        logit_bias: match &args.bias {
+            Some(pairs) => parse_bias(pairs)?,
+            None => Vec::new(),
+        },
+        repetition_penalty: args.repetition_penalty,
+        frequency_penalty: args.frequency_penalty,
+        presence_penalty: args.presence_penalty,
+        no_repeat_ngram: args.no_repeat_ngram,
+        min_new_tokens: args.min_new_tokens,
+        eos_token: args.eos,
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+        min_p: args.min_p,
+        order: match args.order {
+            OrderArg::Hf => StageOrder::TemperatureFirst,
+            OrderArg::TemperatureLast => StageOrder::TemperatureLast,
+        },
+    };
+    let seed = args.seed.resolve()?;
+    let mut rng = NumpyRng::new(seed);
+    let outcome = policy::step(
+        &policy,
+        &logits,
+        StepContext::new(&context, args.prompt_len),
+        &mut rng,
+        Snapshots::Record,
+    )
+    .map_err(|e| e.to_string())?;
+    let stages = outcome.stages.clone().unwrap_or_default();
+    let last = stages.last().map(|s| s.tokens.as_slice()).unwrap_or_default();
+    let fin: Vec<_> = last.iter().map(|t| json!({ "id": t.id, "prob": t.prob })).collect();
+    Ok(json!({
+        "policy_version": policy::POLICY_VERSION,
+        "policy": policy,
+        "seed": seed,
+        "stages": stages,
+        "final": fin,
+        "token": outcome.token,
+        "prob": outcome.prob,
+        "draw": outcome.draw,
+        "survivors": outcome.survivors,
+        "entropy": outcome.entropy,
+    })
+    .to_string())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Choose(args) => run_choose(args),
+        Command::Pipeline(args) => run_pipeline(args),
+    };
+    match result {
+        Ok(out) => {
+            println!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
