@@ -1,0 +1,119 @@
+// The lab in Debian's headless Chromium: the decoding-step tables must hold exactly the
+// numbers `decode-lab pipeline --json` prints for the same settings.
+//
+// Needs: DIST_DIR (Trunk's output), DECODE_LAB_BIN (the CLI), CHROMIUM (default
+// /usr/bin/chromium). `cargo xtask test` builds both and sets them.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import { readFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { extname, join, normalize } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const DIST = process.env.DIST_DIR ?? join(import.meta.dirname, '..', 'dist');
+const CLI = process.env.DECODE_LAB_BIN ?? join(import.meta.dirname, '..', 'target', 'debug', 'decode-lab');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm', '.css': 'text/css' };
+// Both sides compute in f64; only the decimal round trip of the printed numbers differs.
+const TOLERANCE = 1e-12;
+
+let server;
+let browser;
+let url;
+
+before(async () => {
+  server = createServer(async (req, res) => {
+    const path = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname)).replace(/^(\.\.[/\\])+/, '');
+    const file = join(DIST, path === '/' ? 'index.html' : path);
+    try {
+      const body = await readFile(file);
+      res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream' });
+      res.end(body);
+    } catch {
+      res.writeHead(404).end('not found');
+    }
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  url = `http://127.0.0.1:${server.address().port}/`;
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', '--no-first-run', '--disable-quic'],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+function cli(args) {
+  return JSON.parse(execFileSync(CLI, ['pipeline', ...args, '--json'], { encoding: 'utf8' }));
+}
+
+/** Every stage on the page: its label and, per token row, the probability cell's full value. */
+async function stagesOnPage(page) {
+  return page.$$eval('figure.stage', (figures) => figures.map((f) => ({
+    stage: f.dataset.stage,
+    caption: f.querySelector('table caption')?.textContent ?? '',
+    probs: [...f.querySelectorAll('tbody tr')].map((tr) => Number(tr.querySelectorAll('td')[1].dataset.value)),
+  })));
+}
+
+const LABELS = { constraints: 'constraints', temperature: 'temperature', top_k: 'top-k', top_p: 'top-p', min_p: 'min-p' };
+
+function assertSameAsCli(onPage, fromCli, vocab) {
+  assert.deepEqual(onPage.map((s) => s.stage), fromCli.stages.map((s) => LABELS[s.stage]));
+  fromCli.stages.forEach((stage, i) => {
+    const expected = new Array(vocab).fill(0);
+    for (const t of stage.tokens) expected[t.id] = t.prob;
+    assert.match(onPage[i].caption, /^Distribution after/);
+    assert.equal(onPage[i].probs.length, vocab);
+    onPage[i].probs.forEach((p, id) => {
+      assert.ok(Math.abs(p - expected[id]) <= TOLERANCE, `${stage.stage} token ${id}: page ${p}, cli ${expected[id]}`);
+    });
+  });
+}
+
+test('the decoding step matches decode-lab pipeline after changing the temperature', async () => {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(url);
+  await page.getByLabel('Temperature', { exact: true }).waitFor();
+
+  // The chapter's example is the default.
+  assert.equal(await page.getByLabel('Logits').inputValue(), '1.2, 0.1, 2.4, 1.7');
+  await page.locator('figure.stage').first().waitFor();
+  const defaults = cli(['--logits', '1.2,0.1,2.4,1.7', '--temperature', '0.7', '--top-k', '3', '--seed', '7']);
+  assertSameAsCli(await stagesOnPage(page), defaults, 4);
+  assert.equal(await page.locator('#chosen strong').textContent(), String(defaults.token));
+  assert.match(await page.locator('.chapter-line code').textContent(), /^2 \[0\.116 0\.238 0\.646\]$/);
+
+  await page.getByLabel('Temperature', { exact: true }).fill('1.3');
+  await page.getByLabel('Top-p', { exact: true }).fill('0.8');
+  await page.waitForFunction(() => document.querySelector('figure.stage[data-stage="top-p"]'));
+  const changed = cli(['--logits', '1.2,0.1,2.4,1.7', '--temperature', '1.3', '--top-k', '3', '--top-p', '0.8', '--seed', '7']);
+  assertSameAsCli(await stagesOnPage(page), changed, 4);
+  assert.equal(await page.locator('#chosen strong').textContent(), String(changed.token));
+  assert.deepEqual(errors, []);
+});
+
+test('bad input is explained in words, not a crash', async () => {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(url);
+  await page.locator('figure.stage').first().waitFor();
+  await page.getByLabel('Temperature', { exact: true }).fill('-1');
+  assert.equal(await page.getByRole('alert').textContent(),
+    'Temperature -1 is invalid: it must be a number at least 0 (0 means greedy).');
+  await page.getByLabel('Temperature', { exact: true }).fill('0.7');
+  await page.getByLabel('Logits').fill('1, NaN, 2');
+  assert.match(await page.getByRole('alert').textContent(), /^Logit 1 is NaN/);
+  await page.getByLabel('Logits').fill('1, 2, 3');
+  await page.locator('figure.stage').first().waitFor();
+  assert.deepEqual(errors, []);
+});
