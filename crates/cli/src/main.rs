@@ -12,7 +12,11 @@ use policy::{NumpyRng, Policy, Snapshots, StageOrder, StepContext};
 use serde_json::json;
 
 #[derive(Parser)]
-#[command(name = "decode-lab", version, about = "The decoding-policy lab on the command line")]
+#[command(
+    name = "decode-lab",
+    version,
+    about = "The decoding-policy lab on the command line"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -29,7 +33,12 @@ enum Command {
 #[derive(Args)]
 struct LogitsSource {
     /// Comma-separated logits, for example `--logits 1.2,0.1,2.4,1.7` (negatives parse).
-    #[arg(long, allow_hyphen_values = true, value_name = "LIST", required_unless_present = "logits_file")]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        value_name = "LIST",
+        required_unless_present = "logits_file"
+    )]
     logits: Option<String>,
     /// A file holding one JSON array of logits; `-` reads standard input.
     #[arg(long, value_name = "PATH", conflicts_with = "logits")]
@@ -69,7 +78,9 @@ impl SeedArg {
     fn resolve(self) -> Result<u64, String> {
         match self {
             SeedArg::Fixed(seed) => Ok(seed),
-            SeedArg::Fresh => getrandom::u64().map_err(|e| format!("cannot draw a fresh seed: {e}")),
+            SeedArg::Fresh => {
+                getrandom::u64().map_err(|e| format!("cannot draw a fresh seed: {e}"))
+            }
         }
     }
 }
@@ -177,7 +188,10 @@ fn parse_list<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<T>, St
     text.split(',')
         .map(|s| s.trim())
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse().map_err(|_| format!("{what} {s:?} is not a valid number")))
+        .map(|s| {
+            s.parse()
+                .map_err(|_| format!("{what} {s:?} is not a valid number"))
+        })
         .collect()
 }
 
@@ -188,8 +202,14 @@ fn parse_bias(text: &str) -> Result<Vec<(u32, f64)>, String> {
             let (id, bias) = pair
                 .split_once(':')
                 .ok_or_else(|| format!("bias {pair:?} is not of the form id:bias"))?;
-            let id = id.trim().parse().map_err(|_| format!("bias token id {id:?} is not a token id"))?;
-            let bias = bias.trim().parse().map_err(|_| format!("bias {bias:?} is not a number"))?;
+            let id = id
+                .trim()
+                .parse()
+                .map_err(|_| format!("bias token id {id:?} is not a token id"))?;
+            let bias = bias
+                .trim()
+                .parse()
+                .map_err(|_| format!("bias {bias:?} is not a number"))?;
             Ok((id, bias))
         })
         .collect()
@@ -198,8 +218,14 @@ fn parse_bias(text: &str) -> Result<Vec<(u32, f64)>, String> {
 fn run_choose(args: &ChooseArgs) -> Result<String, String> {
     let logits = args.logits.read()?;
     let seed = args.seed.resolve()?;
-    let choice = chapter::choose(&logits, args.temperature, args.top_k, seed, args.argpartition.into())
-        .map_err(|e| e.to_string())?;
+    let choice = chapter::choose(
+        &logits,
+        args.temperature,
+        args.top_k,
+        seed,
+        args.argpartition.into(),
+    )
+    .map_err(|e| e.to_string())?;
     if matches!(args.seed, SeedArg::Fresh) && !args.json {
         eprintln!("seed: {seed}");
     }
@@ -252,8 +278,14 @@ fn run_pipeline(args: &PipelineArgs) -> Result<String, String> {
     )
     .map_err(|e| e.to_string())?;
     let stages = outcome.stages.clone().unwrap_or_default();
-    let last = stages.last().map(|s| s.tokens.as_slice()).unwrap_or_default();
-    let fin: Vec<_> = last.iter().map(|t| json!({ "id": t.id, "prob": t.prob })).collect();
+    let last = stages
+        .last()
+        .map(|s| s.tokens.as_slice())
+        .unwrap_or_default();
+    let fin: Vec<_> = last
+        .iter()
+        .map(|t| json!({ "id": t.id, "prob": t.prob }))
+        .collect();
     Ok(json!({
         "policy_version": policy::POLICY_VERSION,
         "policy": policy,

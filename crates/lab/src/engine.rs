@@ -69,9 +69,12 @@ fn number(text: &str, name: &str) -> Result<f64, String> {
 }
 
 fn whole(text: &str, name: &str) -> Result<u64, String> {
-    text.trim()
-        .parse::<u64>()
-        .map_err(|_| format!("{name} must be a whole number of at least 0, but it is \"{}\".", text.trim()))
+    text.trim().parse::<u64>().map_err(|_| {
+        format!(
+            "{name} must be a whole number of at least 0, but it is \"{}\".",
+            text.trim()
+        )
+    })
 }
 
 /// Parses a comma- or space-separated list of logits.
@@ -103,24 +106,50 @@ pub fn run_step(form: &StepForm) -> Result<StepView, String> {
     };
     let seed = whole(&form.seed, "Seed")?;
     let mut rng = NumpyRng::new(seed);
-    let outcome = policy::step(&policy, &logits, StepContext::default(), &mut rng, Snapshots::Record)
-        .map_err(|e| sentence(e.to_string()))?;
+    let outcome = policy::step(
+        &policy,
+        &logits,
+        StepContext::default(),
+        &mut rng,
+        Snapshots::Record,
+    )
+    .map_err(|e| sentence(e.to_string()))?;
     let stages = outcome
         .stages
         .unwrap_or_default()
         .into_iter()
         .map(|stage| {
             let mut rows: Vec<Row> = (0..logits.len() as u32)
-                .map(|id| Row { id, logit: None, prob: 0.0 })
+                .map(|id| Row {
+                    id,
+                    logit: None,
+                    prob: 0.0,
+                })
                 .collect();
             for t in &stage.tokens {
-                rows[t.id as usize] = Row { id: t.id, logit: Some(t.logit), prob: t.prob };
+                rows[t.id as usize] = Row {
+                    id: t.id,
+                    logit: Some(t.logit),
+                    prob: t.prob,
+                };
             }
-            StageView { label: stage.stage.label(), survivors: stage.survivors, rows }
+            StageView {
+                label: stage.stage.label(),
+                survivors: stage.survivors,
+                rows,
+            }
         })
         .collect();
     let chapter_line = (policy.top_p == 1.0 && policy.min_p == 0.0 && policy.top_k > 0)
-        .then(|| chapter::choose(&logits, policy.temperature, policy.top_k, seed, Argpartition::default()))
+        .then(|| {
+            chapter::choose(
+                &logits,
+                policy.temperature,
+                policy.top_k,
+                seed,
+                Argpartition::default(),
+            )
+        })
         .and_then(Result::ok)
         .map(|choice| choice.to_string());
     Ok(StepView {
@@ -169,15 +198,30 @@ mod tests {
             f(&mut form);
             run_step(&form).unwrap_err()
         };
-        assert_eq!(form(|f| f.logits = "1, x".into()), "Logit \"x\" is not a number.");
-        assert_eq!(form(|f| f.logits = " ".into()), "Type at least one logit, for example 1.2, 0.1, 2.4, 1.7.");
-        assert_eq!(form(|f| f.temperature = "warm".into()), "Temperature must be a number, but it is \"warm\".");
+        assert_eq!(
+            form(|f| f.logits = "1, x".into()),
+            "Logit \"x\" is not a number."
+        );
+        assert_eq!(
+            form(|f| f.logits = " ".into()),
+            "Type at least one logit, for example 1.2, 0.1, 2.4, 1.7."
+        );
+        assert_eq!(
+            form(|f| f.temperature = "warm".into()),
+            "Temperature must be a number, but it is \"warm\"."
+        );
         assert_eq!(
             form(|f| f.temperature = "-1".into()),
             "Temperature -1 is invalid: it must be a number at least 0 (0 means greedy)."
         );
-        assert_eq!(form(|f| f.top_p = "0".into()), "Top-p 0 is invalid: it must be greater than 0 and at most 1.");
-        assert_eq!(form(|f| f.seed = "-3".into()), "Seed must be a whole number of at least 0, but it is \"-3\".");
+        assert_eq!(
+            form(|f| f.top_p = "0".into()),
+            "Top-p 0 is invalid: it must be greater than 0 and at most 1."
+        );
+        assert_eq!(
+            form(|f| f.seed = "-3".into()),
+            "Seed must be a whole number of at least 0, but it is \"-3\"."
+        );
         assert!(form(|f| f.logits = "1, NaN".into()).starts_with("Logit 1 is NaN"));
     }
 }

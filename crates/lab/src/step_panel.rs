@@ -97,12 +97,12 @@ pub fn StepPanel() -> impl IntoView {
                 {chapter}
                 <div class="stages">{stages}</div>
             }
-                .into_any()
+            .into_any()
         }
         Err(message) => view! {
             <p class="error" role="alert">{message}</p>
         }
-            .into_any(),
+        .into_any(),
     };
 
     view! {

@@ -270,4 +270,3 @@ fn find_stop_string(output: &[u8], appended_from: usize, stops: &[String]) -> Op
         })
         .min()
 }
-

@@ -29,10 +29,10 @@ pub mod record;
 pub mod rng;
 
 pub use error::PolicyError;
+pub use generate::{generate, Clock, LanguageModel, Observer, StopReason, Vocabulary};
 pub use pipeline::{
     step, Logit, Policy, Snapshots, Stage, StageOrder, StageSnapshot, StepContext, StepOutcome,
     Stepper, TokenProb, POLICY_VERSION,
 };
-pub use generate::{generate, Clock, LanguageModel, Observer, StopReason, Vocabulary};
 pub use record::{replay, ArtifactId, ReplayReport, RunConfig, RunRecord, SeedSource, StopConfig};
 pub use rng::NumpyRng;

@@ -325,7 +325,9 @@ impl Stepper {
             self.candidates.sort_unstable_by_key(|c| c.1);
         } else {
             let candidates = &mut self.candidates;
-            scan_live(logits, &self.overrides, |id, logit| candidates.push((logit, id)))?;
+            scan_live(logits, &self.overrides, |id, logit| {
+                candidates.push((logit, id))
+            })?;
         }
         // From here on candidates are in ascending id order.
         if let Some(stages) = stages.as_mut() {
@@ -379,8 +381,11 @@ impl Stepper {
             .map(|c| c.0)
             .fold(f64::NEG_INFINITY, f64::max);
         self.weights.clear();
-        self.weights
-            .extend(self.candidates.iter().map(|c| ((c.0 - max) / filter_t).exp()));
+        self.weights.extend(
+            self.candidates
+                .iter()
+                .map(|c| ((c.0 - max) / filter_t).exp()),
+        );
         if policy.top_p < 1.0 {
             let total: f64 = self.weights.iter().sum();
             self.select.clear();
@@ -412,13 +417,14 @@ impl Stepper {
         let total: f64 = self.weights.iter().sum();
         let draw = rng.random();
         let chosen = choice_index(self.weights.iter().map(|w| w / total), draw);
-        let entropy = 0.0 - self
-            .weights
-            .iter()
-            .map(|w| w / total)
-            .filter(|&p| p > 0.0)
-            .map(|p| p * p.ln())
-            .sum::<f64>();
+        let entropy = 0.0
+            - self
+                .weights
+                .iter()
+                .map(|w| w / total)
+                .filter(|&p| p > 0.0)
+                .map(|p| p * p.ln())
+                .sum::<f64>();
         Ok(StepOutcome {
             token: self.candidates[chosen].1,
             prob: self.weights[chosen] / total,
@@ -492,9 +498,9 @@ impl Stepper {
                     .binary_search_by_key(&run[0], |o| o.0)
                     .expect("generated tokens were added as overrides");
                 let n = run.len() as f64;
-                overrides[at].1 = overrides[at].1.map(|l| {
-                    l - n * policy.frequency_penalty - policy.presence_penalty
-                });
+                overrides[at].1 = overrides[at]
+                    .1
+                    .map(|l| l - n * policy.frequency_penalty - policy.presence_penalty);
             }
         }
 

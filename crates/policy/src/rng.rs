@@ -53,9 +53,9 @@ impl SeedSequence {
         }
         // Entropy words beyond the pool size (never more than two here) are mixed in last.
         for &word in words.iter().skip(POOL_SIZE) {
-            for dst in 0..POOL_SIZE {
+            for slot in pool.iter_mut() {
                 let hashed = hashmix(word);
-                pool[dst] = mix(pool[dst], hashed);
+                *slot = mix(*slot, hashed);
             }
         }
         SeedSequence { pool }
@@ -84,7 +84,9 @@ impl SeedSequence {
 }
 
 fn mix(x: u32, y: u32) -> u32 {
-    let result = MIX_MULT_L.wrapping_mul(x).wrapping_sub(MIX_MULT_R.wrapping_mul(y));
+    let result = MIX_MULT_L
+        .wrapping_mul(x)
+        .wrapping_sub(MIX_MULT_R.wrapping_mul(y));
     result ^ (result >> XSHIFT)
 }
 
@@ -189,9 +191,15 @@ mod tests {
             let mut rng = NumpyRng::new(seed);
             (0..n).map(|_| rng.random()).collect::<Vec<f64>>()
         };
-        assert_eq!(draws(7, 3), [0.625095466604667, 0.8972138009695755, 0.7756856902451935]);
+        assert_eq!(
+            draws(7, 3),
+            [0.625095466604667, 0.8972138009695755, 0.7756856902451935]
+        );
         assert_eq!(draws(0, 2), [0.6369616873214543, 0.2697867137638703]);
-        assert_eq!(draws((1 << 40) + 5, 2), [0.004739459374490829, 0.3725845824112115]);
+        assert_eq!(
+            draws((1 << 40) + 5, 2),
+            [0.004739459374490829, 0.3725845824112115]
+        );
     }
 
     #[test]

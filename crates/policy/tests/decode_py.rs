@@ -54,7 +54,11 @@ fn check(file: &str, path: Argpartition) {
     .unwrap();
     let fixture: Fixture = serde_json::from_str(&text).unwrap();
     assert_eq!(fixture.argpartition_path, path.name());
-    assert!(fixture.cases.len() >= 300, "only {} cases", fixture.cases.len());
+    assert!(
+        fixture.cases.len() >= 300,
+        "only {} cases",
+        fixture.cases.len()
+    );
     let mut failures = Vec::new();
     for case in &fixture.cases {
         let got = choose(&case.logits, case.temperature, case.top_k, case.seed, path).unwrap();
@@ -74,7 +78,12 @@ fn check(file: &str, path: Argpartition) {
                 &case.kept[..case.kept.len().min(8)]
             ));
         } else if got.to_string() != case.printed {
-            failures.push(format!("{}: printed {:?}, numpy {:?}", case.name, got.to_string(), case.printed));
+            failures.push(format!(
+                "{}: printed {:?}, numpy {:?}",
+                case.name,
+                got.to_string(),
+                case.printed
+            ));
         }
     }
     assert!(
@@ -89,7 +98,11 @@ fn check(file: &str, path: Argpartition) {
     let turn = &fixture.your_turn;
     for draw in &turn.draws {
         let got = choose(&turn.logits, draw.temperature, turn.top_k, draw.seed, path).unwrap();
-        assert_eq!(got.token, draw.token, "your turn: T={} seed={}", draw.temperature, draw.seed);
+        assert_eq!(
+            got.token, draw.token,
+            "your turn: T={} seed={}",
+            draw.temperature, draw.seed
+        );
     }
 }
 
@@ -109,11 +122,20 @@ fn your_turn_high_temperature_varies_more() {
     let logits = [1.2, 0.1, 2.4, 1.7];
     let distinct = |t: f64| {
         let mut tokens: Vec<usize> = (0..20)
-            .map(|seed| choose(&logits, t, 3, seed, Argpartition::default()).unwrap().token)
+            .map(|seed| {
+                choose(&logits, t, 3, seed, Argpartition::default())
+                    .unwrap()
+                    .token
+            })
             .collect();
         tokens.sort_unstable();
         tokens.dedup();
         tokens.len()
     };
-    assert!(distinct(1.5) > distinct(0.2), "{} vs {}", distinct(1.5), distinct(0.2));
+    assert!(
+        distinct(1.5) > distinct(0.2),
+        "{} vs {}",
+        distinct(1.5),
+        distinct(0.2)
+    );
 }

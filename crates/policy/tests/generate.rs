@@ -21,7 +21,12 @@ struct Toy {
 
 impl Toy {
     fn new(context_len: usize) -> Toy {
-        Toy { context_len, position: 0, logits: vec![0.0; TOKENS.len()], bias: None }
+        Toy {
+            context_len,
+            position: 0,
+            logits: vec![0.0; TOKENS.len()],
+            bias: None,
+        }
     }
 
     fn fill(&mut self, last: u32) {
@@ -37,7 +42,10 @@ impl Toy {
 
 impl LanguageModel for Toy {
     fn id(&self) -> ArtifactId {
-        ArtifactId { name: "toy".into(), hash: "0".into() }
+        ArtifactId {
+            name: "toy".into(),
+            hash: "0".into(),
+        }
     }
     fn vocab_size(&self) -> usize {
         TOKENS.len()
@@ -61,10 +69,15 @@ struct Bytes;
 
 impl Vocabulary for Bytes {
     fn id(&self) -> ArtifactId {
-        ArtifactId { name: "bytes".into(), hash: "1".into() }
+        ArtifactId {
+            name: "bytes".into(),
+            hash: "1".into(),
+        }
     }
     fn encode(&self, text: &str) -> Vec<u32> {
-        text.bytes().filter_map(|b| TOKENS.iter().position(|t| t == &[b]).map(|p| p as u32)).collect()
+        text.bytes()
+            .filter_map(|b| TOKENS.iter().position(|t| t == &[b]).map(|p| p as u32))
+            .collect()
     }
     fn token_bytes(&self, id: u32) -> &[u8] {
         TOKENS[id as usize]
@@ -95,7 +108,13 @@ fn config(policy: Policy, max_tokens: usize, stop: StopConfig) -> RunConfig {
 }
 
 fn sampled() -> Policy {
-    Policy { temperature: 0.9, top_k: 6, eos_token: Some(EOS), min_new_tokens: 1, ..Policy::default() }
+    Policy {
+        temperature: 0.9,
+        top_k: 6,
+        eos_token: Some(EOS),
+        min_new_tokens: 1,
+        ..Policy::default()
+    }
 }
 
 fn run(model: &mut Toy, config: &RunConfig) -> RunRecord {
@@ -104,7 +123,10 @@ fn run(model: &mut Toy, config: &RunConfig) -> RunRecord {
 
 #[test]
 fn accounts_for_every_step() {
-    let record = run(&mut Toy::new(64), &config(sampled(), 5, StopConfig::default()));
+    let record = run(
+        &mut Toy::new(64),
+        &config(sampled(), 5, StopConfig::default()),
+    );
     assert_eq!(record.rendered_prompt, "a b");
     assert_eq!(record.prompt_tokens, [1, 4, 2]);
     assert!(!record.steps.is_empty());
@@ -121,25 +143,46 @@ fn accounts_for_every_step() {
 
 #[test]
 fn stops_at_max_tokens() {
-    let policy = Policy { eos_token: None, ..sampled() };
+    let policy = Policy {
+        eos_token: None,
+        ..sampled()
+    };
     let record = run(&mut Toy::new(64), &config(policy, 4, StopConfig::default()));
-    assert_eq!((record.stop_reason, record.steps.len()), (StopReason::MaxTokens, 4));
+    assert_eq!(
+        (record.stop_reason, record.steps.len()),
+        (StopReason::MaxTokens, 4)
+    );
 }
 
 #[test]
 fn stops_when_the_context_is_full() {
-    let policy = Policy { eos_token: None, ..sampled() };
-    let record = run(&mut Toy::new(5), &config(policy, 100, StopConfig::default()));
-    assert_eq!((record.stop_reason, record.steps.len()), (StopReason::ContextFull, 2));
+    let policy = Policy {
+        eos_token: None,
+        ..sampled()
+    };
+    let record = run(
+        &mut Toy::new(5),
+        &config(policy, 100, StopConfig::default()),
+    );
+    assert_eq!(
+        (record.stop_reason, record.steps.len()),
+        (StopReason::ContextFull, 2)
+    );
 }
 
 #[test]
 fn stops_at_end_of_sequence_only_after_min_new_tokens() {
     let mut model = Toy::new(64);
     model.bias = Some((EOS, 50.0));
-    let policy = Policy { min_new_tokens: 3, ..sampled() };
+    let policy = Policy {
+        min_new_tokens: 3,
+        ..sampled()
+    };
     let record = run(&mut model, &config(policy, 10, StopConfig::default()));
-    assert_eq!((record.stop_reason, record.steps.len()), (StopReason::Eos, 4));
+    assert_eq!(
+        (record.stop_reason, record.steps.len()),
+        (StopReason::Eos, 4)
+    );
     assert_eq!(record.steps[3].token, EOS);
 }
 
@@ -147,9 +190,15 @@ fn stops_at_end_of_sequence_only_after_min_new_tokens() {
 fn stops_at_a_stop_token() {
     let mut model = Toy::new(64);
     model.bias = Some((7, 50.0));
-    let stop = StopConfig { strings: vec![], tokens: vec![7] };
+    let stop = StopConfig {
+        strings: vec![],
+        tokens: vec![7],
+    };
     let record = run(&mut model, &config(sampled(), 10, stop));
-    assert_eq!((record.stop_reason, record.steps.len()), (StopReason::StopToken, 1));
+    assert_eq!(
+        (record.stop_reason, record.steps.len()),
+        (StopReason::StopToken, 1)
+    );
     assert_eq!(record.output_text, "");
 }
 
@@ -157,22 +206,47 @@ fn stops_at_a_stop_token() {
 fn stop_strings_match_across_token_boundaries_and_are_trimmed() {
     // Only the two halves of "é" and the space can be chosen, so "é" keeps arriving as two
     // tokens and a stop string "é" always spans a token boundary.
-    let policy = Policy { forbidden: vec![1, 2, 3, 7], eos_token: None, ..sampled() };
-    let free = run(&mut Toy::new(64), &config(policy.clone(), 12, StopConfig::default()));
-    let at = free.output_text.find('é').expect("the free run writes an é");
-    let stop = StopConfig { strings: vec!["é".into()], tokens: vec![] };
+    let policy = Policy {
+        forbidden: vec![1, 2, 3, 7],
+        eos_token: None,
+        ..sampled()
+    };
+    let free = run(
+        &mut Toy::new(64),
+        &config(policy.clone(), 12, StopConfig::default()),
+    );
+    let at = free
+        .output_text
+        .find('é')
+        .expect("the free run writes an é");
+    let stop = StopConfig {
+        strings: vec!["é".into()],
+        tokens: vec![],
+    };
     let record = run(&mut Toy::new(64), &config(policy, 12, stop));
     assert_eq!(record.stop_reason, StopReason::StopSequence);
     assert_eq!(record.output_text, free.output_text[..at]);
-    assert_eq!(record.steps.last().unwrap().token, 6, "the second half completes the match");
+    assert_eq!(
+        record.steps.last().unwrap().token,
+        6,
+        "the second half completes the match"
+    );
 }
 
 #[test]
 fn a_character_split_over_two_tokens_decodes_whole() {
     let mut model = Toy::new(64);
-    let policy = Policy { forbidden: vec![1, 2, 3, 4, 7], eos_token: None, ..sampled() };
+    let policy = Policy {
+        forbidden: vec![1, 2, 3, 4, 7],
+        eos_token: None,
+        ..sampled()
+    };
     let record = run(&mut model, &config(policy, 6, StopConfig::default()));
-    let bytes: Vec<u8> = record.steps.iter().flat_map(|s| TOKENS[s.token as usize].to_vec()).collect();
+    let bytes: Vec<u8> = record
+        .steps
+        .iter()
+        .flat_map(|s| TOKENS[s.token as usize].to_vec())
+        .collect();
     assert_eq!(record.output_text, String::from_utf8_lossy(&bytes));
 }
 
@@ -187,30 +261,62 @@ fn cancelling_stops_between_steps() {
             self.1 >= self.0
         }
     }
-    let policy = Policy { eos_token: None, ..sampled() };
-    let record = generate(&mut Toy::new(64), &Bytes, &config(policy, 20, StopConfig::default()), &mut Ticks(0.0), &mut CancelAfter(3, 0)).unwrap();
-    assert_eq!((record.stop_reason, record.steps.len()), (StopReason::Cancelled, 3));
+    let policy = Policy {
+        eos_token: None,
+        ..sampled()
+    };
+    let record = generate(
+        &mut Toy::new(64),
+        &Bytes,
+        &config(policy, 20, StopConfig::default()),
+        &mut Ticks(0.0),
+        &mut CancelAfter(3, 0),
+    )
+    .unwrap();
+    assert_eq!(
+        (record.stop_reason, record.steps.len()),
+        (StopReason::Cancelled, 3)
+    );
 }
 
 #[test]
 fn records_round_trip_through_json_and_replay_identically() {
-    let record = run(&mut Toy::new(64), &config(sampled(), 8, StopConfig::default()));
+    let record = run(
+        &mut Toy::new(64),
+        &config(sampled(), 8, StopConfig::default()),
+    );
     let line = serde_json::to_string(&record).unwrap();
     assert!(!line.contains('\n'), "one record is one JSONL line");
     let back: RunRecord = serde_json::from_str(&line).unwrap();
     assert_eq!(back, record);
     let report = replay(&back, &mut Toy::new(64), &Bytes, &mut Ticks(0.0)).unwrap();
-    assert_eq!(report, ReplayReport::Identical { steps: record.steps.len() });
+    assert_eq!(
+        report,
+        ReplayReport::Identical {
+            steps: record.steps.len()
+        }
+    );
 }
 
 #[test]
 fn replay_names_the_first_differing_step() {
-    let mut record = run(&mut Toy::new(64), &config(sampled(), 8, StopConfig::default()));
+    let mut record = run(
+        &mut Toy::new(64),
+        &config(sampled(), 8, StopConfig::default()),
+    );
     let original = record.steps[2].token;
     record.steps[2].token = (original + 1) % 8;
     match replay(&record, &mut Toy::new(64), &Bytes, &mut Ticks(0.0)).unwrap() {
-        ReplayReport::Differs { step, recorded, replayed, .. } => {
-            assert_eq!((step, recorded, replayed), (2, Some((original + 1) % 8), Some(original)));
+        ReplayReport::Differs {
+            step,
+            recorded,
+            replayed,
+            ..
+        } => {
+            assert_eq!(
+                (step, recorded, replayed),
+                (2, Some((original + 1) % 8), Some(original))
+            );
         }
         other => panic!("expected a difference, got {other:?}"),
     }
@@ -218,8 +324,14 @@ fn replay_names_the_first_differing_step() {
 
 #[test]
 fn replay_refuses_another_model() {
-    let mut record = run(&mut Toy::new(64), &config(sampled(), 3, StopConfig::default()));
+    let mut record = run(
+        &mut Toy::new(64),
+        &config(sampled(), 3, StopConfig::default()),
+    );
     record.model.hash = "other".into();
     let err = replay(&record, &mut Toy::new(64), &Bytes, &mut Ticks(0.0)).unwrap_err();
-    assert_eq!(err.to_string(), "this record was made with model toy (other), but toy (0) is loaded");
+    assert_eq!(
+        err.to_string(),
+        "this record was made with model toy (other), but toy (0) is loaded"
+    );
 }

@@ -17,17 +17,17 @@ fn reference(policy: &Policy, logits: &[f64], tokens: &[u32], prompt_len: usize)
     for &(id, bias) in &policy.logit_bias {
         l[id as usize] += bias;
     }
-    for id in 0..v {
+    for (id, x) in l.iter_mut().enumerate() {
         if tokens.contains(&(id as u32)) {
             let r = policy.repetition_penalty;
-            l[id] = if l[id] > 0.0 { l[id] / r } else { l[id] * r };
+            *x = if *x > 0.0 { *x / r } else { *x * r };
         }
     }
     let generated = &tokens[prompt_len..];
-    for id in 0..v {
+    for (id, x) in l.iter_mut().enumerate() {
         let count = generated.iter().filter(|&&t| t as usize == id).count() as f64;
         if count > 0.0 {
-            l[id] -= count * policy.frequency_penalty + policy.presence_penalty;
+            *x -= count * policy.frequency_penalty + policy.presence_penalty;
         }
     }
     let n = policy.no_repeat_ngram;
@@ -70,22 +70,34 @@ fn reference(policy: &Policy, logits: &[f64], tokens: &[u32], prompt_len: usize)
         let mut sorted = z.clone();
         sorted.sort_by(|a, b| b.total_cmp(a));
         let kth = sorted[(policy.top_k - 1).min(v - 1)];
-        z.iter_mut().filter(|x| **x < kth).for_each(|x| *x = f64::NEG_INFINITY);
+        z.iter_mut()
+            .filter(|x| **x < kth)
+            .for_each(|x| *x = f64::NEG_INFINITY);
     }
     if policy.top_p < 1.0 {
         let p = softmax(&z);
         let keep: Vec<bool> = (0..v)
             .map(|i| p.iter().filter(|&&q| q > p[i]).sum::<f64>() < policy.top_p)
             .collect();
-        (0..v).filter(|&i| !keep[i]).for_each(|i| z[i] = f64::NEG_INFINITY);
+        (0..v)
+            .filter(|&i| !keep[i])
+            .for_each(|i| z[i] = f64::NEG_INFINITY);
     }
     if policy.min_p > 0.0 {
         let p = softmax(&z);
         let max = p.iter().copied().fold(0.0, f64::max);
-        (0..v).filter(|&i| p[i] < policy.min_p * max).for_each(|i| z[i] = f64::NEG_INFINITY);
+        (0..v)
+            .filter(|&i| p[i] < policy.min_p * max)
+            .for_each(|i| z[i] = f64::NEG_INFINITY);
     }
     let final_logits: Vec<f64> = (0..v)
-        .map(|i| if z[i] == f64::NEG_INFINITY { f64::NEG_INFINITY } else { l[i] / policy.temperature })
+        .map(|i| {
+            if z[i] == f64::NEG_INFINITY {
+                f64::NEG_INFINITY
+            } else {
+                l[i] / policy.temperature
+            }
+        })
         .collect();
     softmax(&final_logits)
 }
@@ -100,15 +112,31 @@ fn final_distribution(outcome: &StepOutcome, v: usize) -> Vec<f64> {
     p
 }
 
-fn run(policy: &Policy, logits: &[f64], tokens: &[u32], prompt_len: usize, seed: u64) -> StepOutcome {
+fn run(
+    policy: &Policy,
+    logits: &[f64],
+    tokens: &[u32],
+    prompt_len: usize,
+    seed: u64,
+) -> StepOutcome {
     let mut rng = NumpyRng::new(seed);
-    step(policy, logits, StepContext::new(tokens, prompt_len), &mut rng, Snapshots::Record).unwrap()
+    step(
+        policy,
+        logits,
+        StepContext::new(tokens, prompt_len),
+        &mut rng,
+        Snapshots::Record,
+    )
+    .unwrap()
 }
 
 fn arb_case() -> impl Strategy<Value = (Policy, Vec<f64>, Vec<u32>, usize, u64)> {
     (2usize..300).prop_flat_map(|v| {
         let logits = prop::collection::vec(
-            prop_oneof![(-80i32..80).prop_map(|x| f64::from(x) / 8.0), -20.0f64..20.0],
+            prop_oneof![
+                (-80i32..80).prop_map(|x| f64::from(x) / 8.0),
+                -20.0f64..20.0
+            ],
             v,
         );
         let ids = prop::collection::vec(0..v as u32, 0..12);
@@ -142,7 +170,11 @@ fn arb_case() -> impl Strategy<Value = (Policy, Vec<f64>, Vec<u32>, usize, u64)>
                     top_k,
                     top_p,
                     min_p,
-                    order: if last { StageOrder::TemperatureLast } else { StageOrder::TemperatureFirst },
+                    order: if last {
+                        StageOrder::TemperatureLast
+                    } else {
+                        StageOrder::TemperatureFirst
+                    },
                 };
                 let prompt_len = prompt_len.min(tokens.len());
                 (policy, logits, tokens, prompt_len, seed)
@@ -213,25 +245,42 @@ proptest! {
 
 fn survivors(policy: &Policy, logits: &[f64]) -> Vec<u32> {
     let outcome = run(policy, logits, &[], 0, 0);
-    outcome.stages.unwrap().last().unwrap().tokens.iter().map(|t| t.id).collect()
+    outcome
+        .stages
+        .unwrap()
+        .last()
+        .unwrap()
+        .tokens
+        .iter()
+        .map(|t| t.id)
+        .collect()
 }
 
 #[test]
 fn top_k_keeps_ties_at_the_kth_value() {
-    let policy = Policy { top_k: 2, ..Policy::default() };
+    let policy = Policy {
+        top_k: 2,
+        ..Policy::default()
+    };
     assert_eq!(survivors(&policy, &[3.0, 1.0, 2.0, 2.0, 0.0]), [0, 2, 3]);
 }
 
 #[test]
 fn top_p_always_keeps_the_most_probable_token() {
-    let policy = Policy { top_p: 1e-9, ..Policy::default() };
+    let policy = Policy {
+        top_p: 1e-9,
+        ..Policy::default()
+    };
     assert_eq!(survivors(&policy, &[0.0, 5.0, 1.0]), [1]);
 }
 
 #[test]
 fn min_p_is_relative_to_the_top_probability() {
     // exp(-1) = 0.368 of the top passes min-p 0.3; exp(-2) = 0.135 does not.
-    let policy = Policy { min_p: 0.3, ..Policy::default() };
+    let policy = Policy {
+        min_p: 0.3,
+        ..Policy::default()
+    };
     assert_eq!(survivors(&policy, &[2.0, 1.0, 0.0]), [0, 1]);
 }
 
@@ -240,15 +289,25 @@ fn temperature_last_changes_what_min_p_keeps() {
     // At temperature 3 first, exp(-2/3) = 0.51 of the top survives min-p 0.3; with
     // temperature last, min-p sees exp(-2) = 0.135 and removes the token.
     let logits = [2.0, 0.0];
-    let first = Policy { temperature: 3.0, min_p: 0.3, ..Policy::default() };
-    let last = Policy { order: StageOrder::TemperatureLast, ..first.clone() };
+    let first = Policy {
+        temperature: 3.0,
+        min_p: 0.3,
+        ..Policy::default()
+    };
+    let last = Policy {
+        order: StageOrder::TemperatureLast,
+        ..first.clone()
+    };
     assert_eq!(survivors(&first, &logits), [0, 1]);
     assert_eq!(survivors(&last, &logits), [0]);
 }
 
 #[test]
 fn repetition_penalty_follows_hugging_face() {
-    let policy = Policy { repetition_penalty: 2.0, ..Policy::default() };
+    let policy = Policy {
+        repetition_penalty: 2.0,
+        ..Policy::default()
+    };
     let outcome = run(&policy, &[4.0, -1.0, 1.0], &[0, 1], 2, 0);
     let constrained = &outcome.stages.unwrap()[0];
     let logits: Vec<f64> = constrained.tokens.iter().map(|t| t.logit).collect();
@@ -257,80 +316,175 @@ fn repetition_penalty_follows_hugging_face() {
 
 #[test]
 fn frequency_and_presence_count_generated_tokens_only() {
-    let policy = Policy { frequency_penalty: 0.5, presence_penalty: 1.0, ..Policy::default() };
+    let policy = Policy {
+        frequency_penalty: 0.5,
+        presence_penalty: 1.0,
+        ..Policy::default()
+    };
     // Token 0 is in the prompt only; token 1 was generated twice.
     let outcome = run(&policy, &[0.0, 0.0, 0.0], &[0, 1, 1], 1, 0);
-    let logits: Vec<f64> = outcome.stages.unwrap()[0].tokens.iter().map(|t| t.logit).collect();
+    let logits: Vec<f64> = outcome.stages.unwrap()[0]
+        .tokens
+        .iter()
+        .map(|t| t.logit)
+        .collect();
     assert_eq!(logits, [0.0, -2.0, 0.0]);
 }
 
 #[test]
 fn no_repeat_ngram_bans_the_completing_token() {
-    let policy = Policy { no_repeat_ngram: 2, ..Policy::default() };
+    let policy = Policy {
+        no_repeat_ngram: 2,
+        ..Policy::default()
+    };
     let outcome = run(&policy, &[0.0, 0.0, 0.0], &[1, 2, 1], 3, 0);
-    let ids: Vec<u32> = outcome.stages.unwrap()[0].tokens.iter().map(|t| t.id).collect();
+    let ids: Vec<u32> = outcome.stages.unwrap()[0]
+        .tokens
+        .iter()
+        .map(|t| t.id)
+        .collect();
     assert_eq!(ids, [0, 1]);
 }
 
 #[test]
 fn min_new_tokens_masks_end_of_sequence() {
-    let policy = Policy { eos_token: Some(0), min_new_tokens: 1, temperature: 0.0, ..Policy::default() };
+    let policy = Policy {
+        eos_token: Some(0),
+        min_new_tokens: 1,
+        temperature: 0.0,
+        ..Policy::default()
+    };
     assert_eq!(run(&policy, &[9.0, 1.0], &[1], 1, 0).token, 1);
     assert_eq!(run(&policy, &[9.0, 1.0], &[1, 1], 1, 0).token, 0);
 }
 
 #[test]
 fn greedy_ties_go_to_the_lowest_id() {
-    let policy = Policy { temperature: 0.0, ..Policy::default() };
+    let policy = Policy {
+        temperature: 0.0,
+        ..Policy::default()
+    };
     let outcome = run(&policy, &[1.0, 3.0, 3.0], &[], 0, 0);
     assert_eq!((outcome.token, outcome.prob, outcome.draw), (1, 1.0, None));
 }
 
 #[test]
 fn stages_are_reported_in_pipeline_order() {
-    let policy = Policy { top_k: 3, top_p: 0.9, min_p: 0.05, ..Policy::default() };
+    let policy = Policy {
+        top_k: 3,
+        top_p: 0.9,
+        min_p: 0.05,
+        ..Policy::default()
+    };
     let outcome = run(&policy, &[1.0, 2.0, 3.0, 4.0], &[], 0, 0);
     let stages: Vec<Stage> = outcome.stages.unwrap().iter().map(|s| s.stage).collect();
-    assert_eq!(stages, [Stage::Constraints, Stage::Temperature, Stage::TopK, Stage::TopP, Stage::MinP]);
+    assert_eq!(
+        stages,
+        [
+            Stage::Constraints,
+            Stage::Temperature,
+            Stage::TopK,
+            Stage::TopP,
+            Stage::MinP
+        ]
+    );
 }
 
 #[test]
 fn bad_input_names_the_value() {
     let ok = Policy::default();
     let err = |policy: &Policy, logits: &[f64]| {
-        step(policy, logits, StepContext::default(), &mut NumpyRng::new(0), Snapshots::Skip).unwrap_err()
+        step(
+            policy,
+            logits,
+            StepContext::default(),
+            &mut NumpyRng::new(0),
+            Snapshots::Skip,
+        )
+        .unwrap_err()
     };
     assert_eq!(err(&ok, &[]), PolicyError::EmptyVocabulary);
-    assert_eq!(err(&ok, &[0.0, f64::INFINITY]), PolicyError::NonFiniteLogit { index: 1, value: f64::INFINITY });
-    assert!(matches!(err(&ok, &[f64::NAN, 0.0]), PolicyError::NonFiniteLogit { index: 0, .. }));
-    let t = |temperature| Policy { temperature, ..Policy::default() };
-    assert_eq!(err(&t(-0.5), &[0.0, 1.0]), PolicyError::InvalidTemperature(-0.5));
-    assert!(matches!(err(&t(f64::NAN), &[0.0, 1.0]), PolicyError::InvalidTemperature(v) if v.is_nan()));
+    assert_eq!(
+        err(&ok, &[0.0, f64::INFINITY]),
+        PolicyError::NonFiniteLogit {
+            index: 1,
+            value: f64::INFINITY
+        }
+    );
+    assert!(matches!(
+        err(&ok, &[f64::NAN, 0.0]),
+        PolicyError::NonFiniteLogit { index: 0, .. }
+    ));
+    let t = |temperature| Policy {
+        temperature,
+        ..Policy::default()
+    };
+    assert_eq!(
+        err(&t(-0.5), &[0.0, 1.0]),
+        PolicyError::InvalidTemperature(-0.5)
+    );
+    assert!(
+        matches!(err(&t(f64::NAN), &[0.0, 1.0]), PolicyError::InvalidTemperature(v) if v.is_nan())
+    );
     for top_p in [0.0, -0.1, 1.5] {
-        let policy = Policy { top_p, ..Policy::default() };
+        let policy = Policy {
+            top_p,
+            ..Policy::default()
+        };
         assert_eq!(err(&policy, &[0.0, 1.0]), PolicyError::InvalidTopP(top_p));
     }
     for min_p in [-0.1, 1.5] {
-        let policy = Policy { min_p, ..Policy::default() };
+        let policy = Policy {
+            min_p,
+            ..Policy::default()
+        };
         assert_eq!(err(&policy, &[0.0, 1.0]), PolicyError::InvalidMinP(min_p));
     }
     for repetition_penalty in [0.0, -1.0] {
-        let policy = Policy { repetition_penalty, ..Policy::default() };
-        assert_eq!(err(&policy, &[0.0, 1.0]), PolicyError::InvalidRepetitionPenalty(repetition_penalty));
+        let policy = Policy {
+            repetition_penalty,
+            ..Policy::default()
+        };
+        assert_eq!(
+            err(&policy, &[0.0, 1.0]),
+            PolicyError::InvalidRepetitionPenalty(repetition_penalty)
+        );
     }
-    let policy = Policy { forbidden: vec![7], ..Policy::default() };
+    let policy = Policy {
+        forbidden: vec![7],
+        ..Policy::default()
+    };
     assert_eq!(
         err(&policy, &[0.0, 1.0]).to_string(),
         "forbidden token id 7 is out of range for a vocabulary of 2 tokens"
     );
-    let policy = Policy { forbidden: vec![0, 1], ..Policy::default() };
-    assert_eq!(err(&policy, &[0.0, 1.0]), PolicyError::AllTokensMasked { vocab: 2 });
+    let policy = Policy {
+        forbidden: vec![0, 1],
+        ..Policy::default()
+    };
+    assert_eq!(
+        err(&policy, &[0.0, 1.0]),
+        PolicyError::AllTokensMasked { vocab: 2 }
+    );
 }
 
 #[test]
 fn largest_vocabulary_works() {
-    let logits: Vec<f32> = (0..262_144).map(|i| ((i * 7919) % 1000) as f32 / 100.0).collect();
-    let policy = Policy { top_p: 0.9, temperature: 0.7, ..Policy::default() };
-    let outcome = step(&policy, &logits, StepContext::default(), &mut NumpyRng::new(1), Snapshots::Skip).unwrap();
+    let logits: Vec<f32> = (0..262_144)
+        .map(|i| ((i * 7919) % 1000) as f32 / 100.0)
+        .collect();
+    let policy = Policy {
+        top_p: 0.9,
+        temperature: 0.7,
+        ..Policy::default()
+    };
+    let outcome = step(
+        &policy,
+        &logits,
+        StepContext::default(),
+        &mut NumpyRng::new(1),
+        Snapshots::Skip,
+    )
+    .unwrap();
     assert!(outcome.prob > 0.0 && outcome.survivors > 1);
 }

@@ -113,7 +113,10 @@ pub fn choose(
     };
     let kept = order[order.len() - top_k..].to_vec();
     let kept_scaled: Vec<f64> = kept.iter().map(|&i| scaled[i]).collect();
-    let max = kept_scaled.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let max = kept_scaled
+        .iter()
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max);
     let mut probs: Vec<f64> = kept_scaled.iter().map(|&s| (s - max).exp()).collect();
     let total = pairwise_sum(&probs);
     probs.iter_mut().for_each(|p| *p /= total);
@@ -186,7 +189,7 @@ pub fn arg_introselect(v: &[f64], order: &mut [usize], kth: usize) {
         let mut max_index = low;
         let mut max_value = v[order[low]];
         for k in low + 1..num {
-            if !(v[order[k]] < max_value) {
+            if v[order[k]] >= max_value {
                 max_index = k;
                 max_value = v[order[k]];
             }
@@ -208,18 +211,19 @@ pub fn arg_introselect(v: &[f64], order: &mut [usize], kth: usize) {
             hh += 1;
         }
         depth_limit -= 1;
-        // Unguarded partition around the pivot now at `low`.
+        // Unguarded partition around the pivot now at `low`; the values are finite, so
+        // `>=` is NumPy's `!less`.
         let pivot = v[order[low]];
         loop {
             loop {
                 ll += 1;
-                if !(v[order[ll]] < pivot) {
+                if v[order[ll]] >= pivot {
                     break;
                 }
             }
             loop {
                 hh -= 1;
-                if !(pivot < v[order[hh]]) {
+                if pivot >= v[order[hh]] {
                     break;
                 }
             }
@@ -395,7 +399,10 @@ mod tests {
 
     #[test]
     fn arrays_pad_like_numpy() {
-        assert_eq!(format_numpy_array(&[0.1, 0.25, 0.646]), "[0.1   0.25  0.646]");
+        assert_eq!(
+            format_numpy_array(&[0.1, 0.25, 0.646]),
+            "[0.1   0.25  0.646]"
+        );
         assert_eq!(format_numpy_array(&[1.0, 0.0]), "[1. 0.]");
         assert_eq!(format_numpy_array(&[]), "[]");
     }
@@ -414,7 +421,9 @@ mod tests {
             Err(PolicyError::InvalidTopK { top_k: 3, vocab: 2 })
         );
         assert_eq!(
-            choose(&[1.0, f64::NAN], 0.7, 1, 7, P).unwrap_err().to_string(),
+            choose(&[1.0, f64::NAN], 0.7, 1, 7, P)
+                .unwrap_err()
+                .to_string(),
             "logit 1 is NaN, but every logit must be a finite number"
         );
     }

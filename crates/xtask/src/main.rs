@@ -1,0 +1,261 @@
+//! `cargo xtask serve` builds and serves the lab; `cargo xtask test` runs every test.
+//!
+//! Both first install what is missing on a fresh machine (the wasm target, Trunk, the
+//! wasm-bindgen CLI that matches Cargo.lock, Chromium, Mesa's lavapipe Vulkan driver, the
+//! npm packages of `e2e/`) and skip what is already there, so a repeated run costs seconds.
+
+use std::env;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{exit, Command, Stdio};
+
+const TRUNK_VERSION: &str = "0.21.14";
+const WASM_TARGET: &str = "wasm32-unknown-unknown";
+/// Debian packages: headless Chromium for the browser tests and the lavapipe CPU Vulkan
+/// driver for native wgpu tests.
+const APT_PACKAGES: [&str; 3] = ["chromium", "mesa-vulkan-drivers", "libvulkan1"];
+const CHROMIUM: &str = "/usr/bin/chromium";
+/// Crates the pure policy crate must never depend on.
+const POLICY_MUST_NOT_USE: [&str; 6] = [
+    "web-sys",
+    "js-sys",
+    "wasm-bindgen",
+    "wgpu",
+    "leptos",
+    "getrandom",
+];
+
+fn main() {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let root = workspace_root();
+    env::set_current_dir(&root)
+        .unwrap_or_else(|e| fail(&format!("cannot enter {}: {e}", root.display())));
+    let result = match args.first().map(String::as_str) {
+        Some("serve") => serve(&root, &args[1..]),
+        Some("test") => test(&root),
+        Some("install") => install(&root),
+        _ => Err(
+            "usage: cargo xtask serve [--port N] | cargo xtask test | cargo xtask install".into(),
+        ),
+    };
+    if let Err(message) = result {
+        fail(&message);
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("xtask: {message}");
+    exit(1)
+}
+
+fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .nth(2)
+        .map(Path::to_path_buf)
+        .unwrap_or(manifest)
+}
+
+/// Runs a command with inherited output; an error names the command.
+fn run(cmd: &mut Command) -> Result<(), String> {
+    let shown = format!("{cmd:?}");
+    println!("xtask: $ {shown}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot start {shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed with {status}"))
+    }
+}
+
+/// Runs a command and returns its standard output, or `None` if it cannot run or fails.
+fn output(cmd: &mut Command) -> Option<String> {
+    let out = cmd.stderr(Stdio::null()).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn cargo() -> Command {
+    Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// PATH with `e2e/node_modules/.bin` first: Trunk finds binaryen's wasm-opt there.
+fn tool_path(root: &Path) -> OsString {
+    let mut paths = vec![root.join("e2e/node_modules/.bin")];
+    if let Some(home) = env::var_os("HOME") {
+        paths.push(PathBuf::from(home).join(".cargo/bin"));
+    }
+    paths.extend(env::split_paths(&env::var_os("PATH").unwrap_or_default()));
+    env::join_paths(paths).unwrap_or_default()
+}
+
+/// The version of a package in Cargo.lock.
+fn locked_version(root: &Path, package: &str) -> Result<String, String> {
+    let lock = std::fs::read_to_string(root.join("Cargo.lock"))
+        .map_err(|e| format!("cannot read Cargo.lock: {e}"))?;
+    let needle = format!("name = \"{package}\"\nversion = \"");
+    let start = lock
+        .find(&needle)
+        .ok_or_else(|| format!("{package} is not in Cargo.lock"))?
+        + needle.len();
+    Ok(lock[start..]
+        .split('"')
+        .next()
+        .unwrap_or_default()
+        .to_string())
+}
+
+fn install(root: &Path) -> Result<(), String> {
+    let path = tool_path(root);
+    let has = |program: &str, args: &[&str], expected: &str| {
+        output(Command::new(program).args(args).env("PATH", &path))
+            .is_some_and(|out| out.contains(expected))
+    };
+
+    if has("rustup", &["target", "list", "--installed"], WASM_TARGET) {
+        println!("xtask: {WASM_TARGET} target present");
+    } else {
+        run(Command::new("rustup").args(["target", "add", WASM_TARGET]))?;
+    }
+
+    if has("trunk", &["--version"], &format!("trunk {TRUNK_VERSION}")) {
+        println!("xtask: trunk {TRUNK_VERSION} present");
+    } else {
+        // Trunk 0.22 needs a newer rustc than this machine's; 0.21.14 builds with rustls.
+        run(cargo()
+            .args(["install", "trunk", "--version", TRUNK_VERSION, "--locked"])
+            .args(["--no-default-features", "--features", "rustls"]))?;
+    }
+
+    let bindgen = locked_version(root, "wasm-bindgen")?;
+    if has(
+        "wasm-bindgen",
+        &["--version"],
+        &format!("wasm-bindgen {bindgen}"),
+    ) {
+        println!("xtask: wasm-bindgen {bindgen} present");
+    } else {
+        // Not `--locked`: the CLI's own lock file pins a crate the registry mirror lacks.
+        run(cargo().args([
+            "install",
+            "wasm-bindgen-cli",
+            "--version",
+            &bindgen,
+            "--force",
+        ]))?;
+    }
+
+    let missing: Vec<&str> = APT_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| {
+            !output(Command::new("dpkg-query").args(["-W", "-f=${Status}", p]))
+                .is_some_and(|s| s.contains("ok installed"))
+        })
+        .collect();
+    if missing.is_empty() {
+        println!("xtask: {} present", APT_PACKAGES.join(", "));
+    } else {
+        run(Command::new("apt-get")
+            .args(["update", "-qq"])
+            .env("DEBIAN_FRONTEND", "noninteractive"))?;
+        run(Command::new("apt-get")
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(&missing)
+            .env("DEBIAN_FRONTEND", "noninteractive"))?;
+    }
+
+    let e2e = root.join("e2e");
+    let installed = [
+        "node_modules/.package-lock.json",
+        "node_modules/.bin/wasm-opt",
+        "node_modules/playwright-core/package.json",
+    ]
+    .iter()
+    .all(|f| e2e.join(f).exists());
+    if installed {
+        println!("xtask: e2e npm packages present");
+    } else {
+        run(Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&e2e))?;
+    }
+    Ok(())
+}
+
+fn serve(root: &Path, args: &[String]) -> Result<(), String> {
+    let port = match args {
+        [] => "8080".to_string(),
+        [flag, port] if flag == "--port" => port.clone(),
+        _ => return Err("usage: cargo xtask serve [--port N]".into()),
+    };
+    install(root)?;
+    println!("xtask: building the lab; it will be served at http://127.0.0.1:{port}/");
+    run(Command::new("trunk")
+        .args([
+            "serve",
+            "--release",
+            "--offline",
+            "--address",
+            "127.0.0.1",
+            "--port",
+            &port,
+        ])
+        .env("PATH", tool_path(root)))
+}
+
+fn test(root: &Path) -> Result<(), String> {
+    install(root)?;
+    let path = tool_path(root);
+
+    run(cargo().args(["fmt", "--all", "--check"]))?;
+    run(cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
+
+    // Architecture invariants: the policy core is pure and builds for the browser.
+    let tree = output(cargo().args([
+        "tree",
+        "-p",
+        "policy",
+        "-e",
+        "normal,build",
+        "--prefix",
+        "none",
+        "--format",
+        "{p}",
+    ]))
+    .ok_or("cargo tree -p policy failed")?;
+    for name in POLICY_MUST_NOT_USE {
+        if tree
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(name))
+        {
+            return Err(format!(
+                "the policy crate must not depend on {name}, but cargo tree lists it"
+            ));
+        }
+    }
+    println!(
+        "xtask: policy depends on none of {}",
+        POLICY_MUST_NOT_USE.join(", ")
+    );
+    run(cargo().args(["build", "-p", "policy", "--target", WASM_TARGET]))?;
+
+    run(cargo().args(["test"]))?;
+
+    run(Command::new("trunk")
+        .args(["build", "--release", "--offline"])
+        .env("PATH", &path))?;
+    run(cargo().args(["build", "-p", "decode-lab"]))?;
+    let target = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    run(Command::new("node")
+        .args(["--test", "e2e/"])
+        .env("DIST_DIR", root.join("dist"))
+        .env("DECODE_LAB_BIN", target.join("debug/decode-lab"))
+        .env("CHROMIUM", CHROMIUM))
+}
