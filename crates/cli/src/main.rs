@@ -226,12 +226,23 @@ fn run_choose(args: &ChooseArgs) -> Result<String, String> {
         args.argpartition.into(),
     )
     .map_err(|e| e.to_string())?;
-    if matches!(args.seed, SeedArg::Fresh) && !args.json {
+    if matches!(args.seed, SeedArg::Fresh) {
         eprintln!("seed: {seed}");
     }
     Ok(if args.json {
-        json!({ "token": choice.token, "kept": choice.kept, "probs": choice.probs, "seed": seed })
-            .to_string()
+        // Field order as the chapter's `return token, probs` reads: token, kept, probs.
+        #[derive(serde::Serialize)]
+        struct Printed<'a> {
+            token: usize,
+            kept: &'a [usize],
+            probs: &'a [f64],
+        }
+        let printed = Printed {
+            token: choice.token,
+            kept: &choice.kept,
+            probs: &choice.probs,
+        };
+        serde_json::to_string(&printed).map_err(|e| e.to_string())?
     } else {
         choice.to_string()
     })

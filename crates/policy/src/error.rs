@@ -9,6 +9,14 @@ pub enum PolicyError {
     EmptyVocabulary,
     #[error("logit {index} is {value}, but every logit must be a finite number")]
     NonFiniteLogit { index: usize, value: f64 },
+    #[error(
+        "logit {index} divided by temperature {temperature} is {value}, too large for a float"
+    )]
+    ScaledLogitOverflow {
+        index: usize,
+        value: f64,
+        temperature: f64,
+    },
     #[error("temperature {0} is invalid: it must be a number at least 0 (0 means greedy)")]
     InvalidTemperature(f64),
     #[error("top-p {0} is invalid: it must be greater than 0 and at most 1")]

@@ -102,6 +102,14 @@ pub fn choose(
         });
     }
     let scaled: Vec<f64> = logits.iter().map(|&l| l / temperature).collect();
+    // NumPy would carry the infinity into NaN probabilities and refuse them in choice().
+    if let Some((index, &value)) = scaled.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        return Err(PolicyError::ScaledLogitOverflow {
+            index,
+            value,
+            temperature,
+        });
+    }
     let kth = scaled.len() - top_k;
     let order = match path {
         Argpartition::X86Avx2 => x86_avx2::argpartition_x86_avx2(&scaled, kth),

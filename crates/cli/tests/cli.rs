@@ -1,0 +1,159 @@
+//! `decode-lab` as a user runs it: exact output, negative numbers, standard input, errors.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn decode_lab(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_decode-lab"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(args: &[&str]) -> String {
+    let out = decode_lab(args, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json(args: &[&str], stdin: Option<&str>) -> serde_json::Value {
+    let out = decode_lab(args, stdin);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn choose_prints_the_chapters_line() {
+    let args = [
+        "choose",
+        "--logits",
+        "1.2,0.1,2.4,1.7",
+        "--temperature",
+        "0.7",
+        "--top-k",
+        "3",
+        "--seed",
+        "7",
+    ];
+    assert_eq!(stdout(&args), "2 [0.116 0.238 0.646]\n");
+    let with_json = [&args[..], &["--json"]].concat();
+    assert!(
+        stdout(&with_json).starts_with(r#"{"token":2,"kept":[0,3,2],"probs":[0.1163408258333986,"#)
+    );
+    let portable = [&args[..], &["--argpartition", "portable"]].concat();
+    assert_eq!(stdout(&portable), "2 [0.116 0.646 0.238]\n");
+}
+
+#[test]
+fn pipeline_prints_stages_final_and_token() {
+    let out = json(
+        &[
+            "pipeline",
+            "--logits",
+            "-1.5,0.2,3",
+            "--top-k",
+            "2",
+            "--json",
+        ],
+        None,
+    );
+    let stages: Vec<&str> = out["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(stages, ["constraints", "temperature", "top_k"]);
+    let fin = out["final"].as_array().unwrap();
+    assert_eq!(
+        fin.iter()
+            .map(|t| t["id"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [1, 2]
+    );
+    assert!(fin.iter().any(|t| t["id"] == out["token"]));
+    // `--logits=-1.5,...` and a JSON array on standard input give the same step.
+    assert_eq!(
+        json(&["pipeline", "--logits=-1.5,0.2,3", "--top-k", "2"], None),
+        out
+    );
+    assert_eq!(
+        json(
+            &["pipeline", "--logits-file", "-", "--top-k", "2"],
+            Some("[-1.5, 0.2, 3]")
+        ),
+        out
+    );
+}
+
+#[test]
+fn bad_input_is_named_and_exits_non_zero() {
+    for (args, message) in [
+        (
+            &["pipeline", "--logits", "1,2", "--temperature", "-1"][..],
+            "temperature -1 is invalid",
+        ),
+        (
+            &["pipeline", "--logits", "1,x"][..],
+            "logit \"x\" is not a valid number",
+        ),
+        (
+            &["pipeline", "--logits", "1,2", "--top-p", "1.5"][..],
+            "top-p 1.5 is invalid",
+        ),
+        (
+            &["pipeline", "--logits", "1,2", "--forbid", "0,1"][..],
+            "every one of the 2 tokens is forbidden",
+        ),
+        (
+            &["pipeline", "--logits", "1,2", "--forbid", "9"][..],
+            "forbidden token id 9 is out of range",
+        ),
+        (
+            &["choose", "--logits", "1,2", "--top-k", "3"][..],
+            "top-k 3 is invalid here",
+        ),
+        (
+            &["choose", "--logits", "1,2", "--seed", "soon"][..],
+            "is not a whole number",
+        ),
+    ] {
+        let out = decode_lab(args, None);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_fresh_seed_is_reported() {
+    let out = decode_lab(
+        &[
+            "choose", "--logits", "1,2", "--top-k", "1", "--seed", "fresh",
+        ],
+        None,
+    );
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("seed: "));
+}
