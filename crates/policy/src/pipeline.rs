@@ -285,6 +285,7 @@ pub struct Stepper {
     weights: Vec<f64>,
     /// Working copy of `weights` that top-p's quickselect reorders.
     select: Vec<f64>,
+    /// Sorted context or generated ids, for the penalties.
     counts: Vec<u32>,
 }
 
@@ -482,8 +483,12 @@ impl Stepper {
         }
         if penalised {
             let r = policy.repetition_penalty;
+            let seen = &mut self.counts;
+            seen.clear();
+            seen.extend_from_slice(context.tokens);
+            seen.sort_unstable();
             for o in overrides.iter_mut() {
-                if context.tokens.contains(&o.0) {
+                if seen.binary_search(&o.0).is_ok() {
                     o.1 = o.1.map(|l| if l > 0.0 { l / r } else { l * r });
                 }
             }
