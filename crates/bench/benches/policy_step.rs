@@ -1,0 +1,130 @@
+//! One decoding step, side by side: our policy crate, candle's `LogitsProcessor`, and the
+//! memory-read floor, on the same logits, in one criterion group per vocabulary size.
+//!
+//! Run with `cargo bench -p policy-bench --bench policy_step`; `report.py` tabulates the
+//! medians that criterion writes under `target/criterion/`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use candle_core::{Device, Tensor};
+use candle_transformers::generation::{LogitsProcessor, Sampling};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use policy::{NumpyRng, Policy, Snapshots, StepContext, Stepper};
+
+const VOCABS: [usize; 4] = [512, 32_768, 131_072, 262_144];
+const LOGIT_SEED: u64 = 0x5EED;
+const SAMPLE_SEED: u64 = 299_792_458;
+const TEMPERATURE: f64 = 0.8;
+const TOP_K: usize = 50;
+const TOP_P: f64 = 0.9;
+
+/// The memory-read floor: one pass that reads every logit once. Sixteen independent
+/// accumulators let the compiler vectorise it, so it runs at load bandwidth rather than
+/// at the latency of one serial chain of float additions.
+fn read_floor(logits: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let chunks = logits.chunks_exact(16);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for chunk in chunks {
+        for (a, &x) in acc.iter_mut().zip(chunk) {
+            *a += x;
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+fn bench_step(c: &mut Criterion) {
+    for vocab in VOCABS {
+        let logits = policy_bench::logits(vocab, LOGIT_SEED, 2.0);
+        let tensor = Tensor::from_slice(&logits, vocab, &Device::Cpu).expect("tensor");
+
+        let top_k_top_p = Policy {
+            temperature: TEMPERATURE,
+            top_k: TOP_K,
+            top_p: TOP_P,
+            ..Policy::default()
+        };
+        let top_p_only = Policy {
+            temperature: TEMPERATURE,
+            top_p: TOP_P,
+            ..Policy::default()
+        };
+        let settings = [
+            (
+                "topk50_topp0.9",
+                top_k_top_p,
+                Sampling::TopKThenTopP {
+                    k: TOP_K,
+                    p: TOP_P,
+                    temperature: TEMPERATURE,
+                },
+            ),
+            (
+                "topp0.9",
+                top_p_only,
+                Sampling::TopP {
+                    p: TOP_P,
+                    temperature: TEMPERATURE,
+                },
+            ),
+        ];
+
+        // One scratch-reusing stepper for the whole group, as a generation loop would.
+        let mut stepper = Stepper::default();
+        for (name, policy, _) in &settings {
+            let outcome = stepper
+                .step(
+                    policy,
+                    &logits,
+                    StepContext::default(),
+                    &mut NumpyRng::new(SAMPLE_SEED),
+                    Snapshots::Skip,
+                )
+                .expect("policy step");
+            eprintln!(
+                "V={vocab} {name}: {} survivors, entropy {:.3} nats",
+                outcome.survivors, outcome.entropy
+            );
+        }
+
+        let mut group = c.benchmark_group(format!("policy_step_V{vocab}"));
+        group
+            .throughput(Throughput::Elements(vocab as u64))
+            .sample_size(20)
+            .warm_up_time(Duration::from_secs(1))
+            .measurement_time(Duration::from_secs(3));
+
+        for (name, policy, sampling) in settings {
+            // The generators advance every iteration, so every draw is fresh.
+            let mut rng = NumpyRng::new(SAMPLE_SEED);
+            group.bench_function(BenchmarkId::new("ours", name), |b| {
+                b.iter(|| {
+                    stepper
+                        .step(
+                            &policy,
+                            black_box(logits.as_slice()),
+                            StepContext::default(),
+                            &mut rng,
+                            Snapshots::Skip,
+                        )
+                        .expect("policy step")
+                        .token
+                })
+            });
+
+            let mut processor = LogitsProcessor::from_sampling(SAMPLE_SEED, sampling);
+            group.bench_function(BenchmarkId::new("candle", name), |b| {
+                b.iter(|| processor.sample(black_box(&tensor)).expect("candle sample"))
+            });
+        }
+
+        group.bench_function(BenchmarkId::new("floor", "read"), |b| {
+            b.iter(|| read_floor(black_box(logits.as_slice())))
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, bench_step);
+criterion_main!(benches);
