@@ -173,19 +173,50 @@ impl StepOutcome {
 /// A logit as a model hands it over: f32 from a model, f64 from NumPy.
 pub trait Logit: Copy {
     fn to_f64(self) -> f64;
+
+    /// The largest value of `chunk`, or `None` when one is not finite. Written over
+    /// independent lanes so that it vectorises: top-k's first pass runs on it.
+    fn chunk_max(chunk: &[Self]) -> Option<f64>;
 }
 
-impl Logit for f32 {
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
+/// `Logit` for a float type; the lane loops compile to packed max and add.
+macro_rules! impl_logit {
+    ($float:ty) => {
+        impl Logit for $float {
+            fn to_f64(self) -> f64 {
+                f64::from(self)
+            }
+
+            fn chunk_max(chunk: &[$float]) -> Option<f64> {
+                const LANES: usize = 8;
+                let mut max = [<$float>::NEG_INFINITY; LANES];
+                // x - x is 0 for a finite x and NaN for an infinity or a NaN, and a NaN
+                // stays in the sum: one packed subtract and add per lane of input.
+                let mut non_finite = [0.0 as $float; LANES];
+                let lanes = chunk.chunks_exact(LANES);
+                let tail = lanes.remainder();
+                for lane in lanes {
+                    for j in 0..LANES {
+                        let x = lane[j];
+                        max[j] = if x > max[j] { x } else { max[j] };
+                        non_finite[j] += x - x;
+                    }
+                }
+                if non_finite.iter().any(|&z| z != 0.0) || tail.iter().any(|x| !x.is_finite()) {
+                    return None;
+                }
+                let mut top = <$float>::NEG_INFINITY;
+                for &x in max.iter().chain(tail) {
+                    top = if x > top { x } else { top };
+                }
+                Some(f64::from(top))
+            }
+        }
+    };
 }
 
-impl Logit for f64 {
-    fn to_f64(self) -> f64 {
-        self
-    }
-}
+impl_logit!(f32);
+impl_logit!(f64);
 
 /// Whether a step should also return the per-stage snapshots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -283,7 +314,11 @@ pub struct Stepper {
     candidates: Vec<(f64, u32)>,
     /// exp((logit - max) / filter temperature) per candidate.
     weights: Vec<f64>,
-    /// Working copy of `weights` that top-p's quickselect reorders.
+    /// Top-k's maximum per chunk of logits.
+    maxima: Vec<f64>,
+    /// Top-p's mass per logarithmic bucket of weight.
+    histogram: Vec<f64>,
+    /// Scratch that selections reorder: top-k's chunk maxima, top-p's crossing bucket.
     select: Vec<f64>,
     /// Sorted context or generated ids, for the penalties.
     counts: Vec<u32>,
@@ -322,7 +357,14 @@ impl Stepper {
         let use_top_k = policy.top_k > 0 && policy.top_k < live && !greedy;
         self.candidates.clear();
         if use_top_k {
-            stream_top_k(logits, &self.overrides, policy.top_k, &mut self.candidates)?;
+            top_k_candidates(
+                logits,
+                &self.overrides,
+                policy.top_k,
+                &mut self.maxima,
+                &mut self.select,
+                &mut self.candidates,
+            )?;
             self.candidates.sort_unstable_by_key(|c| c.1);
         } else {
             let candidates = &mut self.candidates;
@@ -389,9 +431,13 @@ impl Stepper {
         );
         if policy.top_p < 1.0 {
             let total: f64 = self.weights.iter().sum();
-            self.select.clear();
-            self.select.extend_from_slice(&self.weights);
-            let cutoff = nucleus_cutoff(&mut self.select, policy.top_p * total);
+            let cutoff = nucleus_cutoff(
+                &self.weights,
+                policy.top_p,
+                total,
+                &mut self.histogram,
+                &mut self.select,
+            );
             self.retain(|w| w >= cutoff);
             if let Some(stages) = stages.as_mut() {
                 stages.push(snapshot(Stage::TopP, &self.candidates, filter_t));
@@ -540,79 +586,132 @@ fn banned_by_ngram(tokens: &[u32], n: usize) -> Vec<u32> {
         .collect()
 }
 
-/// Calls `visit(id, logit)` for every token not removed, in id order, with overrides
-/// applied; fails on the first non-finite input logit.
-fn scan_live<L: Logit, F: FnMut(u32, f64)>(
-    logits: &[L],
-    overrides: &[Override],
-    mut visit: F,
-) -> Result<(), PolicyError> {
-    let mut start = 0usize;
-    for &(id, value) in overrides {
-        let id = id as usize;
-        scan_run(logits, start, id + 1, &mut visit, |i| {
-            (i == id).then_some(value)
-        })?;
-        start = id + 1;
-    }
-    scan_run(logits, start, logits.len(), &mut visit, |_| None)
+/// Logits per chunk: top-k reads the maxima of chunks this long before any logit.
+const CHUNK: usize = 256;
+/// Top-k's second pass tests the chunks it reads again in sub-blocks this long.
+const SUB_CHUNK: usize = 16;
+
+/// The logits in chunks of [`CHUNK`], each with its first id and the overrides inside it.
+fn chunks<'a, L: Logit>(
+    logits: &'a [L],
+    overrides: &'a [Override],
+) -> impl Iterator<Item = (usize, &'a [L], &'a [Override])> + 'a {
+    let mut pending = overrides;
+    logits.chunks(CHUNK).enumerate().map(move |(c, chunk)| {
+        let base = c * CHUNK;
+        let end = base + chunk.len();
+        let (here, rest) = pending.split_at(pending.partition_point(|o| (o.0 as usize) < end));
+        pending = rest;
+        (base, chunk, here)
+    })
 }
 
-/// The hot loop of a step: `logits[from..to]`, where only the last index may be overridden.
+/// Calls `visit(id, logit)` for every live token of one chunk, overrides applied.
 #[inline(always)]
-fn scan_run<L: Logit, F: FnMut(u32, f64)>(
-    logits: &[L],
-    from: usize,
-    to: usize,
-    visit: &mut F,
-    overridden: impl Fn(usize) -> Option<Option<f64>>,
-) -> Result<(), PolicyError> {
-    let Some(last) = to.checked_sub(1).filter(|&last| last >= from) else {
-        return Ok(());
-    };
-    for (offset, &l) in logits[from..last].iter().enumerate() {
-        let value = l.to_f64();
-        if !value.is_finite() {
-            return Err(PolicyError::NonFiniteLogit {
-                index: from + offset,
-                value,
-            });
+fn visit_chunk<L: Logit>(
+    chunk: &[L],
+    base: usize,
+    overrides: &[Override],
+    mut visit: impl FnMut(u32, f64),
+) {
+    let mut next = overrides.iter().peekable();
+    for (offset, &l) in chunk.iter().enumerate() {
+        let id = (base + offset) as u32;
+        match next.peek() {
+            Some(&&(overridden, value)) if overridden == id => {
+                next.next();
+                if let Some(v) = value {
+                    visit(id, v);
+                }
+            }
+            _ => visit(id, l.to_f64()),
         }
-        visit((from + offset) as u32, value);
     }
-    let value = logits[last].to_f64();
-    if !value.is_finite() {
-        return Err(PolicyError::NonFiniteLogit { index: last, value });
+}
+
+fn first_non_finite<L: Logit>(chunk: &[L], base: usize) -> PolicyError {
+    let (offset, value) = chunk
+        .iter()
+        .map(|l| l.to_f64())
+        .enumerate()
+        .find(|(_, v)| !v.is_finite())
+        .unwrap_or((0, f64::NAN));
+    PolicyError::NonFiniteLogit {
+        index: base + offset,
+        value,
     }
-    match overridden(last) {
-        Some(Some(v)) => visit(last as u32, v),
-        Some(None) => {}
-        None => visit(last as u32, value),
+}
+
+/// Calls `visit(id, logit)` for every token not removed, in id order, with overrides
+/// applied; fails on the first non-finite input logit.
+fn scan_live<L: Logit>(
+    logits: &[L],
+    overrides: &[Override],
+    mut visit: impl FnMut(u32, f64),
+) -> Result<(), PolicyError> {
+    for (base, chunk, here) in chunks(logits, overrides) {
+        if chunk.iter().any(|l| !l.to_f64().is_finite()) {
+            return Err(first_non_finite(chunk, base));
+        }
+        visit_chunk(chunk, base, here, &mut visit);
     }
     Ok(())
 }
 
-/// One streaming pass that leaves in `out` every live token whose logit is at least the
-/// k-th largest (ties at the k-th value kept, as Hugging Face does), in no particular order.
-fn stream_top_k<L: Logit>(
+/// Leaves in `out` every live token whose logit is at least the k-th largest (ties at the
+/// k-th value kept, as Hugging Face does), in no particular order. Two passes:
+/// 1. the maximum of every chunk (vectorised; it also rejects non-finite logits);
+/// 2. only the chunks whose maximum reaches the k-th largest chunk maximum are read
+///    again. That value is a lower bound of the k-th largest logit, since the k largest
+///    chunk maxima are k distinct logits at least as large; so nothing is missed.
+fn top_k_candidates<L: Logit>(
     logits: &[L],
     overrides: &[Override],
     k: usize,
+    maxima: &mut Vec<f64>,
+    scratch: &mut Vec<f64>,
     out: &mut Vec<(f64, u32)>,
 ) -> Result<(), PolicyError> {
-    let mut capacity = (2 * k).max(64);
-    let mut threshold = f64::NEG_INFINITY;
-    scan_live(logits, overrides, |id, logit| {
-        if logit >= threshold {
-            out.push((logit, id));
-            if out.len() >= capacity {
-                threshold = keep_top_k(out, k);
-                // Many ties at the k-th value keep the buffer long: grow it so that
-                // compaction stays rare.
-                capacity = capacity.max(2 * out.len());
+    maxima.clear();
+    for (base, chunk, here) in chunks(logits, overrides) {
+        let raw = L::chunk_max(chunk).ok_or_else(|| first_non_finite(chunk, base))?;
+        maxima.push(if here.is_empty() {
+            raw
+        } else {
+            let mut max = f64::NEG_INFINITY;
+            visit_chunk(chunk, base, here, |_, v| max = max.max(v));
+            max
+        });
+    }
+    let threshold = if maxima.len() > k {
+        scratch.clear();
+        scratch.extend_from_slice(maxima);
+        *scratch
+            .select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a))
+            .1
+    } else {
+        f64::NEG_INFINITY
+    };
+    let mut keep = |id: u32, v: f64| {
+        if v >= threshold {
+            out.push((v, id));
+        }
+    };
+    for ((base, chunk, here), &max) in chunks(logits, overrides).zip(maxima.iter()) {
+        if max < threshold {
+            continue;
+        }
+        if !here.is_empty() {
+            // An override may lift a logit above its sub-block's raw maximum.
+            visit_chunk(chunk, base, here, &mut keep);
+            continue;
+        }
+        for (s, sub) in chunk.chunks(SUB_CHUNK).enumerate() {
+            if L::chunk_max(sub).is_some_and(|m| m >= threshold) {
+                visit_chunk(sub, base + s * SUB_CHUNK, &[], &mut keep);
             }
         }
-    })?;
+    }
     if out.len() > k {
         keep_top_k(out, k);
     }
@@ -627,11 +726,61 @@ fn keep_top_k(buf: &mut Vec<(f64, u32)>, k: usize) -> f64 {
     kth
 }
 
-/// The smallest weight top-p keeps: a token survives when the mass strictly above it is
-/// below `target` (= top_p times the total mass). Ties with the last kept token are kept.
-/// Expected O(n): a three-way quickselect that only descends into one side.
-fn nucleus_cutoff(weights: &mut [f64], target: f64) -> f64 {
+/// Top-p's histogram has 2^(52 - BUCKET_SHIFT) = 64 buckets per octave of weight.
+const BUCKET_SHIFT: u32 = 46;
+
+/// The smallest weight top-p keeps. `weights` are exp((logit - max) / t), so the largest
+/// is 1; a token survives when the mass strictly above it is below `top_p` times the total
+/// (ties with the last survivor are kept).
+///
+/// O(V) and cache-friendly: one pass sums the weights into logarithmic buckets, a walk down
+/// the buckets finds the one where the mass crosses the target, and only that bucket's
+/// weights are resolved exactly, by a quickselect. Weights below (1 - top_p) / V can never
+/// survive (the total is at least 1 and V of them hold less than 1 - top_p), so they share
+/// bucket 0.
+fn nucleus_cutoff(
+    weights: &[f64],
+    top_p: f64,
+    total: f64,
+    histogram: &mut Vec<f64>,
+    select: &mut Vec<f64>,
+) -> f64 {
+    let target = top_p * total;
+    let floor_bits = ((1.0 - top_p) / weights.len() as f64).to_bits();
+    let bucket = |w: f64| {
+        let bits = w.to_bits();
+        if bits < floor_bits {
+            0
+        } else {
+            ((bits - floor_bits) >> BUCKET_SHIFT) as usize + 1
+        }
+    };
+    let top = bucket(1.0);
+    histogram.clear();
+    histogram.resize(top + 1, 0.0);
+    for &w in weights {
+        histogram[bucket(w).min(top)] += w;
+    }
     let mut above = 0.0;
+    let mut crossing = top;
+    while crossing > 0 && above + histogram[crossing] < target {
+        above += histogram[crossing];
+        crossing -= 1;
+    }
+    select.clear();
+    select.extend(
+        weights
+            .iter()
+            .copied()
+            .filter(|&w| bucket(w).min(top) == crossing),
+    );
+    select_cutoff(select, above, target)
+}
+
+/// Within one bucket: the smallest weight whose mass strictly above (`above` plus the
+/// larger weights of this bucket) is below `target`. A three-way quickselect that only
+/// descends into one side.
+fn select_cutoff(weights: &mut [f64], mut above: f64, target: f64) -> f64 {
     let mut cutoff = f64::INFINITY;
     let mut slice = weights;
     while !slice.is_empty() {

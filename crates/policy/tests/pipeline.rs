@@ -488,3 +488,106 @@ fn largest_vocabulary_works() {
     .unwrap();
     assert!(outcome.prob > 0.0 && outcome.survivors > 1);
 }
+
+#[test]
+fn large_vocabularies_match_the_reference() {
+    // Big enough for top-k's chunked scan to skip chunks and for top-p's histogram to
+    // resolve a crowded crossing bucket; f32 logits as a model gives them.
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let logits: Vec<f32> = (0..3000)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 12.0
+        })
+        .collect();
+    let wide: Vec<f64> = logits.iter().map(|&x| f64::from(x)).collect();
+    for policy in [
+        Policy {
+            temperature: 0.8,
+            top_k: 50,
+            top_p: 0.9,
+            ..Policy::default()
+        },
+        Policy {
+            temperature: 0.8,
+            top_p: 0.9,
+            ..Policy::default()
+        },
+        Policy {
+            temperature: 2.0,
+            top_p: 0.5,
+            min_p: 0.01,
+            ..Policy::default()
+        },
+        // A bias lifts a low logit far above its chunk's raw maximum; penalties lower others.
+        Policy {
+            temperature: 0.8,
+            top_k: 5,
+            logit_bias: vec![(17, 30.0), (2999, -50.0)],
+            repetition_penalty: 1.5,
+            ..Policy::default()
+        },
+        Policy {
+            temperature: 1.3,
+            top_k: 700,
+            top_p: 0.97,
+            order: StageOrder::TemperatureLast,
+            ..Policy::default()
+        },
+    ] {
+        let mut rng = NumpyRng::new(3);
+        let outcome = step(
+            &policy,
+            &logits,
+            StepContext::default(),
+            &mut rng,
+            Snapshots::Record,
+        )
+        .unwrap();
+        let got = final_distribution(&outcome, logits.len());
+        let expected = reference(&policy, &wide, &[], 0);
+        for (id, (g, e)) in got.iter().zip(&expected).enumerate() {
+            assert!(
+                (g - e).abs() <= TOLERANCE,
+                "{policy:?} token {id}: {g} vs {e}"
+            );
+            assert_eq!(
+                *g == 0.0,
+                *e == 0.0,
+                "{policy:?} token {id} survives on one side only"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_non_finite_logit_is_found_on_both_paths() {
+    for vocab in [5usize, 64, 70, 130, 600] {
+        for at in [0, 3, vocab / 2, vocab - 1] {
+            for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+                let mut logits = vec![0.5f32; vocab];
+                logits[at] = bad;
+                for top_k in [0, 2] {
+                    let policy = Policy {
+                        top_k,
+                        ..Policy::default()
+                    };
+                    let err = step(
+                        &policy,
+                        &logits,
+                        StepContext::default(),
+                        &mut NumpyRng::new(0),
+                        Snapshots::Skip,
+                    )
+                    .unwrap_err();
+                    assert!(
+                        matches!(err, PolicyError::NonFiniteLogit { index, .. } if index == at),
+                        "vocab {vocab}, {bad} at {at}, top-k {top_k}: {err:?}"
+                    );
+                }
+            }
+        }
+    }
+}
