@@ -348,7 +348,8 @@ impl Stepper {
         self.build_overrides(policy, logits, context);
         let mut stages = (snapshots == Snapshots::Record).then(Vec::new);
 
-        // Stage 1: constraints. Every token is read once here (validation and top-k).
+        // Stage 1: constraints. Every logit is read here: validated, and filtered by top-k
+        // when it is on (two passes: chunk maxima, then the chunks that can hold a survivor).
         let live = vocab - self.overrides.iter().filter(|o| o.1.is_none()).count();
         if live == 0 {
             return Err(PolicyError::AllTokensMasked { vocab });
