@@ -2,9 +2,10 @@
 //! then argmax or a seeded draw.
 //!
 //! The work is O(V) in the vocabulary size V with no sort of the vocabulary: constraints
-//! touch only the ids they name (kept as sparse overrides of the input logits), top-k is
-//! one streaming pass that keeps a small candidate buffer, and top-p finds its cut-off
-//! with a three-way quickselect on probability mass. Everything is computed in f64.
+//! touch only the ids they name (kept as sparse overrides of the input logits), top-k reads
+//! the maxima of fixed chunks and then only the chunks that can hold a survivor, and top-p
+//! finds its cut-off from a logarithmic histogram of the weights. Everything is computed
+//! in f64.
 
 use serde::{Deserialize, Serialize};
 
