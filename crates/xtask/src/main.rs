@@ -215,7 +215,7 @@ fn test(root: &Path) -> Result<(), String> {
     run(cargo().args(["fmt", "--all", "--check"]))?;
     run(cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
 
-    // Architecture invariants: the policy core is pure and builds for the browser.
+    // Architecture invariants: the policy core is pure; it and the model build for the browser.
     let tree = output(cargo().args([
         "tree",
         "-p",
@@ -242,7 +242,15 @@ fn test(root: &Path) -> Result<(), String> {
         "xtask: policy depends on none of {}",
         POLICY_MUST_NOT_USE.join(", ")
     );
-    run(cargo().args(["build", "-p", "policy", "--target", WASM_TARGET]))?;
+    run(cargo().args([
+        "build",
+        "-p",
+        "policy",
+        "-p",
+        "model",
+        "--target",
+        WASM_TARGET,
+    ]))?;
 
     run(cargo().args(["test"]))?;
 

@@ -1,0 +1,88 @@
+//! The model's shapes, read from the JSON file that sits beside the weights.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ModelError;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// A versioned name, for example `decode-lab-tiny-v1`.
+    pub name: String,
+    pub vocab_size: usize,
+    pub d_model: usize,
+    pub n_layers: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    /// Hidden width of the SwiGLU MLP.
+    pub d_ff: usize,
+    pub context_len: usize,
+    pub rope_theta: f32,
+    pub norm_eps: f32,
+}
+
+impl ModelConfig {
+    pub fn from_json(text: &str) -> Result<ModelConfig, ModelError> {
+        let config: ModelConfig =
+            serde_json::from_str(text).map_err(|e| ModelError::ConfigJson(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the relations between the shapes.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        let fail = |why: String| Err(ModelError::ConfigInvalid(why));
+        for (name, value) in [
+            ("vocab_size", self.vocab_size),
+            ("d_model", self.d_model),
+            ("n_layers", self.n_layers),
+            ("n_heads", self.n_heads),
+            ("n_kv_heads", self.n_kv_heads),
+            ("d_ff", self.d_ff),
+            ("context_len", self.context_len),
+        ] {
+            if value == 0 {
+                return fail(format!("{name} is 0"));
+            }
+        }
+        if !self.d_model.is_multiple_of(self.n_heads) {
+            return fail(format!(
+                "d_model {} is not a multiple of n_heads {}",
+                self.d_model, self.n_heads
+            ));
+        }
+        if !self.n_heads.is_multiple_of(self.n_kv_heads) {
+            return fail(format!(
+                "n_kv_heads {} does not divide n_heads {}",
+                self.n_kv_heads, self.n_heads
+            ));
+        }
+        if !self.head_dim().is_multiple_of(2) {
+            return fail(format!(
+                "the head dimension {} is odd, but rotary embeddings rotate pairs",
+                self.head_dim()
+            ));
+        }
+        if !(self.rope_theta > 0.0 && self.norm_eps > 0.0) {
+            return fail(format!(
+                "rope_theta {} and norm_eps {} must be positive",
+                self.rope_theta, self.norm_eps
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn head_dim(&self) -> usize {
+        self.d_model / self.n_heads
+    }
+
+    /// Width of the key (and value) projection: all KV heads side by side.
+    pub fn kv_dim(&self) -> usize {
+        self.n_kv_heads * self.head_dim()
+    }
+
+    /// How many query heads share one KV head.
+    pub fn group_size(&self) -> usize {
+        self.n_heads / self.n_kv_heads
+    }
+}

@@ -1,0 +1,23 @@
+//! The lab's tiny language model and its CPU reference forward pass.
+//!
+//! A decoder-only transformer: tied token embeddings, pre-norm RMSNorm, rotary position
+//! embeddings (the "rotate half" convention), grouped-query attention (any `n_kv_heads`
+//! that divides `n_heads`, so multi-head and multi-query attention are the same code), a
+//! SwiGLU MLP and a final RMSNorm. [`Transformer`] runs it on the CPU in f32, or with int8
+//! weights (symmetric, one f32 scale per output row), with a preallocated [`KvCache`]:
+//! `prefill` takes the whole prompt in one pass under a causal mask, `decode_step` one token.
+//!
+//! This is the reference every faster path (WebGPU) is checked against, so it favours plain
+//! loops over cleverness. It is pure (weights come in as bytes) and builds for wasm32.
+
+mod config;
+mod error;
+mod forward;
+mod kv_cache;
+mod weights;
+
+pub use config::ModelConfig;
+pub use error::ModelError;
+pub use forward::Transformer;
+pub use kv_cache::KvCache;
+pub use weights::{Layer, Linear, Precision, Weights};

@@ -1,0 +1,371 @@
+//! The model's tensors: read from and written to safetensors, in f32 or as int8 with one
+//! f32 scale per output row.
+//!
+//! Names (PyTorch `nn.Linear` layout, `[out, in]`): `embed.weight` `[vocab, d]` (tied: it
+//! also projects to the logits), per layer `layers.{i}.attn_norm.weight`,
+//! `layers.{i}.attn.{q,k,v,o}.weight`, `layers.{i}.mlp_norm.weight`,
+//! `layers.{i}.mlp.{gate,up,down}.weight`, then `norm.weight`. An int8 file stores each
+//! matrix as I8 `X.weight` plus F32 `X.scale` `[out]`; norm weights stay f32.
+
+use std::collections::HashMap;
+
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+
+use crate::{ModelConfig, ModelError};
+
+/// How the matrices are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    F32,
+    /// Symmetric per-output-row int8: `w[r][c] ≈ scale[r] · q[r][c]`, q in −127..=127.
+    Int8,
+}
+
+/// A `[rows, cols]` weight matrix, row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Linear {
+    F32 {
+        rows: usize,
+        cols: usize,
+        data: Vec<f32>,
+    },
+    Int8 {
+        rows: usize,
+        cols: usize,
+        data: Vec<i8>,
+        scales: Vec<f32>,
+    },
+}
+
+impl Linear {
+    pub fn rows(&self) -> usize {
+        match self {
+            Linear::F32 { rows, .. } | Linear::Int8 { rows, .. } => *rows,
+        }
+    }
+
+    pub fn cols(&self) -> usize {
+        match self {
+            Linear::F32 { cols, .. } | Linear::Int8 { cols, .. } => *cols,
+        }
+    }
+
+    /// `out[r] = row_r · x` for every row.
+    pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
+        for (r, o) in out.iter_mut().enumerate() {
+            *o = self.row_dot(r, x);
+        }
+    }
+
+    /// One row of the matrix times `x`.
+    pub fn row_dot(&self, r: usize, x: &[f32]) -> f32 {
+        match self {
+            Linear::F32 { cols, data, .. } => dot(&data[r * cols..(r + 1) * cols], x),
+            Linear::Int8 {
+                cols, data, scales, ..
+            } => scales[r] * dot_i8(&data[r * cols..(r + 1) * cols], x),
+        }
+    }
+
+    /// Row `r` as f32 values (an embedding lookup).
+    pub fn row(&self, r: usize, out: &mut [f32]) {
+        match self {
+            Linear::F32 { cols, data, .. } => out.copy_from_slice(&data[r * cols..(r + 1) * cols]),
+            Linear::Int8 {
+                cols, data, scales, ..
+            } => {
+                for (o, &q) in out.iter_mut().zip(&data[r * cols..(r + 1) * cols]) {
+                    *o = scales[r] * f32::from(q);
+                }
+            }
+        }
+    }
+
+    /// The symmetric per-row int8 copy of an f32 matrix (an int8 matrix is returned as is).
+    pub fn quantized(&self) -> Linear {
+        match self {
+            Linear::F32 { rows, cols, data } => {
+                let mut q = Vec::with_capacity(data.len());
+                let mut scales = Vec::with_capacity(*rows);
+                for row in data.chunks_exact(*cols) {
+                    let max = row.iter().fold(0.0f32, |m, &w| m.max(w.abs()));
+                    let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+                    scales.push(scale);
+                    q.extend(
+                        row.iter()
+                            .map(|&w| (w / scale).round().clamp(-127.0, 127.0) as i8),
+                    );
+                }
+                Linear::Int8 {
+                    rows: *rows,
+                    cols: *cols,
+                    data: q,
+                    scales,
+                }
+            }
+            int8 => int8.clone(),
+        }
+    }
+}
+
+/// A dot product with eight independent accumulators, so that it vectorises.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = a8
+        .remainder()
+        .iter()
+        .zip(b8.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in a8.zip(b8) {
+        for j in 0..8 {
+            acc[j] += x[j] * y[j];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+fn dot_i8(a: &[i8], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = a8
+        .remainder()
+        .iter()
+        .zip(b8.remainder())
+        .map(|(&x, y)| f32::from(x) * y)
+        .sum();
+    for (x, y) in a8.zip(b8) {
+        for j in 0..8 {
+            acc[j] += f32::from(x[j]) * y[j];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// One decoder layer's tensors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layer {
+    pub attn_norm: Vec<f32>,
+    pub q: Linear,
+    pub k: Linear,
+    pub v: Linear,
+    pub o: Linear,
+    pub mlp_norm: Vec<f32>,
+    pub gate: Linear,
+    pub up: Linear,
+    pub down: Linear,
+}
+
+impl Layer {
+    fn matrices(&self) -> [(&'static str, &Linear); 7] {
+        [
+            ("attn.q", &self.q),
+            ("attn.k", &self.k),
+            ("attn.v", &self.v),
+            ("attn.o", &self.o),
+            ("mlp.gate", &self.gate),
+            ("mlp.up", &self.up),
+            ("mlp.down", &self.down),
+        ]
+    }
+}
+
+/// All the model's tensors.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Weights {
+    pub embed: Linear,
+    pub layers: Vec<Layer>,
+    pub norm: Vec<f32>,
+}
+
+/// Reads tensors by name and checks shapes and dtypes against the config.
+struct Reader<'a> {
+    tensors: SafeTensors<'a>,
+}
+
+impl Reader<'_> {
+    fn view(&self, name: &str, shape: &[usize]) -> Result<TensorView<'_>, ModelError> {
+        let view = self
+            .tensors
+            .tensor(name)
+            .map_err(|_| ModelError::MissingTensor(name.to_string()))?;
+        if view.shape() != shape {
+            return Err(ModelError::Shape {
+                name: name.to_string(),
+                expected: shape.to_vec(),
+                got: view.shape().to_vec(),
+            });
+        }
+        Ok(view)
+    }
+
+    fn f32s(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, ModelError> {
+        let view = self.view(name, shape)?;
+        if view.dtype() != Dtype::F32 {
+            return Err(ModelError::Dtype {
+                name: name.to_string(),
+                expected: "F32",
+                got: format!("{:?}", view.dtype()),
+            });
+        }
+        let values: Vec<f32> = view
+            .data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        if let Some((index, &value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(ModelError::NonFiniteWeight {
+                name: name.to_string(),
+                index,
+                value,
+            });
+        }
+        Ok(values)
+    }
+
+    fn linear(&self, name: &str, rows: usize, cols: usize) -> Result<Linear, ModelError> {
+        let weight = format!("{name}.weight");
+        let view = self.view(&weight, &[rows, cols])?;
+        match view.dtype() {
+            Dtype::F32 => Ok(Linear::F32 {
+                rows,
+                cols,
+                data: self.f32s(&weight, &[rows, cols])?,
+            }),
+            Dtype::I8 => Ok(Linear::Int8 {
+                rows,
+                cols,
+                data: view.data().iter().map(|&b| b as i8).collect(),
+                scales: self.f32s(&format!("{name}.scale"), &[rows])?,
+            }),
+            other => Err(ModelError::Dtype {
+                name: weight,
+                expected: "F32 or I8",
+                got: format!("{other:?}"),
+            }),
+        }
+    }
+}
+
+impl Weights {
+    /// Reads a safetensors file (f32 or int8) and checks it against `config`.
+    pub fn from_safetensors(config: &ModelConfig, bytes: &[u8]) -> Result<Weights, ModelError> {
+        config.validate()?;
+        let tensors =
+            SafeTensors::deserialize(bytes).map_err(|e| ModelError::Safetensors(e.to_string()))?;
+        let read = Reader { tensors };
+        let (d, kv, ff) = (config.d_model, config.kv_dim(), config.d_ff);
+        let layers = (0..config.n_layers)
+            .map(|i| {
+                let p = format!("layers.{i}");
+                Ok(Layer {
+                    attn_norm: read.f32s(&format!("{p}.attn_norm.weight"), &[d])?,
+                    q: read.linear(&format!("{p}.attn.q"), d, d)?,
+                    k: read.linear(&format!("{p}.attn.k"), kv, d)?,
+                    v: read.linear(&format!("{p}.attn.v"), kv, d)?,
+                    o: read.linear(&format!("{p}.attn.o"), d, d)?,
+                    mlp_norm: read.f32s(&format!("{p}.mlp_norm.weight"), &[d])?,
+                    gate: read.linear(&format!("{p}.mlp.gate"), ff, d)?,
+                    up: read.linear(&format!("{p}.mlp.up"), ff, d)?,
+                    down: read.linear(&format!("{p}.mlp.down"), d, ff)?,
+                })
+            })
+            .collect::<Result<Vec<Layer>, ModelError>>()?;
+        Ok(Weights {
+            embed: read.linear("embed", config.vocab_size, d)?,
+            layers,
+            norm: read.f32s("norm.weight", &[d])?,
+        })
+    }
+
+    pub fn precision(&self) -> Precision {
+        match self.embed {
+            Linear::F32 { .. } => Precision::F32,
+            Linear::Int8 { .. } => Precision::Int8,
+        }
+    }
+
+    /// The int8 copy: every matrix quantised per output row; norms stay f32.
+    pub fn quantized(&self) -> Weights {
+        Weights {
+            embed: self.embed.quantized(),
+            layers: self
+                .layers
+                .iter()
+                .map(|l| Layer {
+                    attn_norm: l.attn_norm.clone(),
+                    q: l.q.quantized(),
+                    k: l.k.quantized(),
+                    v: l.v.quantized(),
+                    o: l.o.quantized(),
+                    mlp_norm: l.mlp_norm.clone(),
+                    gate: l.gate.quantized(),
+                    up: l.up.quantized(),
+                    down: l.down.quantized(),
+                })
+                .collect(),
+            norm: self.norm.clone(),
+        }
+    }
+
+    /// The weights as a safetensors file.
+    pub fn to_safetensors(&self) -> Result<Vec<u8>, ModelError> {
+        let mut tensors: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
+        let vector = |name: String, values: &[f32]| {
+            let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            (name, Dtype::F32, vec![values.len()], bytes)
+        };
+        let matrix = |tensors: &mut Vec<_>, name: &str, m: &Linear| match m {
+            Linear::F32 { rows, cols, data } => tensors.push((
+                format!("{name}.weight"),
+                Dtype::F32,
+                vec![*rows, *cols],
+                data.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            )),
+            Linear::Int8 {
+                rows,
+                cols,
+                data,
+                scales,
+            } => {
+                tensors.push((
+                    format!("{name}.weight"),
+                    Dtype::I8,
+                    vec![*rows, *cols],
+                    data.iter().map(|&q| q as u8).collect(),
+                ));
+                tensors.push((
+                    format!("{name}.scale"),
+                    Dtype::F32,
+                    vec![*rows],
+                    scales.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                ));
+            }
+        };
+        matrix(&mut tensors, "embed", &self.embed);
+        for (i, layer) in self.layers.iter().enumerate() {
+            tensors.push(vector(
+                format!("layers.{i}.attn_norm.weight"),
+                &layer.attn_norm,
+            ));
+            tensors.push(vector(
+                format!("layers.{i}.mlp_norm.weight"),
+                &layer.mlp_norm,
+            ));
+            for (name, m) in layer.matrices() {
+                matrix(&mut tensors, &format!("layers.{i}.{name}"), m);
+            }
+        }
+        tensors.push(vector("norm.weight".to_string(), &self.norm));
+        let views = tensors
+            .iter()
+            .map(|(name, dtype, shape, bytes)| {
+                TensorView::new(*dtype, shape.clone(), bytes)
+                    .map(|view| (name.clone(), view))
+                    .map_err(|e| ModelError::Safetensors(e.to_string()))
+            })
+            .collect::<Result<HashMap<String, TensorView<'_>>, ModelError>>()?;
+        safetensors::serialize(views, None).map_err(|e| ModelError::Safetensors(e.to_string()))
+    }
+}
