@@ -1,8 +1,20 @@
 //! The model's shapes, read from the JSON file that sits beside the weights.
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::ModelError;
+
+/// One file of a released model, named by its SHA-256 in the config.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelFile {
+    /// What the file is: `weights-f32`, `weights-int8` or `tokenizer`.
+    pub role: String,
+    /// Path relative to the config file.
+    pub path: String,
+    pub sha256: String,
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -19,6 +31,9 @@ pub struct ModelConfig {
     pub context_len: usize,
     pub rope_theta: f32,
     pub norm_eps: f32,
+    /// The released files and their hashes (empty for a model that was never released).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<ModelFile>,
 }
 
 impl ModelConfig {
@@ -72,6 +87,29 @@ impl ModelConfig {
         Ok(())
     }
 
+    /// The file recorded for `role`.
+    pub fn file(&self, role: &str) -> Result<&ModelFile, ModelError> {
+        self.files
+            .iter()
+            .find(|f| f.role == role)
+            .ok_or_else(|| ModelError::ConfigInvalid(format!("no file is recorded for {role}")))
+    }
+
+    /// Checks `bytes` against the hash recorded for `role`.
+    pub fn verify(&self, role: &str, bytes: &[u8]) -> Result<(), ModelError> {
+        let expected = &self.file(role)?.sha256;
+        let got = sha256_hex(bytes);
+        if *expected == got {
+            Ok(())
+        } else {
+            Err(ModelError::HashMismatch {
+                role: role.to_string(),
+                expected: expected.clone(),
+                got,
+            })
+        }
+    }
+
     pub fn head_dim(&self) -> usize {
         self.d_model / self.n_heads
     }
@@ -85,4 +123,9 @@ impl ModelConfig {
     pub fn group_size(&self) -> usize {
         self.n_heads / self.n_kv_heads
     }
+}
+
+/// SHA-256 of `bytes` as lower-case hex, the form the config records.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
 }

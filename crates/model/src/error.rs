@@ -30,8 +30,12 @@ pub enum ModelError {
         index: usize,
         value: f32,
     },
-    #[error("the weights hash {got} does not match the config's {expected}")]
-    HashMismatch { expected: String, got: String },
+    #[error("the {role} file has SHA-256 {got}, but the config records {expected}")]
+    HashMismatch {
+        role: String,
+        expected: String,
+        got: String,
+    },
     #[error("token id {id} is out of range for a vocabulary of {vocab} tokens")]
     TokenOutOfRange { id: u32, vocab: usize },
     #[error("the prompt is empty: the model needs at least one token")]

@@ -1,8 +1,6 @@
 //! The CPU reference forward pass: prefill (the whole prompt, causal mask) and decode (one
 //! token against the KV cache) are the same code over a block of positions.
 
-use sha2::{Digest, Sha256};
-
 use crate::weights::Layer;
 use crate::{KvCache, ModelConfig, ModelError, Weights};
 
@@ -71,7 +69,7 @@ impl Transformer {
     /// Loads a safetensors file (f32 or int8) for `config`.
     pub fn from_safetensors(config: ModelConfig, bytes: &[u8]) -> Result<Transformer, ModelError> {
         let weights = Weights::from_safetensors(&config, bytes)?;
-        let hash = format!("{:x}", Sha256::digest(bytes));
+        let hash = crate::sha256_hex(bytes);
         Ok(Transformer::new(config, weights, hash))
     }
 

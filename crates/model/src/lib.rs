@@ -16,7 +16,7 @@ mod forward;
 mod kv_cache;
 mod weights;
 
-pub use config::ModelConfig;
+pub use config::{sha256_hex, ModelConfig, ModelFile};
 pub use error::ModelError;
 pub use forward::Transformer;
 pub use kv_cache::KvCache;

@@ -20,6 +20,7 @@ fn config(n_heads: usize, n_kv_heads: usize) -> ModelConfig {
         context_len: 16,
         rope_theta: 10_000.0,
         norm_eps: 1e-5,
+        files: Vec::new(),
     }
 }
 

@@ -49,6 +49,7 @@ fn generation_stops_when_the_context_is_full() {
         context_len: 12,
         rope_theta: 10_000.0,
         norm_eps: 1e-5,
+        files: Vec::new(),
     };
     let mut state = 11u64;
     let mut next = |n: usize| -> Vec<f32> {
