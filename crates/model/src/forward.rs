@@ -51,6 +51,13 @@ impl Rope {
     }
 }
 
+/// Which positions of a block get logits.
+#[derive(Clone, Copy)]
+enum Outputs {
+    Last,
+    Every,
+}
+
 /// Per-position activations of one block of positions.
 struct Block {
     x: Vec<f32>,
@@ -108,12 +115,22 @@ impl Transformer {
             return Err(ModelError::EmptyPrompt);
         }
         self.cache.clear();
-        self.forward(prompt)
+        self.forward(prompt, Outputs::Last)
+    }
+
+    /// Like [`prefill`](Self::prefill), but returns the logits after every position of the
+    /// prompt, `[prompt.len()][vocab]` flattened: what teacher-forced evaluation reads.
+    pub fn prefill_all(&mut self, prompt: &[u32]) -> Result<&[f32], ModelError> {
+        if prompt.is_empty() {
+            return Err(ModelError::EmptyPrompt);
+        }
+        self.cache.clear();
+        self.forward(prompt, Outputs::Every)
     }
 
     /// Appends one token at the next position and returns the logits that follow it.
     pub fn decode_step(&mut self, token: u32) -> Result<&[f32], ModelError> {
-        self.forward(&[token])
+        self.forward(&[token], Outputs::Last)
     }
 
     /// Logits after every position of `tokens` run from an empty cache: the full
@@ -130,7 +147,7 @@ impl Transformer {
     }
 
     /// Runs `tokens` at positions `cache.len()..`, writing their keys and values.
-    fn forward(&mut self, tokens: &[u32]) -> Result<&[f32], ModelError> {
+    fn forward(&mut self, tokens: &[u32], outputs: Outputs) -> Result<&[f32], ModelError> {
         let c = &self.config;
         let start = self.cache.len();
         if start + tokens.len() > c.context_len {
@@ -168,10 +185,23 @@ impl Transformer {
             mlp(c, layer, &mut b);
         }
         self.cache.advance(n);
-        let last = &b.x[(n - 1) * d..];
+        let first = match outputs {
+            Outputs::Last => n - 1,
+            Outputs::Every => 0,
+        };
+        let vocab = c.vocab_size;
+        self.logits.resize((n - first) * vocab, 0.0);
         let mut normed = vec![0.0; d];
-        rms_norm(last, &self.weights.norm, c.norm_eps, &mut normed);
-        self.weights.embed.matvec(&normed, &mut self.logits);
+        for (i, t) in (first..n).enumerate() {
+            rms_norm(
+                &b.x[t * d..(t + 1) * d],
+                &self.weights.norm,
+                c.norm_eps,
+                &mut normed,
+            );
+            let out = &mut self.logits[i * vocab..(i + 1) * vocab];
+            self.weights.embed.matvec(&normed, out);
+        }
         Ok(&self.logits)
     }
 }

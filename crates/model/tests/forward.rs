@@ -189,10 +189,14 @@ fn prefill_then_decode_matches_the_naive_recompute() {
                 prompt + i
             );
         }
-        // Prefill of every prefix (no decode) gives the same logits as the cached decode.
+        // Prefill of every prefix (no decode) gives the same logits as the cached decode,
+        // and so does one prefill that returns every position.
         let recomputed = m.logits_at_every_position(&TOKENS).unwrap();
+        let every = m.prefill_all(&TOKENS).unwrap().to_vec();
         for (i, logits) in got.iter().enumerate() {
-            assert!(max_diff(logits, &recomputed[prompt - 1 + i]) <= 1e-5);
+            let position = prompt - 1 + i;
+            assert!(max_diff(logits, &recomputed[position]) <= 1e-5);
+            assert!(max_diff(logits, &every[position * 37..(position + 1) * 37]) <= 1e-5);
         }
     }
 }
