@@ -1,14 +1,23 @@
 //! `decode-lab`: the policy crate on the command line.
 //!
 //! `decode-lab choose` is the chapter's `decode.py`; `decode-lab pipeline` runs one step of
-//! the full policy and prints every stage as JSON, the same numbers the browser lab shows.
+//! the full policy and prints every stage as JSON, the same numbers the browser lab shows;
+//! `generate`, `replay` and `eval` run the shipped tiny model.
+
+mod eval;
+mod model_dir;
+mod run;
 
 use std::io::Read;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use model::Precision;
 use policy::chapter::{self, Argpartition};
-use policy::{NumpyRng, Policy, Snapshots, StageOrder, StepContext};
+use policy::{
+    NumpyRng, Policy, RunConfig, SeedSource, Snapshots, StageOrder, StepContext, StopConfig,
+};
 use serde_json::json;
 
 #[derive(Parser)]
@@ -28,6 +37,12 @@ enum Command {
     Choose(ChooseArgs),
     /// One step of the full policy pipeline, with the distribution after every stage.
     Pipeline(PipelineArgs),
+    /// Generate with the shipped model: streams text, or prints the run record (--json).
+    Generate(GenerateArgs),
+    /// Regenerate a run record and say `identical` or name the first differing step.
+    Replay(ReplayArgs),
+    /// Held-out bits per byte and accuracy per language slice, and policy diversity.
+    Eval(EvalArgs),
 }
 
 #[derive(Args)]
@@ -136,19 +151,12 @@ enum OrderArg {
     TemperatureLast,
 }
 
+/// Every knob of the policy, shared by `pipeline` and `generate`.
 #[derive(Args)]
-struct PipelineArgs {
-    #[command(flatten)]
-    logits: LogitsSource,
-    /// Token ids the step conditions on (prompt first, then generated tokens).
-    #[arg(long, value_name = "IDS", allow_hyphen_values = true)]
-    context: Option<String>,
-    /// How many of the context ids are the prompt; frequency and presence penalties and
-    /// min-new-tokens count only the rest.
-    #[arg(long, default_value_t = 0)]
-    prompt_len: usize,
-    #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
-    temperature: f64,
+struct PolicyArgs {
+    /// 0 is greedy [default: 1 for pipeline, 0.7 for generate].
+    #[arg(long, allow_hyphen_values = true)]
+    temperature: Option<f64>,
     #[arg(long, default_value_t = 0)]
     top_k: usize,
     #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
@@ -171,15 +179,127 @@ struct PipelineArgs {
     no_repeat_ngram: usize,
     #[arg(long, default_value_t = 0)]
     min_new_tokens: usize,
-    /// The end-of-sequence token id (masked until min-new-tokens are generated).
+    /// The end-of-sequence token id (masked until min-new-tokens are generated); `generate`
+    /// uses the tokenizer's end-of-text token when this is not given.
     #[arg(long)]
     eos: Option<u32>,
     #[arg(long, value_enum, default_value_t = OrderArg::Hf)]
     order: OrderArg,
+}
+
+impl PolicyArgs {
+    fn policy(&self, default_temperature: f64) -> Result<Policy, String> {
+        Ok(Policy {
+            forbidden: match &self.forbid {
+                Some(ids) => parse_list(ids, "forbidden token id")?,
+                None => Vec::new(),
+            },
+            logit_bias: match &self.bias {
+                Some(pairs) => parse_bias(pairs)?,
+                None => Vec::new(),
+            },
+            repetition_penalty: self.repetition_penalty,
+            frequency_penalty: self.frequency_penalty,
+            presence_penalty: self.presence_penalty,
+            no_repeat_ngram: self.no_repeat_ngram,
+            min_new_tokens: self.min_new_tokens,
+            eos_token: self.eos,
+            temperature: self.temperature.unwrap_or(default_temperature),
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            order: match self.order {
+                OrderArg::Hf => StageOrder::TemperatureFirst,
+                OrderArg::TemperatureLast => StageOrder::TemperatureLast,
+            },
+        })
+    }
+}
+
+#[derive(Args)]
+struct PipelineArgs {
+    #[command(flatten)]
+    logits: LogitsSource,
+    /// Token ids the step conditions on (prompt first, then generated tokens).
+    #[arg(long, value_name = "IDS", allow_hyphen_values = true)]
+    context: Option<String>,
+    /// How many of the context ids are the prompt; frequency and presence penalties and
+    /// min-new-tokens count only the rest.
+    #[arg(long, default_value_t = 0)]
+    prompt_len: usize,
+    #[command(flatten)]
+    policy: PolicyArgs,
     /// A whole number, or `fresh`.
     #[arg(long, default_value = "7", value_parser = parse_seed)]
     seed: SeedArg,
     /// Print JSON (the only output format; accepted for symmetry with `choose`).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum WeightsArg {
+    F32,
+    Int8,
+}
+
+impl From<WeightsArg> for Precision {
+    fn from(w: WeightsArg) -> Precision {
+        match w {
+            WeightsArg::F32 => Precision::F32,
+            WeightsArg::Int8 => Precision::Int8,
+        }
+    }
+}
+
+#[derive(Args)]
+struct GenerateArgs {
+    #[arg(long)]
+    prompt: String,
+    /// The prompt template; `{prompt}` marks where the prompt goes.
+    #[arg(long, default_value = "{prompt}")]
+    template: String,
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// A whole number, or `fresh`.
+    #[arg(long, default_value = "7", value_parser = parse_seed)]
+    seed: SeedArg,
+    #[arg(long, default_value_t = 64)]
+    max_tokens: usize,
+    /// A stop string (repeat the flag for several); matched across token boundaries.
+    #[arg(long = "stop", value_name = "TEXT")]
+    stop: Vec<String>,
+    /// A stop token id (repeat the flag for several).
+    #[arg(long = "stop-token", value_name = "ID")]
+    stop_tokens: Vec<u32>,
+    #[arg(long, value_enum, default_value_t = WeightsArg::F32)]
+    weights: WeightsArg,
+    /// The model directory [default: models/decode-lab-tiny-v1].
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Print the run record as one JSON line instead of streaming the text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ReplayArgs {
+    /// A run record (JSON), or several (JSONL).
+    record: PathBuf,
+    #[arg(long)]
+    model: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct EvalArgs {
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// The corpus directory with valid.en.txt and valid.eu.txt.
+    #[arg(long, default_value = "corpus")]
+    corpus: PathBuf,
+    /// Evaluate at most this many held-out tokens per slice.
+    #[arg(long, default_value_t = usize::MAX)]
+    max_tokens: usize,
     #[arg(long)]
     json: bool,
 }
@@ -254,30 +374,7 @@ fn run_pipeline(args: &PipelineArgs) -> Result<String, String> {
         Some(ids) => parse_list(ids, "context token id")?,
         None => Vec::new(),
     };
-    let policy = Policy {
-        forbidden: match &args.forbid {
-            Some(ids) => parse_list(ids, "forbidden token id")?,
-            None => Vec::new(),
-        },
-        logit_bias: match &args.bias {
-            Some(pairs) => parse_bias(pairs)?,
-            None => Vec::new(),
-        },
-        repetition_penalty: args.repetition_penalty,
-        frequency_penalty: args.frequency_penalty,
-        presence_penalty: args.presence_penalty,
-        no_repeat_ngram: args.no_repeat_ngram,
-        min_new_tokens: args.min_new_tokens,
-        eos_token: args.eos,
-        temperature: args.temperature,
-        top_k: args.top_k,
-        top_p: args.top_p,
-        min_p: args.min_p,
-        order: match args.order {
-            OrderArg::Hf => StageOrder::TemperatureFirst,
-            OrderArg::TemperatureLast => StageOrder::TemperatureLast,
-        },
-    };
+    let policy = args.policy.policy(1.0)?;
     let seed = args.seed.resolve()?;
     let mut rng = NumpyRng::new(seed);
     let outcome = policy::step(
@@ -312,11 +409,56 @@ fn run_pipeline(args: &PipelineArgs) -> Result<String, String> {
     .to_string())
 }
 
+fn run_generate(args: &GenerateArgs) -> Result<String, String> {
+    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    let seed = args.seed.resolve()?;
+    let config = RunConfig {
+        app_version: env!("CARGO_PKG_VERSION").into(),
+        prompt_template: args.template.clone(),
+        prompt: args.prompt.clone(),
+        policy: args.policy.policy(0.7)?,
+        seed,
+        seed_source: match args.seed {
+            SeedArg::Fixed(_) => SeedSource::User,
+            SeedArg::Fresh => SeedSource::Fresh,
+        },
+        max_tokens: args.max_tokens,
+        stop: StopConfig {
+            strings: args.stop.clone(),
+            tokens: args.stop_tokens.clone(),
+        },
+    };
+    run::generate(&dir, args.weights.into(), config, args.json)
+}
+
+fn run_eval(args: &EvalArgs) -> Result<String, String> {
+    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    let report = eval::evaluate(&dir, &args.corpus, args.max_tokens)?;
+    if args.json {
+        serde_json::to_string(&report).map_err(|e| e.to_string())
+    } else {
+        Ok(eval::table(&report))
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Choose(args) => run_choose(args),
         Command::Pipeline(args) => run_pipeline(args),
+        Command::Generate(args) => run_generate(args),
+        Command::Eval(args) => run_eval(args),
+        Command::Replay(args) => {
+            let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+            match run::replay(&dir, &args.record) {
+                Ok((text, true)) => Ok(text),
+                Ok((text, false)) => {
+                    println!("{text}");
+                    return ExitCode::from(1);
+                }
+                Err(e) => Err(e),
+            }
+        }
     };
     match result {
         Ok(out) => {

@@ -1,0 +1,81 @@
+//! A released model directory: `config.json`, the f32 and int8 weights and `tokenizer.json`,
+//! each file checked against the SHA-256 the config records before it is used.
+
+use std::path::{Path, PathBuf};
+
+use model::{ModelConfig, Precision, Transformer};
+use tokenizer::Tokenizer;
+
+/// The model that ships with the lab.
+pub const DEFAULT_MODEL: &str = "models/decode-lab-tiny-v1";
+
+/// A loaded model and its tokenizer.
+pub struct Loaded {
+    pub model: Transformer,
+    pub tokenizer: Tokenizer,
+}
+
+/// `DEFAULT_MODEL` under the current directory, or else under this workspace.
+pub fn default_dir() -> PathBuf {
+    let here = PathBuf::from(DEFAULT_MODEL);
+    if here.join("config.json").exists() {
+        here
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(DEFAULT_MODEL)
+    }
+}
+
+pub fn role(precision: Precision) -> &'static str {
+    match precision {
+        Precision::F32 => "weights-f32",
+        Precision::Int8 => "weights-int8",
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+pub fn config(dir: &Path) -> Result<ModelConfig, String> {
+    let path = dir.join("config.json");
+    let text =
+        String::from_utf8(read(&path)?).map_err(|_| format!("{} is not UTF-8", path.display()))?;
+    ModelConfig::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Loads the model in `precision` with its tokenizer.
+pub fn load(dir: &Path, precision: Precision) -> Result<Loaded, String> {
+    let config = config(dir)?;
+    load_role(dir, config, role(precision))
+}
+
+/// Loads whichever weights file has the SHA-256 `hash` (a run record names its weights so).
+pub fn load_by_hash(dir: &Path, hash: &str) -> Result<Loaded, String> {
+    let config = config(dir)?;
+    let role = config
+        .files
+        .iter()
+        .find(|f| f.sha256 == hash && f.role.starts_with("weights-"))
+        .map(|f| f.role.clone())
+        .ok_or_else(|| format!("{} holds no weights with SHA-256 {hash}", dir.display()))?;
+    load_role(dir, config, &role)
+}
+
+fn load_role(dir: &Path, config: ModelConfig, role: &str) -> Result<Loaded, String> {
+    let verified = |role: &str| -> Result<Vec<u8>, String> {
+        let file = config.file(role).map_err(|e| e.to_string())?;
+        let bytes = read(&dir.join(&file.path))?;
+        config.verify(role, &bytes).map_err(|e| e.to_string())?;
+        Ok(bytes)
+    };
+    let tokenizer_bytes = verified("tokenizer")?;
+    let weights = verified(role)?;
+    let json = String::from_utf8(tokenizer_bytes)
+        .map_err(|_| "tokenizer.json is not UTF-8".to_string())?;
+    let tokenizer = Tokenizer::from_json(&json).map_err(|e| format!("tokenizer.json: {e}"))?;
+    let model =
+        Transformer::from_safetensors(config, &weights).map_err(|e| format!("{role}: {e}"))?;
+    Ok(Loaded { model, tokenizer })
+}

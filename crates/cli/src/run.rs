@@ -1,0 +1,183 @@
+//! `decode-lab generate` and `decode-lab replay`: runs of the shipped model, streamed to the
+//! terminal or printed as run records, and replays of those records.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use policy::generate::{Observer, StepRecord};
+use policy::{Clock, ReplayReport, RunConfig, RunRecord, Vocabulary};
+
+use crate::model_dir;
+
+/// Microseconds since the run started.
+pub struct WallClock(Instant);
+
+impl WallClock {
+    pub fn new() -> WallClock {
+        WallClock(Instant::now())
+    }
+}
+
+impl Clock for WallClock {
+    fn now_us(&mut self) -> f64 {
+        self.0.elapsed().as_secs_f64() * 1e6
+    }
+}
+
+/// Prints generated text as it arrives, holding back what a stop string could still claim
+/// and any unfinished UTF-8 character.
+struct Streamer<'a> {
+    vocabulary: &'a dyn Vocabulary,
+    silent: Vec<u32>,
+    holdback: usize,
+    bytes: Vec<u8>,
+    printed: usize,
+}
+
+impl Streamer<'_> {
+    fn flush_up_to(&mut self, end: usize) {
+        let pending = &self.bytes[self.printed..end];
+        let valid = match std::str::from_utf8(pending) {
+            Ok(text) => text.len(),
+            Err(e) => e.valid_up_to(),
+        };
+        let mut out = std::io::stdout().lock();
+        // A closed pipe (`| head`) is not an error worth stopping the run for.
+        let _ = out.write_all(&pending[..valid]);
+        let _ = out.flush();
+        self.printed += valid;
+    }
+}
+
+impl Observer for Streamer<'_> {
+    fn on_step(&mut self, step: &StepRecord) {
+        if self.silent.contains(&step.token) {
+            return;
+        }
+        self.bytes
+            .extend_from_slice(self.vocabulary.token_bytes(step.token));
+        let end = self
+            .bytes
+            .len()
+            .saturating_sub(self.holdback)
+            .max(self.printed);
+        self.flush_up_to(end);
+    }
+}
+
+/// Generates one run; streams it unless `json`, then prints the record or a summary.
+pub fn generate(
+    dir: &Path,
+    precision: model::Precision,
+    mut config: RunConfig,
+    json: bool,
+) -> Result<String, String> {
+    let mut loaded = model_dir::load(dir, precision)?;
+    config
+        .policy
+        .eos_token
+        .get_or_insert(loaded.tokenizer.end_of_text());
+    let config = &config;
+    let mut clock = WallClock::new();
+    let record = if json {
+        policy::generate(
+            &mut loaded.model,
+            &loaded.tokenizer,
+            config,
+            &mut clock,
+            &mut policy::generate::Unobserved,
+        )
+    } else {
+        let mut silent = config.stop.tokens.clone();
+        silent.extend(config.policy.eos_token);
+        let mut streamer = Streamer {
+            vocabulary: &loaded.tokenizer,
+            silent,
+            holdback: config
+                .stop
+                .strings
+                .iter()
+                .map(|s| s.len().saturating_sub(1))
+                .max()
+                .unwrap_or(0),
+            bytes: Vec::new(),
+            printed: 0,
+        };
+        let record = policy::generate(
+            &mut loaded.model,
+            &loaded.tokenizer,
+            config,
+            &mut clock,
+            &mut streamer,
+        );
+        if let Ok(record) = &record {
+            // What was held back and survived the stop string (the printed bytes are a
+            // valid UTF-8 prefix of the output text).
+            let rest = record
+                .output_text
+                .get(streamer.printed..)
+                .unwrap_or_default();
+            print!("{rest}");
+            println!();
+        }
+        record
+    }
+    .map_err(|e| e.to_string())?;
+    if json {
+        return serde_json::to_string(&record).map_err(|e| e.to_string());
+    }
+    Ok(summary(&record))
+}
+
+fn summary(record: &RunRecord) -> String {
+    let n = record.steps.len();
+    let decode: Vec<f64> = record.token_latencies_us.iter().skip(1).copied().collect();
+    let per_token = if decode.is_empty() {
+        0.0
+    } else {
+        decode.iter().sum::<f64>() / decode.len() as f64 / 1000.0
+    };
+    format!(
+        "[stopped: {}; {n} tokens; time to first token {:.1} ms; {per_token:.2} ms per later token; seed {}]",
+        record.stop_reason.describe(),
+        record.ttft_us / 1000.0,
+        record.config.seed
+    )
+}
+
+/// Replays every record of a JSON or JSONL file; true when all are identical.
+pub fn replay(dir: &Path, file: &Path) -> Result<(String, bool), String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let mut lines = Vec::new();
+    let mut all_identical = true;
+    for (i, line) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+        let record: RunRecord = serde_json::from_str(line).map_err(|e| {
+            format!(
+                "line {} of {} is not a run record: {e}",
+                i + 1,
+                file.display()
+            )
+        })?;
+        let mut loaded = model_dir::load_by_hash(dir, &record.model.hash)?;
+        let report = policy::replay(
+            &record,
+            &mut loaded.model,
+            &loaded.tokenizer,
+            &mut WallClock::new(),
+        )
+        .map_err(|e| e.to_string())?;
+        lines.push(match report {
+            ReplayReport::Identical { steps } => format!("identical ({steps} steps)"),
+            ReplayReport::Differs { step, detail, .. } => {
+                all_identical = false;
+                format!("differs at step {step}: {detail}")
+            }
+        });
+    }
+    if lines.is_empty() {
+        return Err(format!("{} holds no run record", file.display()));
+    }
+    Ok((lines.join("\n"), all_identical))
+}
