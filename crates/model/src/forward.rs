@@ -226,13 +226,19 @@ fn attention(
     let (d, kv, hd) = (c.d_model, c.kv_dim(), c.head_dim());
     let n = b.x.len() / d;
     for t in 0..n {
-        let position = start + t;
-        let x = &b.x[t * d..(t + 1) * d];
         let normed = &mut b.normed[t * d..(t + 1) * d];
-        rms_norm(x, &layer.attn_norm, c.norm_eps, normed);
-        layer.q.matvec(normed, &mut b.q[t * d..(t + 1) * d]);
-        layer.k.matvec(normed, &mut b.k[t * kv..(t + 1) * kv]);
-        layer.v.matvec(normed, &mut b.v[t * kv..(t + 1) * kv]);
+        rms_norm(
+            &b.x[t * d..(t + 1) * d],
+            &layer.attn_norm,
+            c.norm_eps,
+            normed,
+        );
+    }
+    layer.q.matmul(&b.normed, &mut b.q);
+    layer.k.matmul(&b.normed, &mut b.k);
+    layer.v.matmul(&b.normed, &mut b.v);
+    for t in 0..n {
+        let position = start + t;
         for h in 0..c.n_heads {
             rope.rotate(&mut b.q[t * d + h * hd..t * d + (h + 1) * hd], position);
         }
@@ -279,21 +285,15 @@ fn attention(
                 }
             }
         }
-        layer.o.matvec(
-            &b.attended[t * d..(t + 1) * d],
-            &mut b.projected[t * d..(t + 1) * d],
-        );
-        for (x, p) in b.x[t * d..(t + 1) * d]
-            .iter_mut()
-            .zip(&b.projected[t * d..(t + 1) * d])
-        {
-            *x += p;
-        }
+    }
+    layer.o.matmul(&b.attended, &mut b.projected);
+    for (x, p) in b.x.iter_mut().zip(&b.projected) {
+        *x += p;
     }
 }
 
 fn mlp(c: &ModelConfig, layer: &Layer, b: &mut Block) {
-    let (d, ff) = (c.d_model, c.d_ff);
+    let d = c.d_model;
     let n = b.x.len() / d;
     for t in 0..n {
         let normed = &mut b.normed[t * d..(t + 1) * d];
@@ -303,22 +303,15 @@ fn mlp(c: &ModelConfig, layer: &Layer, b: &mut Block) {
             c.norm_eps,
             normed,
         );
-        let gate = &mut b.gate[t * ff..(t + 1) * ff];
-        let up = &mut b.up[t * ff..(t + 1) * ff];
-        layer.gate.matvec(normed, gate);
-        layer.up.matvec(normed, up);
-        for (g, &u) in gate.iter_mut().zip(up.iter()) {
-            *g = *g / (1.0 + (-*g).exp()) * u;
-        }
-        layer
-            .down
-            .matvec(gate, &mut b.projected[t * d..(t + 1) * d]);
-        for (x, p) in b.x[t * d..(t + 1) * d]
-            .iter_mut()
-            .zip(&b.projected[t * d..(t + 1) * d])
-        {
-            *x += p;
-        }
+    }
+    layer.gate.matmul(&b.normed, &mut b.gate);
+    layer.up.matmul(&b.normed, &mut b.up);
+    for (g, &u) in b.gate.iter_mut().zip(&b.up) {
+        *g = *g / (1.0 + (-*g).exp()) * u;
+    }
+    layer.down.matmul(&b.gate, &mut b.projected);
+    for (x, p) in b.x.iter_mut().zip(&b.projected) {
+        *x += p;
     }
 }
 

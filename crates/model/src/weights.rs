@@ -57,6 +57,36 @@ impl Linear {
         }
     }
 
+    /// `out[t][r] = row_r · xs[t]` for a block of positions (`xs` is `[n][cols]`, `out`
+    /// `[n][rows]`). Four positions share each pass over a row, so the weights are read a
+    /// quarter as often as with one `matvec` per position; each sum is formed in the same
+    /// order as [`row_dot`](Self::row_dot), so the results are identical.
+    pub fn matmul(&self, xs: &[f32], out: &mut [f32]) {
+        let (rows, cols) = (self.rows(), self.cols());
+        let n = xs.len() / cols;
+        let blocked = n - n % 4;
+        for t in (0..blocked).step_by(4) {
+            let x = [0, 1, 2, 3].map(|j| &xs[(t + j) * cols..(t + j + 1) * cols]);
+            for r in 0..rows {
+                let sums = match self {
+                    Linear::F32 { data, .. } => dot4(&data[r * cols..(r + 1) * cols], x, |w| w),
+                    Linear::Int8 { data, scales, .. } => {
+                        dot4(&data[r * cols..(r + 1) * cols], x, f32::from).map(|v| scales[r] * v)
+                    }
+                };
+                for (j, v) in sums.into_iter().enumerate() {
+                    out[(t + j) * rows + r] = v;
+                }
+            }
+        }
+        for t in blocked..n {
+            self.matvec(
+                &xs[t * cols..(t + 1) * cols],
+                &mut out[t * rows..(t + 1) * rows],
+            );
+        }
+    }
+
     /// One row of the matrix times `x`.
     pub fn row_dot(&self, r: usize, x: &[f32]) -> f32 {
         match self {
@@ -106,6 +136,24 @@ impl Linear {
             int8 => int8.clone(),
         }
     }
+}
+
+/// Four dot products of one weight row, summed exactly as [`dot`] and [`dot_i8`] do.
+fn dot4<W: Copy>(row: &[W], x: [&[f32]; 4], widen: impl Fn(W) -> f32) -> [f32; 4] {
+    let mut acc = [[0.0f32; 8]; 4];
+    let body = row.len() - row.len() % 8;
+    for i in (0..body).step_by(8) {
+        let w: [f32; 8] = std::array::from_fn(|j| widen(row[i + j]));
+        for (a, x) in acc.iter_mut().zip(&x) {
+            for j in 0..8 {
+                a[j] += w[j] * x[i + j];
+            }
+        }
+    }
+    std::array::from_fn(|k| {
+        let tail: f32 = (body..row.len()).map(|i| widen(row[i]) * x[k][i]).sum();
+        acc[k].iter().sum::<f32>() + tail
+    })
 }
 
 /// A dot product with eight independent accumulators, so that it vectorises.
