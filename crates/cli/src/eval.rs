@@ -22,7 +22,6 @@ const SLICES: [(&str, &str, &str); 2] = [
 /// Prompts and seeds the policy comparison generates from.
 const PROMPTS: [&str; 4] = ["The ", "To insert a ", "You can ", "Hautatu "];
 const SEEDS: [u64; 3] = [0, 1, 2];
-const NEW_TOKENS: usize = 48;
 
 #[derive(Serialize)]
 pub struct SliceScore {
@@ -92,7 +91,12 @@ fn precision_name(p: Precision) -> &'static str {
     }
 }
 
-pub fn evaluate(dir: &Path, corpus: &Path, max_tokens: usize) -> Result<Report, String> {
+pub fn evaluate(
+    dir: &Path,
+    corpus: &Path,
+    max_tokens: usize,
+    new_tokens: usize,
+) -> Result<Report, String> {
     let mut report = Report {
         model: model_dir::config(dir)?.name,
         slices: Vec::new(),
@@ -132,7 +136,7 @@ pub fn evaluate(dir: &Path, corpus: &Path, max_tokens: usize) -> Result<Report, 
                         },
                         seed,
                         seed_source: SeedSource::User,
-                        max_tokens: NEW_TOKENS,
+                        max_tokens: new_tokens,
                         stop: StopConfig::default(),
                     };
                     let record = policy::generate(

@@ -300,6 +300,9 @@ struct EvalArgs {
     /// Evaluate at most this many held-out tokens per slice.
     #[arg(long, default_value_t = usize::MAX)]
     max_tokens: usize,
+    /// Tokens each policy generates per prompt and seed.
+    #[arg(long, default_value_t = 48)]
+    new_tokens: usize,
     #[arg(long)]
     json: bool,
 }
@@ -433,7 +436,7 @@ fn run_generate(args: &GenerateArgs) -> Result<String, String> {
 
 fn run_eval(args: &EvalArgs) -> Result<String, String> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
-    let report = eval::evaluate(&dir, &args.corpus, args.max_tokens)?;
+    let report = eval::evaluate(&dir, &args.corpus, args.max_tokens, args.new_tokens)?;
     if args.json {
         serde_json::to_string(&report).map_err(|e| e.to_string())
     } else {
@@ -462,7 +465,9 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(out) => {
-            println!("{out}");
+            if !out.is_empty() {
+                println!("{out}");
+            }
             ExitCode::SUCCESS
         }
         Err(message) => {

@@ -66,7 +66,8 @@ impl Observer for Streamer<'_> {
     }
 }
 
-/// Generates one run; streams it unless `json`, then prints the record or a summary.
+/// Generates one run. With `json`, returns the run record; otherwise streams the text to
+/// standard output, prints a summary to standard error, and returns nothing more to print.
 pub fn generate(
     dir: &Path,
     precision: model::Precision,
@@ -127,7 +128,9 @@ pub fn generate(
     if json {
         return serde_json::to_string(&record).map_err(|e| e.to_string());
     }
-    Ok(summary(&record))
+    // Standard output holds only the generated text; the summary goes beside it.
+    eprintln!("{}", summary(&record));
+    Ok(String::new())
 }
 
 fn summary(record: &RunRecord) -> String {

@@ -214,8 +214,19 @@ fn test(root: &Path) -> Result<(), String> {
 
     run(cargo().args(["fmt", "--all", "--check"]))?;
     run(cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
+    // The trainer (candle) is outside the default members; its parity test still runs here.
+    run(cargo().args([
+        "clippy",
+        "-p",
+        "trainer",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
 
-    // Architecture invariants: the policy core is pure; it and the model build for the browser.
+    // Architecture invariants: the policy core is pure; it, the model and the tokenizer build
+    // for the browser.
     let tree = output(cargo().args([
         "tree",
         "-p",
@@ -248,11 +259,14 @@ fn test(root: &Path) -> Result<(), String> {
         "policy",
         "-p",
         "model",
+        "-p",
+        "tokenizer",
         "--target",
         WASM_TARGET,
     ]))?;
 
     run(cargo().args(["test"]))?;
+    run(cargo().args(["test", "-p", "trainer"]))?;
 
     run(Command::new("trunk")
         .args(["build", "--release", "--offline"])

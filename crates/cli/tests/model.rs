@@ -1,0 +1,237 @@
+//! `decode-lab generate`, `replay` and `eval` on the model that ships in
+//! `models/decode-lab-tiny-v1`, and every way a model directory can be wrong.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn model_dir() -> PathBuf {
+    workspace().join("models/decode-lab-tiny-v1")
+}
+
+fn decode_lab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_decode-lab"))
+        .args(args)
+        .current_dir(workspace())
+        .output()
+        .unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = decode_lab(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn fails_with(args: &[&str], message: &str) {
+    let out = decode_lab(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    assert!(stderr.contains(message), "{args:?}: {stderr}");
+}
+
+fn config() -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(model_dir().join("config.json")).unwrap())
+        .unwrap()
+}
+
+fn recorded_hash(role: &str) -> String {
+    config()["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["role"] == role)
+        .unwrap()["sha256"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A scratch copy of the model directory.
+fn scratch_copy(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("decode-lab-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for entry in std::fs::read_dir(model_dir()).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn generate_records_and_replays_identically() {
+    let line = ok(&[
+        "generate",
+        "--prompt",
+        "The ",
+        "--temperature",
+        "0.7",
+        "--top-k",
+        "40",
+        "--seed",
+        "3",
+        "--max-tokens",
+        "24",
+        "--json",
+    ]);
+    let record: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(record["model"]["name"], "decode-lab-tiny-v1");
+    assert_eq!(record["model"]["hash"], recorded_hash("weights-f32"));
+    assert_eq!(record["tokenizer"]["hash"], recorded_hash("tokenizer"));
+    let steps = record["steps"].as_array().unwrap();
+    assert!(!steps.is_empty() && steps.len() <= 24);
+    assert!(record["ttft_us"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        record["token_latencies_us"].as_array().unwrap().len(),
+        steps.len()
+    );
+
+    let file = std::env::temp_dir().join(format!("decode-lab-run-{}.json", std::process::id()));
+    std::fs::write(&file, &line).unwrap();
+    assert!(ok(&["replay", file.to_str().unwrap()]).starts_with("identical"));
+
+    let mut tampered = record.clone();
+    let token = tampered["steps"][1]["token"].as_u64().unwrap();
+    tampered["steps"][1]["token"] = serde_json::json!((token + 1) % 700);
+    std::fs::write(&file, tampered.to_string()).unwrap();
+    let out = decode_lab(&["replay", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("differs at step 1:"));
+}
+
+#[test]
+fn generate_streams_text_and_int8_is_its_own_model() {
+    let out = decode_lab(&[
+        "generate",
+        "--prompt",
+        "To insert a ",
+        "--max-tokens",
+        "16",
+        "--temperature",
+        "0",
+        "--stop",
+        "\n",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("[stopped: "));
+    let line = ok(&[
+        "generate",
+        "--prompt",
+        "The ",
+        "--max-tokens",
+        "4",
+        "--weights",
+        "int8",
+        "--json",
+    ]);
+    let record: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(record["model"]["hash"], recorded_hash("weights-int8"));
+}
+
+#[test]
+fn bad_prompts_are_refused() {
+    fails_with(&["generate", "--prompt", ""], "the prompt is empty");
+    let long = "word ".repeat(2000);
+    fails_with(
+        &["generate", "--prompt", &long],
+        "more than the context of 256 tokens",
+    );
+}
+
+#[test]
+fn a_wrong_model_directory_is_named() {
+    let dir = scratch_copy("truncated");
+    let weights = dir.join("model.f32.safetensors");
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
+    fails_with(
+        &[
+            "generate",
+            "--prompt",
+            "The ",
+            "--model",
+            dir.to_str().unwrap(),
+        ],
+        "weights-f32 file has SHA-256",
+    );
+
+    let dir = scratch_copy("tokenizer");
+    let tokenizer = dir.join("tokenizer.json");
+    let mut text = std::fs::read_to_string(&tokenizer).unwrap();
+    text.push(' ');
+    std::fs::write(&tokenizer, text).unwrap();
+    fails_with(
+        &[
+            "generate",
+            "--prompt",
+            "The ",
+            "--model",
+            dir.to_str().unwrap(),
+        ],
+        "tokenizer file has SHA-256",
+    );
+
+    let dir = scratch_copy("shapes");
+    let mut wrong = config();
+    wrong["d_ff"] = serde_json::json!(wrong["d_ff"].as_u64().unwrap() + 1);
+    std::fs::write(dir.join("config.json"), wrong.to_string()).unwrap();
+    fails_with(
+        &[
+            "generate",
+            "--prompt",
+            "The ",
+            "--model",
+            dir.to_str().unwrap(),
+        ],
+        "but the config needs",
+    );
+
+    let dir = scratch_copy("missing");
+    std::fs::remove_file(dir.join("model.int8.safetensors")).unwrap();
+    fails_with(
+        &[
+            "generate",
+            "--prompt",
+            "The ",
+            "--weights",
+            "int8",
+            "--model",
+            dir.to_str().unwrap(),
+        ],
+        "cannot read",
+    );
+}
+
+#[test]
+fn eval_reports_each_slice_and_precision() {
+    let report: serde_json::Value = serde_json::from_str(&ok(&[
+        "eval",
+        "--max-tokens",
+        "300",
+        "--new-tokens",
+        "8",
+        "--json",
+    ]))
+    .unwrap();
+    let slices = report["slices"].as_array().unwrap();
+    assert_eq!(slices.len(), 4);
+    for s in slices {
+        let bpb = s["bits_per_byte"].as_f64().unwrap();
+        assert!(bpb > 0.5 && bpb < 8.0, "{s}");
+    }
+    assert!(slices
+        .iter()
+        .any(|s| s["slice"].as_str().unwrap().starts_with("eu")));
+    assert_eq!(report["policies"].as_array().unwrap().len(), 8);
+}

@@ -1,0 +1,28 @@
+//! Trains the lab's tiny transformer (the `model` crate's architecture) with candle on the
+//! CPU, and exports what the lab ships: f32 and int8 safetensors, config, tokenizer and a
+//! training report.
+//!
+//! * [`net`]: the model as a differentiable candle graph over a `VarMap` that uses the
+//!   model crate's tensor names; [`Net::to_weights`] exports it as `model::Weights`.
+//! * [`optim`]: AdamW, warm-up plus cosine schedule, gradient clipping.
+//! * [`data`]: corpus pages, token streams, seeded window sampling.
+//! * [`eval`]: held-out bits per byte with the reference forward pass, and text samples.
+//! * [`svg`]: the loss curve as SVG text.
+//! * [`rng`]: the seeded generator behind initialisation and sampling.
+//!
+//! Native only (candle); the workspace keeps it out of the default members, so neither the
+//! wasm build nor the default test run compiles it. `tests/parity.rs` checks that the candle
+//! graph and `model::Transformer` give the same logits for the same weights.
+
+pub mod data;
+mod error;
+pub mod eval;
+pub mod net;
+pub mod optim;
+pub mod rng;
+pub mod svg;
+
+pub use error::TrainError;
+pub use net::{Init, Net};
+pub use optim::{Optim, OptimConfig, Schedule};
+pub use rng::Rng;
