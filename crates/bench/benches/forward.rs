@@ -6,8 +6,8 @@
 //! Run with `cargo bench -p policy-bench --bench forward`; `report.py forward` tabulates.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::hint::black_box;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device, Tensor};
@@ -22,9 +22,15 @@ const DECODE_AT: [usize; 3] = [1, 128, 255];
 
 fn load() -> (ModelConfig, Weights) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(MODEL_DIR);
-    let config = ModelConfig::from_json(&std::fs::read_to_string(dir.join("config.json")).expect("config.json"))
-        .expect("config");
-    let file = config.file("weights-f32").expect("f32 weights recorded").path.clone();
+    let config = ModelConfig::from_json(
+        &std::fs::read_to_string(dir.join("config.json")).expect("config.json"),
+    )
+    .expect("config");
+    let file = config
+        .file("weights-f32")
+        .expect("f32 weights recorded")
+        .path
+        .clone();
     let bytes = std::fs::read(dir.join(file)).expect("weights");
     let weights = Weights::from_safetensors(&config, &bytes).expect("weights load");
     (config, weights)
@@ -32,22 +38,56 @@ fn load() -> (ModelConfig, Weights) {
 
 fn tensor(m: &Linear, device: &Device) -> Tensor {
     match m {
-        Linear::F32 { rows, cols, data } => Tensor::from_slice(data, (*rows, *cols), device).expect("tensor"),
+        Linear::F32 { rows, cols, data } => {
+            Tensor::from_slice(data, (*rows, *cols), device).expect("tensor")
+        }
         Linear::Int8 { .. } => unreachable!("candle gets the f32 weights"),
     }
 }
 
 /// Our weights under the names candle-transformers' Llama reads.
-fn candle_llama(config: &ModelConfig, weights: &Weights, device: &Device) -> (Llama, candle_transformers::models::llama::Config) {
+fn candle_llama(
+    config: &ModelConfig,
+    weights: &Weights,
+    device: &Device,
+) -> (Llama, candle_transformers::models::llama::Config) {
     let mut tensors = HashMap::new();
     let vector = |v: &[f32]| Tensor::from_slice(v, v.len(), device).expect("tensor");
-    tensors.insert("model.embed_tokens.weight".to_string(), tensor(&weights.embed, device));
+    tensors.insert(
+        "model.embed_tokens.weight".to_string(),
+        tensor(&weights.embed, device),
+    );
     tensors.insert("model.norm.weight".to_string(), vector(&weights.norm));
-    for (i, Layer { attn_norm, q, k, v, o, mlp_norm, gate, up, down }) in weights.layers.iter().enumerate() {
+    for (
+        i,
+        Layer {
+            attn_norm,
+            q,
+            k,
+            v,
+            o,
+            mlp_norm,
+            gate,
+            up,
+            down,
+        },
+    ) in weights.layers.iter().enumerate()
+    {
         let p = format!("model.layers.{i}");
         tensors.insert(format!("{p}.input_layernorm.weight"), vector(attn_norm));
-        tensors.insert(format!("{p}.post_attention_layernorm.weight"), vector(mlp_norm));
-        for (name, m) in [("self_attn.q_proj", q), ("self_attn.k_proj", k), ("self_attn.v_proj", v), ("self_attn.o_proj", o), ("mlp.gate_proj", gate), ("mlp.up_proj", up), ("mlp.down_proj", down)] {
+        tensors.insert(
+            format!("{p}.post_attention_layernorm.weight"),
+            vector(mlp_norm),
+        );
+        for (name, m) in [
+            ("self_attn.q_proj", q),
+            ("self_attn.k_proj", k),
+            ("self_attn.v_proj", v),
+            ("self_attn.o_proj", o),
+            ("mlp.gate_proj", gate),
+            ("mlp.up_proj", up),
+            ("mlp.down_proj", down),
+        ] {
             tensors.insert(format!("{p}.{name}.weight"), tensor(m, device));
         }
     }
@@ -81,14 +121,27 @@ fn bench_forward(c: &mut Criterion) {
     let (llama, llama_config) = candle_llama(&config, &weights, &device);
     let all = tokens(config.context_len, config.vocab_size);
     let mut ours = [
-        ("ours-f32", Transformer::new(config.clone(), weights.clone(), "f32".into())),
-        ("ours-int8", Transformer::new(config.clone(), weights.quantized(), "int8".into())),
+        (
+            "ours-f32",
+            Transformer::new(config.clone(), weights.clone(), "f32".into()),
+        ),
+        (
+            "ours-int8",
+            Transformer::new(config.clone(), weights.quantized(), "int8".into()),
+        ),
     ];
-    let input = |t: &[u32]| Tensor::new(t, &device).and_then(|t| t.unsqueeze(0)).expect("input");
+    let input = |t: &[u32]| {
+        Tensor::new(t, &device)
+            .and_then(|t| t.unsqueeze(0))
+            .expect("input")
+    };
     let new_cache = || Cache::new(true, DType::F32, &llama_config, &device).expect("cache");
 
     let mut group = c.benchmark_group("prefill");
-    group.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
     for n in PREFILL {
         group.throughput(Throughput::Elements(n as u64));
         for (name, model) in ours.iter_mut() {
@@ -97,13 +150,24 @@ fn bench_forward(c: &mut Criterion) {
             });
         }
         group.bench_with_input(BenchmarkId::new("candle-llama", n), &n, |b, &n| {
-            b.iter_batched(new_cache, |mut cache| llama.forward(&input(&all[..n]), 0, &mut cache).expect("forward"), BatchSize::PerIteration)
+            b.iter_batched(
+                new_cache,
+                |mut cache| {
+                    llama
+                        .forward(&input(&all[..n]), 0, &mut cache)
+                        .expect("forward")
+                },
+                BatchSize::PerIteration,
+            )
         });
     }
     group.finish();
 
     let mut group = c.benchmark_group("decode");
-    group.sample_size(20).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
     group.throughput(Throughput::Elements(1));
     for p in DECODE_AT {
         for (name, model) in ours.iter_mut() {
@@ -125,10 +189,16 @@ fn bench_forward(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     let mut cache = new_cache();
-                    llama.forward(&input(&all[..p]), 0, &mut cache).expect("prefix");
+                    llama
+                        .forward(&input(&all[..p]), 0, &mut cache)
+                        .expect("prefix");
                     cache
                 },
-                |mut cache| llama.forward(&input(&all[p..p + 1]), p, &mut cache).expect("decode"),
+                |mut cache| {
+                    llama
+                        .forward(&input(&all[p..p + 1]), p, &mut cache)
+                        .expect("decode")
+                },
                 BatchSize::PerIteration,
             )
         });
