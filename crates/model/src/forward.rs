@@ -1,7 +1,7 @@
 //! The CPU reference forward pass: prefill (the whole prompt, causal mask) and decode (one
 //! token against the KV cache) are the same code over a block of positions.
 
-use crate::weights::Layer;
+use crate::weights::{dot, Layer};
 use crate::{KvCache, ModelConfig, ModelError, Weights};
 
 /// The model with its KV cache and scratch memory, ready to run.
@@ -263,12 +263,7 @@ fn attention(
             let q = &b.q[t * d + h * hd..t * d + (h + 1) * hd];
             let scores = &mut b.scores[..visible];
             for (p, s) in scores.iter_mut().enumerate() {
-                *s = q
-                    .iter()
-                    .zip(&keys[p * hd..(p + 1) * hd])
-                    .map(|(a, b)| a * b)
-                    .sum::<f32>()
-                    * scale;
+                *s = dot(q, &keys[p * hd..(p + 1) * hd]) * scale;
             }
             let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
             let mut total = 0.0;

@@ -142,22 +142,28 @@ impl Linear {
 fn dot4<W: Copy>(row: &[W], x: [&[f32]; 4], widen: impl Fn(W) -> f32) -> [f32; 4] {
     let mut acc = [[0.0f32; 8]; 4];
     let body = row.len() - row.len() % 8;
-    for i in (0..body).step_by(8) {
-        let w: [f32; 8] = std::array::from_fn(|j| widen(row[i + j]));
-        for (a, x) in acc.iter_mut().zip(&x) {
-            for j in 0..8 {
-                a[j] += w[j] * x[i + j];
-            }
+    let [x0, x1, x2, x3] = x.map(|x| x[..body].chunks_exact(8));
+    for ((((w, a), b), c), d) in row[..body].chunks_exact(8).zip(x0).zip(x1).zip(x2).zip(x3) {
+        for j in 0..8 {
+            let wj = widen(w[j]);
+            acc[0][j] += wj * a[j];
+            acc[1][j] += wj * b[j];
+            acc[2][j] += wj * c[j];
+            acc[3][j] += wj * d[j];
         }
     }
     std::array::from_fn(|k| {
-        let tail: f32 = (body..row.len()).map(|i| widen(row[i]) * x[k][i]).sum();
+        let tail: f32 = row[body..]
+            .iter()
+            .zip(&x[k][body..])
+            .map(|(&w, v)| widen(w) * v)
+            .sum();
         acc[k].iter().sum::<f32>() + tail
     })
 }
 
 /// A dot product with eight independent accumulators, so that it vectorises.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];
     let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = a8
