@@ -149,53 +149,36 @@ fn bad_prompts_are_refused() {
     );
 }
 
+fn generate_in(dir: &Path) -> [&str; 5] {
+    [
+        "generate",
+        "--prompt",
+        "The ",
+        "--model",
+        dir.to_str().unwrap(),
+    ]
+}
+
 #[test]
 fn a_wrong_model_directory_is_named() {
     let dir = scratch_copy("truncated");
     let weights = dir.join("model.f32.safetensors");
     let bytes = std::fs::read(&weights).unwrap();
     std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
-    fails_with(
-        &[
-            "generate",
-            "--prompt",
-            "The ",
-            "--model",
-            dir.to_str().unwrap(),
-        ],
-        "weights-f32 file has SHA-256",
-    );
+    fails_with(&generate_in(&dir), "weights-f32 file has SHA-256");
 
     let dir = scratch_copy("tokenizer");
     let tokenizer = dir.join("tokenizer.json");
     let mut text = std::fs::read_to_string(&tokenizer).unwrap();
     text.push(' ');
     std::fs::write(&tokenizer, text).unwrap();
-    fails_with(
-        &[
-            "generate",
-            "--prompt",
-            "The ",
-            "--model",
-            dir.to_str().unwrap(),
-        ],
-        "tokenizer file has SHA-256",
-    );
+    fails_with(&generate_in(&dir), "tokenizer file has SHA-256");
 
     let dir = scratch_copy("shapes");
     let mut wrong = config();
     wrong["d_ff"] = serde_json::json!(wrong["d_ff"].as_u64().unwrap() + 1);
     std::fs::write(dir.join("config.json"), wrong.to_string()).unwrap();
-    fails_with(
-        &[
-            "generate",
-            "--prompt",
-            "The ",
-            "--model",
-            dir.to_str().unwrap(),
-        ],
-        "but the config needs",
-    );
+    fails_with(&generate_in(&dir), "but the config needs");
 
     let dir = scratch_copy("missing");
     std::fs::remove_file(dir.join("model.int8.safetensors")).unwrap();

@@ -138,7 +138,7 @@ impl Linear {
     }
 }
 
-/// Four dot products of one weight row, summed exactly as [`dot`] and [`dot_i8`] do.
+/// Four dot products of one weight row, summed exactly as [`dot_with`] does.
 fn dot4<W: Copy>(row: &[W], x: [&[f32]; 4], widen: impl Fn(W) -> f32) -> [f32; 4] {
     let mut acc = [[0.0f32; 8]; 4];
     let body = row.len() - row.len() % 8;
@@ -164,34 +164,25 @@ fn dot4<W: Copy>(row: &[W], x: [&[f32]; 4], widen: impl Fn(W) -> f32) -> [f32; 4
 
 /// A dot product with eight independent accumulators, so that it vectorises.
 pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a8
-        .remainder()
-        .iter()
-        .zip(b8.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in a8.zip(b8) {
-        for j in 0..8 {
-            acc[j] += x[j] * y[j];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
+    dot_with(a, b, |w| w)
 }
 
 fn dot_i8(a: &[i8], b: &[f32]) -> f32 {
+    dot_with(a, b, f32::from)
+}
+
+fn dot_with<W: Copy>(a: &[W], b: &[f32], widen: impl Fn(W) -> f32) -> f32 {
     let mut acc = [0.0f32; 8];
     let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = a8
         .remainder()
         .iter()
         .zip(b8.remainder())
-        .map(|(&x, y)| f32::from(x) * y)
+        .map(|(&x, y)| widen(x) * y)
         .sum();
     for (x, y) in a8.zip(b8) {
         for j in 0..8 {
-            acc[j] += f32::from(x[j]) * y[j];
+            acc[j] += widen(x[j]) * y[j];
         }
     }
     acc.iter().sum::<f32>() + tail
