@@ -3,7 +3,8 @@
 //! weights, both with a KV cache. Prefill at prompt lengths 16, 64, 256; one decode step
 //! at positions 1, 128, 255.
 //!
-//! Run with `cargo bench -p policy-bench --bench forward`; `report.py forward` tabulates.
+//! Run with `cargo bench -p policy-bench --bench forward`; criterion prints the medians and
+//! keeps them under `target/criterion/{prefill,decode}/`.
 
 use std::collections::HashMap;
 use std::hint::black_box;
