@@ -206,6 +206,14 @@ impl Transformer {
     }
 }
 
+/// RMSNorm of every position of a block (`[n][d]` in and out).
+fn norm_block(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    let d = weight.len();
+    for (x, out) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        rms_norm(x, weight, eps, out);
+    }
+}
+
 fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     let mean_square = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
     let scale = 1.0 / (mean_square + eps).sqrt();
@@ -225,15 +233,7 @@ fn attention(
 ) {
     let (d, kv, hd) = (c.d_model, c.kv_dim(), c.head_dim());
     let n = b.x.len() / d;
-    for t in 0..n {
-        let normed = &mut b.normed[t * d..(t + 1) * d];
-        rms_norm(
-            &b.x[t * d..(t + 1) * d],
-            &layer.attn_norm,
-            c.norm_eps,
-            normed,
-        );
-    }
+    norm_block(&b.x, &layer.attn_norm, c.norm_eps, &mut b.normed);
     layer.q.matmul(&b.normed, &mut b.q);
     layer.k.matmul(&b.normed, &mut b.k);
     layer.v.matmul(&b.normed, &mut b.v);
@@ -288,17 +288,7 @@ fn attention(
 }
 
 fn mlp(c: &ModelConfig, layer: &Layer, b: &mut Block) {
-    let d = c.d_model;
-    let n = b.x.len() / d;
-    for t in 0..n {
-        let normed = &mut b.normed[t * d..(t + 1) * d];
-        rms_norm(
-            &b.x[t * d..(t + 1) * d],
-            &layer.mlp_norm,
-            c.norm_eps,
-            normed,
-        );
-    }
+    norm_block(&b.x, &layer.mlp_norm, c.norm_eps, &mut b.normed);
     layer.gate.matmul(&b.normed, &mut b.gate);
     layer.up.matmul(&b.normed, &mut b.up);
     for (g, &u) in b.gate.iter_mut().zip(&b.up) {

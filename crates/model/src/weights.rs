@@ -241,7 +241,8 @@ pub struct Layer {
 }
 
 impl Layer {
-    fn matrices(&self) -> [(&'static str, &Linear); 7] {
+    /// The layer's matrices with their names under `layers.{i}.`, in file order.
+    pub fn matrices(&self) -> [(&'static str, &Linear); 7] {
         [
             ("attn.q", &self.q),
             ("attn.k", &self.k),

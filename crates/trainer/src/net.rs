@@ -111,93 +111,72 @@ pub struct Net {
 impl Net {
     /// A freshly initialised model; the values depend only on `init` and `rng`.
     pub fn new(config: &ModelConfig, init: &Init, rng: &mut Rng) -> Result<Net, TrainError> {
-        config.validate()?;
-        let device = Device::Cpu;
-        let varmap = VarMap::new();
-        {
-            let mut data = varmap
-                .data()
-                .lock()
-                .map_err(|_| TrainError::State("the VarMap lock is poisoned".into()))?;
-            for (name, shape) in tensor_shapes(config) {
-                let n: usize = shape.iter().product();
-                let values: Vec<f32> = if shape.len() == 1 {
-                    (0..n)
-                        .map(|_| (1.0 + init.norm_jitter * rng.normal()) as f32)
-                        .collect()
+        let tensors = tensor_shapes(config).into_iter().map(|(name, shape)| {
+            let n: usize = shape.iter().product();
+            let values: Vec<f32> = if shape.len() == 1 {
+                (0..n)
+                    .map(|_| (1.0 + init.norm_jitter * rng.normal()) as f32)
+                    .collect()
+            } else {
+                let std = if name == "embed.weight" {
+                    init.embed_std
+                } else if name.ends_with("attn.o.weight") || name.ends_with("mlp.down.weight") {
+                    init.residual_std
                 } else {
-                    let std = if name == "embed.weight" {
-                        init.embed_std
-                    } else if name.ends_with("attn.o.weight") || name.ends_with("mlp.down.weight") {
-                        init.residual_std
-                    } else {
-                        init.matrix_std
-                    };
-                    (0..n).map(|_| (std * rng.normal()) as f32).collect()
+                    init.matrix_std
                 };
-                let tensor = Tensor::from_vec(values, shape, &device)?;
-                data.insert(name, Var::from_tensor(&tensor)?);
-            }
-        }
-        Net::from_varmap(config, varmap)
+                (0..n).map(|_| (std * rng.normal()) as f32).collect()
+            };
+            (name, values, shape)
+        });
+        Net::from_tensors(config, tensors)
     }
 
     /// A model holding `weights` (int8 matrices are dequantised).
     pub fn from_weights(config: &ModelConfig, weights: &Weights) -> Result<Net, TrainError> {
+        let dense = |m: &Linear| {
+            let mut out = vec![0.0f32; m.rows() * m.cols()];
+            for (r, row) in out.chunks_exact_mut(m.cols()).enumerate() {
+                m.row(r, row);
+            }
+            (out, vec![m.rows(), m.cols()])
+        };
+        let vector = |v: &[f32]| (v.to_vec(), vec![v.len()]);
+        let mut tensors = Vec::new();
+        let (v, s) = dense(&weights.embed);
+        tensors.push(("embed.weight".to_string(), v, s));
+        for (i, l) in weights.layers.iter().enumerate() {
+            let p = format!("layers.{i}");
+            let (v, s) = vector(&l.attn_norm);
+            tensors.push((format!("{p}.attn_norm.weight"), v, s));
+            let (v, s) = vector(&l.mlp_norm);
+            tensors.push((format!("{p}.mlp_norm.weight"), v, s));
+            for (name, m) in l.matrices() {
+                let (v, s) = dense(m);
+                tensors.push((format!("{p}.{name}.weight"), v, s));
+            }
+        }
+        let (v, s) = vector(&weights.norm);
+        tensors.push(("norm.weight".to_string(), v, s));
+        Net::from_tensors(config, tensors)
+    }
+
+    /// A model holding the named tensors `(name, values, shape)`.
+    fn from_tensors(
+        config: &ModelConfig,
+        tensors: impl IntoIterator<Item = (String, Vec<f32>, Vec<usize>)>,
+    ) -> Result<Net, TrainError> {
         config.validate()?;
-        let device = Device::Cpu;
         let varmap = VarMap::new();
         {
             let mut data = varmap
                 .data()
                 .lock()
                 .map_err(|_| TrainError::State("the VarMap lock is poisoned".into()))?;
-            let mut put = |name: String, values: Vec<f32>, shape: Vec<usize>| {
-                Tensor::from_vec(values, shape, &device)
-                    .and_then(|t| Var::from_tensor(&t))
-                    .map(|var| {
-                        data.insert(name, var);
-                    })
-            };
-            let dense = |m: &Linear| {
-                let mut out = vec![0.0f32; m.rows() * m.cols()];
-                for (r, row) in out.chunks_exact_mut(m.cols()).enumerate() {
-                    m.row(r, row);
-                }
-                (out, vec![m.rows(), m.cols()])
-            };
-            let (v, s) = dense(&weights.embed);
-            put("embed.weight".into(), v, s)?;
-            for (i, l) in weights.layers.iter().enumerate() {
-                let p = format!("layers.{i}");
-                put(
-                    format!("{p}.attn_norm.weight"),
-                    l.attn_norm.clone(),
-                    vec![l.attn_norm.len()],
-                )?;
-                put(
-                    format!("{p}.mlp_norm.weight"),
-                    l.mlp_norm.clone(),
-                    vec![l.mlp_norm.len()],
-                )?;
-                for (name, m) in [
-                    ("attn.q", &l.q),
-                    ("attn.k", &l.k),
-                    ("attn.v", &l.v),
-                    ("attn.o", &l.o),
-                    ("mlp.gate", &l.gate),
-                    ("mlp.up", &l.up),
-                    ("mlp.down", &l.down),
-                ] {
-                    let (v, s) = dense(m);
-                    put(format!("{p}.{name}.weight"), v, s)?;
-                }
+            for (name, values, shape) in tensors {
+                let tensor = Tensor::from_vec(values, shape, &Device::Cpu)?;
+                data.insert(name, Var::from_tensor(&tensor)?);
             }
-            put(
-                "norm.weight".into(),
-                weights.norm.clone(),
-                vec![weights.norm.len()],
-            )?;
         }
         Net::from_varmap(config, varmap)
     }

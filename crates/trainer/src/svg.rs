@@ -15,6 +15,17 @@ pub enum Mark {
     DottedSquares,
 }
 
+impl Mark {
+    /// The line's `stroke-dasharray` attribute (with its leading space), or nothing.
+    fn dash(self) -> &'static str {
+        match self {
+            Mark::Solid => "",
+            Mark::DashedCircles => r#" stroke-dasharray="7 4""#,
+            Mark::DottedSquares => r#" stroke-dasharray="2 3""#,
+        }
+    }
+}
+
 /// One named series of (x, y) points.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Series {
@@ -165,11 +176,7 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) 
             .filter(|(x, y)| x.is_finite() && y.is_finite())
             .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
             .collect();
-        let dash = match s.mark {
-            Mark::Solid => "",
-            Mark::DashedCircles => r#" stroke-dasharray="7 4""#,
-            Mark::DottedSquares => r#" stroke-dasharray="2 3""#,
-        };
+        let dash = s.mark.dash();
         let _ = writeln!(
             svg,
             r#"<polyline points="{}" fill="none" stroke="black" stroke-width="1.5"{dash}><title>{}</title></polyline>"#,
@@ -187,11 +194,7 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) 
     // Legend, top right.
     for (i, s) in series.iter().enumerate() {
         let (lx, ly) = (LEFT + pw - 230.0, TOP + 16.0 + 20.0 * i as f64);
-        let dash = match s.mark {
-            Mark::Solid => "",
-            Mark::DashedCircles => r#" stroke-dasharray="7 4""#,
-            Mark::DottedSquares => r#" stroke-dasharray="2 3""#,
-        };
+        let dash = s.mark.dash();
         let _ = writeln!(
             svg,
             r#"<line x1="{lx:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="black" stroke-width="1.5"{dash}/>"#,
