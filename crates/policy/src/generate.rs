@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::pipeline::{Snapshots, StepContext, Stepper};
-use crate::record::{ArtifactId, RunConfig, RunRecord};
+use crate::record::{ArtifactId, Backend, RunConfig, RunRecord};
 use crate::{NumpyRng, PolicyError, POLICY_VERSION};
 
 /// A model that gives next-token logits: the whole prompt first, then one token at a time.
@@ -22,6 +22,10 @@ pub trait LanguageModel {
     fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], String>;
     /// Appends one token and returns the logits that follow it.
     fn decode_step(&mut self, token: u32) -> Result<&[f32], String>;
+    /// What runs the model, for the run record.
+    fn backend(&self) -> Backend {
+        Backend::cpu_reference()
+    }
 }
 
 /// A tokenizer: text to ids, and each id back to its bytes.
@@ -134,72 +138,145 @@ pub enum GenerateError {
     },
 }
 
-/// Generates one run and returns its record.
-pub fn generate(
-    model: &mut dyn LanguageModel,
-    vocabulary: &dyn Vocabulary,
-    config: &RunConfig,
-    clock: &mut dyn Clock,
-    observer: &mut dyn Observer,
-) -> Result<RunRecord, GenerateError> {
-    let vocab = model.vocab_size();
-    config.policy.validate(vocab)?;
-    if let Some(&id) = config.stop.tokens.iter().find(|&&id| id as usize >= vocab) {
-        return Err(GenerateError::StopTokenOutOfRange { id, vocab });
-    }
-    let rendered_prompt = config.rendered_prompt();
-    let prompt = vocabulary.encode(&rendered_prompt);
-    if prompt.is_empty() {
-        return Err(GenerateError::EmptyPrompt);
-    }
-    if prompt.len() > model.context_len() {
-        return Err(GenerateError::PromptTooLong {
-            prompt: prompt.len(),
-            context: model.context_len(),
-        });
+/// What the model must run next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelCall<'a> {
+    /// The whole prompt, from an empty cache.
+    Prefill(&'a [u32]),
+    /// One more token at the next position.
+    Decode(u32),
+}
+
+/// One run in progress, driven from outside: ask [`next_call`](Self::next_call) what the
+/// model must run, run it however the model runs (synchronously, or awaiting a GPU), hand
+/// the logits to [`accept`](Self::accept), and [`finish`](Self::finish) when `next_call`
+/// says the run has stopped. [`generate`] is this loop for a synchronous model; the browser
+/// drives the same machine from an async task, so both make the same record.
+pub struct Generation<'v> {
+    vocabulary: &'v dyn Vocabulary,
+    config: RunConfig,
+    vocab: usize,
+    context_len: usize,
+    rendered_prompt: String,
+    prompt: Vec<u32>,
+    tokens: Vec<u32>,
+    rng: NumpyRng,
+    stepper: Stepper,
+    steps: Vec<StepRecord>,
+    output: Vec<u8>,
+    latencies: Vec<f64>,
+    ttft_us: Option<f64>,
+    start_us: f64,
+    stop_reason: Option<StopReason>,
+}
+
+impl<'v> Generation<'v> {
+    /// Checks the configuration against the model's vocabulary and context, and encodes the
+    /// prompt. `now_us` is when the run starts (time to first token counts from it).
+    pub fn new(
+        vocab: usize,
+        context_len: usize,
+        vocabulary: &'v dyn Vocabulary,
+        config: &RunConfig,
+        now_us: f64,
+    ) -> Result<Generation<'v>, GenerateError> {
+        config.policy.validate(vocab)?;
+        if let Some(&id) = config.stop.tokens.iter().find(|&&id| id as usize >= vocab) {
+            return Err(GenerateError::StopTokenOutOfRange { id, vocab });
+        }
+        let rendered_prompt = config.rendered_prompt();
+        let prompt = vocabulary.encode(&rendered_prompt);
+        if prompt.is_empty() {
+            return Err(GenerateError::EmptyPrompt);
+        }
+        if prompt.len() > context_len {
+            return Err(GenerateError::PromptTooLong {
+                prompt: prompt.len(),
+                context: context_len,
+            });
+        }
+        Ok(Generation {
+            vocabulary,
+            config: config.clone(),
+            vocab,
+            context_len,
+            rendered_prompt,
+            tokens: prompt.clone(),
+            prompt,
+            rng: NumpyRng::new(config.seed),
+            stepper: Stepper::default(),
+            steps: Vec::new(),
+            output: Vec::new(),
+            latencies: Vec::new(),
+            ttft_us: None,
+            start_us: now_us,
+            stop_reason: None,
+        })
     }
 
-    let mut rng = NumpyRng::new(config.seed);
-    let mut stepper = Stepper::default();
-    let mut tokens = prompt.clone();
-    let mut steps: Vec<StepRecord> = Vec::new();
-    let mut output: Vec<u8> = Vec::new();
-    let mut latencies = Vec::new();
-    let mut ttft_us = None;
-    let start = clock.now_us();
+    /// The prompt's token ids.
+    pub fn prompt(&self) -> &[u32] {
+        &self.prompt
+    }
 
-    let stop_reason = loop {
-        if steps.len() >= config.max_tokens {
-            break StopReason::MaxTokens;
+    /// The steps chosen so far.
+    pub fn steps(&self) -> &[StepRecord] {
+        &self.steps
+    }
+
+    /// What the model must run next, or `None` once the run has stopped (the observer is
+    /// asked whether to cancel before every model call).
+    pub fn next_call(&mut self, observer: &mut dyn Observer) -> Option<ModelCall<'_>> {
+        if self.stop_reason.is_none() {
+            if self.steps.len() >= self.config.max_tokens {
+                self.stop_reason = Some(StopReason::MaxTokens);
+            } else if self.tokens.len() >= self.context_len {
+                self.stop_reason = Some(StopReason::ContextFull);
+            } else if observer.cancelled() {
+                self.stop_reason = Some(StopReason::Cancelled);
+            }
         }
-        if tokens.len() >= model.context_len() {
-            break StopReason::ContextFull;
+        if self.stop_reason.is_some() {
+            return None;
         }
-        if observer.cancelled() {
-            break StopReason::Cancelled;
-        }
-        let before_model = clock.now_us();
-        let logits = match steps.last() {
-            None => model.prefill(&prompt),
-            Some(last) => model.decode_step(last.token),
-        }
-        .map_err(GenerateError::Model)?;
-        if logits.len() != vocab {
+        Some(match self.steps.last() {
+            None => ModelCall::Prefill(&self.prompt),
+            Some(last) => ModelCall::Decode(last.token),
+        })
+    }
+
+    /// Chooses the next token from the logits of the last [`ModelCall`], which started at
+    /// `model_started_us` on `clock`, and shows the step to the observer.
+    pub fn accept(
+        &mut self,
+        logits: &[f32],
+        model_started_us: f64,
+        clock: &mut dyn Clock,
+        observer: &mut dyn Observer,
+    ) -> Result<&StepRecord, GenerateError> {
+        if logits.len() != self.vocab {
             return Err(GenerateError::LogitCount {
-                expected: vocab,
+                expected: self.vocab,
                 got: logits.len(),
             });
         }
         let before_policy = clock.now_us();
-        let context = StepContext::new(&tokens, prompt.len());
-        let outcome = stepper.step(&config.policy, logits, context, &mut rng, Snapshots::Skip)?;
+        let context = StepContext::new(&self.tokens, self.prompt.len());
+        let outcome = self.stepper.step(
+            &self.config.policy,
+            logits,
+            context,
+            &mut self.rng,
+            Snapshots::Skip,
+        )?;
         let done = clock.now_us();
-        ttft_us.get_or_insert(done - start);
-        latencies.push(done - before_model);
+        self.ttft_us.get_or_insert(done - self.start_us);
+        self.latencies.push(done - model_started_us);
 
+        let vocabulary = self.vocabulary;
         let text_of = |id: u32| String::from_utf8_lossy(vocabulary.token_bytes(id)).into_owned();
         let record = StepRecord {
-            step: steps.len(),
+            step: self.steps.len(),
             token: outcome.token,
             text: text_of(outcome.token),
             prob: outcome.prob,
@@ -216,42 +293,81 @@ pub fn generate(
             entropy: outcome.entropy,
             survivors: outcome.survivors,
             draw: outcome.draw,
-            model_us: before_policy - before_model,
+            model_us: before_policy - model_started_us,
             policy_us: done - before_policy,
         };
         observer.on_step(&record);
         let token = record.token;
-        steps.push(record);
-        tokens.push(token);
+        self.steps.push(record);
+        self.tokens.push(token);
 
-        if config.policy.eos_token == Some(token) {
-            break StopReason::Eos;
+        if self.config.policy.eos_token == Some(token) {
+            self.stop_reason = Some(StopReason::Eos);
+        } else if self.config.stop.tokens.contains(&token) {
+            self.stop_reason = Some(StopReason::StopToken);
+        } else {
+            let appended_from = self.output.len();
+            self.output.extend_from_slice(vocabulary.token_bytes(token));
+            if let Some(at) =
+                find_stop_string(&self.output, appended_from, &self.config.stop.strings)
+            {
+                self.output.truncate(at);
+                self.stop_reason = Some(StopReason::StopSequence);
+            }
         }
-        if config.stop.tokens.contains(&token) {
-            break StopReason::StopToken;
-        }
-        let appended_from = output.len();
-        output.extend_from_slice(vocabulary.token_bytes(token));
-        if let Some(at) = find_stop_string(&output, appended_from, &config.stop.strings) {
-            output.truncate(at);
-            break StopReason::StopSequence;
-        }
-    };
+        Ok(self.steps.last().expect("a step was just pushed"))
+    }
 
-    Ok(RunRecord {
-        app_version: config.app_version.clone(),
-        policy_version: POLICY_VERSION.to_string(),
-        model: model.id(),
-        tokenizer: vocabulary.id(),
-        rendered_prompt,
-        prompt_tokens: prompt,
-        config: config.clone(),
-        steps,
-        output_text: String::from_utf8_lossy(&output).into_owned(),
-        stop_reason,
-        ttft_us: ttft_us.unwrap_or(0.0),
-        token_latencies_us: latencies,
-    })
+    /// The record of the stopped run. `model` names the weights and `backend` what ran them.
+    pub fn finish(self, model: ArtifactId, backend: Backend) -> RunRecord {
+        RunRecord {
+            app_version: self.config.app_version.clone(),
+            policy_version: POLICY_VERSION.to_string(),
+            model,
+            tokenizer: self.vocabulary.id(),
+            rendered_prompt: self.rendered_prompt,
+            prompt_tokens: self.prompt,
+            config: self.config,
+            steps: self.steps,
+            output_text: String::from_utf8_lossy(&self.output).into_owned(),
+            // `next_call` names a reason before it returns `None`; a run finished early
+            // (an error, or a driver that stopped asking) counts as cancelled.
+            stop_reason: self.stop_reason.unwrap_or(StopReason::Cancelled),
+            ttft_us: self.ttft_us.unwrap_or(0.0),
+            token_latencies_us: self.latencies,
+            degraded_reason: backend.degraded_reason.clone(),
+            backend,
+        }
+    }
+}
+
+/// Generates one run and returns its record.
+pub fn generate(
+    model: &mut dyn LanguageModel,
+    vocabulary: &dyn Vocabulary,
+    config: &RunConfig,
+    clock: &mut dyn Clock,
+    observer: &mut dyn Observer,
+) -> Result<RunRecord, GenerateError> {
+    let start = clock.now_us();
+    let mut run = Generation::new(
+        model.vocab_size(),
+        model.context_len(),
+        vocabulary,
+        config,
+        start,
+    )?;
+    loop {
+        let before_model = clock.now_us();
+        let logits = match run.next_call(observer) {
+            None => break,
+            Some(ModelCall::Prefill(prompt)) => model.prefill(prompt),
+            Some(ModelCall::Decode(token)) => model.decode_step(token),
+        }
+        .map_err(GenerateError::Model)?;
+        run.accept(logits, before_model, clock, observer)?;
+    }
+    Ok(run.finish(model.id(), model.backend()))
 }
 
 /// The earliest start of a stop string that ends in the bytes appended at `appended_from`

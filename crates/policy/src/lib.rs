@@ -29,10 +29,14 @@ pub mod record;
 pub mod rng;
 
 pub use error::PolicyError;
-pub use generate::{generate, Clock, LanguageModel, Observer, StopReason, Vocabulary};
+pub use generate::{
+    generate, Clock, Generation, LanguageModel, ModelCall, Observer, StopReason, Vocabulary,
+};
 pub use pipeline::{
     step, Logit, Policy, Snapshots, Stage, StageOrder, StageSnapshot, StepContext, StepOutcome,
     Stepper, TokenProb, POLICY_VERSION,
 };
-pub use record::{replay, ArtifactId, ReplayReport, RunConfig, RunRecord, SeedSource, StopConfig};
+pub use record::{
+    replay, ArtifactId, Backend, ReplayReport, RunConfig, RunRecord, SeedSource, StopConfig,
+};
 pub use rng::NumpyRng;

@@ -77,6 +77,48 @@ pub struct RunRecord {
     pub ttft_us: f64,
     /// Model plus policy time of each step.
     pub token_latencies_us: Vec<f64>,
+    /// What ran the model. Records made before backends existed read as `cpu-reference`.
+    #[serde(default = "Backend::cpu_reference")]
+    pub backend: Backend,
+    /// Why the run fell back to the `cpu-reference` baseline, if it did (the same words as
+    /// `backend.degraded_reason`, at the top level where a reader looks first).
+    #[serde(default)]
+    pub degraded_reason: Option<String>,
+}
+
+/// What ran the model's forward pass: the backend's name and, for a GPU, which adapter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Backend {
+    /// `cpu-reference` or `webgpu`.
+    pub name: String,
+    /// The adapter's name and driver, for a GPU backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// Set when the run asked for a GPU and fell back to `cpu-reference`: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded_reason: Option<String>,
+    /// The first step (0 = the prompt's prefill) that ran on the fallback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded_at_step: Option<usize>,
+}
+
+impl Backend {
+    /// The name of the CPU reference forward pass: the baseline every faster path falls
+    /// back to.
+    pub const CPU_REFERENCE: &'static str = "cpu-reference";
+    pub const WEBGPU: &'static str = "webgpu";
+
+    pub fn cpu_reference() -> Backend {
+        Backend {
+            name: Backend::CPU_REFERENCE.to_string(),
+            adapter: None,
+            driver: None,
+            degraded_reason: None,
+            degraded_at_step: None,
+        }
+    }
 }
 
 /// What a replay found.
