@@ -123,6 +123,25 @@ impl ModelConfig {
     pub fn group_size(&self) -> usize {
         self.n_heads / self.n_kv_heads
     }
+
+    /// Rotary embedding tables, "rotate half" convention: cos and sin of
+    /// `position · theta^(-2i / head_dim)` for every position and pair i,
+    /// `[context_len][head_dim / 2]`, computed in f64 and rounded once. Every forward pass
+    /// (CPU and GPU) turns by these same f32 values.
+    pub fn rope_tables(&self) -> (Vec<f32>, Vec<f32>) {
+        let (half, head_dim) = (self.head_dim() / 2, self.head_dim() as f64);
+        let mut cos = Vec::with_capacity(self.context_len * half);
+        let mut sin = Vec::with_capacity(self.context_len * half);
+        for position in 0..self.context_len {
+            for i in 0..half {
+                let exponent = -((2 * i) as f64) / head_dim;
+                let angle = position as f64 * f64::from(self.rope_theta).powf(exponent);
+                cos.push(angle.cos() as f32);
+                sin.push(angle.sin() as f32);
+            }
+        }
+        (cos, sin)
+    }
 }
 
 /// SHA-256 of `bytes` as lower-case hex, the form the config records.

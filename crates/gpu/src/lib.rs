@@ -1,0 +1,28 @@
+//! The WebGPU runtime: the tiny model's forward pass and a softmax as WGSL compute shaders,
+//! run through `wgpu` natively (Vulkan: a real GPU, or Mesa's lavapipe on a CPU) and in the
+//! browser (WebGPU).
+//!
+//! - [`Gpu`] is an adapter and device, with device loss and validation errors caught and
+//!   turned into [`GpuError`]s instead of panics.
+//! - [`GpuTransformer`] keeps the weights, the rotary tables and the KV cache resident on
+//!   the device and runs prefill and decode as one command buffer each; per call only the
+//!   token ids and two numbers are written, and one read-back (the logits) comes home,
+//!   counted by [`GpuTransformer::readbacks`].
+//! - [`Runtime`] is what the CLI and the lab run: it checks the GPU against the CPU
+//!   reference with a fixed canary before the first token, and falls back to the named
+//!   baseline `cpu-reference` (f32) when there is no WebGPU, no adapter, no device, a canary
+//!   mismatch or a device lost mid-run, continuing from the same step.
+//! - [`ops`] runs one kernel at a time on host data: what the kernel tests and the
+//!   benchmarks compare with the CPU.
+//!
+//! The shaders are `.wgsl` files beside this crate's sources, one job each.
+
+mod device;
+mod kernels;
+pub mod ops;
+mod runtime;
+mod transformer;
+
+pub use device::{Faults, Gpu, GpuError};
+pub use runtime::{BackendChoice, Runtime, CANARY_TOLERANCE};
+pub use transformer::{GpuTransformer, StepTimings};

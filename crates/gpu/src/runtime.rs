@@ -1,0 +1,274 @@
+//! What the CLI and the lab run: the GPU when it is there and agrees with the CPU
+//! reference, the named baseline `cpu-reference` otherwise, switching mid-run without
+//! losing a token.
+
+use model::{ModelError, Transformer};
+use policy::{ArtifactId, Backend, LanguageModel};
+
+use crate::device::{Faults, Gpu, GpuError};
+use crate::transformer::GpuTransformer;
+
+/// The largest absolute difference between GPU and CPU canary logits that still counts as
+/// agreement.
+pub const CANARY_TOLERANCE: f32 = 1e-3;
+
+/// The canary: a fixed prompt prefilled, then a few fixed tokens decoded, on both paths.
+/// Ids are taken modulo the vocabulary, so any model can run it.
+const CANARY_PROMPT: [u32; 12] = [84, 104, 101, 32, 99, 97, 110, 97, 114, 121, 300, 511];
+const CANARY_DECODE: [u32; 4] = [32, 115, 105, 110];
+
+/// Which forward pass a run asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// WebGPU (natively: whatever adapter wgpu finds), falling back to `cpu-reference`.
+    Gpu,
+    /// The CPU reference pass.
+    Cpu,
+}
+
+enum Call {
+    Prefill,
+    Decode(u32),
+}
+
+/// The model behind one backend, with the fallback ready.
+pub struct Runtime {
+    gpu: Option<GpuTransformer>,
+    /// The requested weights on the CPU: the canary's reference, and the CPU backend.
+    reference: Transformer,
+    /// The f32 `cpu-reference` baseline, when the requested weights are not f32.
+    baseline: Option<Transformer>,
+    backend: Backend,
+    /// The prompt and every token decoded since: what the fallback re-runs.
+    history: Vec<u32>,
+    /// Model calls so far in this run (0 = the prefill).
+    calls: usize,
+    /// Whether the active CPU model's cache holds `history` minus the token being decoded.
+    cpu_synced: bool,
+    logits: Vec<f32>,
+}
+
+impl Runtime {
+    /// Starts the chosen backend. For [`BackendChoice::Gpu`] this requests a device,
+    /// uploads the weights and runs the canary; any failure degrades to the baseline
+    /// (`baseline`, or `reference` when that is already f32) and says why in
+    /// [`backend`](Self::backend). It never fails: the CPU is always there.
+    pub async fn start(
+        choice: BackendChoice,
+        reference: Transformer,
+        baseline: Option<Transformer>,
+        faults: Faults,
+    ) -> Runtime {
+        let mut runtime = Runtime {
+            gpu: None,
+            logits: vec![0.0; reference.config().vocab_size],
+            reference,
+            baseline,
+            backend: Backend::cpu_reference(),
+            history: Vec::new(),
+            calls: 0,
+            cpu_synced: false,
+        };
+        if choice == BackendChoice::Gpu {
+            match runtime.start_gpu(faults).await {
+                Ok(gpu) => {
+                    runtime.backend = Backend {
+                        name: Backend::WEBGPU.to_string(),
+                        adapter: Some(gpu.gpu().adapter_name()),
+                        driver: Some(gpu.gpu().driver()),
+                        degraded_reason: None,
+                        degraded_at_step: None,
+                    };
+                    runtime.gpu = Some(gpu);
+                }
+                Err(error) => runtime.degrade(error),
+            }
+        }
+        runtime
+    }
+
+    async fn start_gpu(&mut self, faults: Faults) -> Result<GpuTransformer, GpuError> {
+        let device = Gpu::request(faults).await?;
+        let config = self.reference.config().clone();
+        let id = LanguageModel::id(&self.reference);
+        let mut gpu = GpuTransformer::new(device, config, self.reference.weights(), id, faults)?;
+        canary(&mut gpu, &mut self.reference).await?;
+        Ok(gpu)
+    }
+
+    /// What runs the model now, and why it fell back if it did.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The GPU model, while the run is on the GPU.
+    pub fn gpu(&self) -> Option<&GpuTransformer> {
+        self.gpu.as_ref()
+    }
+
+    /// GPU-to-CPU read-backs so far (0 on the CPU).
+    pub fn readbacks(&self) -> u64 {
+        self.gpu.as_ref().map_or(0, GpuTransformer::readbacks)
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.reference.config().vocab_size
+    }
+
+    pub fn context_len(&self) -> usize {
+        self.reference.config().context_len
+    }
+
+    /// The weights that are running: the requested ones, or the f32 baseline once degraded.
+    pub fn id(&self) -> ArtifactId {
+        match (&self.backend.degraded_reason, &self.baseline) {
+            (Some(_), Some(baseline)) => LanguageModel::id(baseline),
+            _ => LanguageModel::id(&self.reference),
+        }
+    }
+
+    /// Runs the whole prompt and returns the logits at its last position.
+    pub async fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], ModelError> {
+        self.history.clear();
+        self.history.extend_from_slice(prompt);
+        self.calls = 0;
+        self.call(Call::Prefill).await
+    }
+
+    /// Appends one token and returns the logits that follow it.
+    pub async fn decode_step(&mut self, token: u32) -> Result<&[f32], ModelError> {
+        self.history.push(token);
+        self.call(Call::Decode(token)).await
+    }
+
+    async fn call(&mut self, call: Call) -> Result<&[f32], ModelError> {
+        let step = self.calls;
+        self.calls += 1;
+        if let Some(gpu) = &mut self.gpu {
+            let result = match call {
+                Call::Prefill => gpu.prefill(&self.history).await,
+                Call::Decode(token) => gpu.decode_step(token).await,
+            };
+            match result {
+                Ok(logits) => {
+                    self.logits.copy_from_slice(logits);
+                    return Ok(&self.logits);
+                }
+                Err(GpuError::Model(error)) => {
+                    self.history.pop_if_decode(&call);
+                    return Err(error);
+                }
+                Err(error) => {
+                    self.degrade(error);
+                    self.backend.degraded_at_step = Some(step);
+                }
+            }
+        }
+        let cpu = match (&self.backend.degraded_reason, &mut self.baseline) {
+            (Some(_), Some(baseline)) => baseline,
+            _ => &mut self.reference,
+        };
+        let result = match call {
+            Call::Decode(token) if self.cpu_synced => cpu.decode_step(token),
+            _ => cpu.prefill(&self.history),
+        };
+        match result {
+            Ok(logits) => {
+                self.logits.copy_from_slice(logits);
+                self.cpu_synced = true;
+                Ok(&self.logits)
+            }
+            Err(error) => {
+                self.history.pop_if_decode(&call);
+                Err(error)
+            }
+        }
+    }
+
+    /// Leaves the GPU for the baseline, recording why.
+    fn degrade(&mut self, error: GpuError) {
+        self.gpu = None;
+        self.cpu_synced = false;
+        self.backend = Backend {
+            degraded_reason: Some(error.to_string()),
+            ..Backend::cpu_reference()
+        };
+    }
+}
+
+trait PopIfDecode {
+    fn pop_if_decode(&mut self, call: &Call);
+}
+
+impl PopIfDecode for Vec<u32> {
+    /// A failed decode call did not append its token.
+    fn pop_if_decode(&mut self, call: &Call) {
+        if matches!(call, Call::Decode(_)) {
+            self.pop();
+        }
+    }
+}
+
+/// Runs the canary on the GPU and on the CPU reference (same weights) and compares every
+/// logit of every call.
+async fn canary(gpu: &mut GpuTransformer, cpu: &mut Transformer) -> Result<(), GpuError> {
+    let vocab = cpu.config().vocab_size as u32;
+    let prompt: Vec<u32> = CANARY_PROMPT.iter().map(|id| id % vocab).collect();
+    let mut calls = vec![None];
+    calls.extend(CANARY_DECODE.iter().map(|id| Some(id % vocab)));
+    let mut worst = (0.0f32, 0usize);
+    for (i, call) in calls.into_iter().enumerate() {
+        let (expected, got) = match call {
+            None => (cpu.prefill(&prompt)?.to_vec(), gpu.prefill(&prompt).await?),
+            Some(token) => (
+                cpu.decode_step(token)?.to_vec(),
+                gpu.decode_step(token).await?,
+            ),
+        };
+        for (j, (a, b)) in expected.iter().zip(got).enumerate() {
+            let diff = (a - b).abs();
+            // A NaN on either side is a mismatch too.
+            if diff.is_nan() || diff > worst.0 {
+                worst = (
+                    if diff.is_nan() { f32::INFINITY } else { diff },
+                    i * expected.len() + j,
+                );
+            }
+        }
+    }
+    if worst.0 > CANARY_TOLERANCE {
+        return Err(GpuError::CanaryMismatch {
+            diff: worst.0,
+            tolerance: CANARY_TOLERANCE,
+            index: worst.1,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl LanguageModel for Runtime {
+    fn id(&self) -> ArtifactId {
+        Runtime::id(self)
+    }
+
+    fn vocab_size(&self) -> usize {
+        Runtime::vocab_size(self)
+    }
+
+    fn context_len(&self) -> usize {
+        Runtime::context_len(self)
+    }
+
+    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], String> {
+        pollster::block_on(Runtime::prefill(self, prompt)).map_err(|e| e.to_string())
+    }
+
+    fn decode_step(&mut self, token: u32) -> Result<&[f32], String> {
+        pollster::block_on(Runtime::decode_step(self, token)).map_err(|e| e.to_string())
+    }
+
+    fn backend(&self) -> Backend {
+        self.backend.clone()
+    }
+}

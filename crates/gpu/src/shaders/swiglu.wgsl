@@ -1,0 +1,17 @@
+// The MLP's activation, SwiGLU: gate = silu(gate) * up, element-wise over [n][d_ff].
+
+struct Step { start: u32, n: u32 }
+struct Params { cols: u32, pad0: u32, pad1: u32, pad2: u32 }
+
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read_write> gate: array<f32>;
+@group(0) @binding(3) var<storage, read> up: array<f32>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if (i >= step.n * p.cols) { return; }
+    let g = gate[i];
+    gate[i] = g / (1.0 + exp(-g)) * up[i];
+}

@@ -1,0 +1,152 @@
+//! The whole model on the GPU against the CPU reference: logits within 1e-3 and the same
+//! greedy tokens for 64 steps on 8 prompts, f32 and int8; the read-back budget; and the
+//! command sequence reused across layers.
+
+mod common;
+
+use common::{argmax, cpu_model, gpu, max_abs_diff};
+use gpu::{Faults, GpuTransformer};
+use policy::LanguageModel;
+
+const PROMPTS: [&str; 8] = [
+    "The ",
+    "Once upon a time",
+    "To insert a table, choose ",
+    "Click the button and",
+    "Kaixo, zer moduz",
+    "In the beginning the file was empty.",
+    "x",
+    "Press Enter to continue. The dialog shows",
+];
+const STEPS: usize = 64;
+const TOLERANCE: f32 = 1e-3;
+
+fn greedy_parity(precision: &str) {
+    let Some(device) = gpu(&format!("greedy_parity_{precision}")) else {
+        return;
+    };
+    let mut cpu = cpu_model(precision);
+    let mut on_gpu = GpuTransformer::new(
+        device,
+        cpu.config().clone(),
+        cpu.weights(),
+        cpu.id(),
+        Faults::default(),
+    )
+    .expect("the model uploads");
+    let mut worst = 0.0f32;
+    for prompt in PROMPTS {
+        let ids: Vec<u32> = prompt.bytes().map(u32::from).collect();
+        let mut expected = cpu.prefill(&ids).unwrap().to_vec();
+        let mut got = pollster::block_on(on_gpu.prefill(&ids)).unwrap().to_vec();
+        for step in 0..STEPS {
+            let diff = max_abs_diff(&expected, &got);
+            worst = worst.max(diff);
+            assert!(
+                diff <= TOLERANCE,
+                "{precision} {prompt:?} step {step}: logits differ by {diff}"
+            );
+            let token = argmax(&expected);
+            assert_eq!(
+                argmax(&got),
+                token,
+                "{precision} {prompt:?} step {step}: greedy token"
+            );
+            expected = cpu.decode_step(token).unwrap().to_vec();
+            got = pollster::block_on(on_gpu.decode_step(token))
+                .unwrap()
+                .to_vec();
+        }
+    }
+    eprintln!("{precision}: worst logit difference over 8 prompts x 64 steps: {worst:e}");
+    assert_eq!(
+        on_gpu.readbacks(),
+        (PROMPTS.len() * (STEPS + 1)) as u64,
+        "one read-back per call"
+    );
+}
+
+#[test]
+fn f32_logits_and_greedy_tokens_match_the_cpu_reference() {
+    greedy_parity("f32");
+}
+
+#[test]
+fn int8_logits_and_greedy_tokens_match_the_cpu_reference() {
+    greedy_parity("int8");
+}
+
+#[test]
+fn one_command_sequence_is_reused_by_every_layer() {
+    let Some(device) = gpu("command_sequence") else {
+        return;
+    };
+    let cpu = cpu_model("f32");
+    let model = GpuTransformer::new(
+        device,
+        cpu.config().clone(),
+        cpu.weights(),
+        cpu.id(),
+        Faults::default(),
+    )
+    .unwrap();
+    let labels = model.pass_labels();
+    let layer = [
+        "rmsnorm",
+        "q",
+        "k",
+        "v",
+        "rope q",
+        "rope k",
+        "kv store",
+        "attention",
+        "o",
+        "rmsnorm",
+        "gate",
+        "up",
+        "swiglu",
+        "down",
+    ];
+    let mut expected = vec!["embed"];
+    for _ in 0..cpu.config().n_layers {
+        expected.extend(layer);
+    }
+    expected.extend(["rmsnorm", "logits"]);
+    assert_eq!(labels, expected);
+    // Weights (f32) and the KV cache are resident: 4 bytes a parameter plus the cache.
+    let config = cpu.config();
+    let cache =
+        2 * config.n_layers * config.n_kv_heads * config.context_len * config.head_dim() * 4;
+    assert!(model.resident_bytes() >= cache as u64);
+}
+
+#[test]
+fn a_full_context_and_bad_ids_are_typed_errors() {
+    let Some(device) = gpu("gpu_errors") else {
+        return;
+    };
+    let cpu = cpu_model("f32");
+    let context = cpu.config().context_len;
+    let mut model = GpuTransformer::new(
+        device,
+        cpu.config().clone(),
+        cpu.weights(),
+        cpu.id(),
+        Faults::default(),
+    )
+    .unwrap();
+    let too_long = vec![1u32; context + 1];
+    let error = pollster::block_on(model.prefill(&too_long)).unwrap_err();
+    assert!(
+        error.to_string().contains(&format!("{}", context + 1)),
+        "{error}"
+    );
+    let error = pollster::block_on(model.prefill(&[9999])).unwrap_err();
+    assert!(error.to_string().contains("9999"), "{error}");
+    let error = pollster::block_on(model.prefill(&[])).unwrap_err();
+    assert!(error.to_string().contains("empty"), "{error}");
+    // The context fills exactly.
+    pollster::block_on(model.prefill(&vec![65u32; context - 1])).unwrap();
+    pollster::block_on(model.decode_step(66)).unwrap();
+    assert!(pollster::block_on(model.decode_step(67)).is_err());
+}
