@@ -1,6 +1,5 @@
 //! Getting an adapter and a device, and keeping track of whether the device still works.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use thiserror::Error;
@@ -48,7 +47,8 @@ pub struct Faults {
     pub device_request: bool,
     /// Upload perturbed embeddings, so the canary comparison fails.
     pub canary: bool,
-    /// Destroy the device before model call number N (0 = the prefill).
+    /// Destroy the device before the run's model call number N (0 = the prefill; the
+    /// canary's calls do not count).
     pub lose_device_after: Option<usize>,
 }
 
@@ -86,7 +86,6 @@ pub struct Gpu {
     info: wgpu::AdapterInfo,
     lost: Arc<Mutex<Option<String>>>,
     errors: Arc<Mutex<Vec<String>>>,
-    destroyed: AtomicBool,
 }
 
 impl Gpu {
@@ -158,7 +157,6 @@ impl Gpu {
             info: adapter.get_info(),
             lost,
             errors,
-            destroyed: AtomicBool::new(false),
         })
     }
 
@@ -184,8 +182,9 @@ impl Gpu {
 
     /// Destroys the device, as a driver reset would: every later call fails with
     /// [`GpuError::DeviceLost`].
+    /// No flag is set here: the loss is noticed the way a real one is, through wgpu's
+    /// device-lost callback and the failed read-back.
     pub fn lose_device(&self) {
-        self.destroyed.store(true, Ordering::SeqCst);
         self.device.destroy();
     }
 
@@ -194,9 +193,6 @@ impl Gpu {
     pub(crate) fn check(&self) -> Result<(), GpuError> {
         if let Some(reason) = self.lost.lock().ok().and_then(|l| l.clone()) {
             return Err(GpuError::DeviceLost(reason));
-        }
-        if self.destroyed.load(Ordering::SeqCst) {
-            return Err(GpuError::DeviceLost("the device was destroyed".to_string()));
         }
         let errors = self
             .errors

@@ -93,6 +93,7 @@ impl Runtime {
         let id = LanguageModel::id(&self.reference);
         let mut gpu = GpuTransformer::new(device, config, self.reference.weights(), id, faults)?;
         canary(&mut gpu, &mut self.reference).await?;
+        gpu.restart_call_count();
         Ok(gpu)
     }
 

@@ -75,7 +75,9 @@ pub struct GpuTransformer {
     cache_len: usize,
     calls: usize,
     readbacks: u64,
+    /// The injected device loss, armed by `restart_call_count` (after the canary).
     lose_device_after: Option<usize>,
+    injected_loss: Option<usize>,
     timings: StepTimings,
     resident_bytes: u64,
 }
@@ -302,7 +304,8 @@ impl GpuTransformer {
             cache_len: 0,
             calls: 0,
             readbacks: 0,
-            lose_device_after: faults.lose_device_after,
+            lose_device_after: None,
+            injected_loss: faults.lose_device_after,
             timings: StepTimings::default(),
             resident_bytes,
             gpu,
@@ -342,6 +345,13 @@ impl GpuTransformer {
     /// and the tests).
     pub fn pass_labels(&self) -> Vec<&'static str> {
         self.passes.iter().map(|p| p.label).collect()
+    }
+
+    /// Counts model calls from zero again: [`Faults::lose_device_after`] counts the run's
+    /// calls, not the canary's.
+    pub(crate) fn restart_call_count(&mut self) {
+        self.calls = 0;
+        self.lose_device_after = self.injected_loss;
     }
 
     /// Positions in the KV cache.
