@@ -373,6 +373,18 @@ impl GpuTransformer {
         self.forward(&[token]).await
     }
 
+    /// One read-back of the logits with no kernels before it: the floor that a model
+    /// call's overhead beyond its kernels is measured against.
+    pub async fn read_back_only(&mut self) -> Result<(), GpuError> {
+        let bytes = (self.config.vocab_size * 4) as u64;
+        let mut encoder = self.gpu.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(&self.logits, 0, &self.readback, 0, bytes);
+        self.gpu.queue.submit([encoder.finish()]);
+        self.gpu.read(&self.readback, bytes).await?;
+        self.readbacks += 1;
+        self.gpu.check()
+    }
+
     async fn forward(&mut self, tokens: &[u32]) -> Result<&[f32], GpuError> {
         let c = &self.config;
         let (start, n) = (self.cache_len, tokens.len());

@@ -208,6 +208,34 @@ fn serve(root: &Path, args: &[String]) -> Result<(), String> {
         .env("PATH", tool_path(root)))
 }
 
+/// Fails when `krate`'s normal or build dependencies include any of `banned`.
+fn check_boundary(krate: &str, banned: &[&str]) -> Result<(), String> {
+    let tree = output(cargo().args([
+        "tree",
+        "-p",
+        krate,
+        "-e",
+        "normal,build",
+        "--prefix",
+        "none",
+        "--format",
+        "{p}",
+    ]))
+    .ok_or(format!("cargo tree -p {krate} failed"))?;
+    for name in banned {
+        if tree
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(name))
+        {
+            return Err(format!(
+                "the {krate} crate must not depend on {name}, but cargo tree lists it"
+            ));
+        }
+    }
+    println!("xtask: {krate} depends on none of {}", banned.join(", "));
+    Ok(())
+}
+
 fn test(root: &Path) -> Result<(), String> {
     install(root)?;
     let path = tool_path(root);
@@ -227,32 +255,18 @@ fn test(root: &Path) -> Result<(), String> {
 
     // Architecture invariants: the policy core is pure; it, the model and the tokenizer build
     // for the browser.
-    let tree = output(cargo().args([
-        "tree",
-        "-p",
-        "policy",
-        "-e",
-        "normal,build",
-        "--prefix",
-        "none",
-        "--format",
-        "{p}",
-    ]))
-    .ok_or("cargo tree -p policy failed")?;
-    for name in POLICY_MUST_NOT_USE {
-        if tree
-            .lines()
-            .any(|l| l.split_whitespace().next() == Some(name))
-        {
-            return Err(format!(
-                "the policy crate must not depend on {name}, but cargo tree lists it"
-            ));
-        }
+    // The policy core and the model are pure; the GPU runtime knows nothing of the UI.
+    for (krate, banned) in [
+        ("policy", &POLICY_MUST_NOT_USE[..]),
+        // (safetensors brings getrandom in through tempfile; the model never draws from it.)
+        (
+            "model",
+            &["web-sys", "js-sys", "wasm-bindgen", "wgpu", "leptos"][..],
+        ),
+        ("gpu", &["leptos"][..]),
+    ] {
+        check_boundary(krate, banned)?;
     }
-    println!(
-        "xtask: policy depends on none of {}",
-        POLICY_MUST_NOT_USE.join(", ")
-    );
     run(cargo().args([
         "build",
         "-p",
@@ -261,8 +275,21 @@ fn test(root: &Path) -> Result<(), String> {
         "model",
         "-p",
         "tokenizer",
+        "-p",
+        "gpu",
         "--target",
         WASM_TARGET,
+    ]))?;
+    // The GPU runtime's browser-only code is linted too.
+    run(cargo().args([
+        "clippy",
+        "-p",
+        "gpu",
+        "--target",
+        WASM_TARGET,
+        "--",
+        "-D",
+        "warnings",
     ]))?;
 
     run(cargo().args(["test"]))?;
