@@ -2,7 +2,9 @@
 //!
 //! `decode-lab choose` is the chapter's `decode.py`; `decode-lab pipeline` runs one step of
 //! the full policy and prints every stage as JSON, the same numbers the browser lab shows;
-//! `generate`, `replay` and `eval` run the shipped tiny model.
+//! `generate`, `replay` and `eval` run the shipped tiny model: `generate` and `replay` on the
+//! CPU or, with `--backend gpu`, on WebGPU (falling back to `cpu-reference`); `eval` on the
+//! CPU.
 
 mod eval;
 mod model_dir;
@@ -252,6 +254,47 @@ impl From<WeightsArg> for Precision {
     }
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendArg {
+    /// WebGPU on whatever adapter wgpu finds (natively Vulkan: a GPU, or lavapipe),
+    /// checked against the CPU with a canary; falls back to cpu-reference.
+    Gpu,
+    /// The CPU reference forward pass.
+    Cpu,
+}
+
+/// Which forward pass runs the model, shared by `generate` and `replay`.
+#[derive(Args)]
+struct BackendArgs {
+    #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
+    backend: BackendArg,
+    /// For testing the fallback: faults to inject into the GPU path, comma-separated, from
+    /// no-webgpu, no-adapter, device-request, canary, device-lost (after the prefill) and
+    /// device-lost@N (before model call N; 0 is the prefill). Needs --backend gpu.
+    #[arg(long, value_name = "NAMES", value_parser = parse_faults)]
+    inject_fault: Option<gpu::Faults>,
+}
+
+impl BackendArgs {
+    fn choice(&self) -> Result<run::BackendRequest, String> {
+        let choice = match self.backend {
+            BackendArg::Gpu => gpu::BackendChoice::Gpu,
+            BackendArg::Cpu => gpu::BackendChoice::Cpu,
+        };
+        let faults = self.inject_fault.unwrap_or_default();
+        if choice == gpu::BackendChoice::Cpu && faults != gpu::Faults::default() {
+            return Err(
+                "--inject-fault injects faults into the GPU path: add --backend gpu".into(),
+            );
+        }
+        Ok(run::BackendRequest { choice, faults })
+    }
+}
+
+fn parse_faults(text: &str) -> Result<gpu::Faults, String> {
+    gpu::Faults::parse(text)
+}
+
 #[derive(Args)]
 struct GenerateArgs {
     #[arg(long)]
@@ -277,6 +320,8 @@ struct GenerateArgs {
     /// The model directory [default: models/decode-lab-tiny-v1].
     #[arg(long)]
     model: Option<PathBuf>,
+    #[command(flatten)]
+    backend: BackendArgs,
     /// Print the run record as one JSON line instead of streaming the text.
     #[arg(long)]
     json: bool,
@@ -288,6 +333,8 @@ struct ReplayArgs {
     record: PathBuf,
     #[arg(long)]
     model: Option<PathBuf>,
+    #[command(flatten)]
+    backend: BackendArgs,
 }
 
 #[derive(Args)]
@@ -431,7 +478,8 @@ fn run_generate(args: &GenerateArgs) -> Result<String, String> {
             tokens: args.stop_tokens.clone(),
         },
     };
-    run::generate(&dir, args.weights.into(), config, args.json)
+    let backend = args.backend.choice()?;
+    run::generate(&dir, args.weights.into(), backend, config, args.json)
 }
 
 fn run_eval(args: &EvalArgs) -> Result<String, String> {
@@ -453,7 +501,11 @@ fn main() -> ExitCode {
         Command::Eval(args) => run_eval(args),
         Command::Replay(args) => {
             let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
-            match run::replay(&dir, &args.record) {
+            match args
+                .backend
+                .choice()
+                .and_then(|backend| run::replay(&dir, backend, &args.record))
+            {
                 Ok((text, true)) => Ok(text),
                 Ok((text, false)) => {
                     println!("{text}");

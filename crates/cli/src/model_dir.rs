@@ -51,31 +51,45 @@ pub fn load(dir: &Path, precision: Precision) -> Result<Loaded, String> {
     load_role(dir, config, role(precision))
 }
 
-/// Loads whichever weights file has the SHA-256 `hash` (a run record names its weights so).
-pub fn load_by_hash(dir: &Path, hash: &str) -> Result<Loaded, String> {
+/// The precision of whichever weights file has the SHA-256 `hash` (a run record names its
+/// weights so).
+pub fn precision_by_hash(dir: &Path, hash: &str) -> Result<Precision, String> {
     let config = config(dir)?;
-    let role = config
+    let file = config
         .files
         .iter()
         .find(|f| f.sha256 == hash && f.role.starts_with("weights-"))
-        .map(|f| f.role.clone())
         .ok_or_else(|| format!("{} holds no weights with SHA-256 {hash}", dir.display()))?;
-    load_role(dir, config, &role)
+    [Precision::F32, Precision::Int8]
+        .into_iter()
+        .find(|&p| role(p) == file.role)
+        .ok_or_else(|| format!("{}: unknown weights role {:?}", dir.display(), file.role))
+}
+
+/// The f32 weights alone: the `cpu-reference` baseline a GPU run falls back to when it
+/// asked for other weights.
+pub fn load_baseline(dir: &Path) -> Result<Transformer, String> {
+    let config = config(dir)?;
+    load_weights(dir, &config, role(Precision::F32))
+}
+
+fn verified(dir: &Path, config: &ModelConfig, role: &str) -> Result<Vec<u8>, String> {
+    let file = config.file(role).map_err(|e| e.to_string())?;
+    let bytes = read(&dir.join(&file.path))?;
+    config.verify(role, &bytes).map_err(|e| e.to_string())?;
+    Ok(bytes)
+}
+
+fn load_weights(dir: &Path, config: &ModelConfig, role: &str) -> Result<Transformer, String> {
+    let weights = verified(dir, config, role)?;
+    Transformer::from_safetensors(config.clone(), &weights).map_err(|e| format!("{role}: {e}"))
 }
 
 fn load_role(dir: &Path, config: ModelConfig, role: &str) -> Result<Loaded, String> {
-    let verified = |role: &str| -> Result<Vec<u8>, String> {
-        let file = config.file(role).map_err(|e| e.to_string())?;
-        let bytes = read(&dir.join(&file.path))?;
-        config.verify(role, &bytes).map_err(|e| e.to_string())?;
-        Ok(bytes)
-    };
-    let tokenizer_bytes = verified("tokenizer")?;
-    let weights = verified(role)?;
+    let tokenizer_bytes = verified(dir, &config, "tokenizer")?;
+    let model = load_weights(dir, &config, role)?;
     let json = String::from_utf8(tokenizer_bytes)
         .map_err(|_| "tokenizer.json is not UTF-8".to_string())?;
     let tokenizer = Tokenizer::from_json(&json).map_err(|e| format!("tokenizer.json: {e}"))?;
-    let model =
-        Transformer::from_safetensors(config, &weights).map_err(|e| format!("{role}: {e}"))?;
     Ok(Loaded { model, tokenizer })
 }

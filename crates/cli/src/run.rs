@@ -1,14 +1,66 @@
-//! `decode-lab generate` and `decode-lab replay`: runs of the shipped model, streamed to the
-//! terminal or printed as run records, and replays of those records.
+//! `decode-lab generate` and `decode-lab replay`: runs of the shipped model on the CPU or
+//! on WebGPU (falling back to `cpu-reference`), streamed to the terminal or printed as run
+//! records, and replays of those records.
 
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
+use gpu::{BackendChoice, Faults, Runtime};
+use model::Precision;
 use policy::generate::{Observer, StepRecord};
-use policy::{Clock, ReplayReport, RunConfig, RunRecord, Vocabulary};
+use policy::{Backend, Clock, ReplayReport, RunConfig, RunRecord, Vocabulary};
+use tokenizer::Tokenizer;
 
 use crate::model_dir;
+
+/// The forward pass a run asks for, and the faults to inject into its GPU path.
+#[derive(Clone, Copy)]
+pub struct BackendRequest {
+    pub choice: BackendChoice,
+    pub faults: Faults,
+}
+
+/// Loads the weights of `precision` (and, for a GPU run of weights other than f32, the f32
+/// `cpu-reference` baseline) and starts the requested backend: the GPU with its fallback,
+/// or the CPU.
+fn start(
+    dir: &Path,
+    precision: Precision,
+    request: BackendRequest,
+) -> Result<(Runtime, Tokenizer), String> {
+    let loaded = model_dir::load(dir, precision)?;
+    let baseline = match (request.choice, precision) {
+        (BackendChoice::Gpu, Precision::Int8) => Some(model_dir::load_baseline(dir)?),
+        _ => None,
+    };
+    let runtime = pollster::block_on(Runtime::start(
+        request.choice,
+        loaded.model,
+        baseline,
+        request.faults,
+    ));
+    Ok((runtime, loaded.tokenizer))
+}
+
+/// One line for standard error: what ran the model, and why it fell back if it did.
+pub fn describe_backend(backend: &Backend) -> String {
+    let mut line = format!("[backend: {}", backend.name);
+    if let Some(adapter) = &backend.adapter {
+        line += &format!(" on {adapter}");
+    }
+    if let Some(driver) = &backend.driver {
+        line += &format!(" (driver {driver})");
+    }
+    if let Some(reason) = &backend.degraded_reason {
+        line += &format!("; asked for webgpu, fell back to cpu-reference: {reason}");
+        line += &match backend.degraded_at_step {
+            Some(step) => format!(" (at step {step})"),
+            None => " (before the run)".to_string(),
+        };
+    }
+    line + "]"
+}
 
 /// Microseconds since the run started.
 pub struct WallClock(Instant);
@@ -70,21 +122,22 @@ impl Observer for Streamer<'_> {
 /// standard output, prints a summary to standard error, and returns nothing more to print.
 pub fn generate(
     dir: &Path,
-    precision: model::Precision,
+    precision: Precision,
+    request: BackendRequest,
     mut config: RunConfig,
     json: bool,
 ) -> Result<String, String> {
-    let mut loaded = model_dir::load(dir, precision)?;
+    let (mut model, tokenizer) = start(dir, precision, request)?;
     config
         .policy
         .eos_token
-        .get_or_insert(loaded.tokenizer.end_of_text());
+        .get_or_insert(tokenizer.end_of_text());
     let config = &config;
     let mut clock = WallClock::new();
     let record = if json {
         policy::generate(
-            &mut loaded.model,
-            &loaded.tokenizer,
+            &mut model,
+            &tokenizer,
             config,
             &mut clock,
             &mut policy::generate::Unobserved,
@@ -93,7 +146,7 @@ pub fn generate(
         let mut silent = config.stop.tokens.clone();
         silent.extend(config.policy.eos_token);
         let mut streamer = Streamer {
-            vocabulary: &loaded.tokenizer,
+            vocabulary: &tokenizer,
             silent,
             holdback: config
                 .stop
@@ -105,13 +158,7 @@ pub fn generate(
             bytes: Vec::new(),
             printed: 0,
         };
-        let record = policy::generate(
-            &mut loaded.model,
-            &loaded.tokenizer,
-            config,
-            &mut clock,
-            &mut streamer,
-        );
+        let record = policy::generate(&mut model, &tokenizer, config, &mut clock, &mut streamer);
         if let Ok(record) = &record {
             // What was held back and survived the stop string (the printed bytes are a
             // valid UTF-8 prefix of the output text).
@@ -126,10 +173,13 @@ pub fn generate(
     }
     .map_err(|e| e.to_string())?;
     if json {
+        // Standard output holds only the record; what ran it goes beside it.
+        eprintln!("{}", describe_backend(&record.backend));
         return serde_json::to_string(&record).map_err(|e| e.to_string());
     }
     // Standard output holds only the generated text; the summary goes beside it.
     eprintln!("{}", summary(&record));
+    eprintln!("{}", describe_backend(&record.backend));
     Ok(String::new())
 }
 
@@ -149,8 +199,9 @@ fn summary(record: &RunRecord) -> String {
     )
 }
 
-/// Replays every record of a JSON or JSONL file; true when all are identical.
-pub fn replay(dir: &Path, file: &Path) -> Result<(String, bool), String> {
+/// Replays every record of a JSON or JSONL file on the requested backend; true when all
+/// are identical. What ran each replay goes to standard error.
+pub fn replay(dir: &Path, request: BackendRequest, file: &Path) -> Result<(String, bool), String> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
     let mut lines = Vec::new();
@@ -163,19 +214,37 @@ pub fn replay(dir: &Path, file: &Path) -> Result<(String, bool), String> {
                 file.display()
             )
         })?;
-        let mut loaded = model_dir::load_by_hash(dir, &record.model.hash)?;
-        let report = policy::replay(
-            &record,
-            &mut loaded.model,
-            &loaded.tokenizer,
-            &mut WallClock::new(),
-        )
-        .map_err(|e| e.to_string())?;
+        let precision = model_dir::precision_by_hash(dir, &record.model.hash)?;
+        let (mut model, tokenizer) = start(dir, precision, request)?;
+        if let Some(reason) = &model.backend().degraded_reason {
+            if model.id() != record.model {
+                return Err(format!(
+                    "the GPU path is unavailable ({reason}) and its fallback cpu-reference runs \
+                     the f32 weights, not the recorded {}: replay with --backend cpu",
+                    model_dir::role(precision)
+                ));
+            }
+        }
+        let report = policy::replay(&record, &mut model, &tokenizer, &mut WallClock::new())
+            .map_err(|e| e.to_string())?;
+        let replayed = model.backend().clone();
+        eprintln!("{}", describe_backend(&replayed));
         lines.push(match report {
             ReplayReport::Identical { steps } => format!("identical ({steps} steps)"),
             ReplayReport::Differs { step, detail, .. } => {
                 all_identical = false;
-                format!("differs at step {step}: {detail}")
+                let mut line = format!("differs at step {step}: {detail}");
+                if replayed.name != record.backend.name
+                    || replayed.degraded_at_step != record.backend.degraded_at_step
+                {
+                    line += &format!(
+                        " (recorded on {}, replayed on {}: the GPU's and the CPU's logits \
+                         differ in their last bits)",
+                        ran_on(&record.backend),
+                        ran_on(&replayed)
+                    );
+                }
+                line
             }
         });
     }
@@ -183,4 +252,12 @@ pub fn replay(dir: &Path, file: &Path) -> Result<(String, bool), String> {
         return Err(format!("{} holds no run record", file.display()));
     }
     Ok((lines.join("\n"), all_identical))
+}
+
+/// A backend in a few words: `webgpu`, `cpu-reference`, or where a run switched.
+fn ran_on(backend: &Backend) -> String {
+    match backend.degraded_at_step {
+        Some(step) => format!("webgpu until step {step}, then cpu-reference"),
+        None => backend.name.clone(),
+    }
 }

@@ -22,11 +22,13 @@ pub enum GpuError {
     DeviceLost(String),
     #[error("reading the results back from the GPU failed: {0}")]
     ReadBack(String),
-    #[error("the GPU's canary logits differ from the CPU reference by {diff:e} (tolerance {tolerance:e}) at token {index}")]
+    #[error("the GPU's canary logits differ from the CPU reference by {diff:e} (tolerance {tolerance:e}) at logit {logit} of canary call {call}")]
     CanaryMismatch {
         diff: f32,
         tolerance: f32,
-        index: usize,
+        /// 0 = the canary's prefill, then its decode steps.
+        call: usize,
+        logit: usize,
     },
     #[error(transparent)]
     Model(#[from] model::ModelError),
@@ -141,7 +143,11 @@ impl Gpu {
             let lost = Arc::clone(&lost);
             device.set_device_lost_callback(move |reason, message| {
                 if let Ok(mut lost) = lost.lock() {
-                    *lost = Some(format!("{reason:?}: {message}"));
+                    *lost = Some(if message.is_empty() {
+                        format!("{reason:?}")
+                    } else {
+                        format!("{reason:?}: {message}")
+                    });
                 }
             });
             let errors = Arc::clone(&errors);

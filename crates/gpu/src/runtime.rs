@@ -217,7 +217,8 @@ async fn canary(gpu: &mut GpuTransformer, cpu: &mut Transformer) -> Result<(), G
     let prompt: Vec<u32> = CANARY_PROMPT.iter().map(|id| id % vocab).collect();
     let mut calls = vec![None];
     calls.extend(CANARY_DECODE.iter().map(|id| Some(id % vocab)));
-    let mut worst = (0.0f32, 0usize);
+    // (difference, call, logit)
+    let mut worst = (0.0f32, 0usize, 0usize);
     for (i, call) in calls.into_iter().enumerate() {
         let (expected, got) = match call {
             None => (cpu.prefill(&prompt)?.to_vec(), gpu.prefill(&prompt).await?),
@@ -232,7 +233,8 @@ async fn canary(gpu: &mut GpuTransformer, cpu: &mut Transformer) -> Result<(), G
             if diff.is_nan() || diff > worst.0 {
                 worst = (
                     if diff.is_nan() { f32::INFINITY } else { diff },
-                    i * expected.len() + j,
+                    i,
+                    j,
                 );
             }
         }
@@ -241,7 +243,8 @@ async fn canary(gpu: &mut GpuTransformer, cpu: &mut Transformer) -> Result<(), G
         return Err(GpuError::CanaryMismatch {
             diff: worst.0,
             tolerance: CANARY_TOLERANCE,
-            index: worst.1,
+            call: worst.1,
+            logit: worst.2,
         });
     }
     Ok(())

@@ -19,6 +19,18 @@ const PROMPTS: [&str; 8] = [
     "Press Enter to continue. The dialog shows",
 ];
 const STEPS: usize = 64;
+
+/// The CPU model's weights on the GPU.
+fn upload(device: gpu::Gpu, cpu: &model::Transformer) -> GpuTransformer {
+    GpuTransformer::new(
+        device,
+        cpu.config().clone(),
+        cpu.weights(),
+        cpu.id(),
+        Faults::default(),
+    )
+    .expect("the model uploads")
+}
 const TOLERANCE: f32 = 1e-3;
 
 fn greedy_parity(precision: &str) {
@@ -26,14 +38,7 @@ fn greedy_parity(precision: &str) {
         return;
     };
     let mut cpu = cpu_model(precision);
-    let mut on_gpu = GpuTransformer::new(
-        device,
-        cpu.config().clone(),
-        cpu.weights(),
-        cpu.id(),
-        Faults::default(),
-    )
-    .expect("the model uploads");
+    let mut on_gpu = upload(device, &cpu);
     let mut worst = 0.0f32;
     for prompt in PROMPTS {
         let ids: Vec<u32> = prompt.bytes().map(u32::from).collect();
@@ -82,14 +87,7 @@ fn one_command_sequence_is_reused_by_every_layer() {
         return;
     };
     let cpu = cpu_model("f32");
-    let model = GpuTransformer::new(
-        device,
-        cpu.config().clone(),
-        cpu.weights(),
-        cpu.id(),
-        Faults::default(),
-    )
-    .unwrap();
+    let model = upload(device, &cpu);
     let labels = model.pass_labels();
     let layer = [
         "rmsnorm",
@@ -127,14 +125,7 @@ fn a_full_context_and_bad_ids_are_typed_errors() {
     };
     let cpu = cpu_model("f32");
     let context = cpu.config().context_len;
-    let mut model = GpuTransformer::new(
-        device,
-        cpu.config().clone(),
-        cpu.weights(),
-        cpu.id(),
-        Faults::default(),
-    )
-    .unwrap();
+    let mut model = upload(device, &cpu);
     let too_long = vec![1u32; context + 1];
     let error = pollster::block_on(model.prefill(&too_long)).unwrap_err();
     assert!(

@@ -1,0 +1,286 @@
+//! `decode-lab generate` and `replay` with `--backend gpu|cpu`: the same greedy tokens on
+//! both, and every fallback to `cpu-reference` (forced with `--inject-fault`) keeping the run
+//! going without losing or repeating a token.
+//!
+//! The GPU runs on whatever adapter wgpu finds: Mesa's lavapipe on a machine without a GPU.
+//! With no adapter at all the GPU tests say loudly that they skipped, except under
+//! `CI=true`, where they fail: CI installs lavapipe, so no adapter there means the GPU path
+//! went untested.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn decode_lab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_decode-lab"))
+        .args(args)
+        .current_dir(workspace())
+        .output()
+        .unwrap()
+}
+
+/// A greedy run's record and its standard error.
+fn greedy(prompt: &str, extra: &[&str]) -> (Value, String) {
+    let args = [
+        &[
+            "generate",
+            "--prompt",
+            prompt,
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "32",
+            "--json",
+        ][..],
+        extra,
+    ]
+    .concat();
+    let out = decode_lab(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+}
+
+fn tokens(record: &Value) -> Vec<u64> {
+    record["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["token"].as_u64().unwrap())
+        .collect()
+}
+
+fn reason(record: &Value) -> &str {
+    record["degraded_reason"].as_str().unwrap_or_default()
+}
+
+/// Whether a `--backend gpu` record fell back only because this machine has no adapter
+/// (then the test cannot check the GPU path). Fails under `CI=true`.
+fn skipped_for_no_adapter(test: &str, record: &Value) -> bool {
+    if record["backend"]["name"] != "cpu-reference"
+        || !reason(record).starts_with("no GPU adapter was found")
+    {
+        return false;
+    }
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!(
+            "{test}: CI=true and no GPU adapter: {} (is mesa-vulkan-drivers installed?)",
+            reason(record)
+        );
+    }
+    eprintln!(
+        "\n!!! SKIPPED: no GPU adapter: {test} ({}); install mesa-vulkan-drivers for lavapipe !!!\n",
+        reason(record)
+    );
+    true
+}
+
+fn recorded_hash(role: &str) -> String {
+    let path = workspace().join("models/decode-lab-tiny-v1/config.json");
+    let config: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    config["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["role"] == role)
+        .unwrap()["sha256"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn gpu_and_cpu_give_the_same_greedy_tokens_and_a_gpu_record_replays() {
+    let test = "gpu_and_cpu_give_the_same_greedy_tokens_and_a_gpu_record_replays";
+    let mut first_gpu_record = None;
+    for prompt in ["The ", "To insert a "] {
+        let (cpu, cpu_stderr) = greedy(prompt, &["--backend", "cpu"]);
+        assert_eq!(cpu["backend"]["name"], "cpu-reference");
+        assert_eq!(cpu["backend"]["degraded_reason"], Value::Null);
+        assert_eq!(cpu["degraded_reason"], Value::Null);
+        assert!(
+            cpu_stderr.contains("[backend: cpu-reference]"),
+            "{cpu_stderr}"
+        );
+        assert!(tokens(&cpu).len() >= 24, "{prompt:?} stopped early: {cpu}");
+
+        let (gpu, gpu_stderr) = greedy(prompt, &["--backend", "gpu"]);
+        if skipped_for_no_adapter(test, &gpu) {
+            return;
+        }
+        assert_eq!(gpu["backend"]["name"], "webgpu", "{}", reason(&gpu));
+        assert_eq!(gpu["degraded_reason"], Value::Null);
+        let adapter = gpu["backend"]["adapter"].as_str().unwrap();
+        assert!(!adapter.is_empty());
+        assert!(!gpu["backend"]["driver"].as_str().unwrap().is_empty());
+        assert!(
+            gpu_stderr.contains(&format!("[backend: webgpu on {adapter}")),
+            "{gpu_stderr}"
+        );
+        assert_eq!(tokens(&gpu), tokens(&cpu), "{prompt:?}");
+        assert_eq!(gpu["model"], cpu["model"]);
+        first_gpu_record.get_or_insert(gpu);
+    }
+
+    let file = std::env::temp_dir().join(format!("decode-lab-gpu-run-{}.json", std::process::id()));
+    std::fs::write(&file, first_gpu_record.unwrap().to_string()).unwrap();
+    let out = decode_lab(&["replay", file.to_str().unwrap(), "--backend", "gpu"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("identical"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(stderr.contains("[backend: webgpu on "), "{stderr}");
+}
+
+#[test]
+fn int8_on_the_gpu_gives_the_cpu_int8_tokens_and_falls_back_to_f32() {
+    let test = "int8_on_the_gpu_gives_the_cpu_int8_tokens_and_falls_back_to_f32";
+    let (cpu, _) = greedy("The ", &["--weights", "int8", "--backend", "cpu"]);
+    assert_eq!(cpu["model"]["hash"], recorded_hash("weights-int8"));
+    // The named baseline is the f32 CPU reference, whatever weights the GPU was asked for.
+    let (fallback, _) = greedy(
+        "The ",
+        &[
+            "--weights",
+            "int8",
+            "--backend",
+            "gpu",
+            "--inject-fault",
+            "no-adapter",
+        ],
+    );
+    let (f32_cpu, _) = greedy("The ", &["--backend", "cpu"]);
+    assert_eq!(fallback["backend"]["name"], "cpu-reference");
+    assert_eq!(fallback["model"]["hash"], recorded_hash("weights-f32"));
+    assert_eq!(tokens(&fallback), tokens(&f32_cpu));
+
+    let (gpu, _) = greedy("The ", &["--weights", "int8", "--backend", "gpu"]);
+    if skipped_for_no_adapter(test, &gpu) {
+        return;
+    }
+    assert_eq!(gpu["backend"]["name"], "webgpu", "{}", reason(&gpu));
+    assert_eq!(gpu["model"]["hash"], recorded_hash("weights-int8"));
+    assert_eq!(tokens(&gpu), tokens(&cpu));
+}
+
+#[test]
+fn every_fault_falls_back_to_cpu_reference_without_losing_a_token() {
+    let test = "every_fault_falls_back_to_cpu_reference_without_losing_a_token";
+    let (cpu, _) = greedy("The ", &["--backend", "cpu"]);
+    for (fault, cause, at_step) in [
+        ("no-webgpu", "WebGPU is not available", None),
+        ("no-adapter", "no GPU adapter was found", None),
+        ("device-request", "device request failed", None),
+        ("canary", "canary logits differ", None),
+        ("device-lost@3", "device was lost", Some(3)),
+    ] {
+        let (record, stderr) = greedy("The ", &["--backend", "gpu", "--inject-fault", fault]);
+        // Without an adapter every fault but the first two reads as a missing adapter.
+        if fault != "no-adapter" && skipped_for_no_adapter(test, &record) {
+            return;
+        }
+        let backend = &record["backend"];
+        assert_eq!(backend["name"], "cpu-reference", "{fault}");
+        assert_eq!(backend["adapter"], Value::Null, "{fault}");
+        assert!(
+            reason(&record).contains(cause),
+            "{fault}: {}",
+            reason(&record)
+        );
+        assert_eq!(
+            backend["degraded_reason"], record["degraded_reason"],
+            "{fault}"
+        );
+        assert_eq!(backend["degraded_at_step"].as_u64(), at_step, "{fault}");
+        assert!(
+            stderr.contains(&format!("fell back to cpu-reference: {}", reason(&record))),
+            "{fault}: {stderr}"
+        );
+        if let Some(step) = at_step {
+            assert!(stderr.contains(&format!("(at step {step})")), "{stderr}");
+        }
+        // The same tokens before and after the switch: nothing lost, nothing repeated.
+        assert_eq!(tokens(&record), tokens(&cpu), "{fault}");
+        assert_eq!(record["output_text"], cpu["output_text"], "{fault}");
+        assert_eq!(record["model"], cpu["model"], "{fault}");
+    }
+}
+
+#[test]
+fn bad_backends_and_faults_are_named_and_the_summary_names_the_backend() {
+    for (args, message) in [
+        (
+            &["generate", "--prompt", "The ", "--backend", "tpu"][..],
+            "'tpu'",
+        ),
+        (&["replay", "run.json", "--backend", "tpu"][..], "'tpu'"),
+        (
+            &[
+                "generate",
+                "--prompt",
+                "The ",
+                "--backend",
+                "gpu",
+                "--inject-fault",
+                "canary,melt",
+            ][..],
+            "unknown fault \"melt\"",
+        ),
+        (
+            &[
+                "generate",
+                "--prompt",
+                "The ",
+                "--backend",
+                "gpu",
+                "--inject-fault",
+                "device-lost@soon",
+            ][..],
+            "unknown fault \"device-lost@soon\"",
+        ),
+        (
+            &["generate", "--prompt", "The ", "--inject-fault", "canary"][..],
+            "add --backend gpu",
+        ),
+    ] {
+        let out = decode_lab(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+
+    // Streamed text: the summary and the backend go to standard error.
+    for (extra, expected) in [
+        (
+            &["--backend", "cpu"][..],
+            "[backend: cpu-reference]".to_string(),
+        ),
+        (
+            &["--backend", "gpu", "--inject-fault", "no-webgpu"][..],
+            "[backend: cpu-reference; asked for webgpu, fell back to cpu-reference: \
+             WebGPU is not available here (before the run)]"
+                .to_string(),
+        ),
+    ] {
+        let args = [
+            &["generate", "--prompt", "The ", "--max-tokens", "4"][..],
+            extra,
+        ]
+        .concat();
+        let out = decode_lab(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("[stopped: "), "{stderr}");
+        assert!(stderr.contains(&expected), "{args:?}: {stderr}");
+    }
+}
