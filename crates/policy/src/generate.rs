@@ -10,7 +10,7 @@ use thiserror::Error;
 
 use crate::pipeline::{Snapshots, StepContext, Stepper};
 use crate::record::{ArtifactId, Backend, RunConfig, RunRecord};
-use crate::{NumpyRng, PolicyError, POLICY_VERSION};
+use crate::{NumpyRng, Policy, PolicyError, StepOutcome, POLICY_VERSION};
 
 /// A model that gives next-token logits: the whole prompt first, then one token at a time.
 pub trait LanguageModel {
@@ -25,6 +25,20 @@ pub trait LanguageModel {
     /// What runs the model, for the run record.
     fn backend(&self) -> Backend {
         Backend::cpu_reference()
+    }
+
+    /// Runs `call` and takes the policy step on the model's own device, so that only the
+    /// chosen token and its account come back instead of the logits. `draw` is the uniform
+    /// the step must use when it samples (the next one of the run's generator stream).
+    /// `None` means "not here": the caller then asks for logits and steps on the host; the
+    /// call must not have run. The default takes no step anywhere.
+    fn choose_on_device(
+        &mut self,
+        _call: ModelCall<'_>,
+        _policy: &Policy,
+        _draw: Option<f64>,
+    ) -> Option<Result<StepOutcome, String>> {
+        None
     }
 }
 
@@ -269,6 +283,55 @@ impl<'v> Generation<'v> {
             &mut self.rng,
             Snapshots::Skip,
         )?;
+        self.record(outcome, model_started_us, before_policy, clock, observer)
+    }
+
+    /// The policy of this run.
+    pub fn policy(&self) -> &Policy {
+        &self.config.policy
+    }
+
+    /// The draw the next step will use if it samples (`None` when greedy), without taking
+    /// it from the stream: for a driver that steps on a device.
+    pub fn peek_draw(&self) -> Option<f64> {
+        (!self.config.policy.is_greedy()).then(|| self.rng.clone().random())
+    }
+
+    /// Takes a step that was chosen elsewhere (on a device, with [`peek_draw`]'s draw) as
+    /// the outcome of the last [`ModelCall`]; the draw is taken from the stream here.
+    ///
+    /// [`peek_draw`]: Self::peek_draw
+    pub fn accept_outcome(
+        &mut self,
+        outcome: StepOutcome,
+        model_started_us: f64,
+        clock: &mut dyn Clock,
+        observer: &mut dyn Observer,
+    ) -> Result<&StepRecord, GenerateError> {
+        if outcome.token as usize >= self.vocab {
+            return Err(PolicyError::TokenOutOfRange {
+                role: "device-chosen",
+                id: outcome.token,
+                vocab: self.vocab,
+            }
+            .into());
+        }
+        if let Some(draw) = outcome.draw {
+            let taken = self.rng.random();
+            debug_assert_eq!(taken, draw, "the device used the stream's next draw");
+        }
+        let now = clock.now_us();
+        self.record(outcome, model_started_us, now, clock, observer)
+    }
+
+    fn record(
+        &mut self,
+        outcome: StepOutcome,
+        model_started_us: f64,
+        before_policy: f64,
+        clock: &mut dyn Clock,
+        observer: &mut dyn Observer,
+    ) -> Result<&StepRecord, GenerateError> {
         let done = clock.now_us();
         self.ttft_us.get_or_insert(done - self.start_us);
         self.latencies.push(done - model_started_us);
@@ -359,10 +422,19 @@ pub fn generate(
     )?;
     loop {
         let before_model = clock.now_us();
-        let logits = match run.next_call(observer) {
-            None => break,
-            Some(ModelCall::Prefill(prompt)) => model.prefill(prompt),
-            Some(ModelCall::Decode(token)) => model.decode_step(token),
+        let draw = run.peek_draw();
+        let policy = run.policy().clone();
+        let Some(call) = run.next_call(observer) else {
+            break;
+        };
+        if let Some(outcome) = model.choose_on_device(call, &policy, draw) {
+            let outcome = outcome.map_err(GenerateError::Model)?;
+            run.accept_outcome(outcome, before_model, clock, observer)?;
+            continue;
+        }
+        let logits = match call {
+            ModelCall::Prefill(prompt) => model.prefill(prompt),
+            ModelCall::Decode(token) => model.decode_step(token),
         }
         .map_err(GenerateError::Model)?;
         run.accept(logits, before_model, clock, observer)?;

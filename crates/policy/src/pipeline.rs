@@ -279,8 +279,24 @@ impl Policy {
         Ok(())
     }
 
-    fn is_greedy(&self) -> bool {
+    /// Temperature 0: the argmax, with no draw.
+    pub fn is_greedy(&self) -> bool {
         self.temperature == 0.0
+    }
+
+    /// True when the policy is only temperature, top-k, top-p and min-p in Hugging Face's
+    /// order: no constraint reads the context. Such a step needs nothing but the logits
+    /// and one draw, so a device that holds the logits can take it (see
+    /// [`LanguageModel::choose_on_device`](crate::LanguageModel::choose_on_device)).
+    pub fn is_filter_only(&self) -> bool {
+        self.forbidden.is_empty()
+            && self.logit_bias.is_empty()
+            && self.repetition_penalty == 1.0
+            && self.frequency_penalty == 0.0
+            && self.presence_penalty == 0.0
+            && self.no_repeat_ngram == 0
+            && (self.min_new_tokens == 0 || self.eos_token.is_none())
+            && self.order == StageOrder::TemperatureFirst
     }
 
     /// The temperature the filters see: the policy's own in HF order, 1 when it comes last.
@@ -333,6 +349,31 @@ impl Stepper {
         logits: &[L],
         context: StepContext<'_>,
         rng: &mut NumpyRng,
+        snapshots: Snapshots,
+    ) -> Result<StepOutcome, PolicyError> {
+        self.step_drawing(policy, logits, context, &mut || rng.random(), snapshots)
+    }
+
+    /// [`step`](Self::step) with the uniform draw given rather than taken from a generator
+    /// (it is used only when the policy samples): how a step taken elsewhere, from the same
+    /// generator stream, is checked.
+    pub fn step_with_draw<L: Logit>(
+        &mut self,
+        policy: &Policy,
+        logits: &[L],
+        context: StepContext<'_>,
+        draw: f64,
+        snapshots: Snapshots,
+    ) -> Result<StepOutcome, PolicyError> {
+        self.step_drawing(policy, logits, context, &mut || draw, snapshots)
+    }
+
+    fn step_drawing<L: Logit>(
+        &mut self,
+        policy: &Policy,
+        logits: &[L],
+        context: StepContext<'_>,
+        draw: &mut dyn FnMut() -> f64,
         snapshots: Snapshots,
     ) -> Result<StepOutcome, PolicyError> {
         let vocab = logits.len();
@@ -464,7 +505,7 @@ impl Stepper {
 
         // Stages 4 and 5: normalise the survivors and draw as `Generator.choice` does.
         let total: f64 = self.weights.iter().sum();
-        let draw = rng.random();
+        let draw = draw();
         let chosen = choice_index(self.weights.iter().map(|w| w / total), draw);
         let entropy = 0.0
             - self

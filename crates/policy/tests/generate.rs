@@ -335,3 +335,110 @@ fn replay_refuses_another_model() {
         "this record was made with model toy (other), but toy (0) is loaded"
     );
 }
+
+/// The toy model, taking filter-only steps "on its device" with the draw it is handed.
+struct DeviceToy {
+    toy: Toy,
+    device_steps: usize,
+}
+
+impl LanguageModel for DeviceToy {
+    fn id(&self) -> ArtifactId {
+        self.toy.id()
+    }
+    fn vocab_size(&self) -> usize {
+        self.toy.vocab_size()
+    }
+    fn context_len(&self) -> usize {
+        self.toy.context_len()
+    }
+    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], String> {
+        self.toy.prefill(prompt)
+    }
+    fn decode_step(&mut self, token: u32) -> Result<&[f32], String> {
+        self.toy.decode_step(token)
+    }
+    fn choose_on_device(
+        &mut self,
+        call: policy::ModelCall<'_>,
+        policy: &Policy,
+        draw: Option<f64>,
+    ) -> Option<Result<policy::StepOutcome, String>> {
+        if !policy.is_filter_only() {
+            return None;
+        }
+        let logits = match call {
+            policy::ModelCall::Prefill(prompt) => self.toy.prefill(prompt),
+            policy::ModelCall::Decode(token) => self.toy.decode_step(token),
+        }
+        .ok()?
+        .to_vec();
+        self.device_steps += 1;
+        let outcome = policy::Stepper::default().step_with_draw(
+            policy,
+            &logits,
+            policy::StepContext::default(),
+            draw.unwrap_or(0.0),
+            policy::Snapshots::Skip,
+        );
+        Some(outcome.map_err(|e| e.to_string()))
+    }
+}
+
+#[test]
+fn steps_taken_on_a_device_with_the_peeked_draw_match_host_steps() {
+    let filter_only = Policy {
+        temperature: 0.8,
+        top_k: 5,
+        top_p: 0.9,
+        min_p: 0.05,
+        ..Policy::default()
+    };
+    for policy in [
+        filter_only,
+        Policy {
+            temperature: 0.0,
+            ..Policy::default()
+        },
+    ] {
+        let config = config(policy, 12, StopConfig::default());
+        let on_host = run(&mut Toy::new(64), &config);
+        let mut device = DeviceToy {
+            toy: Toy::new(64),
+            device_steps: 0,
+        };
+        let on_device = generate(
+            &mut device,
+            &Bytes,
+            &config,
+            &mut Ticks(0.0),
+            &mut Unobserved,
+        )
+        .unwrap();
+        assert_eq!(
+            device.device_steps, 12,
+            "every step was taken on the device"
+        );
+        let strip = |r: &RunRecord| -> Vec<_> {
+            r.steps
+                .iter()
+                .map(|s| (s.token, s.prob, s.draw, s.survivors))
+                .collect()
+        };
+        assert_eq!(strip(&on_device), strip(&on_host));
+    }
+    // A policy that reads the context stays on the host.
+    let mut device = DeviceToy {
+        toy: Toy::new(64),
+        device_steps: 0,
+    };
+    generate(
+        &mut device,
+        &Bytes,
+        &config(sampled(), 4, StopConfig::default()),
+        &mut Ticks(0.0),
+        &mut Unobserved,
+    )
+    .unwrap();
+    assert_eq!(device.device_steps, 0);
+}
