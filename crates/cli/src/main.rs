@@ -273,6 +273,10 @@ struct BackendArgs {
     /// device-lost@N (before model call N; 0 is the prefill). Needs --backend gpu.
     #[arg(long, value_name = "NAMES", value_parser = parse_faults)]
     inject_fault: Option<gpu::Faults>,
+    /// With --backend gpu: read the logits back every token and take the policy step on
+    /// the host, instead of on the GPU (the default for policies without constraints).
+    #[arg(long)]
+    host_sampling: bool,
 }
 
 impl BackendArgs {
@@ -287,7 +291,11 @@ impl BackendArgs {
                 "--inject-fault injects faults into the GPU path: add --backend gpu".into(),
             );
         }
-        Ok(run::BackendRequest { choice, faults })
+        Ok(run::BackendRequest {
+            choice,
+            faults,
+            device_sampling: !self.host_sampling,
+        })
     }
 }
 

@@ -19,6 +19,8 @@ use crate::model_dir;
 pub struct BackendRequest {
     pub choice: BackendChoice,
     pub faults: Faults,
+    /// Whether filter-only policy steps may run on the GPU.
+    pub device_sampling: bool,
 }
 
 /// Loads the weights of `precision` (and, for a GPU run of weights other than f32, the f32
@@ -34,12 +36,13 @@ fn start(
         (BackendChoice::Gpu, Precision::Int8) => Some(model_dir::load_baseline(dir)?),
         _ => None,
     };
-    let runtime = pollster::block_on(Runtime::start(
+    let mut runtime = pollster::block_on(Runtime::start(
         request.choice,
         loaded.model,
         baseline,
         request.faults,
     ));
+    runtime.set_device_sampling(request.device_sampling);
     Ok((runtime, loaded.tokenizer))
 }
 
@@ -175,12 +178,31 @@ pub fn generate(
     if json {
         // Standard output holds only the record; what ran it goes beside it.
         eprintln!("{}", describe_backend(&record.backend));
+        if request.choice == BackendChoice::Gpu {
+            eprintln!("{}", describe_sampling(&model, &record));
+        }
         return serde_json::to_string(&record).map_err(|e| e.to_string());
     }
     // Standard output holds only the generated text; the summary goes beside it.
     eprintln!("{}", summary(&record));
     eprintln!("{}", describe_backend(&record.backend));
+    if request.choice == BackendChoice::Gpu {
+        eprintln!("{}", describe_sampling(&model, &record));
+    }
     Ok(String::new())
+}
+
+/// Where the policy steps ran and how many read-backs the run cost.
+fn describe_sampling(model: &Runtime, record: &RunRecord) -> String {
+    let report = model.sampling();
+    format!(
+        "[policy steps on the GPU: {} of {} ({} re-taken by the CPU policy, {} disagreed); GPU read-backs: {}, the canary's included]",
+        report.device_steps,
+        record.steps.len(),
+        report.checked,
+        report.mismatches,
+        model.readbacks()
+    )
 }
 
 fn summary(record: &RunRecord) -> String {

@@ -284,3 +284,60 @@ fn bad_backends_and_faults_are_named_and_the_summary_names_the_backend() {
         assert!(stderr.contains(&expected), "{args:?}: {stderr}");
     }
 }
+
+/// A sampled run (temperature 0.7, top-k 40) with its policy steps on the GPU, the same run
+/// with the steps on the host, and the CPU reference: the same tokens from the same seed.
+#[test]
+fn sampled_steps_taken_on_the_gpu_give_the_cpu_references_tokens() {
+    let sampled = |extra: &[&str]| {
+        let args = [
+            &[
+                "generate",
+                "--prompt",
+                "Choose Insert",
+                "--temperature",
+                "0.7",
+                "--top-k",
+                "40",
+                "--seed",
+                "11",
+                "--max-tokens",
+                "24",
+                "--json",
+            ][..],
+            extra,
+        ]
+        .concat();
+        let out = decode_lab(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        let record: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (record, stderr)
+    };
+    let (on_device, stderr) = sampled(&["--backend", "gpu"]);
+    if skipped_for_no_adapter("sampled_on_gpu", &on_device) {
+        return;
+    }
+    assert!(
+        stderr.contains("policy steps on the GPU: 24 of 24") && stderr.contains("0 disagreed"),
+        "{stderr}"
+    );
+    let (on_host, stderr) = sampled(&["--backend", "gpu", "--host-sampling"]);
+    assert!(
+        stderr.contains("policy steps on the GPU: 0 of 24"),
+        "{stderr}"
+    );
+    let (cpu, _) = sampled(&["--backend", "cpu"]);
+    assert_eq!(tokens(&on_device), tokens(&cpu));
+    assert_eq!(tokens(&on_host), tokens(&cpu));
+    // The draws are the run's own stream, whichever side took the step.
+    let draws = |r: &Value| -> Vec<Value> {
+        r["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["draw"].clone())
+            .collect()
+    };
+    assert_eq!(draws(&on_device), draws(&cpu));
+}

@@ -10,6 +10,9 @@ pub(crate) const TILE: u32 = 16;
 /// The attention kernel's limits (its workgroup arrays are this large).
 pub(crate) const MAX_CONTEXT: usize = 1024;
 pub(crate) const MAX_HEAD_DIM: usize = 256;
+/// The sampler's limit (its workgroup arrays are this large), and its output's length.
+pub(crate) const MAX_SAMPLER_VOCAB: usize = 1024;
+pub(crate) const SAMPLE_WORDS: usize = 20;
 
 pub(crate) struct Kernels {
     pub gather_f32: wgpu::ComputePipeline,
@@ -22,6 +25,7 @@ pub(crate) struct Kernels {
     pub attention: wgpu::ComputePipeline,
     pub swiglu: wgpu::ComputePipeline,
     pub softmax: wgpu::ComputePipeline,
+    pub sample: wgpu::ComputePipeline,
 }
 
 impl Kernels {
@@ -40,6 +44,7 @@ impl Kernels {
         let attention = module("attention.wgsl", include_str!("shaders/attention.wgsl"));
         let swiglu = module("swiglu.wgsl", include_str!("shaders/swiglu.wgsl"));
         let softmax = module("softmax.wgsl", include_str!("shaders/softmax.wgsl"));
+        let sample = module("sample.wgsl", include_str!("shaders/sample.wgsl"));
         let pipeline = |module: &wgpu::ShaderModule, entry: &str| {
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry),
@@ -61,6 +66,7 @@ impl Kernels {
             attention: pipeline(&attention, "main"),
             swiglu: pipeline(&swiglu, "main"),
             softmax: pipeline(&softmax, "main"),
+            sample: pipeline(&sample, "main"),
         }
     }
 }
@@ -227,3 +233,43 @@ impl DeviceMatrix {
 pub(crate) const ACCUMULATE: u32 = 1;
 /// Matmul flag: one row of input, whatever the block's length (the last position's logits).
 pub(crate) const SINGLE_ROW: u32 = 2;
+
+/// The sampler's `Params`: vocabulary, top-k, greedy, then temperature, top-p, min-p and
+/// the draw as f32 bits.
+pub(crate) fn sampler_params(vocab: usize, policy: &policy::Policy, draw: Option<f64>) -> [u32; 8] {
+    [
+        vocab as u32,
+        policy.top_k.min(u32::MAX as usize) as u32,
+        u32::from(policy.is_greedy()),
+        0,
+        (policy.temperature as f32).to_bits(),
+        (policy.top_p as f32).to_bits(),
+        (policy.min_p as f32).to_bits(),
+        (draw.unwrap_or(0.0) as f32).to_bits(),
+    ]
+}
+
+/// The step the sampler wrote (its first `SAMPLE_WORDS` words, read back as f32 values).
+pub(crate) fn sampled_outcome(
+    values: &[f32],
+    policy: &policy::Policy,
+    draw: Option<f64>,
+) -> policy::StepOutcome {
+    let word = |i: usize| values[i].to_bits();
+    let count = (word(4) as usize).min(5);
+    policy::StepOutcome {
+        token: word(0),
+        survivors: word(1) as usize,
+        prob: f64::from(values[2]),
+        entropy: f64::from(values[3]),
+        draw: if policy.is_greedy() { None } else { draw },
+        top: (0..count)
+            .map(|s| policy::TokenProb {
+                id: word(5 + s),
+                prob: f64::from(values[10 + s]),
+                logit: f64::from(values[15 + s]),
+            })
+            .collect(),
+        stages: None,
+    }
+}

@@ -6,12 +6,16 @@
 //!   turned into [`GpuError`]s instead of panics.
 //! - [`GpuTransformer`] keeps the weights, the rotary tables and the KV cache resident on
 //!   the device and runs prefill and decode as one command buffer each; per call only the
-//!   token ids and two numbers are written, and one read-back (the logits) comes home,
-//!   counted by [`GpuTransformer::readbacks`].
+//!   token ids and two numbers are written, and one read-back comes home, counted by
+//!   [`GpuTransformer::readbacks`]: the logits, or, when the policy step runs on the device
+//!   too ([`GpuTransformer::choose`], `sample.wgsl`), just the chosen token and the numbers
+//!   its step record needs (80 bytes).
 //! - [`Runtime`] is what the CLI and the lab run: it checks the GPU against the CPU
 //!   reference with a fixed canary before the first token, and falls back to the named
 //!   baseline `cpu-reference` (f32) when there is no WebGPU, no adapter, no device, a canary
-//!   mismatch or a device lost mid-run, continuing from the same step.
+//!   mismatch or a device lost mid-run, continuing from the same step. Filter-only policy
+//!   steps (temperature, top-k, top-p, min-p) run on the GPU with the run's own draws, and
+//!   every [`CHECK_EVERY`]-th one is re-taken by the CPU policy on the same logits.
 //! - [`ops`] runs one kernel at a time on host data: what the kernel tests and the
 //!   benchmarks compare with the CPU.
 //!
@@ -24,5 +28,5 @@ mod runtime;
 mod transformer;
 
 pub use device::{Faults, Gpu, GpuError};
-pub use runtime::{BackendChoice, Runtime, CANARY_TOLERANCE};
-pub use transformer::{GpuTransformer, StepTimings};
+pub use runtime::{BackendChoice, Runtime, SamplingReport, CANARY_TOLERANCE, CHECK_EVERY};
+pub use transformer::{DeviceStep, GpuTransformer, StepTimings};

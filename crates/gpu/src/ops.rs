@@ -6,8 +6,8 @@ use model::Linear;
 
 use crate::device::{Gpu, GpuError};
 use crate::kernels::{
-    bind, readback, scratch, storage, uniform, DeviceMatrix, Kernels, ELEMENT_WG, MAX_CONTEXT,
-    MAX_HEAD_DIM, TILE,
+    bind, readback, sampled_outcome, sampler_params, scratch, storage, uniform, DeviceMatrix,
+    Kernels, ELEMENT_WG, MAX_CONTEXT, MAX_HEAD_DIM, MAX_SAMPLER_VOCAB, SAMPLE_WORDS, TILE,
 };
 
 /// The compiled kernels of one device.
@@ -309,5 +309,37 @@ impl<'g> Ops<'g> {
             logits.len(),
         )
         .await
+    }
+
+    /// The device's policy step (`sample.wgsl`) on `logits` with `draw`.
+    pub async fn sample(
+        &self,
+        logits: &[f32],
+        policy: &policy::Policy,
+        draw: Option<f64>,
+    ) -> Result<policy::StepOutcome, GpuError> {
+        if logits.len() > MAX_SAMPLER_VOCAB {
+            return Err(GpuError::Unsupported(format!(
+                "the sampler holds at most {MAX_SAMPLER_VOCAB} tokens, not {}",
+                logits.len()
+            )));
+        }
+        let device = &self.gpu.device;
+        let params = uniform(device, &sampler_params(logits.len(), policy, draw));
+        let (input, out) = (
+            storage(device, "logits", logits),
+            scratch(device, "sample", SAMPLE_WORDS),
+        );
+        let buffers = [(0, &params), (1, &input), (2, &out)];
+        let values = self
+            .run(
+                &self.kernels.sample,
+                &buffers,
+                (1, 1, 1),
+                &out,
+                SAMPLE_WORDS,
+            )
+            .await?;
+        Ok(sampled_outcome(&values, policy, draw))
     }
 }

@@ -3,7 +3,9 @@
 //! losing a token.
 
 use model::{ModelError, Transformer};
-use policy::{ArtifactId, Backend, LanguageModel};
+use policy::{
+    ArtifactId, Backend, LanguageModel, Policy, Snapshots, StepContext, StepOutcome, Stepper,
+};
 
 use crate::device::{Faults, Gpu, GpuError};
 use crate::transformer::GpuTransformer;
@@ -16,6 +18,22 @@ pub const CANARY_TOLERANCE: f32 = 1e-3;
 /// Ids are taken modulo the vocabulary, so any model can run it.
 const CANARY_PROMPT: [u32; 12] = [84, 104, 101, 32, 99, 97, 110, 97, 114, 121, 300, 511];
 const CANARY_DECODE: [u32; 4] = [32, 115, 105, 110];
+
+/// On the device-sampling path the host re-takes every this-many-th step (the first
+/// included) on the GPU's logits with the CPU policy and the same draw.
+pub const CHECK_EVERY: usize = 8;
+
+/// How the device-sampling path went in this run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SamplingReport {
+    /// Steps whose policy step ran on the GPU.
+    pub device_steps: usize,
+    /// Of those, the steps the CPU policy re-took from the same logits and draw.
+    pub checked: usize,
+    /// Checked steps where the CPU chose another token (the CPU's choice stands, and the
+    /// rest of the run steps on the host).
+    pub mismatches: usize,
+}
 
 /// Which forward pass a run asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +64,9 @@ pub struct Runtime {
     /// Whether the active CPU model's cache holds `history` minus the token being decoded.
     cpu_synced: bool,
     logits: Vec<f32>,
+    device_sampling: bool,
+    sampling: SamplingReport,
+    stepper: Stepper,
 }
 
 impl Runtime {
@@ -68,6 +89,9 @@ impl Runtime {
             history: Vec::new(),
             calls: 0,
             cpu_synced: false,
+            device_sampling: true,
+            sampling: SamplingReport::default(),
+            stepper: Stepper::default(),
         };
         if choice == BackendChoice::Gpu {
             match runtime.start_gpu(faults).await {
@@ -128,12 +152,119 @@ impl Runtime {
         }
     }
 
+    /// Whether filter-only policy steps may run on the GPU (the default). Off, every call
+    /// reads the logits back and the host steps.
+    pub fn set_device_sampling(&mut self, on: bool) {
+        self.device_sampling = on;
+    }
+
+    /// How device sampling went since the last prefill.
+    pub fn sampling(&self) -> SamplingReport {
+        self.sampling
+    }
+
     /// Runs the whole prompt and returns the logits at its last position.
     pub async fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], ModelError> {
+        self.start_run(prompt);
+        self.call(Call::Prefill).await
+    }
+
+    fn start_run(&mut self, prompt: &[u32]) {
         self.history.clear();
         self.history.extend_from_slice(prompt);
         self.calls = 0;
-        self.call(Call::Prefill).await
+        self.sampling = SamplingReport::default();
+    }
+
+    /// Runs the model call (`prompt` given: a prefill; else a decode of `token`) and takes
+    /// the policy step on the GPU, when the run is on the GPU, device sampling is on and
+    /// the policy is filter-only; `None` otherwise, and then nothing has run. Every
+    /// [`CHECK_EVERY`]-th step the same read-back also brings the logits, and the CPU
+    /// policy re-takes the step with the same draw; a different token is counted, the
+    /// CPU's choice stands, and the rest of the run steps on the host. A GPU failure falls
+    /// back to the CPU reference as in [`prefill`](Self::prefill), and the step is taken
+    /// on the CPU with the same draw.
+    pub async fn choose(
+        &mut self,
+        prompt: Option<&[u32]>,
+        token: u32,
+        policy: &Policy,
+        draw: Option<f64>,
+    ) -> Option<Result<StepOutcome, String>> {
+        let eligible = self.device_sampling
+            && policy.is_filter_only()
+            && self.gpu.as_ref().is_some_and(|g| g.can_sample());
+        if !eligible {
+            return None;
+        }
+        let call = match prompt {
+            Some(prompt) => {
+                self.start_run(prompt);
+                Call::Prefill
+            }
+            None => {
+                self.history.push(token);
+                Call::Decode(token)
+            }
+        };
+        let step = self.calls;
+        let check = step.is_multiple_of(CHECK_EVERY);
+        let gpu = self.gpu.as_mut()?;
+        let result = match call {
+            Call::Prefill => gpu.choose(&self.history, true, policy, draw, check).await,
+            Call::Decode(token) => gpu.choose(&[token], false, policy, draw, check).await,
+        };
+        self.calls += 1;
+        match result {
+            Ok(device) => {
+                self.sampling.device_steps += 1;
+                let Some(logits) = device.logits else {
+                    return Some(Ok(device.outcome));
+                };
+                self.sampling.checked += 1;
+                let host = self.host_step(policy, &logits, draw);
+                if let Ok(host) = &host {
+                    if host.token == device.outcome.token {
+                        return Some(Ok(device.outcome));
+                    }
+                    self.sampling.mismatches += 1;
+                    self.device_sampling = false;
+                }
+                Some(host)
+            }
+            Err(GpuError::Model(error)) => {
+                self.calls -= 1;
+                self.history.pop_if_decode(&call);
+                Some(Err(error.to_string()))
+            }
+            Err(error) => {
+                self.degrade(error);
+                self.backend.degraded_at_step = Some(step);
+                let logits = match self.cpu_call(&call) {
+                    Ok(logits) => logits.to_vec(),
+                    Err(error) => return Some(Err(error.to_string())),
+                };
+                Some(self.host_step(policy, &logits, draw))
+            }
+        }
+    }
+
+    /// The CPU policy's step on `logits` with `draw`.
+    fn host_step(
+        &mut self,
+        policy: &Policy,
+        logits: &[f32],
+        draw: Option<f64>,
+    ) -> Result<StepOutcome, String> {
+        self.stepper
+            .step_with_draw(
+                policy,
+                logits,
+                StepContext::default(),
+                draw.unwrap_or(0.0),
+                Snapshots::Skip,
+            )
+            .map_err(|e| e.to_string())
     }
 
     /// Appends one token and returns the logits that follow it.
@@ -165,25 +296,29 @@ impl Runtime {
                 }
             }
         }
-        let cpu = match (&self.backend.degraded_reason, &mut self.baseline) {
-            (Some(_), Some(baseline)) => baseline,
-            _ => &mut self.reference,
-        };
-        let result = match call {
-            Call::Decode(token) if self.cpu_synced => cpu.decode_step(token),
-            _ => cpu.prefill(&self.history),
-        };
-        match result {
-            Ok(logits) => {
-                self.logits.copy_from_slice(logits);
-                self.cpu_synced = true;
-                Ok(&self.logits)
-            }
+        match self.cpu_call(&call) {
+            Ok(_) => Ok(&self.logits),
             Err(error) => {
                 self.history.pop_if_decode(&call);
                 Err(error)
             }
         }
+    }
+
+    /// Runs `call` on the active CPU model (re-running the whole history when its cache
+    /// does not hold the tokens before this one) and keeps the logits.
+    fn cpu_call(&mut self, call: &Call) -> Result<&[f32], ModelError> {
+        let cpu = match (&self.backend.degraded_reason, &mut self.baseline) {
+            (Some(_), Some(baseline)) => baseline,
+            _ => &mut self.reference,
+        };
+        let logits = match *call {
+            Call::Decode(token) if self.cpu_synced => cpu.decode_step(token)?,
+            _ => cpu.prefill(&self.history)?,
+        };
+        self.logits.copy_from_slice(logits);
+        self.cpu_synced = true;
+        Ok(&self.logits)
     }
 
     /// Leaves the GPU for the baseline, recording why.
@@ -231,11 +366,7 @@ async fn canary(gpu: &mut GpuTransformer, cpu: &mut Transformer) -> Result<(), G
             let diff = (a - b).abs();
             // A NaN on either side is a mismatch too.
             if diff.is_nan() || diff > worst.0 {
-                worst = (
-                    if diff.is_nan() { f32::INFINITY } else { diff },
-                    i,
-                    j,
-                );
+                worst = (if diff.is_nan() { f32::INFINITY } else { diff }, i, j);
             }
         }
     }
@@ -274,5 +405,18 @@ impl LanguageModel for Runtime {
 
     fn backend(&self) -> Backend {
         self.backend.clone()
+    }
+
+    fn choose_on_device(
+        &mut self,
+        call: policy::ModelCall<'_>,
+        policy: &Policy,
+        draw: Option<f64>,
+    ) -> Option<Result<StepOutcome, String>> {
+        let (prompt, token) = match call {
+            policy::ModelCall::Prefill(prompt) => (Some(prompt), 0),
+            policy::ModelCall::Decode(token) => (None, token),
+        };
+        pollster::block_on(self.choose(prompt, token, policy, draw))
     }
 }

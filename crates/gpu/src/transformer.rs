@@ -7,7 +7,7 @@ use policy::ArtifactId;
 use crate::device::{Faults, Gpu, GpuError};
 use crate::kernels::{
     bind, readback, scratch, storage, uniform, DeviceMatrix, Kernels, ACCUMULATE, ELEMENT_WG,
-    MAX_CONTEXT, MAX_HEAD_DIM, SINGLE_ROW, TILE,
+    MAX_CONTEXT, MAX_HEAD_DIM, MAX_SAMPLER_VOCAB, SAMPLE_WORDS, SINGLE_ROW, TILE,
 };
 
 /// How many workgroups a pass dispatches, as a function of the block's length `n`.
@@ -40,6 +40,10 @@ impl Grid {
     }
 }
 
+/// Appends one pass to the command sequence being built.
+type AddPass<'a> =
+    dyn FnMut(&'static str, &wgpu::ComputePipeline, &[(u32, &wgpu::Buffer)], Grid) + 'a;
+
 /// One dispatch of the per-call command sequence, bound once at load.
 struct Pass {
     label: &'static str,
@@ -71,6 +75,12 @@ pub struct GpuTransformer {
     logits: wgpu::Buffer,
     readback: wgpu::Buffer,
     passes: Vec<Pass>,
+    /// The sampler: its per-call parameters, its output, and the buffer both the output
+    /// and (on checked steps) the logits are read back through.
+    sampler_params: wgpu::Buffer,
+    sample_out: wgpu::Buffer,
+    sample_readback: wgpu::Buffer,
+    sample_pass: Pass,
     host_logits: Vec<f32>,
     cache_len: usize,
     calls: usize,
@@ -159,6 +169,19 @@ impl GpuTransformer {
         let up = scratch(device, "up", ctx * ff);
         let logits = scratch(device, "logits", vocab);
         let readback = readback(device, vocab);
+        let sampler_params = uniform(device, &[0; 8]);
+        let sample_out = scratch(device, "sample", SAMPLE_WORDS);
+        let sample_readback = crate::kernels::readback(device, SAMPLE_WORDS + vocab);
+        let sample_pass = Pass {
+            label: "sample",
+            pipeline: kernels.sample.clone(),
+            bind_group: bind(
+                device,
+                &kernels.sample,
+                &[(0, &sampler_params), (1, &logits), (2, &sample_out)],
+            ),
+            grid: Grid::One,
+        };
 
         let mut passes = Vec::new();
         let mut pass =
@@ -170,12 +193,7 @@ impl GpuTransformer {
                     grid,
                 });
             };
-        let matmul = |pass: &mut dyn FnMut(
-            &'static str,
-            &wgpu::ComputePipeline,
-            &[(u32, &wgpu::Buffer)],
-            Grid,
-        ),
+        let matmul = |pass: &mut AddPass,
                       label: &'static str,
                       m: &DeviceMatrix,
                       input: &wgpu::Buffer,
@@ -192,14 +210,7 @@ impl GpuTransformer {
             };
             pass(label, pipeline, &buffers, grid);
         };
-        let norm = |pass: &mut dyn FnMut(
-            &'static str,
-            &wgpu::ComputePipeline,
-            &[(u32, &wgpu::Buffer)],
-            Grid,
-        ),
-                    weight: &wgpu::Buffer,
-                    last_only: bool| {
+        let norm = |pass: &mut AddPass, weight: &wgpu::Buffer, last_only: bool| {
             let params = uniform(
                 device,
                 &[d as u32, u32::from(last_only), config.norm_eps.to_bits(), 0],
@@ -301,6 +312,10 @@ impl GpuTransformer {
             logits,
             readback,
             passes,
+            sampler_params,
+            sample_out,
+            sample_readback,
+            sample_pass,
             cache_len: 0,
             calls: 0,
             readbacks: 0,
@@ -385,7 +400,99 @@ impl GpuTransformer {
         self.gpu.check()
     }
 
+    /// Whether [`choose`](Self::choose) can run here: the sampler holds the vocabulary in
+    /// workgroup memory.
+    pub fn can_sample(&self) -> bool {
+        self.config.vocab_size <= MAX_SAMPLER_VOCAB
+    }
+
+    /// Runs `tokens` (a prompt from position 0 when `prefill`, else one token) and takes a
+    /// filter-only policy step on the device with `draw` (the run's next uniform; ignored
+    /// when greedy). One read-back brings the chosen token and its account home, with the
+    /// logits too when `with_logits` (so the host can check the step).
+    pub async fn choose(
+        &mut self,
+        tokens: &[u32],
+        prefill: bool,
+        policy: &policy::Policy,
+        draw: Option<f64>,
+        with_logits: bool,
+    ) -> Result<DeviceStep, GpuError> {
+        if !self.can_sample() {
+            return Err(GpuError::Unsupported(format!(
+                "the sampler holds at most {MAX_SAMPLER_VOCAB} tokens, not {}",
+                self.config.vocab_size
+            )));
+        }
+        if prefill {
+            if tokens.is_empty() {
+                return Err(ModelError::EmptyPrompt.into());
+            }
+            self.cache_len = 0;
+        }
+        let params = crate::kernels::sampler_params(self.config.vocab_size, policy, draw);
+        self.gpu
+            .queue
+            .write_buffer(&self.sampler_params, 0, bytemuck::cast_slice(&params));
+        let began = now_ms();
+        let mut encoder = self.encode(tokens)?;
+        {
+            let mut compute = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("sample"),
+                timestamp_writes: None,
+            });
+            compute.set_pipeline(&self.sample_pass.pipeline);
+            compute.set_bind_group(0, &self.sample_pass.bind_group, &[]);
+            compute.dispatch_workgroups(1, 1, 1);
+        }
+        let head = (SAMPLE_WORDS * 4) as u64;
+        encoder.copy_buffer_to_buffer(&self.sample_out, 0, &self.sample_readback, 0, head);
+        let logit_bytes = (self.config.vocab_size * 4) as u64;
+        if with_logits {
+            encoder.copy_buffer_to_buffer(
+                &self.logits,
+                0,
+                &self.sample_readback,
+                head,
+                logit_bytes,
+            );
+        }
+        let values = self
+            .submit_and_read(
+                encoder,
+                began,
+                true,
+                head + if with_logits { logit_bytes } else { 0 },
+            )
+            .await?;
+        self.cache_len += tokens.len();
+        let outcome = crate::kernels::sampled_outcome(&values, policy, draw);
+        if outcome.token as usize >= self.config.vocab_size {
+            return Err(GpuError::Validation(format!(
+                "the sampler chose token {} of {}",
+                outcome.token, self.config.vocab_size
+            )));
+        }
+        Ok(DeviceStep {
+            outcome,
+            logits: with_logits.then(|| values[SAMPLE_WORDS..].to_vec()),
+        })
+    }
+
     async fn forward(&mut self, tokens: &[u32]) -> Result<&[f32], GpuError> {
+        let began = now_ms();
+        let mut encoder = self.encode(tokens)?;
+        let bytes = (self.config.vocab_size * 4) as u64;
+        encoder.copy_buffer_to_buffer(&self.logits, 0, &self.readback, 0, bytes);
+        let logits = self.submit_and_read(encoder, began, false, bytes).await?;
+        self.host_logits.copy_from_slice(&logits);
+        self.cache_len += tokens.len();
+        Ok(&self.host_logits)
+    }
+
+    /// Checks `tokens` against the context and vocabulary, writes them and the `Step`
+    /// uniform, and encodes the model's passes at positions `cache_len..`.
+    fn encode(&mut self, tokens: &[u32]) -> Result<wgpu::CommandEncoder, GpuError> {
         let c = &self.config;
         let (start, n) = (self.cache_len, tokens.len());
         if start + n > c.context_len {
@@ -408,7 +515,6 @@ impl GpuTransformer {
         self.calls += 1;
         self.gpu.check()?;
 
-        let began = now_ms();
         let queue = &self.gpu.queue;
         queue.write_buffer(&self.tokens, 0, bytemuck::cast_slice(tokens));
         queue.write_buffer(
@@ -434,25 +540,44 @@ impl GpuTransformer {
                 compute.dispatch_workgroups(x, y, z);
             }
         }
-        let bytes = (c.vocab_size * 4) as u64;
-        encoder.copy_buffer_to_buffer(&self.logits, 0, &self.readback, 0, bytes);
-        queue.submit([encoder.finish()]);
-        let submitted = now_ms();
+        Ok(encoder)
+    }
 
-        let logits = self.gpu.read(&self.readback, bytes).await?;
+    /// Submits `encoder`, whose last commands copy into the read buffer of this call (the
+    /// sampler's when `sampled`), and reads `bytes` of it back: the call's one read-back.
+    async fn submit_and_read(
+        &mut self,
+        encoder: wgpu::CommandEncoder,
+        began: f64,
+        sampled: bool,
+        bytes: u64,
+    ) -> Result<Vec<f32>, GpuError> {
+        self.gpu.queue.submit([encoder.finish()]);
+        let submitted = now_ms();
+        let buffer = if sampled {
+            &self.sample_readback
+        } else {
+            &self.readback
+        };
+        let values = self.gpu.read(buffer, bytes).await?;
         self.readbacks += 1;
         let mapped = now_ms();
         self.gpu.check()?;
-        self.host_logits.copy_from_slice(&logits);
-        let done = now_ms();
         self.timings = StepTimings {
             dispatch_ms: submitted - began,
             gpu_ms: mapped - submitted,
-            readback_ms: done - mapped,
+            readback_ms: now_ms() - mapped,
         };
-        self.cache_len = start + n;
-        Ok(&self.host_logits)
+        Ok(values)
     }
+}
+
+/// A policy step taken on the device: its outcome and, when asked for, the logits it was
+/// taken from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceStep {
+    pub outcome: policy::StepOutcome,
+    pub logits: Option<Vec<f32>>,
 }
 
 /// The model must fit the attention kernel's workgroup arrays.
@@ -463,7 +588,7 @@ fn check_shapes(config: &ModelConfig) -> Result<(), GpuError> {
             config.context_len
         )));
     }
-    if config.head_dim() > MAX_HEAD_DIM || config.head_dim() % 2 != 0 {
+    if config.head_dim() > MAX_HEAD_DIM || !config.head_dim().is_multiple_of(2) {
         return Err(GpuError::Unsupported(format!(
             "head_dim {} must be even and at most {MAX_HEAD_DIM}",
             config.head_dim()

@@ -1,0 +1,250 @@
+//! The policy step on the device (`sample.wgsl`) against the CPU policy on the same logits
+//! and draw: the same token, survivors and top five, probabilities and entropy to f32
+//! precision; and a whole run sampled on the GPU against the same run stepped on the host,
+//! with one small read-back per token.
+
+mod common;
+
+use common::{cpu_model, gpu, Random};
+use gpu::ops::Ops;
+use gpu::{BackendChoice, Faults, Runtime, CHECK_EVERY};
+use policy::{NumpyRng, Policy, Snapshots, StepContext, StepOutcome, Stepper};
+
+fn policies() -> Vec<Policy> {
+    let p = |temperature, top_k, top_p, min_p| Policy {
+        temperature,
+        top_k,
+        top_p,
+        min_p,
+        ..Policy::default()
+    };
+    vec![
+        p(0.0, 0, 1.0, 0.0),
+        p(1.0, 0, 1.0, 0.0),
+        p(0.7, 0, 1.0, 0.0),
+        p(0.7, 40, 1.0, 0.0),
+        p(1.0, 0, 0.9, 0.0),
+        p(0.8, 0, 1.0, 0.05),
+        p(0.9, 50, 0.95, 0.02),
+        p(1.3, 1, 1.0, 0.0),
+        p(0.5, 5000, 0.5, 0.0),
+    ]
+}
+
+fn host(policy: &Policy, logits: &[f32], draw: Option<f64>) -> StepOutcome {
+    Stepper::default()
+        .step_with_draw(
+            policy,
+            logits,
+            StepContext::default(),
+            draw.unwrap_or(0.0),
+            Snapshots::Skip,
+        )
+        .unwrap()
+}
+
+fn assert_same_step(label: &str, device: &StepOutcome, host: &StepOutcome) {
+    assert_eq!(device.token, host.token, "{label}: token");
+    assert_eq!(device.survivors, host.survivors, "{label}: survivors");
+    assert_eq!(device.draw, host.draw, "{label}: draw");
+    let close = |a: f64, b: f64, what: &str| {
+        assert!(
+            (a - b).abs() <= 2e-5 * b.abs().max(1e-3),
+            "{label}: {what} device {a}, host {b}"
+        )
+    };
+    close(device.prob, host.prob, "prob");
+    close(device.entropy, host.entropy, "entropy");
+    let ids = |o: &StepOutcome| o.top.iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(ids(device), ids(host), "{label}: top five");
+    for (d, h) in device.top.iter().zip(&host.top) {
+        close(d.prob, h.prob, "top prob");
+        close(d.logit, h.logit, "top logit");
+    }
+}
+
+#[test]
+fn the_device_step_matches_the_cpu_policy() {
+    let Some(device) = gpu("sampler") else { return };
+    let ops = Ops::new(&device);
+    let mut random = Random::new(11);
+    let mut rng = NumpyRng::new(5);
+    for vocab in [768, 50, 1000, 1] {
+        for case in 0..4 {
+            let mut logits = random.f32s(vocab, 6.0);
+            if case == 3 {
+                // Ties everywhere: the filters keep ties, the top five order them by id.
+                for l in logits.iter_mut() {
+                    *l = (*l * 2.0).round() / 2.0;
+                }
+            }
+            for policy in policies() {
+                let draw = (!policy.is_greedy()).then(|| rng.random());
+                let got = pollster::block_on(ops.sample(&logits, &policy, draw)).unwrap();
+                let label = format!("vocab {vocab} case {case} {policy:?}");
+                assert_same_step(&label, &got, &host(&policy, &logits, draw));
+            }
+        }
+    }
+}
+
+/// Greedy tokens... and sampled ones: a run of `steps` on `runtime`, each step on the
+/// device when it can (else logits and the host policy), with draws from the run's stream.
+fn run(runtime: &mut Runtime, policy: &Policy, steps: usize, seed: u64) -> Vec<u32> {
+    let prompt: Vec<u32> = b"Select the cell and"
+        .iter()
+        .map(|&b| u32::from(b))
+        .collect();
+    let mut rng = NumpyRng::new(seed);
+    let mut tokens: Vec<u32> = Vec::new();
+    let mut stepper = Stepper::default();
+    for i in 0..steps {
+        let draw = (!policy.is_greedy()).then(|| rng.clone().random());
+        let outcome = match pollster::block_on(runtime.choose(
+            (i == 0).then_some(&prompt[..]),
+            tokens.last().copied().unwrap_or(0),
+            policy,
+            draw,
+        )) {
+            Some(outcome) => {
+                if outcome.as_ref().unwrap().draw.is_some() {
+                    rng.random();
+                }
+                outcome.unwrap()
+            }
+            None => {
+                let logits = if i == 0 {
+                    pollster::block_on(runtime.prefill(&prompt))
+                        .unwrap()
+                        .to_vec()
+                } else {
+                    pollster::block_on(runtime.decode_step(*tokens.last().unwrap()))
+                        .unwrap()
+                        .to_vec()
+                };
+                stepper
+                    .step(
+                        &policy.clone(),
+                        &logits,
+                        StepContext::default(),
+                        &mut rng,
+                        Snapshots::Skip,
+                    )
+                    .unwrap()
+            }
+        };
+        tokens.push(outcome.token);
+    }
+    tokens
+}
+
+#[test]
+fn a_run_sampled_on_the_gpu_equals_the_run_stepped_on_the_host() {
+    if gpu("device_sampling_run").is_none() {
+        return;
+    }
+    let start = || {
+        pollster::block_on(Runtime::start(
+            BackendChoice::Gpu,
+            cpu_model("f32"),
+            None,
+            Faults::default(),
+        ))
+    };
+    let steps = 40;
+    let sampled = Policy {
+        temperature: 0.8,
+        top_k: 40,
+        top_p: 0.95,
+        ..Policy::default()
+    };
+    for policy in [
+        Policy {
+            temperature: 0.0,
+            ..Policy::default()
+        },
+        sampled,
+    ] {
+        let mut on_device = start();
+        assert_eq!(on_device.backend().name, "webgpu");
+        let before = on_device.readbacks();
+        let device_tokens = run(&mut on_device, &policy, steps, 3);
+        let report = on_device.sampling();
+        assert_eq!(report.device_steps, steps, "{policy:?}: {report:?}");
+        assert_eq!(report.checked, steps.div_ceil(CHECK_EVERY));
+        assert_eq!(report.mismatches, 0, "{policy:?}");
+        assert_eq!(
+            on_device.readbacks() - before,
+            steps as u64,
+            "one read-back per token"
+        );
+
+        let mut on_host = start();
+        on_host.set_device_sampling(false);
+        let host_tokens = run(&mut on_host, &policy, steps, 3);
+        assert_eq!(on_host.sampling().device_steps, 0);
+        assert_eq!(device_tokens, host_tokens, "{policy:?}");
+    }
+}
+
+#[test]
+fn a_policy_that_reads_the_context_steps_on_the_host() {
+    if gpu("device_sampling_context").is_none() {
+        return;
+    }
+    let mut runtime = pollster::block_on(Runtime::start(
+        BackendChoice::Gpu,
+        cpu_model("f32"),
+        None,
+        Faults::default(),
+    ));
+    let penalised = Policy {
+        repetition_penalty: 1.3,
+        ..Policy::default()
+    };
+    assert!(
+        pollster::block_on(runtime.choose(Some(&[65, 66]), 0, &penalised, Some(0.5))).is_none()
+    );
+    // And the CPU backend never steps on a device.
+    let mut cpu = pollster::block_on(Runtime::start(
+        BackendChoice::Cpu,
+        cpu_model("f32"),
+        None,
+        Faults::default(),
+    ));
+    assert!(
+        pollster::block_on(cpu.choose(Some(&[65, 66]), 0, &Policy::default(), Some(0.5))).is_none()
+    );
+}
+
+#[test]
+fn a_device_lost_while_sampling_finishes_the_step_on_the_cpu() {
+    if gpu("device_sampling_lost").is_none() {
+        return;
+    }
+    let policy = Policy {
+        temperature: 0.7,
+        ..Policy::default()
+    };
+    let start = |faults| {
+        pollster::block_on(Runtime::start(
+            BackendChoice::Gpu,
+            cpu_model("f32"),
+            None,
+            faults,
+        ))
+    };
+    let mut lost = start(Faults {
+        lose_device_after: Some(5),
+        ..Faults::default()
+    });
+    let tokens = run(&mut lost, &policy, 12, 9);
+    assert_eq!(lost.backend().name, "cpu-reference");
+    assert_eq!(lost.backend().degraded_at_step, Some(5));
+    let mut healthy = start(Faults::default());
+    // Same draws, so the same tokens before the loss; after it the CPU's logits decide,
+    // which differ from the GPU's only in their last bits.
+    let reference = run(&mut healthy, &policy, 12, 9);
+    assert_eq!(tokens[..5], reference[..5]);
+    assert_eq!(tokens.len(), 12);
+}
