@@ -62,6 +62,9 @@ async function stagesOnPage(page) {
   })));
 }
 
+/** The decoding-step panel (the Generate panel has fields with the same labels). */
+const stepPanel = (page) => page.locator('section[aria-labelledby="step-title"]');
+
 const LABELS = { constraints: 'constraints', temperature: 'temperature', top_k: 'top-k', top_p: 'top-p', min_p: 'min-p' };
 
 function assertSameAsCli(onPage, fromCli, vocab) {
@@ -82,18 +85,19 @@ test('the decoding step matches decode-lab pipeline after changing the temperatu
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   await page.goto(url);
-  await page.getByLabel('Temperature', { exact: true }).waitFor();
+  const step = stepPanel(page);
+  await step.getByLabel('Temperature', { exact: true }).waitFor();
 
   // The chapter's example is the default.
-  assert.equal(await page.getByLabel('Logits').inputValue(), '1.2, 0.1, 2.4, 1.7');
+  assert.equal(await step.getByLabel('Logits').inputValue(), '1.2, 0.1, 2.4, 1.7');
   await page.locator('figure.stage').first().waitFor();
   const defaults = cli(['--logits', '1.2,0.1,2.4,1.7', '--temperature', '0.7', '--top-k', '3', '--seed', '7']);
   assertSameAsCli(await stagesOnPage(page), defaults, 4);
   assert.equal(await page.locator('#chosen strong').textContent(), String(defaults.token));
   assert.match(await page.locator('.chapter-line code').textContent(), /^2 \[0\.116 0\.238 0\.646\]$/);
 
-  await page.getByLabel('Temperature', { exact: true }).fill('1.3');
-  await page.getByLabel('Top-p', { exact: true }).fill('0.8');
+  await step.getByLabel('Temperature', { exact: true }).fill('1.3');
+  await step.getByLabel('Top-p', { exact: true }).fill('0.8');
   await page.waitForFunction(() => document.querySelector('figure.stage[data-stage="top-p"]'));
   const changed = cli(['--logits', '1.2,0.1,2.4,1.7', '--temperature', '1.3', '--top-k', '3', '--top-p', '0.8', '--seed', '7']);
   assertSameAsCli(await stagesOnPage(page), changed, 4);
@@ -107,13 +111,14 @@ test('bad input is explained in words, not a crash', async () => {
   page.on('pageerror', (e) => errors.push(String(e)));
   await page.goto(url);
   await page.locator('figure.stage').first().waitFor();
-  await page.getByLabel('Temperature', { exact: true }).fill('-1');
-  assert.equal(await page.getByRole('alert').textContent(),
+  const step = stepPanel(page);
+  await step.getByLabel('Temperature', { exact: true }).fill('-1');
+  assert.equal(await step.getByRole('alert').textContent(),
     'Temperature -1 is invalid: it must be a number at least 0 (0 means greedy).');
-  await page.getByLabel('Temperature', { exact: true }).fill('0.7');
-  await page.getByLabel('Logits').fill('1, NaN, 2');
-  assert.match(await page.getByRole('alert').textContent(), /^Logit 1 is NaN/);
-  await page.getByLabel('Logits').fill('1, 2, 3');
+  await step.getByLabel('Temperature', { exact: true }).fill('0.7');
+  await step.getByLabel('Logits').fill('1, NaN, 2');
+  assert.match(await step.getByRole('alert').textContent(), /^Logit 1 is NaN/);
+  await step.getByLabel('Logits').fill('1, 2, 3');
   await page.locator('figure.stage').first().waitFor();
   assert.deepEqual(errors, []);
 });

@@ -1,7 +1,8 @@
 //! The GPU forward pass against the CPU reference, side by side in one run, on whatever
 //! adapter wgpu finds (lavapipe on a machine without a GPU): prefill at 16, 64 and 256
 //! tokens, one decode step at positions 1, 128 and 255, f32 and int8 on the GPU; and a bare
-//! read-back of the logits, the floor of a model call's overhead beyond its kernels.
+//! read-back of the logits, the floor of a model call's overhead beyond its kernels; and a
+//! decode step whose policy step also runs on the GPU (an 80-byte read-back).
 //! After the timed groups it prints read-backs per token and where a decode step's time
 //! goes (dispatch, GPU work, read-back copy).
 //!
@@ -93,7 +94,9 @@ fn backends() -> Vec<(&'static str, Backend)> {
 fn prefill(c: &mut Criterion) {
     let mut backends = backends();
     let mut group = c.benchmark_group("gpu_prefill");
-    group.sample_size(10).measurement_time(Duration::from_secs(4));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(4));
     for n in PREFILL {
         let ids = prompt(n);
         group.throughput(Throughput::Elements(n as u64));
@@ -109,7 +112,9 @@ fn prefill(c: &mut Criterion) {
 fn decode(c: &mut Criterion) {
     let mut backends = backends();
     let mut group = c.benchmark_group("gpu_decode");
-    group.sample_size(10).measurement_time(Duration::from_secs(4));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(4));
     group.throughput(Throughput::Elements(1));
     for position in DECODE_AT {
         let ids = prompt(position);
@@ -135,7 +140,9 @@ fn decode(c: &mut Criterion) {
 fn overhead(c: &mut Criterion) {
     let mut model = on_gpu("f32");
     let mut group = c.benchmark_group("gpu_overhead");
-    group.sample_size(20).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(3));
     pollster::block_on(model.prefill(&prompt(1))).expect("prefill");
     group.bench_function("read-back only", |b| {
         b.iter(|| pollster::block_on(model.read_back_only()).expect("read back"))
@@ -147,6 +154,27 @@ fn overhead(c: &mut Criterion) {
                 pollster::block_on(model.prefill(&prompt(1))).expect("prefill");
                 let start = Instant::now();
                 black_box(pollster::block_on(model.decode_step(7)).expect("decode"));
+                total += start.elapsed();
+            }
+            total
+        })
+    });
+    let policy = policy::Policy {
+        temperature: 0.8,
+        top_k: 40,
+        top_p: 0.95,
+        ..policy::Policy::default()
+    };
+    group.bench_function("decode step at 1 + policy step on the GPU", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                pollster::block_on(model.prefill(&prompt(1))).expect("prefill");
+                let start = Instant::now();
+                black_box(
+                    pollster::block_on(model.choose(&[7], false, &policy, Some(0.5), false))
+                        .expect("decode and choose"),
+                );
                 total += start.elapsed();
             }
             total

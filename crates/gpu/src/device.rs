@@ -167,11 +167,16 @@ impl Gpu {
     }
 
     /// The adapter's name, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)".
+    /// Browsers may hide the name (WebGPU's adapter info is often blank); then the
+    /// backend and device type, or the PCI ids where there are any.
     pub fn adapter_name(&self) -> String {
-        if self.info.name.is_empty() {
-            format!("{} {}", self.info.vendor, self.info.device)
+        let info = &self.info;
+        if !info.name.is_empty() {
+            info.name.clone()
+        } else if info.vendor != 0 || info.device != 0 {
+            format!("vendor {:#06x} device {:#06x}", info.vendor, info.device)
         } else {
-            self.info.name.clone()
+            format!("{:?} adapter ({:?})", info.backend, info.device_type)
         }
     }
 

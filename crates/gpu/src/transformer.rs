@@ -636,7 +636,20 @@ fn rope_tables(config: &ModelConfig) -> (Vec<f32>, Vec<f32>) {
 pub(crate) fn now_ms() -> f64 {
     #[cfg(target_arch = "wasm32")]
     {
-        js_sys::Date::now()
+        // performance.now() (microsecond resolution) where the page has it.
+        use wasm_bindgen::JsCast;
+        let global = js_sys::global();
+        js_sys::Reflect::get(&global, &"performance".into())
+            .ok()
+            .and_then(|performance| {
+                let now = js_sys::Reflect::get(&performance, &"now".into()).ok()?;
+                now.dyn_into::<js_sys::Function>()
+                    .ok()?
+                    .call0(&performance)
+                    .ok()?
+                    .as_f64()
+            })
+            .unwrap_or_else(js_sys::Date::now)
     }
     #[cfg(not(target_arch = "wasm32"))]
     {

@@ -2,6 +2,7 @@
 
 use leptos::prelude::*;
 
+use crate::generate_panel::GeneratePanel;
 use crate::step_panel::StepPanel;
 
 #[component]
@@ -16,6 +17,7 @@ pub fn App() -> impl IntoView {
         </header>
         <main id="main">
             <StepPanel/>
+            <GeneratePanel/>
         </main>
     }
 }

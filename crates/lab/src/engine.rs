@@ -163,7 +163,7 @@ pub fn run_step(form: &StepForm) -> Result<StepView, String> {
 }
 
 /// A policy error as a sentence: capitalised, with a full stop.
-fn sentence(message: String) -> String {
+pub(crate) fn sentence(message: String) -> String {
     let mut chars = message.chars();
     match chars.next() {
         Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),

@@ -1,9 +1,13 @@
-//! The browser lab. Components live one per file; the only way into the policy core is
-//! [`engine`], so the UI never depends on the core's internals.
+//! The browser lab. Components live one per file; the only ways into the core are
+//! [`engine`] (the decoding step) and [`generation`] (the Generate panel), so the UI never
+//! depends on the core's internals. [`web`] is the little that talks to the browser itself.
 
 mod app;
 mod distribution;
 pub mod engine;
+mod generate_panel;
+pub mod generation;
 mod step_panel;
+mod web;
 
 pub use app::App;

@@ -9,7 +9,7 @@ use crate::engine::{fresh_seed, run_step, StepForm};
 
 /// A labelled text field bound to one field of the form.
 #[component]
-fn Field(
+pub(crate) fn Field(
     id: &'static str,
     label: &'static str,
     hint: &'static str,

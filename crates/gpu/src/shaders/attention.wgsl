@@ -15,6 +15,9 @@ struct Params { layer: u32, heads: u32, kv_heads: u32, head_dim: u32, context: u
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
 const WG: u32 = 64u;
+// Below any score these kernels meet. (Written as -3.402823e38, not f32::MIN's -3.4028235e38: Chrome's
+// WGSL parser rejects that literal as beyond f32 instead of rounding it.)
+const LOWEST: f32 = -3.402823e38;
 // The runtime refuses models whose context or head size exceed these.
 const MAX_CONTEXT: u32 = 1024u;
 const MAX_HEAD_DIM: u32 = 256u;
@@ -34,7 +37,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var i = lid.x; i < p.head_dim; i += WG) { q_row[i] = q[q_base + i]; }
     workgroupBarrier();
 
-    var local_max = -3.4028235e38;
+    var local_max = LOWEST;
     for (var pos = lid.x; pos < visible; pos += WG) {
         let k_base = cache_base + pos * p.head_dim;
         var s = 0.0;

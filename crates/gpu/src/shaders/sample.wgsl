@@ -30,6 +30,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
 
 const WG: u32 = 256u;
+// Below any value these kernels meet (see attention.wgsl for why not -3.4028235e38).
+const LOWEST: f32 = -3.402823e38;
 const MAX_VOCAB: u32 = 1024u;
 const TOP: u32 = 5u;
 var<workgroup> l: array<f32, MAX_VOCAB>;
@@ -79,7 +81,7 @@ fn main(@builtin(local_invocation_id) local: vec3<u32>) {
     workgroupBarrier();
 
     if (p.greedy == 1u) {
-        var best = -3.4028235e38;
+        var best = LOWEST;
         var best_id = 0xffffffffu;
         for (var i = lid; i < vocab; i += WG) {
             if (l[i] > best) { best = l[i]; best_id = i; }
@@ -109,7 +111,7 @@ fn main(@builtin(local_invocation_id) local: vec3<u32>) {
         return;
     }
 
-    var local_max = -3.4028235e38;
+    var local_max = LOWEST;
     for (var i = lid; i < vocab; i += WG) { local_max = max(local_max, l[i]); }
     let m = reduce_max(lid, local_max);
 

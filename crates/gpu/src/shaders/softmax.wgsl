@@ -10,12 +10,14 @@ struct Params { cols: u32, rows: u32, inv_temperature: f32, pad: u32 }
 @group(0) @binding(2) var<storage, read_write> probs: array<f32>;
 
 const WG: u32 = 256u;
+// Below any value these kernels meet (see attention.wgsl for why not -3.4028235e38).
+const LOWEST: f32 = -3.402823e38;
 var<workgroup> red: array<f32, WG>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let base = wg.x * p.cols;
-    var local_max = -3.4028235e38;
+    var local_max = LOWEST;
     for (var i = lid.x; i < p.cols; i += WG) {
         local_max = max(local_max, logits[base + i] * p.inv_temperature);
     }

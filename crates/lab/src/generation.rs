@@ -1,0 +1,723 @@
+//! The Generate panel's one interface to the core: the form (and the URL) in, a validated
+//! request out; the model files fetched and checked; the generation loop driven over the
+//! [`gpu::Runtime`] (WebGPU or the CPU reference) with every step handed back as plain data.
+//!
+//! Nothing here touches the DOM: fetching, the clock and yielding to the browser come in as
+//! arguments, so the whole path runs natively in the tests (on the CPU backend) and the
+//! components only draw.
+
+use gpu::{BackendChoice, Faults, Runtime};
+use model::{ModelConfig, Precision, Transformer};
+use policy::generate::StepRecord;
+use policy::{
+    Backend, Clock, Generation, ModelCall, Observer, Policy, RunConfig, RunRecord, SeedSource,
+    StopConfig,
+};
+use tokenizer::Tokenizer;
+
+use crate::engine::sentence;
+
+/// Where the page finds the model, relative to itself (Trunk copies the directory there).
+pub const MODEL_DIR: &str = "models/decode-lab-tiny-v1";
+
+/// The Generate form, as the learner typed it (or as the URL gave it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenerateForm {
+    pub prompt: String,
+    pub max_tokens: String,
+    pub temperature: String,
+    pub top_k: String,
+    pub top_p: String,
+    pub seed: String,
+    pub precision: Precision,
+    pub backend: BackendChoice,
+    /// Faults to inject (`Faults::parse` names); empty for none. Only the URL sets it.
+    pub fault: String,
+}
+
+impl Default for GenerateForm {
+    fn default() -> GenerateForm {
+        GenerateForm {
+            prompt: "The model".into(),
+            max_tokens: "32".into(),
+            temperature: "0.7".into(),
+            top_k: "40".into(),
+            top_p: "1".into(),
+            seed: "7".into(),
+            precision: Precision::F32,
+            backend: BackendChoice::Gpu,
+            fault: String::new(),
+        }
+    }
+}
+
+/// A checked form: what to run, on which backend, with which faults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// Everything that decides the tokens; `policy.eos_token` is set once the tokenizer is
+    /// loaded ([`with_eos`]), as `decode-lab generate` does.
+    pub config: RunConfig,
+    pub precision: Precision,
+    pub backend: BackendChoice,
+    pub faults: Faults,
+}
+
+pub fn precision_name(p: Precision) -> &'static str {
+    match p {
+        Precision::F32 => "f32",
+        Precision::Int8 => "int8",
+    }
+}
+
+pub fn parse_precision(text: &str) -> Option<Precision> {
+    match text.trim() {
+        "f32" => Some(Precision::F32),
+        "int8" => Some(Precision::Int8),
+        _ => None,
+    }
+}
+
+pub fn backend_name(b: BackendChoice) -> &'static str {
+    match b {
+        BackendChoice::Gpu => "gpu",
+        BackendChoice::Cpu => "cpu",
+    }
+}
+
+pub fn parse_backend(text: &str) -> Option<BackendChoice> {
+    match text.trim() {
+        "gpu" | "webgpu" => Some(BackendChoice::Gpu),
+        "cpu" | "cpu-reference" => Some(BackendChoice::Cpu),
+        _ => None,
+    }
+}
+
+fn number(text: &str, name: &str) -> Result<f64, String> {
+    text.trim()
+        .parse::<f64>()
+        .map_err(|_| format!("{name} must be a number, but it is \"{}\".", text.trim()))
+}
+
+fn whole(text: &str, name: &str) -> Result<u64, String> {
+    text.trim().parse::<u64>().map_err(|_| {
+        format!(
+            "{name} must be a whole number of at least 0, but it is \"{}\".",
+            text.trim()
+        )
+    })
+}
+
+impl GenerateForm {
+    /// The form a URL's query asks for: `backend=gpu|cpu`, `fault=…`, `prompt`, `max`,
+    /// `temperature`, `top_k`, `top_p`, `seed`, `precision=f32|int8` (and `run=1`, which the
+    /// panel reads to start a run as soon as the page loads). Missing keys keep the
+    /// defaults; an unknown backend or precision is reported by [`url_problems`].
+    ///
+    /// [`url_problems`]: GenerateForm::url_problems
+    pub fn from_query<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> GenerateForm {
+        let mut form = GenerateForm::default();
+        for (key, value) in pairs {
+            match key {
+                "prompt" => form.prompt = value.to_string(),
+                "max" | "max_tokens" => form.max_tokens = value.to_string(),
+                "temperature" => form.temperature = value.to_string(),
+                "top_k" => form.top_k = value.to_string(),
+                "top_p" => form.top_p = value.to_string(),
+                "seed" => form.seed = value.to_string(),
+                "precision" => {
+                    if let Some(p) = parse_precision(value) {
+                        form.precision = p;
+                    }
+                }
+                "backend" => {
+                    if let Some(b) = parse_backend(value) {
+                        form.backend = b;
+                    }
+                }
+                "fault" => form.fault = value.to_string(),
+                _ => {}
+            }
+        }
+        form
+    }
+
+    /// What a URL's query says that the form cannot take, in words.
+    pub fn url_problems<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (key, value) in pairs {
+            match key {
+                "backend" if parse_backend(value).is_none() => problems.push(format!(
+                    "The URL asks for backend \"{value}\", which is not one of gpu or cpu; using WebGPU."
+                )),
+                "precision" if parse_precision(value).is_none() => problems.push(format!(
+                    "The URL asks for precision \"{value}\", which is not one of f32 or int8; using f32."
+                )),
+                _ => {}
+            }
+        }
+        problems
+    }
+
+    /// The query that reproduces this form (the inverse of [`from_query`](Self::from_query)).
+    pub fn to_query(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = vec![
+            ("backend", backend_name(self.backend).to_string()),
+            ("precision", precision_name(self.precision).to_string()),
+            ("prompt", self.prompt.clone()),
+            ("max", self.max_tokens.trim().to_string()),
+            ("temperature", self.temperature.trim().to_string()),
+            ("top_k", self.top_k.trim().to_string()),
+            ("top_p", self.top_p.trim().to_string()),
+            ("seed", self.seed.trim().to_string()),
+        ];
+        if !self.fault.trim().is_empty() {
+            pairs.push(("fault", self.fault.trim().to_string()));
+        }
+        pairs
+    }
+
+    /// Checks every field; an error is one sentence naming the value.
+    pub fn parse(&self) -> Result<Request, String> {
+        if self.prompt.trim().is_empty() {
+            return Err(
+                "Type a prompt: the model needs at least one token to start from.".to_string(),
+            );
+        }
+        let max_tokens = whole(&self.max_tokens, "Max new tokens")?;
+        if max_tokens == 0 {
+            return Err("Max new tokens must be at least 1, but it is 0.".to_string());
+        }
+        let policy = Policy {
+            temperature: number(&self.temperature, "Temperature")?,
+            top_k: whole(&self.top_k, "Top-k")? as usize,
+            top_p: number(&self.top_p, "Top-p")?,
+            ..Policy::default()
+        };
+        // The ranges do not depend on the vocabulary (no token ids are set here).
+        policy
+            .validate(usize::MAX)
+            .map_err(|e| sentence(e.to_string()))?;
+        let seed = whole(&self.seed, "Seed")?;
+        let faults =
+            Faults::parse(&self.fault).map_err(|e| sentence(format!("the URL's fault: {e}")))?;
+        Ok(Request {
+            config: RunConfig {
+                app_version: env!("CARGO_PKG_VERSION").into(),
+                prompt_template: "{prompt}".into(),
+                prompt: self.prompt.clone(),
+                policy,
+                seed,
+                seed_source: SeedSource::User,
+                max_tokens: max_tokens as usize,
+                stop: StopConfig::default(),
+            },
+            precision: self.precision,
+            backend: self.backend,
+            faults,
+        })
+    }
+}
+
+/// The run configuration with the tokenizer's end-of-text token as the end of sequence, as
+/// `decode-lab generate` sets it when `--eos` is not given.
+pub fn with_eos(mut config: RunConfig, tokenizer: &Tokenizer) -> RunConfig {
+    config
+        .policy
+        .eos_token
+        .get_or_insert(tokenizer.end_of_text());
+    config
+}
+
+/// The weights role a precision loads.
+pub fn role(precision: Precision) -> &'static str {
+    match precision {
+        Precision::F32 => "weights-f32",
+        Precision::Int8 => "weights-int8",
+    }
+}
+
+/// The model's files, fetched and checked against the SHA-256 its config records.
+pub struct ModelFiles {
+    pub config: ModelConfig,
+    pub tokenizer: Tokenizer,
+    f32: Option<Vec<u8>>,
+    int8: Option<Vec<u8>>,
+}
+
+/// Fetches `config.json` and `tokenizer.json` (checking the tokenizer's hash). `fetch`
+/// gets a path relative to [`MODEL_DIR`] and returns the file's bytes; `progress` hears
+/// each step in words.
+pub async fn load_model(
+    fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, String>,
+    progress: &mut impl FnMut(String),
+) -> Result<ModelFiles, String> {
+    progress("Fetching config.json…".to_string());
+    let config_bytes = fetch("config.json").await?;
+    let text = String::from_utf8(config_bytes)
+        .map_err(|_| "config.json is not UTF-8 text.".to_string())?;
+    let config =
+        ModelConfig::from_json(&text).map_err(|e| sentence(format!("config.json: {e}")))?;
+    let tokenizer_bytes = fetch_verified(&config, "tokenizer", fetch, progress).await?;
+    let json = String::from_utf8(tokenizer_bytes)
+        .map_err(|_| "tokenizer.json is not UTF-8 text.".to_string())?;
+    let tokenizer =
+        Tokenizer::from_json(&json).map_err(|e| sentence(format!("tokenizer.json: {e}")))?;
+    Ok(ModelFiles {
+        config,
+        tokenizer,
+        f32: None,
+        int8: None,
+    })
+}
+
+async fn fetch_verified(
+    config: &ModelConfig,
+    role: &str,
+    fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, String>,
+    progress: &mut impl FnMut(String),
+) -> Result<Vec<u8>, String> {
+    let file = config.file(role).map_err(|e| sentence(e.to_string()))?;
+    progress(format!("Fetching {}…", file.path));
+    let bytes = fetch(&file.path).await?;
+    progress(format!("Checking the SHA-256 of {}…", file.path));
+    config
+        .verify(role, &bytes)
+        .map_err(|e| sentence(e.to_string()))?;
+    Ok(bytes)
+}
+
+impl ModelFiles {
+    /// Fetches (once) the weights a request needs: its precision's and, for int8 on the GPU,
+    /// the f32 `cpu-reference` baseline it would fall back to.
+    pub async fn ensure_weights(
+        &mut self,
+        precision: Precision,
+        backend: BackendChoice,
+        fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, String>,
+        progress: &mut impl FnMut(String),
+    ) -> Result<(), String> {
+        let need_f32 = precision == Precision::F32 || backend == BackendChoice::Gpu;
+        if need_f32 && self.f32.is_none() {
+            self.f32 =
+                Some(fetch_verified(&self.config, role(Precision::F32), fetch, progress).await?);
+        }
+        if precision == Precision::Int8 && self.int8.is_none() {
+            self.int8 =
+                Some(fetch_verified(&self.config, role(Precision::Int8), fetch, progress).await?);
+        }
+        Ok(())
+    }
+
+    fn transformer(&self, precision: Precision) -> Result<Transformer, String> {
+        let bytes = match precision {
+            Precision::F32 => &self.f32,
+            Precision::Int8 => &self.int8,
+        }
+        .as_ref()
+        .ok_or_else(|| {
+            format!(
+                "The {} weights are not loaded yet.",
+                precision_name(precision)
+            )
+        })?;
+        Transformer::from_safetensors(self.config.clone(), bytes)
+            .map_err(|e| sentence(format!("{}: {e}", role(precision))))
+    }
+
+    /// Starts the runtime a request asks for (after [`ensure_weights`](Self::ensure_weights)).
+    /// On the GPU this requests a device, uploads the weights and runs the canary; it falls
+    /// back to `cpu-reference` (f32) rather than fail.
+    pub async fn start(&self, request: &Request) -> Result<Runtime, String> {
+        let reference = self.transformer(request.precision)?;
+        let baseline = match (request.precision, request.backend) {
+            (Precision::Int8, BackendChoice::Gpu) => Some(self.transformer(Precision::F32)?),
+            _ => None,
+        };
+        Ok(Runtime::start(request.backend, reference, baseline, request.faults).await)
+    }
+}
+
+/// Asks the page whether the learner pressed Stop.
+struct Cancel<'a>(&'a dyn Fn() -> bool);
+
+impl Observer for Cancel<'_> {
+    fn cancelled(&mut self) -> bool {
+        (self.0)()
+    }
+}
+
+/// Generates one run on `runtime`, the same loop `decode-lab generate` runs: each step is
+/// shown to `on_step` with the runtime as it is at that moment (its backend, its GPU's
+/// timings of the call); `pause` is awaited after each
+/// step so the page can draw; `cancelled` is asked before every model call.
+pub async fn generate(
+    runtime: &mut Runtime,
+    tokenizer: &Tokenizer,
+    config: &RunConfig,
+    clock: &mut dyn Clock,
+    cancelled: &dyn Fn() -> bool,
+    on_step: &mut impl FnMut(&StepRecord, &Runtime),
+    pause: &impl AsyncFn(),
+) -> Result<RunRecord, String> {
+    let start = clock.now_us();
+    let mut run = Generation::new(
+        runtime.vocab_size(),
+        runtime.context_len(),
+        tokenizer,
+        config,
+        start,
+    )
+    .map_err(|e| sentence(e.to_string()))?;
+    let mut observer = Cancel(cancelled);
+    loop {
+        let draw = run.peek_draw();
+        let policy = run.policy().clone();
+        // The prompt is borrowed from the run; copy it before awaiting the model.
+        let (prompt, token) = match run.next_call(&mut observer) {
+            None => break,
+            Some(ModelCall::Prefill(prompt)) => (Some(prompt.to_vec()), 0),
+            Some(ModelCall::Decode(token)) => (None, token),
+        };
+        let started = clock.now_us();
+        // The policy step on the GPU when it can take it there (one small read-back), else
+        // the logits and the step here.
+        let step = match runtime
+            .choose(prompt.as_deref(), token, &policy, draw)
+            .await
+        {
+            Some(outcome) => {
+                let outcome = outcome.map_err(|e| sentence(format!("the model failed: {e}")))?;
+                run.accept_outcome(outcome, started, clock, &mut observer)
+            }
+            None => {
+                let logits = match &prompt {
+                    Some(prompt) => runtime.prefill(prompt).await,
+                    None => runtime.decode_step(token).await,
+                }
+                .map_err(|e| sentence(format!("the model failed: {e}")))?;
+                run.accept(logits, started, clock, &mut observer)
+            }
+        }
+        .map_err(|e| sentence(e.to_string()))?;
+        on_step(step, runtime);
+        pause().await;
+    }
+    Ok(run.finish(runtime.id(), runtime.backend().clone()))
+}
+
+/// The backend in words, for the status line. `browser_adapter` is what the browser itself
+/// says about its adapter, which names it better than wgpu does on the web.
+pub fn backend_status(backend: &Backend, browser_adapter: Option<&str>) -> String {
+    if backend.name == Backend::WEBGPU {
+        let adapter = browser_adapter
+            .or(backend.adapter.as_deref())
+            .unwrap_or("unnamed");
+        format!("Running on WebGPU (adapter: {adapter}).")
+    } else if let Some(reason) = &backend.degraded_reason {
+        let from = match backend.degraded_at_step {
+            Some(step) if step > 0 => format!(" from model call {step} on"),
+            _ => String::new(),
+        };
+        format!(
+            "WebGPU unavailable — fell back to cpu-reference{from}: {}.",
+            reason.trim_end().trim_end_matches('.')
+        )
+    } else {
+        "Running on the CPU reference (cpu-reference).".to_string()
+    }
+}
+
+/// A run's speed: time to first token (from the run's start) and decode tokens per second
+/// (every step after the first, model and policy time).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Speed {
+    pub ttft_ms: f64,
+    pub decode_tok_s: Option<f64>,
+}
+
+pub fn speed(record: &RunRecord) -> Speed {
+    let decode: Vec<f64> = record.token_latencies_us.iter().skip(1).copied().collect();
+    let total: f64 = decode.iter().sum();
+    Speed {
+        ttft_ms: record.ttft_us / 1e3,
+        decode_tok_s: (!decode.is_empty() && total > 0.0)
+            .then(|| decode.len() as f64 / (total / 1e6)),
+    }
+}
+
+/// A token's text for a table cell: whitespace and control characters made visible.
+pub fn visible(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            ' ' => "␣".to_string(),
+            '\n' => "\\n".to_string(),
+            '\t' => "\\t".to_string(),
+            c if c.is_control() => c.escape_unicode().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn model_dir() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(MODEL_DIR)
+    }
+
+    async fn read(path: &str) -> Result<Vec<u8>, String> {
+        std::fs::read(model_dir().join(path)).map_err(|e| format!("{path}: {e}"))
+    }
+
+    struct Ticks(f64);
+
+    impl Clock for Ticks {
+        fn now_us(&mut self) -> f64 {
+            self.0 += 100.0;
+            self.0
+        }
+    }
+
+    #[test]
+    fn the_default_form_parses() {
+        let request = GenerateForm::default().parse().unwrap();
+        assert_eq!(request.config.prompt, "The model");
+        assert_eq!(request.config.max_tokens, 32);
+        assert_eq!(request.config.policy.temperature, 0.7);
+        assert_eq!(request.config.policy.top_k, 40);
+        assert_eq!(request.config.seed, 7);
+        assert_eq!(request.backend, BackendChoice::Gpu);
+        assert_eq!(request.faults, Faults::default());
+    }
+
+    #[test]
+    fn bad_input_becomes_a_sentence() {
+        let error = |f: fn(&mut GenerateForm)| {
+            let mut form = GenerateForm::default();
+            f(&mut form);
+            form.parse().unwrap_err()
+        };
+        assert_eq!(
+            error(|f| f.prompt = "  ".into()),
+            "Type a prompt: the model needs at least one token to start from."
+        );
+        assert_eq!(
+            error(|f| f.max_tokens = "many".into()),
+            "Max new tokens must be a whole number of at least 0, but it is \"many\"."
+        );
+        assert_eq!(
+            error(|f| f.max_tokens = "0".into()),
+            "Max new tokens must be at least 1, but it is 0."
+        );
+        assert_eq!(
+            error(|f| f.temperature = "-1".into()),
+            "Temperature -1 is invalid: it must be a number at least 0 (0 means greedy)."
+        );
+        assert_eq!(
+            error(|f| f.top_p = "1.5".into()),
+            "Top-p 1.5 is invalid: it must be greater than 0 and at most 1."
+        );
+        assert_eq!(
+            error(|f| f.seed = "x".into()),
+            "Seed must be a whole number of at least 0, but it is \"x\"."
+        );
+        assert!(error(|f| f.fault = "gremlins".into())
+            .starts_with("The URL's fault: unknown fault \"gremlins\""));
+    }
+
+    #[test]
+    fn the_url_round_trips() {
+        let form = GenerateForm {
+            prompt: "Once upon".into(),
+            max_tokens: "16".into(),
+            temperature: "0".into(),
+            backend: BackendChoice::Cpu,
+            precision: Precision::Int8,
+            fault: "device-lost@3".into(),
+            ..GenerateForm::default()
+        };
+        let query = form.to_query();
+        let back = GenerateForm::from_query(query.iter().map(|(k, v)| (*k, v.as_str())));
+        assert_eq!(back, form);
+        assert!(GenerateForm::url_problems(query.iter().map(|(k, v)| (*k, v.as_str()))).is_empty());
+
+        let odd = [("backend", "tpu"), ("precision", "f16"), ("unknown", "1")];
+        let form = GenerateForm::from_query(odd);
+        assert_eq!(form.backend, BackendChoice::Gpu);
+        assert_eq!(form.precision, Precision::F32);
+        let problems = GenerateForm::url_problems(odd);
+        assert_eq!(problems.len(), 2);
+        assert!(problems[0].contains("\"tpu\""));
+    }
+
+    #[test]
+    fn the_status_names_the_backend() {
+        assert_eq!(
+            backend_status(&Backend::cpu_reference(), None),
+            "Running on the CPU reference (cpu-reference)."
+        );
+        let gpu = Backend {
+            name: Backend::WEBGPU.into(),
+            adapter: Some("swiftshader".into()),
+            driver: None,
+            degraded_reason: None,
+            degraded_at_step: None,
+        };
+        assert_eq!(
+            backend_status(&gpu, None),
+            "Running on WebGPU (adapter: swiftshader)."
+        );
+        assert_eq!(
+            backend_status(&gpu, Some("google swiftshader, fallback adapter")),
+            "Running on WebGPU (adapter: google swiftshader, fallback adapter)."
+        );
+        let degraded = Backend {
+            degraded_reason: Some("WebGPU is not available here".into()),
+            ..Backend::cpu_reference()
+        };
+        assert_eq!(
+            backend_status(&degraded, None),
+            "WebGPU unavailable — fell back to cpu-reference: WebGPU is not available here."
+        );
+        let lost = Backend {
+            degraded_reason: Some("the GPU device was lost: destroyed.\n".into()),
+            degraded_at_step: Some(3),
+            ..Backend::cpu_reference()
+        };
+        assert_eq!(
+            backend_status(&lost, None),
+            "WebGPU unavailable — fell back to cpu-reference from model call 3 on: the GPU device was lost: destroyed."
+        );
+    }
+
+    #[test]
+    fn visible_shows_whitespace() {
+        assert_eq!(visible(" the\n"), "␣the\\n");
+    }
+
+    /// The panel's loop, on the CPU backend, makes the same tokens as the CLI's
+    /// `policy::generate` over the CPU reference; a GPU request without a GPU (the `no-webgpu`
+    /// fault) falls back, names the fallback and still makes them.
+    #[test]
+    fn the_panel_loop_matches_the_reference_generation() {
+        pollster::block_on(async {
+            let mut progress = Vec::new();
+            let mut files = load_model(&read, &mut |m| progress.push(m)).await.unwrap();
+            let form = GenerateForm {
+                max_tokens: "12".into(),
+                backend: BackendChoice::Cpu,
+                ..GenerateForm::default()
+            };
+            let request = form.parse().unwrap();
+            files
+                .ensure_weights(request.precision, request.backend, &read, &mut |m| {
+                    progress.push(m)
+                })
+                .await
+                .unwrap();
+            assert!(progress
+                .iter()
+                .any(|m| m.contains("SHA-256 of model.f32.safetensors")));
+            let config = with_eos(request.config.clone(), &files.tokenizer);
+
+            let mut reference = files.transformer(Precision::F32).unwrap();
+            let expected = policy::generate(
+                &mut reference,
+                &files.tokenizer,
+                &config,
+                &mut Ticks(0.0),
+                &mut policy::generate::Unobserved,
+            )
+            .unwrap();
+            let expected: Vec<u32> = expected.steps.iter().map(|s| s.token).collect();
+            assert_eq!(expected.len(), 12);
+
+            for (backend, fault) in [(BackendChoice::Cpu, ""), (BackendChoice::Gpu, "no-webgpu")] {
+                let request = GenerateForm {
+                    backend,
+                    fault: fault.into(),
+                    ..form.clone()
+                }
+                .parse()
+                .unwrap();
+                let mut runtime = files.start(&request).await.unwrap();
+                let mut seen = Vec::new();
+                let record = generate(
+                    &mut runtime,
+                    &files.tokenizer,
+                    &config,
+                    &mut Ticks(0.0),
+                    &|| false,
+                    &mut |step, runtime| seen.push((step.token, runtime.backend().name.clone())),
+                    &async || {},
+                )
+                .await
+                .unwrap();
+                let tokens: Vec<u32> = record.steps.iter().map(|s| s.token).collect();
+                assert_eq!(tokens, expected, "{fault}");
+                assert_eq!(seen.len(), 12);
+                assert!(seen.iter().all(|(_, name)| name == "cpu-reference"));
+                assert_eq!(record.backend.name, "cpu-reference");
+                assert_eq!(
+                    record.degraded_reason.is_some(),
+                    backend == BackendChoice::Gpu
+                );
+                assert!(speed(&record).decode_tok_s.is_some());
+            }
+        });
+    }
+
+    #[test]
+    fn a_bad_file_is_named() {
+        pollster::block_on(async {
+            let tampered = async |path: &str| -> Result<Vec<u8>, String> {
+                let mut bytes = read(path).await?;
+                if path == "tokenizer.json" {
+                    bytes.push(b' ');
+                }
+                Ok(bytes)
+            };
+            let error = load_model(&tampered, &mut |_| {}).await.err().unwrap();
+            assert!(
+                error.starts_with("The tokenizer file has SHA-256"),
+                "{error}"
+            );
+        });
+    }
+
+    #[test]
+    fn stop_cancels_before_the_next_call() {
+        pollster::block_on(async {
+            let mut files = load_model(&read, &mut |_| {}).await.unwrap();
+            let request = GenerateForm {
+                backend: BackendChoice::Cpu,
+                ..GenerateForm::default()
+            }
+            .parse()
+            .unwrap();
+            files
+                .ensure_weights(request.precision, request.backend, &read, &mut |_| {})
+                .await
+                .unwrap();
+            let mut runtime = files.start(&request).await.unwrap();
+            let count = std::cell::Cell::new(0);
+            let record = generate(
+                &mut runtime,
+                &files.tokenizer,
+                &with_eos(request.config, &files.tokenizer),
+                &mut Ticks(0.0),
+                &|| count.get() >= 3,
+                &mut |_, _| count.set(count.get() + 1),
+                &async || {},
+            )
+            .await
+            .unwrap();
+            assert_eq!(record.steps.len(), 3);
+            assert_eq!(record.stop_reason, policy::StopReason::Cancelled);
+        });
+    }
+}

@@ -1,0 +1,187 @@
+//! The browser's side of the Generate panel: fetching the model's files from the page's own
+//! origin, the page clock, yielding so the page can draw, and the URL's query.
+//!
+//! These call into the browser and only work in it; everything they feed is plain data in
+//! [`crate::generation`].
+
+use std::cell::Cell;
+
+use policy::Clock;
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+
+use crate::generation::MODEL_DIR;
+
+fn js_text(value: JsValue) -> String {
+    value
+        .as_string()
+        .or_else(|| {
+            value
+                .dyn_ref::<js_sys::Error>()
+                .map(|e| String::from(e.message()))
+        })
+        .unwrap_or_else(|| format!("{value:?}"))
+}
+
+fn window() -> Result<web_sys::Window, String> {
+    web_sys::window().ok_or_else(|| "This page has no window to fetch from.".to_string())
+}
+
+/// The bytes of one model file, fetched from [`MODEL_DIR`] beside the page.
+pub async fn fetch_model_file(path: &str) -> Result<Vec<u8>, String> {
+    let url = format!("{MODEL_DIR}/{path}");
+    let failed = |why: String| format!("Fetching {url} failed: {why}.");
+    let response = JsFuture::from(window()?.fetch_with_str(&url))
+        .await
+        .map_err(|e| failed(js_text(e)))?;
+    let response: web_sys::Response = response
+        .dyn_into()
+        .map_err(|_| failed("the answer is not a response".to_string()))?;
+    if !response.ok() {
+        return Err(failed(format!(
+            "HTTP {} {}",
+            response.status(),
+            response.status_text()
+        )));
+    }
+    let buffer = JsFuture::from(response.array_buffer().map_err(|e| failed(js_text(e)))?)
+        .await
+        .map_err(|e| failed(js_text(e)))?;
+    Ok(js_sys::Uint8Array::new(&buffer).to_vec())
+}
+
+/// Milliseconds since the page's navigation started (`performance.now()`).
+pub fn now_ms() -> f64 {
+    web_sys::window()
+        .and_then(|w| w.performance())
+        .map_or(0.0, |p| p.now())
+}
+
+/// The run clock: the page's `performance.now()` in microseconds.
+pub struct PageClock;
+
+impl Clock for PageClock {
+    fn now_us(&mut self) -> f64 {
+        now_ms() * 1e3
+    }
+}
+
+/// Lets the browser draw between steps, at most about once a frame, so a fast backend is
+/// not slowed by a wait after every token.
+pub struct Pacer {
+    last: Cell<f64>,
+}
+
+/// How long a run may hold the page before it yields, in milliseconds.
+const FRAME_MS: f64 = 16.0;
+
+impl Pacer {
+    pub fn new() -> Pacer {
+        Pacer {
+            last: Cell::new(now_ms()),
+        }
+    }
+
+    pub async fn pause(&self) {
+        if now_ms() - self.last.get() < FRAME_MS {
+            return;
+        }
+        let promise = js_sys::Promise::new(&mut |resolve, _| {
+            if let Ok(w) = window() {
+                // Without a timer the promise never settles; the run would stall, not crash.
+                let _ = w.set_timeout_with_callback(&resolve);
+            }
+        });
+        let _ = JsFuture::from(promise).await;
+        self.last.set(now_ms());
+    }
+}
+
+/// The keys of the query the panel reads.
+const QUERY_KEYS: [&str; 11] = [
+    "backend",
+    "fault",
+    "prompt",
+    "max",
+    "max_tokens",
+    "temperature",
+    "top_k",
+    "top_p",
+    "seed",
+    "precision",
+    "run",
+];
+
+/// The page URL's query, as key–value pairs the panel knows.
+pub fn query() -> Vec<(String, String)> {
+    let Ok(search) = window().and_then(|w| w.location().search().map_err(js_text)) else {
+        return Vec::new();
+    };
+    let Ok(params) = web_sys::UrlSearchParams::new_with_str(&search) else {
+        return Vec::new();
+    };
+    QUERY_KEYS
+        .iter()
+        .filter_map(|key| params.get(key).map(|value| (key.to_string(), value)))
+        .collect()
+}
+
+/// Replaces the page URL's query (no reload, no new history entry).
+pub fn set_query(pairs: &[(&str, String)]) {
+    let Ok(params) = web_sys::UrlSearchParams::new() else {
+        return;
+    };
+    for (key, value) in pairs {
+        params.append(key, value);
+    }
+    let url = format!("?{}", String::from(params.to_string()));
+    if let Ok(history) = window().and_then(|w| w.history().map_err(js_text)) {
+        let _ = history.replace_state_with_url(&JsValue::NULL, "", Some(&url));
+    }
+}
+
+/// What the browser says about its WebGPU adapter (`GPUAdapter.info`: vendor, architecture,
+/// device, description, and whether it is a fallback adapter), e.g. "google swiftshader,
+/// fallback adapter"; `None` without WebGPU or an adapter. wgpu's WebGPU backend passes on
+/// only the description, which SwiftShader leaves empty, so the status line asks here.
+pub async fn adapter_info() -> Option<String> {
+    use js_sys::Reflect;
+    let navigator = Reflect::get(&js_sys::global(), &"navigator".into()).ok()?;
+    let gpu = Reflect::get(&navigator, &"gpu".into())
+        .ok()
+        .filter(|g| !g.is_undefined() && !g.is_null())?;
+    let request: js_sys::Function = Reflect::get(&gpu, &"requestAdapter".into())
+        .ok()?
+        .dyn_into()
+        .ok()?;
+    let promise: js_sys::Promise = request.call0(&gpu).ok()?.dyn_into().ok()?;
+    let adapter = JsFuture::from(promise)
+        .await
+        .ok()
+        .filter(|a| !a.is_undefined() && !a.is_null())?;
+    let info = Reflect::get(&adapter, &"info".into()).ok()?;
+    let text = |key: &str| {
+        Reflect::get(&info, &key.into())
+            .ok()
+            .and_then(|v| v.as_string())
+            .filter(|s| !s.is_empty())
+    };
+    let mut words: Vec<String> = ["vendor", "architecture", "device", "description"]
+        .into_iter()
+        .filter_map(text)
+        .collect();
+    words.dedup();
+    let fallback = Reflect::get(&info, &"isFallbackAdapter".into())
+        .ok()
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    let mut described = words.join(" ");
+    if fallback {
+        described.push_str(if described.is_empty() {
+            "fallback adapter"
+        } else {
+            ", fallback adapter"
+        });
+    }
+    (!described.is_empty()).then_some(described)
+}
