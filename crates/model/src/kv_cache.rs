@@ -1,8 +1,9 @@
 //! The KV cache, preallocated to the context length.
 //!
-//! Layout, for keys and values alike: `[layer][kv_head][position][head_dim]`, f32, one
-//! sequence (B = 1). A position's keys for one head are contiguous, and so are all the
-//! positions of one head, which is what attention reads. Allocated bytes are exactly
+//! Layout, f32, one sequence (B = 1): values `[layer][kv_head][position][head_dim]`, keys
+//! transposed within each head, `[layer][kv_head][head_dim][position]`, so that attention
+//! scores eight positions at once with one load per key dimension. Each (layer, KV head)
+//! is one contiguous slab of `S · d_head` floats in both. Allocated bytes are exactly
 //! `2 · L · B · S · H_kv · d_head · q` with q = 4.
 
 use crate::ModelConfig;
@@ -11,9 +12,7 @@ use crate::ModelConfig;
 pub struct KvCache {
     keys: Vec<f32>,
     values: Vec<f32>,
-    n_kv_heads: usize,
     context_len: usize,
-    head_dim: usize,
     /// Positions written so far.
     len: usize,
 }
@@ -24,9 +23,7 @@ impl KvCache {
         KvCache {
             keys: vec![0.0; size],
             values: vec![0.0; size],
-            n_kv_heads: config.n_kv_heads,
             context_len: config.context_len,
-            head_dim: config.head_dim(),
             len: 0,
         }
     }
@@ -56,27 +53,10 @@ impl KvCache {
         self.len += positions;
     }
 
-    fn offset(&self, layer: usize, kv_head: usize, position: usize) -> usize {
-        ((layer * self.n_kv_heads + kv_head) * self.context_len + position) * self.head_dim
-    }
-
-    pub(crate) fn write(
-        &mut self,
-        layer: usize,
-        kv_head: usize,
-        position: usize,
-        key: &[f32],
-        value: &[f32],
-    ) {
-        let at = self.offset(layer, kv_head, position);
-        self.keys[at..at + self.head_dim].copy_from_slice(key);
-        self.values[at..at + self.head_dim].copy_from_slice(value);
-    }
-
-    /// Keys and values of positions `0..positions` for one layer and KV head.
-    pub(crate) fn head(&self, layer: usize, kv_head: usize, positions: usize) -> (&[f32], &[f32]) {
-        let at = self.offset(layer, kv_head, 0);
-        let end = at + positions * self.head_dim;
-        (&self.keys[at..end], &self.values[at..end])
+    /// Keys and values, whole: the forward pass writes and reads slab `(layer, kv_head)` at
+    /// `(layer · n_kv_heads + kv_head) · context_len · head_dim`, disjoint slabs from
+    /// different threads.
+    pub(crate) fn storage_mut(&mut self) -> (&mut [f32], &mut [f32]) {
+        (&mut self.keys, &mut self.values)
     }
 }

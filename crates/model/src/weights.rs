@@ -11,6 +11,7 @@ use std::collections::HashMap;
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
+use crate::simd::{finish, Lanes, Portable};
 use crate::{ModelConfig, ModelError};
 
 /// How the matrices are stored.
@@ -50,75 +51,46 @@ impl Linear {
         }
     }
 
-    /// `out[r] = row_r · x` for every row.
+    /// `out[r] = row_r · x` for every row: [`matmul`](Self::matmul) of one position.
     pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2, checked just above.
-            return unsafe { self.matvec_avx2(x, out) };
-        }
-        self.matvec_portable(x, out);
-    }
-
-    /// `matvec` compiled for AVX2: the same operations in the same order (no FMA), so the
-    /// results are bit-identical to the portable path, twice as wide.
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn matvec_avx2(&self, x: &[f32], out: &mut [f32]) {
-        self.matvec_portable(x, out);
-    }
-
-    #[inline(always)]
-    fn matvec_portable(&self, x: &[f32], out: &mut [f32]) {
-        for (r, o) in out.iter_mut().enumerate() {
-            *o = self.row_dot(r, x);
-        }
+        self.matmul(x, out);
     }
 
     /// `out[t][r] = row_r · xs[t]` for a block of positions (`xs` is `[n][cols]`, `out`
-    /// `[n][rows]`). Four positions share each pass over a row, so the weights are read a
-    /// quarter as often as with one `matvec` per position; each sum is formed in the same
-    /// order as [`row_dot`](Self::row_dot), so the results are identical.
+    /// `[n][rows]`). Tiles of four positions by two rows share their loads; every sum is
+    /// formed in the same order as [`row_dot`](Self::row_dot) whatever the tile, so a
+    /// position gets the same bits in a block of any size (prefill) as alone (decode).
     pub fn matmul(&self, xs: &[f32], out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        if std::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2, checked just above.
-            return unsafe { self.matmul_avx2(xs, out) };
+        if std::is_x86_feature_detected!("avx") {
+            // SAFETY: the CPU has AVX, checked just above.
+            return unsafe { self.matmul_avx(xs, out) };
         }
         self.matmul_portable(xs, out);
     }
 
-    /// `matmul` compiled for AVX2, bit-identical to the portable path (see `matvec_avx2`).
+    /// `matmul` over AVX lanes: the same operations in the same order (no FMA), so the
+    /// results are bit-identical to the portable path, twice as wide as SSE2.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn matmul_avx2(&self, xs: &[f32], out: &mut [f32]) {
-        self.matmul_portable(xs, out);
+    #[target_feature(enable = "avx")]
+    unsafe fn matmul_avx(&self, xs: &[f32], out: &mut [f32]) {
+        self.matmul_with::<Portable>(xs, out);
+    }
+
+    fn matmul_portable(&self, xs: &[f32], out: &mut [f32]) {
+        self.matmul_with::<Portable>(xs, out);
     }
 
     #[inline(always)]
-    fn matmul_portable(&self, xs: &[f32], out: &mut [f32]) {
-        let (rows, cols) = (self.rows(), self.cols());
-        let n = xs.len() / cols;
-        let blocked = n - n % 4;
-        for t in (0..blocked).step_by(4) {
-            let x = [0, 1, 2, 3].map(|j| &xs[(t + j) * cols..(t + j + 1) * cols]);
-            for r in 0..rows {
-                let sums = match self {
-                    Linear::F32 { data, .. } => dot4(&data[r * cols..(r + 1) * cols], x, |w| w),
-                    Linear::Int8 { data, scales, .. } => {
-                        dot4(&data[r * cols..(r + 1) * cols], x, f32::from).map(|v| scales[r] * v)
-                    }
-                };
-                for (j, v) in sums.into_iter().enumerate() {
-                    out[(t + j) * rows + r] = v;
-                }
-            }
-        }
-        for t in blocked..n {
-            self.matvec(
-                &xs[t * cols..(t + 1) * cols],
-                &mut out[t * rows..(t + 1) * rows],
-            );
+    fn matmul_with<V: Lanes>(&self, xs: &[f32], out: &mut [f32]) {
+        match self {
+            Linear::F32 { rows, cols, data } => gemm::<V, f32>(data, None, *rows, *cols, xs, out),
+            Linear::Int8 {
+                rows,
+                cols,
+                data,
+                scales,
+            } => gemm::<V, i8>(data, Some(scales), *rows, *cols, xs, out),
         }
     }
 
@@ -174,56 +146,171 @@ impl Linear {
     }
 }
 
-/// Four dot products of one weight row, summed exactly as [`dot_with`] does.
-#[inline(always)]
-fn dot4<W: Copy>(row: &[W], x: [&[f32]; 4], widen: impl Fn(W) -> f32) -> [f32; 4] {
-    let mut acc = [[0.0f32; 8]; 4];
-    let body = row.len() - row.len() % 8;
-    let [x0, x1, x2, x3] = x.map(|x| x[..body].chunks_exact(8));
-    for ((((w, a), b), c), d) in row[..body].chunks_exact(8).zip(x0).zip(x1).zip(x2).zip(x3) {
-        for j in 0..8 {
-            let wj = widen(w[j]);
-            acc[0][j] += wj * a[j];
-            acc[1][j] += wj * b[j];
-            acc[2][j] += wj * c[j];
-            acc[3][j] += wj * d[j];
-        }
-    }
-    std::array::from_fn(|k| {
-        let tail: f32 = row[body..]
-            .iter()
-            .zip(&x[k][body..])
-            .map(|(&w, v)| widen(w) * v)
-            .sum();
-        acc[k].iter().sum::<f32>() + tail
-    })
+/// A weight type the kernels read eight at a time.
+trait Weight: Copy {
+    /// # Safety
+    /// Eight values must be readable at `p`.
+    unsafe fn lanes<V: Lanes>(p: *const Self) -> V;
+    fn widen(self) -> f32;
 }
 
-/// A dot product with eight independent accumulators, so that it vectorises.
+impl Weight for f32 {
+    #[inline(always)]
+    unsafe fn lanes<V: Lanes>(p: *const f32) -> V {
+        // SAFETY: forwarded from the caller.
+        unsafe { V::load_ptr(p) }
+    }
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        self
+    }
+}
+
+impl Weight for i8 {
+    #[inline(always)]
+    unsafe fn lanes<V: Lanes>(p: *const i8) -> V {
+        // SAFETY: forwarded from the caller.
+        unsafe { V::load_i8_ptr(p) }
+    }
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        f32::from(self)
+    }
+}
+
+/// `out[t][r] = scale[r] · (row_r · xs[t])` (no scale for f32 weights), tile by tile.
+#[inline(always)]
+fn gemm<V: Lanes, W: Weight>(
+    w: &[W],
+    scales: Option<&[f32]>,
+    rows: usize,
+    cols: usize,
+    xs: &[f32],
+    out: &mut [f32],
+) {
+    let n = xs.len() / cols;
+    assert!(w.len() >= rows * cols && out.len() >= n * rows);
+    let mut put = |t: usize, r: usize, v: f32| {
+        out[t * rows + r] = match scales {
+            Some(s) => s[r] * v,
+            None => v,
+        };
+    };
+    let mut t = 0;
+    while t + 4 <= n {
+        let mut r = 0;
+        while r + 2 <= rows {
+            let sums = tile::<V, W, 4, 2>(w, cols, r, xs, t);
+            for (p, row) in sums.iter().enumerate() {
+                for (i, &v) in row.iter().enumerate() {
+                    put(t + p, r + i, v);
+                }
+            }
+            r += 2;
+        }
+        if r < rows {
+            let sums = tile::<V, W, 4, 1>(w, cols, r, xs, t);
+            for (p, row) in sums.iter().enumerate() {
+                put(t + p, r, row[0]);
+            }
+        }
+        t += 4;
+    }
+    while t < n {
+        let mut r = 0;
+        while r + 4 <= rows {
+            let [sums] = tile::<V, W, 1, 4>(w, cols, r, xs, t);
+            for (i, &v) in sums.iter().enumerate() {
+                put(t, r + i, v);
+            }
+            r += 4;
+        }
+        while r < rows {
+            put(t, r, tile::<V, W, 1, 1>(w, cols, r, xs, t)[0][0]);
+            r += 1;
+        }
+        t += 1;
+    }
+}
+
+/// The dot products of rows `r..r + R` with positions `t..t + P`, each summed as
+/// [`dot_with`] does: eight lane accumulators over the chunks of eight, their lanes summed
+/// left to right, then the scalar tail.
+#[inline(always)]
+fn tile<V: Lanes, W: Weight, const P: usize, const R: usize>(
+    w: &[W],
+    cols: usize,
+    r: usize,
+    xs: &[f32],
+    t: usize,
+) -> [[f32; R]; P] {
+    let body = cols - cols % 8;
+    assert!((r + R) * cols <= w.len() && (t + P) * cols <= xs.len());
+    let (wp, xp) = (w.as_ptr(), xs.as_ptr());
+    let mut acc = [[V::zero(); R]; P];
+    let mut c = 0;
+    while c < body {
+        // SAFETY: c + 8 <= cols, and the rows and positions are in bounds (asserted).
+        let mut wv = [V::zero(); R];
+        for (i, wv) in wv.iter_mut().enumerate() {
+            *wv = unsafe { W::lanes(wp.add((r + i) * cols + c)) };
+        }
+        for (p, acc) in acc.iter_mut().enumerate() {
+            // SAFETY: as above.
+            let x = unsafe { V::load_ptr(xp.add((t + p) * cols + c)) };
+            for (a, wv) in acc.iter_mut().zip(&wv) {
+                *a = a.add(wv.mul(x));
+            }
+        }
+        c += 8;
+    }
+    let mut sums = [[0.0; R]; P];
+    for (p, (sums, acc)) in sums.iter_mut().zip(&acc).enumerate() {
+        for (i, (sum, lanes)) in sums.iter_mut().zip(acc).enumerate() {
+            let tail = if body < cols {
+                tail_dot(
+                    &w[(r + i) * cols + body..(r + i + 1) * cols],
+                    &xs[(t + p) * cols + body..(t + p + 1) * cols],
+                )
+            } else {
+                0.0
+            };
+            *sum = finish(lanes.to_array(), tail);
+        }
+    }
+    sums
+}
+
+/// The scalar tail of a dot product (fewer than eight terms), summed left to right.
+#[inline(never)]
+fn tail_dot<W: Weight>(w: &[W], x: &[f32]) -> f32 {
+    let mut s = 0.0;
+    for (&w, x) in w.iter().zip(x) {
+        s += w.widen() * x;
+    }
+    s
+}
+
+/// A dot product with eight lane accumulators (the order every kernel here keeps).
 pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
-    dot_with(a, b, |w| w)
+    dot_with(a, b)
 }
 
 fn dot_i8(a: &[i8], b: &[f32]) -> f32 {
-    dot_with(a, b, f32::from)
+    dot_with(a, b)
 }
 
 #[inline(always)]
-fn dot_with<W: Copy>(a: &[W], b: &[f32], widen: impl Fn(W) -> f32) -> f32 {
+fn dot_with<W: Weight>(a: &[W], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];
     let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = a8
-        .remainder()
-        .iter()
-        .zip(b8.remainder())
-        .map(|(&x, y)| widen(x) * y)
-        .sum();
+    let tail = tail_dot(a8.remainder(), b8.remainder());
     for (x, y) in a8.zip(b8) {
         for j in 0..8 {
-            acc[j] += widen(x[j]) * y[j];
+            acc[j] += x[j].widen() * y[j];
         }
     }
-    acc.iter().sum::<f32>() + tail
+    finish(acc, tail)
 }
 
 /// One decoder layer's tensors.
@@ -466,19 +553,25 @@ mod tests {
     }
 
     /// Whatever the CPU, the dispatched kernels give exactly the portable sums, so a run
-    /// replays bit for bit on any machine.
+    /// replays bit for bit on any machine; and a position gets the same bits in a block
+    /// (prefill) as alone (decode) as from `row_dot`.
     #[test]
     fn dispatched_kernels_equal_the_portable_ones_bit_for_bit() {
-        for (rows, cols, n) in [(37, 24, 11), (128, 128, 9), (352, 128, 6)] {
+        for (rows, cols, n) in [(37, 24, 11), (128, 128, 9), (352, 128, 6), (5, 13, 7)] {
             for m in [matrix(rows, cols, 7), matrix(rows, cols, 7).quantized()] {
                 let xs: Vec<f32> = (0..n * cols).map(|i| (i as f32 * 0.37).sin()).collect();
                 let (mut fast, mut portable) = (vec![0.0; n * rows], vec![0.0; n * rows]);
                 m.matmul(&xs, &mut fast);
                 m.matmul_portable(&xs, &mut portable);
                 assert_eq!(fast, portable);
-                m.matvec(&xs[..cols], &mut fast[..rows]);
-                m.matvec_portable(&xs[..cols], &mut portable[..rows]);
-                assert_eq!(fast, portable);
+                for t in 0..n {
+                    let x = &xs[t * cols..(t + 1) * cols];
+                    let mut alone = vec![0.0; rows];
+                    m.matvec(x, &mut alone);
+                    assert_eq!(alone, &fast[t * rows..(t + 1) * rows]);
+                    let dots: Vec<f32> = (0..rows).map(|r| m.row_dot(r, x)).collect();
+                    assert_eq!(dots, alone);
+                }
             }
         }
     }
