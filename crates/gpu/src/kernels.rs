@@ -7,6 +7,8 @@ use wgpu::util::DeviceExt;
 pub(crate) const ELEMENT_WG: u32 = 64;
 /// The matmul kernel's tile edge.
 pub(crate) const TILE: u32 = 16;
+/// Rows per workgroup of the one-position matmul (`matvec_*`).
+pub(crate) const MATVEC_WG: u32 = 64;
 /// The attention kernel's limits (its workgroup arrays are this large).
 pub(crate) const MAX_CONTEXT: usize = 1024;
 pub(crate) const MAX_HEAD_DIM: usize = 256;
@@ -20,6 +22,8 @@ pub(crate) struct Kernels {
     pub rmsnorm: wgpu::ComputePipeline,
     pub matmul_f32: wgpu::ComputePipeline,
     pub matmul_int8: wgpu::ComputePipeline,
+    pub matvec_f32: wgpu::ComputePipeline,
+    pub matvec_int8: wgpu::ComputePipeline,
     pub rope: wgpu::ComputePipeline,
     pub kv_store: wgpu::ComputePipeline,
     pub attention: wgpu::ComputePipeline,
@@ -61,6 +65,8 @@ impl Kernels {
             rmsnorm: pipeline(&rmsnorm, "main"),
             matmul_f32: pipeline(&matmul, "matmul_f32"),
             matmul_int8: pipeline(&matmul, "matmul_int8"),
+            matvec_f32: pipeline(&matmul, "matvec_f32"),
+            matvec_int8: pipeline(&matmul, "matvec_int8"),
             rope: pipeline(&rope, "main"),
             kv_store: pipeline(&kv_store, "main"),
             attention: pipeline(&attention, "main"),

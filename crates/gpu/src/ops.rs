@@ -7,7 +7,8 @@ use model::Linear;
 use crate::device::{Gpu, GpuError};
 use crate::kernels::{
     bind, readback, sampled_outcome, sampler_params, scratch, storage, uniform, DeviceMatrix,
-    Kernels, ELEMENT_WG, MAX_CONTEXT, MAX_HEAD_DIM, MAX_SAMPLER_VOCAB, SAMPLE_WORDS, TILE,
+    Kernels, ELEMENT_WG, MATVEC_WG, MAX_CONTEXT, MAX_HEAD_DIM, MAX_SAMPLER_VOCAB, SAMPLE_WORDS,
+    TILE,
 };
 
 /// The compiled kernels of one device.
@@ -56,7 +57,8 @@ impl<'g> Ops<'g> {
         uniform(&self.gpu.device, &[start as u32, n as u32])
     }
 
-    /// `out[t][r] = W[r] · xs[t]` (plus `out` when `accumulate`), `xs` `[n][cols]`.
+    /// `out[t][r] = W[r] · xs[t]` (plus `out` when `accumulate`), `xs` `[n][cols]`: the
+    /// tiled kernel, or for one position the decode kernel.
     pub async fn matmul(
         &self,
         w: &Linear,
@@ -74,13 +76,26 @@ impl<'g> Ops<'g> {
             Some(base) => storage(device, "out", base),
             None => scratch(device, "out", n * w.rows()),
         };
-        let (pipeline, mut buffers) = m.select(&self.kernels.matmul_f32, &self.kernels.matmul_int8);
-        buffers.extend([(0, &step), (1, &params), (2, &input), (3, &out)]);
-        let grid = (
-            (w.rows() as u32).div_ceil(TILE),
-            (n as u32).div_ceil(TILE),
-            1,
-        );
+        // One position goes through the decode kernel, as in the model.
+        let (pipeline, mut buffers, grid) = if n == 1 {
+            let (pipeline, buffers) = m.select(&self.kernels.matvec_f32, &self.kernels.matvec_int8);
+            (
+                pipeline,
+                buffers,
+                ((w.rows() as u32).div_ceil(MATVEC_WG), 1, 1),
+            )
+        } else {
+            let (pipeline, mut buffers) =
+                m.select(&self.kernels.matmul_f32, &self.kernels.matmul_int8);
+            buffers.push((0, &step));
+            let grid = (
+                (w.rows() as u32).div_ceil(TILE),
+                (n as u32).div_ceil(TILE),
+                1,
+            );
+            (pipeline, buffers, grid)
+        };
+        buffers.extend([(1, &params), (2, &input), (3, &out)]);
         self.run(pipeline, &buffers, grid, &out, n * w.rows()).await
     }
 

@@ -1,13 +1,15 @@
 //! The tiny model's forward pass on the GPU: resident weights and KV cache, one command
 //! buffer per model call, one read-back per call.
 
+use std::cell::RefCell;
+
 use model::{Linear, ModelConfig, ModelError, Weights};
 use policy::ArtifactId;
 
 use crate::device::{Faults, Gpu, GpuError};
 use crate::kernels::{
     bind, readback, scratch, storage, uniform, DeviceMatrix, Kernels, ACCUMULATE, ELEMENT_WG,
-    MAX_CONTEXT, MAX_HEAD_DIM, MAX_SAMPLER_VOCAB, SAMPLE_WORDS, SINGLE_ROW, TILE,
+    MATVEC_WG, MAX_CONTEXT, MAX_HEAD_DIM, MAX_SAMPLER_VOCAB, SAMPLE_WORDS, SINGLE_ROW, TILE,
 };
 
 /// How many workgroups a pass dispatches, as a function of the block's length `n`.
@@ -21,8 +23,8 @@ enum Grid {
     One,
     /// Matmul tiles over `rows` output rows and the block's positions.
     Tiles(u32),
-    /// Matmul tiles over `rows` output rows and one position.
-    TilesOfOne(u32),
+    /// One invocation per output row, `MATVEC_WG` to a workgroup.
+    RowsOf(u32),
     /// One workgroup per (position, query head).
     Attention(u32),
 }
@@ -34,15 +36,11 @@ impl Grid {
             Grid::Rows => (n, 1, 1),
             Grid::One => (1, 1, 1),
             Grid::Tiles(rows) => (rows.div_ceil(TILE), n.div_ceil(TILE), 1),
-            Grid::TilesOfOne(rows) => (rows.div_ceil(TILE), 1, 1),
+            Grid::RowsOf(rows) => (rows.div_ceil(MATVEC_WG), 1, 1),
             Grid::Attention(heads) => (n, heads, 1),
         }
     }
 }
-
-/// Appends one pass to the command sequence being built.
-type AddPass<'a> =
-    dyn FnMut(&'static str, &wgpu::ComputePipeline, &[(u32, &wgpu::Buffer)], Grid) + 'a;
 
 /// One dispatch of the per-call command sequence, bound once at load.
 struct Pass {
@@ -50,6 +48,8 @@ struct Pass {
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
     grid: Grid,
+    /// The variant for a block of one position (a decode step), where there is one.
+    one_position: Option<(wgpu::ComputePipeline, wgpu::BindGroup, Grid)>,
 }
 
 /// Where the time of the last model call went, in milliseconds of host time.
@@ -181,36 +181,58 @@ impl GpuTransformer {
                 &[(0, &sampler_params), (1, &logits), (2, &sample_out)],
             ),
             grid: Grid::One,
+            one_position: None,
         };
 
-        let mut passes = Vec::new();
-        let mut pass =
+        let passes = RefCell::new(Vec::new());
+        let pass =
             |label, pipeline: &wgpu::ComputePipeline, buffers: &[(u32, &wgpu::Buffer)], grid| {
-                passes.push(Pass {
+                passes.borrow_mut().push(Pass {
                     label,
                     pipeline: pipeline.clone(),
                     bind_group: bind(device, pipeline, buffers),
                     grid,
+                    one_position: None,
                 });
             };
-        let matmul = |pass: &mut AddPass,
-                      label: &'static str,
+        // A matrix product: tiled over positions, with a one-row-per-invocation variant for a
+        // single position, which the final projection (one row whatever the block) always uses.
+        let matmul = |label: &'static str,
                       m: &DeviceMatrix,
                       input: &wgpu::Buffer,
                       output: &wgpu::Buffer,
                       flags: u32| {
             let params = uniform(device, &m.params(flags));
-            let (pipeline, mut buffers) = m.select(&kernels.matmul_f32, &kernels.matmul_int8);
-            buffers.extend([(0, &step), (1, &params), (2, input), (3, output)]);
             let rows = m.rows() as u32;
-            let grid = if flags & SINGLE_ROW != 0 {
-                Grid::TilesOfOne(rows)
+            let (vector, mut vector_buffers) = m.select(&kernels.matvec_f32, &kernels.matvec_int8);
+            vector_buffers.extend([(1, &params), (2, input), (3, output)]);
+            let one = (
+                vector.clone(),
+                bind(device, vector, &vector_buffers),
+                Grid::RowsOf(rows),
+            );
+            let pass = if flags & SINGLE_ROW != 0 {
+                Pass {
+                    label,
+                    pipeline: one.0,
+                    bind_group: one.1,
+                    grid: one.2,
+                    one_position: None,
+                }
             } else {
-                Grid::Tiles(rows)
+                let (tiled, mut buffers) = m.select(&kernels.matmul_f32, &kernels.matmul_int8);
+                buffers.extend([(0, &step), (1, &params), (2, input), (3, output)]);
+                Pass {
+                    label,
+                    pipeline: tiled.clone(),
+                    bind_group: bind(device, tiled, &buffers),
+                    grid: Grid::Tiles(rows),
+                    one_position: Some(one),
+                }
             };
-            pass(label, pipeline, &buffers, grid);
+            passes.borrow_mut().push(pass);
         };
-        let norm = |pass: &mut AddPass, weight: &wgpu::Buffer, last_only: bool| {
+        let norm = |weight: &wgpu::Buffer, last_only: bool| {
             let params = uniform(
                 device,
                 &[d as u32, u32::from(last_only), config.norm_eps.to_bits(), 0],
@@ -229,10 +251,10 @@ impl GpuTransformer {
         let rope_k = uniform(device, &[config.n_kv_heads as u32, hd as u32]);
         let swiglu = uniform(device, &[ff as u32]);
         for (l, layer) in layers.iter().enumerate() {
-            norm(&mut pass, &layer.attn_norm, false);
-            matmul(&mut pass, "q", &layer.q, &normed, &q, 0);
-            matmul(&mut pass, "k", &layer.k, &normed, &k, 0);
-            matmul(&mut pass, "v", &layer.v, &normed, &v, 0);
+            norm(&layer.attn_norm, false);
+            matmul("q", &layer.q, &normed, &q, 0);
+            matmul("k", &layer.k, &normed, &k, 0);
+            matmul("v", &layer.v, &normed, &v, 0);
             let rope_grid = |heads: usize| Grid::Elements((heads * hd / 2) as u32);
             pass(
                 "rope q",
@@ -288,20 +310,20 @@ impl GpuTransformer {
                 ],
                 Grid::Attention(config.n_heads as u32),
             );
-            matmul(&mut pass, "o", &layer.o, &attended, &x, ACCUMULATE);
-            norm(&mut pass, &layer.mlp_norm, false);
-            matmul(&mut pass, "gate", &layer.gate, &normed, &gate, 0);
-            matmul(&mut pass, "up", &layer.up, &normed, &up, 0);
+            matmul("o", &layer.o, &attended, &x, ACCUMULATE);
+            norm(&layer.mlp_norm, false);
+            matmul("gate", &layer.gate, &normed, &gate, 0);
+            matmul("up", &layer.up, &normed, &up, 0);
             pass(
                 "swiglu",
                 &kernels.swiglu,
                 &[(0, &step), (1, &swiglu), (2, &gate), (3, &up)],
                 Grid::Elements(ff as u32),
             );
-            matmul(&mut pass, "down", &layer.down, &gate, &x, ACCUMULATE);
+            matmul("down", &layer.down, &gate, &x, ACCUMULATE);
         }
-        norm(&mut pass, &final_norm, true);
-        matmul(&mut pass, "logits", &embed, &normed, &logits, SINGLE_ROW);
+        norm(&final_norm, true);
+        matmul("logits", &embed, &normed, &logits, SINGLE_ROW);
 
         let model = GpuTransformer {
             host_logits: vec![0.0; vocab],
@@ -311,7 +333,7 @@ impl GpuTransformer {
             tokens,
             logits,
             readback,
-            passes,
+            passes: passes.into_inner(),
             sampler_params,
             sample_out,
             sample_readback,
@@ -534,9 +556,13 @@ impl GpuTransformer {
                 timestamp_writes: None,
             });
             for pass in &self.passes {
-                compute.set_pipeline(&pass.pipeline);
-                compute.set_bind_group(0, &pass.bind_group, &[]);
-                let (x, y, z) = pass.grid.workgroups(n as u32);
+                let (pipeline, bind_group, grid) = match &pass.one_position {
+                    Some((pipeline, bind_group, grid)) if n == 1 => (pipeline, bind_group, grid),
+                    _ => (&pass.pipeline, &pass.bind_group, &pass.grid),
+                };
+                compute.set_pipeline(pipeline);
+                compute.set_bind_group(0, bind_group, &[]);
+                let (x, y, z) = grid.workgroups(n as u32);
                 compute.dispatch_workgroups(x, y, z);
             }
         }

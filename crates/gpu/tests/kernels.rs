@@ -66,8 +66,12 @@ fn assert_sums(label: &str, got: &[f32], expected: &[(f64, f64)]) {
     }
 }
 
-/// (positions, rows, cols): the model's shapes, then awkward ones.
-const MATMUL_SHAPES: [(usize, usize, usize); 8] = [
+/// (positions, rows, cols): the model's shapes, then awkward ones; one position takes the
+/// decode kernel.
+const MATMUL_SHAPES: [(usize, usize, usize); 11] = [
+    (1, 352, 128),
+    (1, 5, 13),
+    (1, 70, 50),
     (1, 128, 128),
     (16, 64, 128),
     (37, 352, 128),
@@ -101,17 +105,20 @@ fn matmul_accumulates_onto_the_residual_stream() {
     };
     let ops = Ops::new(&device);
     let mut random = Random::new(2);
-    let (n, rows, cols) = (19, 40, 24);
-    let w = matrix(rows, cols, &mut random);
-    let xs = random.f32s(n * cols, 1.0);
-    let base = random.f32s(n * rows, 3.0);
-    let got = pollster::block_on(ops.matmul(&w, &xs, Some(&base))).unwrap();
-    let expected: Vec<(f64, f64)> = matmul_reference(&w, &xs)
-        .into_iter()
-        .zip(&base)
-        .map(|((s, m), &b)| (s + f64::from(b), m + f64::from(b).abs()))
-        .collect();
-    assert_sums("matmul accumulate", &got, &expected);
+    for (n, rows, cols) in [(19, 40, 24), (1, 40, 22)] {
+        let w = matrix(rows, cols, &mut random);
+        let xs = random.f32s(n * cols, 1.0);
+        let base = random.f32s(n * rows, 3.0);
+        for w in [w.clone(), w.quantized()] {
+            let got = pollster::block_on(ops.matmul(&w, &xs, Some(&base))).unwrap();
+            let expected: Vec<(f64, f64)> = matmul_reference(&w, &xs)
+                .into_iter()
+                .zip(&base)
+                .map(|((s, m), &b)| (s + f64::from(b), m + f64::from(b).abs()))
+                .collect();
+            assert_sums(&format!("matmul accumulate n={n}"), &got, &expected);
+        }
+    }
 }
 
 #[test]

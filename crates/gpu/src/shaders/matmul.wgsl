@@ -8,6 +8,9 @@
 // (`row_words` words per row) and dequantises in the kernel: scale[r] * sum(q * x), as the
 // CPU reference does.
 //
+// `matvec_f32` and `matvec_int8` (at the end) take the same bindings for a block of one
+// position, which is every decode step.
+//
 // flags: bit 0 = accumulate (out += product, the residual stream); bit 1 = one row of xs
 // whatever the block's length (the logits of the last position).
 
@@ -101,4 +104,40 @@ fn matmul_int8(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
     }
     if (r < p.rows) { acc *= scales[r]; }
     store(t, r, n, acc);
+}
+
+// Decode (one position): one invocation per output row, the whole dot product in a loop,
+// no workgroup memory. A 16-position tile would compute 16 times the work for one row of
+// input; here every multiply is used.
+const ROWS_PER_WG: u32 = 64u;
+
+@compute @workgroup_size(ROWS_PER_WG)
+fn matvec_f32(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let r = gid.x;
+    if (r >= p.rows) { return; }
+    var acc = 0.0;
+    let base = r * p.cols;
+    for (var c = 0u; c < p.cols; c++) {
+        acc += xs[c] * w[base + c];
+    }
+    store(0u, r, 1u, acc);
+}
+
+@compute @workgroup_size(ROWS_PER_WG)
+fn matvec_int8(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let r = gid.x;
+    if (r >= p.rows) { return; }
+    var acc = 0.0;
+    let base = r * p.row_words;
+    for (var word = 0u; word < p.row_words; word++) {
+        let packed = wq[base + word];
+        for (var k = 0u; k < 4u; k++) {
+            let c = word * 4u + k;
+            if (c < p.cols) {
+                let q = f32(bitcast<i32>(packed << (24u - 8u * k)) >> 24u);
+                acc += xs[c] * q;
+            }
+        }
+    }
+    store(0u, r, 1u, acc * scales[r]);
 }
