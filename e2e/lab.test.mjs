@@ -5,16 +5,14 @@
 // /usr/bin/chromium). `cargo xtask test` builds both and sets them.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import { readFile } from 'node:fs/promises';
 import { execFileSync } from 'node:child_process';
-import { extname, join, normalize } from 'node:path';
+import { join } from 'node:path';
 import { chromium } from 'playwright-core';
+import { serve, BASE_ARGS } from './serve.mjs';
 
 const DIST = process.env.DIST_DIR ?? join(import.meta.dirname, '..', 'dist');
 const CLI = process.env.DECODE_LAB_BIN ?? join(import.meta.dirname, '..', 'target', 'debug', 'decode-lab');
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.wasm': 'application/wasm', '.css': 'text/css' };
 // Both sides compute in f64; only the decimal round trip of the printed numbers differs.
 const TOLERANCE = 1e-12;
 
@@ -23,24 +21,11 @@ let browser;
 let url;
 
 before(async () => {
-  server = createServer(async (req, res) => {
-    const path = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname)).replace(/^(\.\.[/\\])+/, '');
-    const file = join(DIST, path === '/' ? 'index.html' : path);
-    try {
-      const body = await readFile(file);
-      res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream' });
-      res.end(body);
-    } catch {
-      res.writeHead(404).end('not found');
-    }
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  url = `http://127.0.0.1:${server.address().port}/`;
+  ({ server, url } = await serve(DIST));
   browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-      '--disable-sync', '--no-first-run', '--disable-quic'],
+    args: [...BASE_ARGS, '--disable-gpu'],
   });
 });
 

@@ -62,13 +62,15 @@ pub struct StepView {
     pub chapter_line: Option<String>,
 }
 
-fn number(text: &str, name: &str) -> Result<f64, String> {
+/// `text` as a number, or a sentence naming the field and what it holds.
+pub(crate) fn number(text: &str, name: &str) -> Result<f64, String> {
     text.trim()
         .parse::<f64>()
         .map_err(|_| format!("{name} must be a number, but it is \"{}\".", text.trim()))
 }
 
-fn whole(text: &str, name: &str) -> Result<u64, String> {
+/// `text` as a whole number, or a sentence naming the field and what it holds.
+pub(crate) fn whole(text: &str, name: &str) -> Result<u64, String> {
     text.trim().parse::<u64>().map_err(|_| {
         format!(
             "{name} must be a whole number of at least 0, but it is \"{}\".",

@@ -15,7 +15,7 @@ use policy::{
 };
 use tokenizer::Tokenizer;
 
-use crate::engine::sentence;
+use crate::engine::{number, sentence, whole};
 
 /// Where the page finds the model, relative to itself (Trunk copies the directory there).
 pub const MODEL_DIR: &str = "models/decode-lab-tiny-v1";
@@ -90,21 +90,6 @@ pub fn parse_backend(text: &str) -> Option<BackendChoice> {
         "cpu" | "cpu-reference" => Some(BackendChoice::Cpu),
         _ => None,
     }
-}
-
-fn number(text: &str, name: &str) -> Result<f64, String> {
-    text.trim()
-        .parse::<f64>()
-        .map_err(|_| format!("{name} must be a number, but it is \"{}\".", text.trim()))
-}
-
-fn whole(text: &str, name: &str) -> Result<u64, String> {
-    text.trim().parse::<u64>().map_err(|_| {
-        format!(
-            "{name} must be a whole number of at least 0, but it is \"{}\".",
-            text.trim()
-        )
-    })
 }
 
 impl GenerateForm {
