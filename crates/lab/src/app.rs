@@ -1,23 +1,156 @@
-//! The lab's shell: title, a skip link and the panels.
+//! The lab's shell: the panel list, the table-view switch, embedding, and one open panel.
+//!
+//! Which panel is open and how it is shown lives in the URL ([`crate::url`]); Back and
+//! Forward re-create the open panel from the URL they land on.
 
+use leptos::ev;
 use leptos::prelude::*;
 
 use crate::generate_panel::GeneratePanel;
 use crate::step_panel::StepPanel;
+use crate::url::{self, PanelId, Shell};
+
+fn read_shell() -> Shell {
+    let pairs = url::pairs();
+    Shell::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+}
+
+/// The open panel, created afresh from the URL.
+fn panel_view(panel: PanelId) -> AnyView {
+    match panel {
+        PanelId::Step => view! { <StepPanel/> }.into_any(),
+        PanelId::Generate => view! { <GeneratePanel/> }.into_any(),
+        other => view! { <Pending panel=other/> }.into_any(),
+    }
+}
+
+/// A panel that this build of the lab does not have yet.
+#[component]
+fn Pending(panel: PanelId) -> impl IntoView {
+    let title_id = format!("{}-title", panel.slug());
+    let labelled_by = title_id.clone();
+    view! {
+        <section class="panel" aria-labelledby=labelled_by>
+            <h2 id=title_id>{panel.title()}</h2>
+            <p>"This panel is not in this build of the lab yet."</p>
+        </section>
+    }
+}
 
 #[component]
 pub fn App() -> impl IntoView {
+    let initial = read_shell();
+    let problems = initial.problems.clone();
+    let shell = RwSignal::new(initial);
+    // Bumped by Back and Forward, so the open panel is re-created from the URL.
+    let visit = RwSignal::new(0u64);
+    let handle = window_event_listener(ev::popstate, move |_| {
+        shell.set(read_shell());
+        visit.update(|v| *v += 1);
+    });
+    on_cleanup(move || handle.remove());
+
+    let open = Memo::new(move |_| (shell.with(|s| s.panel), visit.get()));
+    let embed = move || shell.with(|s| s.embed);
+    let table_view = move || shell.with(|s| s.table_view);
+
+    let choose = move |panel: PanelId| {
+        if shell.with_untracked(|s| s.panel) == panel {
+            return;
+        }
+        shell.update(|s| s.panel = panel);
+        url::write_shell(&shell.get_untracked(), false);
+    };
+    let toggle_table = move |_| {
+        shell.update(|s| s.table_view = !s.table_view);
+        url::write_shell(&shell.get_untracked(), true);
+    };
+
+    let tabs = move || {
+        PanelId::ALL
+            .into_iter()
+            .map(|panel| {
+                let href = url::query_string(
+                    &Shell {
+                        panel,
+                        ..shell.get()
+                    }
+                    .to_pairs(),
+                );
+                let current = move || (shell.with(|s| s.panel) == panel).then_some("page");
+                view! {
+                    <li>
+                        <a
+                            href=href
+                            aria-current=current
+                            on:click=move |ev: ev::MouseEvent| {
+                                if ev.ctrl_key() || ev.meta_key() || ev.shift_key() || ev.button() != 0 {
+                                    return;
+                                }
+                                ev.prevent_default();
+                                choose(panel);
+                            }
+                        >
+                            {panel.title()}
+                        </a>
+                    </li>
+                }
+            })
+            .collect_view()
+    };
+
+    let full_lab = move || {
+        url::query_string(
+            &Shell {
+                embed: false,
+                ..shell.get()
+            }
+            .to_pairs(),
+        )
+    };
+
+    let problems = problems
+        .into_iter()
+        .map(|p| view! { <p class="error" role="alert">{p}</p> })
+        .collect_view();
+
     view! {
-        <a class="skip-link" href="#main">"Skip to the lab"</a>
-        <header>
-            <h1>"Decoding-policy lab"</h1>
-            <p class="tagline">
-                "The model supplies possibilities; the decoding policy decides which possibilities can become product behaviour."
-            </p>
-        </header>
-        <main id="main">
-            <StepPanel/>
-            <GeneratePanel/>
-        </main>
+        <div class="lab" class:embed=embed class:table-view=table_view>
+            <a class="skip-link" href="#main">"Skip to the lab"</a>
+            <Show
+                when=embed
+                fallback=move || view! {
+                    <header>
+                        <h1>"Decoding-policy lab"</h1>
+                        <p class="tagline">
+                            "The model supplies possibilities; the decoding policy decides which possibilities can become product behaviour."
+                        </p>
+                    </header>
+                    <nav aria-label="Panels">
+                        <ul class="tabs">{tabs}</ul>
+                    </nav>
+                }
+            >
+                <p class="embed-bar">
+                    "Decoding-policy lab · "
+                    <a href=full_lab target="_blank" rel="noopener">"Open in the full lab"</a>
+                </p>
+            </Show>
+            <div class="view-switch">
+                <button
+                    type="button"
+                    class="secondary"
+                    aria-pressed=move || table_view().to_string()
+                    on:click=toggle_table
+                >
+                    "Table view"
+                </button>
+                <small>"Shows every chart's table first and hides the charts."</small>
+            </div>
+            {problems}
+            <main id="main" tabindex="-1">
+                {move || panel_view(open.get().0)}
+            </main>
+        </div>
     }
 }

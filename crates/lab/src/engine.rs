@@ -15,6 +15,10 @@ pub struct StepForm {
     pub min_p: String,
     pub seed: String,
     pub order: StageOrder,
+    /// Token ids that can never be chosen, comma-separated.
+    pub forbidden: String,
+    /// Additive logit bias, `id:value` pairs, comma-separated.
+    pub bias: String,
 }
 
 impl Default for StepForm {
@@ -28,7 +32,122 @@ impl Default for StepForm {
             min_p: "0".into(),
             seed: "7".into(),
             order: StageOrder::TemperatureFirst,
+            forbidden: String::new(),
+            bias: String::new(),
         }
+    }
+}
+
+/// The order's name in the URL.
+fn order_key(order: StageOrder) -> &'static str {
+    match order {
+        StageOrder::TemperatureFirst => "hf",
+        StageOrder::TemperatureLast => "temperature-last",
+    }
+}
+
+impl StepForm {
+    /// The form a URL's query asks for: `logits`, `temperature`, `top_k`, `top_p`, `min_p`,
+    /// `seed`, `order=hf|temperature-last`, `forbidden`, `bias`. Missing keys keep the
+    /// chapter's defaults; the second value is what the URL held that could not be read.
+    pub fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> (StepForm, Vec<String>) {
+        let mut form = StepForm::default();
+        let mut problems = Vec::new();
+        for (key, value) in pairs {
+            let value = value.to_string();
+            match key {
+                "logits" => form.logits = value,
+                "temperature" => form.temperature = value,
+                "top_k" => form.top_k = value,
+                "top_p" => form.top_p = value,
+                "min_p" => form.min_p = value,
+                "seed" => form.seed = value,
+                "forbidden" => form.forbidden = value,
+                "bias" => form.bias = value,
+                "order" => match value.as_str() {
+                    "hf" => form.order = StageOrder::TemperatureFirst,
+                    "temperature-last" => form.order = StageOrder::TemperatureLast,
+                    _ => problems.push(format!(
+                        "The URL asks for order \"{value}\", which is not hf or temperature-last; using temperature first."
+                    )),
+                },
+                _ => {}
+            }
+        }
+        (form, problems)
+    }
+
+    /// The query that reproduces this form (the inverse of [`from_pairs`](Self::from_pairs)).
+    pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = vec![
+            ("logits", self.logits.clone()),
+            ("temperature", self.temperature.clone()),
+            ("top_k", self.top_k.clone()),
+            ("top_p", self.top_p.clone()),
+            ("min_p", self.min_p.clone()),
+            ("seed", self.seed.clone()),
+            ("order", order_key(self.order).to_string()),
+        ];
+        if !self.forbidden.trim().is_empty() {
+            pairs.push(("forbidden", self.forbidden.clone()));
+        }
+        if !self.bias.trim().is_empty() {
+            pairs.push(("bias", self.bias.clone()));
+        }
+        pairs
+    }
+
+    /// The same form with the other stage order, for the side-by-side comparison.
+    pub fn other_order(&self) -> StepForm {
+        StepForm {
+            order: match self.order {
+                StageOrder::TemperatureFirst => StageOrder::TemperatureLast,
+                StageOrder::TemperatureLast => StageOrder::TemperatureFirst,
+            },
+            ..self.clone()
+        }
+    }
+}
+
+/// Parses forbidden token ids: `3, 7`.
+fn parse_forbidden(text: &str, vocab: usize) -> Result<Vec<u32>, String> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(|s| token_id(s, vocab, "Forbidden token"))
+        .collect()
+}
+
+/// Parses a logit bias: `2:-1.5, 0:+3`.
+fn parse_bias(text: &str, vocab: usize) -> Result<Vec<(u32, f64)>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|pair| {
+            let (id, value) = pair.split_once(':').ok_or_else(|| {
+                format!("Logit bias \"{pair}\" is not of the form id:value, for example 2:-1.5.")
+            })?;
+            let id = token_id(id.trim(), vocab, "Logit bias token")?;
+            let value = value.trim().trim_start_matches('+');
+            let value = value
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+                .ok_or_else(|| format!("Logit bias for token {id} must be a finite number, but it is \"{value}\"."))?;
+            Ok((id, value))
+        })
+        .collect()
+}
+
+fn token_id(text: &str, vocab: usize, name: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(id) if (id as usize) < vocab => Ok(id),
+        Ok(id) => Err(format!(
+            "{name} {id} is not a token here: the logits have ids 0 to {}.",
+            vocab - 1
+        )),
+        Err(_) => Err(format!("{name} \"{text}\" is not a token id (a whole number).")),
     }
 }
 
@@ -99,6 +218,8 @@ pub fn parse_logits(text: &str) -> Result<Vec<f64>, String> {
 pub fn run_step(form: &StepForm) -> Result<StepView, String> {
     let logits = parse_logits(&form.logits)?;
     let policy = Policy {
+        forbidden: parse_forbidden(&form.forbidden, logits.len())?,
+        logit_bias: parse_bias(&form.bias, logits.len())?,
         temperature: number(&form.temperature, "Temperature")?,
         top_k: whole(&form.top_k, "Top-k")? as usize,
         top_p: number(&form.top_p, "Top-p")?,
@@ -142,7 +263,11 @@ pub fn run_step(form: &StepForm) -> Result<StepView, String> {
             }
         })
         .collect();
-    let chapter_line = (policy.top_p == 1.0 && policy.min_p == 0.0 && policy.top_k > 0)
+    let chapter_line = (policy.top_p == 1.0
+        && policy.min_p == 0.0
+        && policy.top_k > 0
+        && policy.forbidden.is_empty()
+        && policy.logit_bias.is_empty())
         .then(|| {
             chapter::choose(
                 &logits,
@@ -225,5 +350,54 @@ mod tests {
             "Seed must be a whole number of at least 0, but it is \"-3\"."
         );
         assert!(form(|f| f.logits = "1, NaN".into()).starts_with("Logit 1 is NaN"));
+        assert_eq!(
+            form(|f| f.forbidden = "2, 9".into()),
+            "Forbidden token 9 is not a token here: the logits have ids 0 to 3."
+        );
+        assert_eq!(
+            form(|f| f.bias = "2=1".into()),
+            "Logit bias \"2=1\" is not of the form id:value, for example 2:-1.5."
+        );
+    }
+
+    #[test]
+    fn constraints_act_before_the_filters() {
+        // Forbidding the argmax (token 2) leaves 3, 0, 1; with top-k 3 all survive.
+        let mut form = StepForm {
+            forbidden: "2".into(),
+            ..StepForm::default()
+        };
+        let view = run_step(&form).unwrap();
+        assert_eq!(view.stages[0].rows[2].prob, 0.0);
+        assert_ne!(view.token, 2);
+        assert_eq!(view.stages.last().unwrap().survivors, 3);
+        // A bias of +10 on token 1 makes it the overwhelming favourite: softmax by hand.
+        form.forbidden.clear();
+        form.bias = "1:+10".into();
+        form.temperature = "1".into();
+        form.top_k = "0".into();
+        let view = run_step(&form).unwrap();
+        let z: Vec<f64> = [1.2, 10.1, 2.4, 1.7].iter().map(|l: &f64| l.exp()).collect();
+        let expected = z[1] / z.iter().sum::<f64>();
+        assert!((view.stages.last().unwrap().rows[1].prob - expected).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_url_round_trips_the_form() {
+        let form = StepForm {
+            logits: "1, 2, 3".into(),
+            order: StageOrder::TemperatureLast,
+            forbidden: "0".into(),
+            bias: "1:0.5".into(),
+            ..StepForm::default()
+        };
+        let pairs = form.to_pairs();
+        let (back, problems) = StepForm::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        assert_eq!(back, form);
+        assert!(problems.is_empty());
+        let (odd, problems) = StepForm::from_pairs([("order", "sideways"), ("top_k", "x")]);
+        assert_eq!(odd.order, StageOrder::TemperatureFirst);
+        assert_eq!(odd.top_k, "x", "a bad number is kept for the form to report");
+        assert_eq!(problems.len(), 1);
     }
 }

@@ -15,7 +15,8 @@ use crate::generation::{
     ModelFiles, Request,
 };
 use crate::step_panel::Field;
-use crate::web::{adapter_info, fetch_model_file, now_ms, query, set_query, Pacer, PageClock};
+use crate::url;
+use crate::web::{adapter_info, fetch_model_file, now_ms, Pacer, PageClock};
 
 /// What the panel is doing.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,7 +80,7 @@ fn round(x: f64) -> String {
 
 #[component]
 pub fn GeneratePanel() -> impl IntoView {
-    let pairs = query();
+    let pairs = url::pairs();
     let pairs_ref = || pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()));
     let initial = GenerateForm::from_query(pairs_ref());
     let url_problems = GenerateForm::url_problems(pairs_ref());
@@ -134,7 +135,7 @@ pub fn GeneratePanel() -> impl IntoView {
         let Some(mut state) = engine.try_update_value(Option::take).flatten() else {
             return;
         };
-        set_query(&form.to_query());
+        url::write(&form.to_query());
         backend.set(None);
         steps.set(Vec::new());
         output.set(String::new());

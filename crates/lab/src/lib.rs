@@ -8,6 +8,7 @@ pub mod engine;
 mod generate_panel;
 pub mod generation;
 mod step_panel;
+mod url;
 mod web;
 
 pub use app::App;

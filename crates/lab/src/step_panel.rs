@@ -5,7 +5,8 @@ use leptos::prelude::*;
 use policy::StageOrder;
 
 use crate::distribution::Distribution;
-use crate::engine::{fresh_seed, run_step, StepForm};
+use crate::engine::{fresh_seed, run_step, StepForm, StepView};
+use crate::url;
 
 /// A labelled text field bound to one field of the form.
 #[component]
@@ -38,7 +39,9 @@ pub(crate) fn Field(
 
 #[component]
 pub fn StepPanel() -> impl IntoView {
-    let defaults = StepForm::default();
+    let pairs = url::pairs();
+    let (defaults, url_problems) =
+        StepForm::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let (logits, set_logits) = signal(defaults.logits);
     let (temperature, set_temperature) = signal(defaults.temperature);
     let (top_k, set_top_k) = signal(defaults.top_k);
@@ -46,19 +49,24 @@ pub fn StepPanel() -> impl IntoView {
     let (min_p, set_min_p) = signal(defaults.min_p);
     let (seed, set_seed) = signal(defaults.seed);
     let (order, set_order) = signal(defaults.order);
+    let (forbidden, set_forbidden) = signal(defaults.forbidden);
+    let (bias, set_bias) = signal(defaults.bias);
     let (seed_error, set_seed_error) = signal(None::<String>);
 
-    let result = Memo::new(move |_| {
-        run_step(&StepForm {
-            logits: logits.get(),
-            temperature: temperature.get(),
-            top_k: top_k.get(),
-            top_p: top_p.get(),
-            min_p: min_p.get(),
-            seed: seed.get(),
-            order: order.get(),
-        })
+    let form = Memo::new(move |_| StepForm {
+        logits: logits.get(),
+        temperature: temperature.get(),
+        top_k: top_k.get(),
+        top_p: top_p.get(),
+        min_p: min_p.get(),
+        seed: seed.get(),
+        order: order.get(),
+        forbidden: forbidden.get(),
+        bias: bias.get(),
     });
+    Effect::new(move |_| url::write(&form.get().to_pairs()));
+    let result = Memo::new(move |_| run_step(&form.get()));
+    let other = Memo::new(move |_| run_step(&form.get().other_order()).ok());
 
     let new_seed = move |_| match fresh_seed() {
         Ok(s) => {
@@ -70,6 +78,7 @@ pub fn StepPanel() -> impl IntoView {
 
     let outcome = move || match result.get() {
         Ok(view) => {
+            let view_this = view.clone();
             let draw = view
                 .draw
                 .map(|u| format!("the uniform draw {u:.6} (seed {})", view.seed))
@@ -96,6 +105,7 @@ pub fn StepPanel() -> impl IntoView {
                 </p>
                 {chapter}
                 <div class="stages">{stages}</div>
+                {move || other.get().map(|o| view! { <Comparison this=view_this.clone() other=o order=order.get()/> })}
             }
             .into_any()
         }
@@ -111,6 +121,7 @@ pub fn StepPanel() -> impl IntoView {
             <p>
                 "Start from the logits at the newest position, shape the distribution with temperature, top-k, top-p and min-p, then sample with a seeded generator. Each stage below is drawn as bars and listed as a table."
             </p>
+            {url_problems.into_iter().map(|p| view! { <p class="error">{p}</p> }).collect_view()}
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 <Field id="logits" label="Logits" hint="Comma-separated scores, one per token id." value=logits.into() set=set_logits inputmode="text"/>
                 <Field id="temperature" label="Temperature" hint="0 is greedy; higher flattens." value=temperature.into() set=set_temperature/>
@@ -118,6 +129,8 @@ pub fn StepPanel() -> impl IntoView {
                 <Field id="top-p" label="Top-p" hint="Keep the smallest set with this much probability; 1 is off." value=top_p.into() set=set_top_p/>
                 <Field id="min-p" label="Min-p" hint="Keep tokens at least this fraction of the top probability; 0 is off." value=min_p.into() set=set_min_p/>
                 <Field id="seed" label="Seed" hint="The same seed gives the same draw." value=seed.into() set=set_seed inputmode="numeric"/>
+                <Field id="forbidden" label="Forbidden tokens" hint="Ids that can never be chosen, e.g. 2, 3." value=forbidden.into() set=set_forbidden inputmode="text"/>
+                <Field id="bias" label="Logit bias" hint="id:value pairs added to the logits first, e.g. 1:+2, 3:-1." value=bias.into() set=set_bias inputmode="text"/>
                 <div class="field">
                     <label for="order">"Order"</label>
                     <select
@@ -145,5 +158,54 @@ pub fn StepPanel() -> impl IntoView {
             </form>
             <div class="result" aria-live="polite">{outcome}</div>
         </section>
+    }
+}
+
+/// The same logits under both stage orders: the final distributions and the two choices.
+#[component]
+fn Comparison(this: StepView, other: StepView, order: StageOrder) -> impl IntoView {
+    let (first, last) = match order {
+        StageOrder::TemperatureFirst => (this, other),
+        StageOrder::TemperatureLast => (other, this),
+    };
+    let finals = |v: &StepView| v.stages.last().map(|s| s.rows.clone()).unwrap_or_default();
+    let (a, b) = (finals(&first), finals(&last));
+    let rows = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| {
+            view! {
+                <tr>
+                    <th scope="row">{x.id.to_string()}</th>
+                    <td data-value=x.prob.to_string()>{format!("{:.4}", x.prob)}</td>
+                    <td data-value=y.prob.to_string()>{format!("{:.4}", y.prob)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let verdict = if first.token == last.token {
+        format!("Both orders choose token {}.", first.token)
+    } else {
+        format!(
+            "The orders disagree: temperature first chooses token {}, temperature last chooses token {}.",
+            first.token, last.token
+        )
+    };
+    view! {
+        <div class="comparison" data-testid="order-comparison">
+            <h3>"The same logits under both orders"</h3>
+            <p>{verdict}</p>
+            <table class="mirror">
+                <caption>"Final probability of each token with the temperature applied first (Hugging Face) and last (llama.cpp)"</caption>
+                <thead>
+                    <tr>
+                        <th scope="col">"Token"</th>
+                        <th scope="col">"Temperature first"</th>
+                        <th scope="col">"Temperature last"</th>
+                    </tr>
+                </thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </div>
     }
 }

@@ -1,5 +1,5 @@
 //! The browser's side of the Generate panel: fetching the model's files from the page's own
-//! origin, the page clock, yielding so the page can draw, and the URL's query.
+//! origin, the page clock, yielding so the page can draw, the adapter's description.
 //!
 //! These call into the browser and only work in it; everything they feed is plain data in
 //! [`crate::generation`].
@@ -94,49 +94,6 @@ impl Pacer {
         });
         let _ = JsFuture::from(promise).await;
         self.last.set(now_ms());
-    }
-}
-
-/// The keys of the query the panel reads.
-const QUERY_KEYS: [&str; 11] = [
-    "backend",
-    "fault",
-    "prompt",
-    "max",
-    "max_tokens",
-    "temperature",
-    "top_k",
-    "top_p",
-    "seed",
-    "precision",
-    "run",
-];
-
-/// The page URL's query, as key–value pairs the panel knows.
-pub fn query() -> Vec<(String, String)> {
-    let Ok(search) = window().and_then(|w| w.location().search().map_err(js_text)) else {
-        return Vec::new();
-    };
-    let Ok(params) = web_sys::UrlSearchParams::new_with_str(&search) else {
-        return Vec::new();
-    };
-    QUERY_KEYS
-        .iter()
-        .filter_map(|key| params.get(key).map(|value| (key.to_string(), value)))
-        .collect()
-}
-
-/// Replaces the page URL's query (no reload, no new history entry).
-pub fn set_query(pairs: &[(&str, String)]) {
-    let Ok(params) = web_sys::UrlSearchParams::new() else {
-        return;
-    };
-    for (key, value) in pairs {
-        params.append(key, value);
-    }
-    let url = format!("?{}", String::from(params.to_string()));
-    if let Ok(history) = window().and_then(|w| w.history().map_err(js_text)) {
-        let _ = history.replace_state_with_url(&JsValue::NULL, "", Some(&url));
     }
 }
 
