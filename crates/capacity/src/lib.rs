@@ -1,0 +1,52 @@
+//! Inference capacity planner: a deterministic serving simulator with quality gates, SLO
+//! gates and a release decision that degrades to a named baseline.
+//!
+//! Inputs are an accelerator ([`HardwareProfile`]), a model's shapes ([`ModelProfile`]),
+//! measured quality per language slice ([`QualityProfile`], from `decode-lab eval --json`),
+//! a workload trace ([`TraceSpec`] or a CSV/JSONL [`Trace`]) and serving policies
+//! ([`ServingPolicy`]). [`Plan::run`] sweeps the policies, gates each on SLOs and quality
+//! floors, and picks the highest-goodput configuration that passes, or degrades.
+//!
+//! ```
+//! let mut inputs = capacity::PlanInputs::tiny_lab("poisson").unwrap();
+//! if let capacity::TraceSource::Generated { spec } = &mut inputs.trace {
+//!     spec.requests = 500;
+//! }
+//! let report = capacity::Plan::run(&inputs).unwrap();
+//! assert!(!report.sweep.is_empty());
+//! assert!(report.to_markdown().contains("## 4. Capacity and cost recommendation"));
+//! ```
+//!
+//! The crate is pure: no I/O, no clock, no entropy but the seed in the inputs; it builds for
+//! wasm32. Same inputs give a byte-identical report.
+
+mod cost;
+mod error;
+mod metrics;
+mod plan;
+mod profile;
+mod quality;
+mod report;
+mod rng;
+mod sim;
+mod trace;
+
+pub use cost::{
+    Calibration, CalibrationFit, IterationCost, IterationWork, MeasuredPoint, PathFit, Phase,
+    Residual, Roofline,
+};
+pub use error::CapacityError;
+pub use metrics::{Bottleneck, KvReport, KvWindow, Metrics, Percentiles, SliceMetrics};
+pub use plan::{
+    ConfigReport, Contract, Decision, DecisionKind, GateResult, NamedPolicy, Plan, PlanInputs,
+    PlanReport, QualityRow, Sweep, SweepRow, TraceSlice, TraceSource,
+};
+pub use profile::{HardwareProfile, ModelProfile, WeightPath};
+pub use quality::{
+    EvalReport, EvalSlice, QualityFloor, QualityProfile, SliceQuality, TINY_EVAL_JSON,
+};
+pub use rng::SplitMix64;
+pub use sim::{simulate, Batching, KvBudget, ServingPolicy, SimOutcome, Slo};
+pub use trace::{
+    Arrivals, LengthDist, Request, SliceMix, Trace, TraceFormat, TraceSpec, MAX_REQUESTS,
+};

@@ -1,0 +1,696 @@
+//! The release decision: sweep policies and batch limits over one trace, gate each point on
+//! the SLOs and the quality floors, and release the highest-goodput point that passes every
+//! gate, or degrade to the last known-good plan or the named baseline and say which gate
+//! failed, by how much.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cost::{Calibration, CalibrationFit};
+use crate::error::{at_least_one, positive, CapacityError};
+use crate::metrics::Metrics;
+use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
+use crate::quality::{QualityFloor, QualityProfile};
+use crate::sim::{simulate, Batching, ServingPolicy, Slo};
+use crate::trace::{Trace, TraceSpec};
+
+/// Where the requests come from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum TraceSource {
+    Generated {
+        spec: TraceSpec,
+    },
+    /// A trace file already read (see [`Trace::parse`]).
+    Recorded {
+        name: String,
+        trace: Trace,
+    },
+}
+
+impl TraceSource {
+    pub fn name(&self) -> &str {
+        match self {
+            TraceSource::Generated { spec } => &spec.name,
+            TraceSource::Recorded { name, .. } => name,
+        }
+    }
+
+    pub fn trace(&self) -> Result<Trace, CapacityError> {
+        match self {
+            TraceSource::Generated { spec } => spec.generate(),
+            TraceSource::Recorded { trace, .. } => Ok(trace.clone()),
+        }
+    }
+}
+
+/// What the sweep varies; every combination is simulated, in this order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sweep {
+    pub batchings: Vec<Batching>,
+    pub max_sequences: Vec<u32>,
+    pub weights: Vec<WeightPath>,
+    pub block_size: u32,
+}
+
+/// A serving configuration with a name the report can use ("baseline", "known-good …").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NamedPolicy {
+    pub name: String,
+    pub policy: ServingPolicy,
+}
+
+/// Everything a plan reads. Serde, so the lab and the CLI can keep it as JSON.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanInputs {
+    pub hardware: HardwareProfile,
+    pub model: ModelProfile,
+    /// When present, the hardware's effective FLOP/s, bandwidth and overhead are replaced
+    /// by the fit to these timings.
+    pub calibration: Option<Calibration>,
+    pub quality: QualityProfile,
+    pub quality_floors: Vec<QualityFloor>,
+    pub trace: TraceSource,
+    pub slo: Slo,
+    pub sweep: Sweep,
+    /// The named baseline the plan degrades to when nothing passes.
+    pub baseline: NamedPolicy,
+    /// The last plan that passed (kept as a file by the CLI); preferred over the baseline.
+    pub last_known_good: Option<NamedPolicy>,
+}
+
+impl PlanInputs {
+    /// The lab's tiny model on the lab's CPU, calibrated to its own timings, serving the
+    /// named trace preset, with its measured quality, SLOs of 1 s p99 TTFT and 50 ms p99
+    /// time per output token, and floors allowing any slice 0.01 % above its full-precision
+    /// bits per byte.
+    pub fn tiny_lab(trace_preset: &str) -> Result<PlanInputs, CapacityError> {
+        let quality = QualityProfile::tiny();
+        Ok(PlanInputs {
+            hardware: HardwareProfile::preset("lab-cpu")?,
+            model: ModelProfile::tiny(),
+            calibration: Some(Calibration::lab_cpu()),
+            quality_floors: quality.floors_within(1e-4),
+            quality,
+            trace: TraceSource::Generated {
+                spec: TraceSpec::preset(trace_preset)?,
+            },
+            slo: Slo {
+                ttft_p99_s: 1.0,
+                tpot_p99_s: 0.05,
+            },
+            sweep: Sweep {
+                batchings: vec![
+                    Batching::Static,
+                    Batching::Continuous,
+                    Batching::ChunkedPrefill { token_budget: 128 },
+                ],
+                max_sequences: vec![1, 2, 4, 8, 16, 32, 64],
+                weights: vec![WeightPath::Full, WeightPath::Int8],
+                block_size: 16,
+            },
+            baseline: NamedPolicy {
+                name: "baseline: continuous batching, 8 sequences, full-precision weights".into(),
+                policy: ServingPolicy {
+                    batching: Batching::Continuous,
+                    max_sequences: 8,
+                    block_size: 16,
+                    weights: WeightPath::Full,
+                },
+            },
+            last_known_good: None,
+        })
+    }
+}
+
+/// One gate's verdict.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GateResult {
+    /// "p99 TTFT", "p99 time per output token" or "quality".
+    pub gate: String,
+    /// "all" or a slice code.
+    pub slice: String,
+    pub measured: f64,
+    pub limit: f64,
+    /// "s" or "bits/byte".
+    pub unit: String,
+    pub passed: bool,
+    /// How far over the limit (0 when it passed).
+    pub excess: f64,
+}
+
+impl GateResult {
+    fn new(gate: &str, slice: &str, measured: f64, limit: f64, unit: &str) -> GateResult {
+        GateResult {
+            gate: gate.into(),
+            slice: slice.into(),
+            measured,
+            limit,
+            unit: unit.into(),
+            passed: measured <= limit,
+            excess: (measured - limit).max(0.0),
+        }
+    }
+
+    /// "p99 TTFT (eu) 2.31 s over 1 s by 1.31 s (+131 %)".
+    pub fn sentence(&self) -> String {
+        let verdict = if self.passed {
+            format!("within {}", fmt(self.limit))
+        } else {
+            format!(
+                "over {} by {} ({})",
+                fmt(self.limit),
+                fmt(self.excess),
+                pct(self.excess / self.limit)
+            )
+        };
+        format!(
+            "{} ({}) {} {}: {}",
+            self.gate,
+            self.slice,
+            fmt(self.measured),
+            self.unit,
+            verdict
+        )
+    }
+}
+
+/// One point of the sweep, as the chart and its table both read it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepRow {
+    pub policy: ServingPolicy,
+    pub label: String,
+    pub batching: String,
+    pub max_sequences: u32,
+    pub weights: String,
+    pub output_tokens_per_s: f64,
+    pub ttft_p99_s: f64,
+    pub tpot_p99_s: f64,
+    /// p99 of the time between tokens: the decode stall.
+    pub tbt_p99_s: f64,
+    pub goodput_per_s: f64,
+    pub cost_per_million_output_tokens: f64,
+    pub kv_min_headroom: f64,
+    pub passes_gates: bool,
+    /// Failed gates, as sentences.
+    pub failed_gates: Vec<String>,
+    /// Why the point could not run (weights too large, …); its figures are then 0.
+    pub error: Option<String>,
+}
+
+/// What the plan ships.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DecisionKind {
+    /// The best configuration passed every gate.
+    Release,
+    /// Nothing passed: the last known-good plan.
+    DegradeToLastKnownGood,
+    /// Nothing passed: the named baseline.
+    DegradeToBaseline,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub kind: DecisionKind,
+    pub name: String,
+    pub policy: ServingPolicy,
+    /// In words: why this configuration.
+    pub reason: String,
+    /// When degraded: the gates the best-goodput candidate failed, with their excess.
+    pub failed_gates: Vec<GateResult>,
+    /// The highest-throughput point and whether it passed: where maximising tokens/s
+    /// breaks the tail.
+    pub max_throughput: Option<SweepRow>,
+}
+
+/// A configuration's full figures and gates.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfigReport {
+    pub name: String,
+    pub policy: ServingPolicy,
+    pub metrics: Metrics,
+    pub gates: Vec<GateResult>,
+}
+
+/// Per slice and weight path: measured bits per byte against the floor.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct QualityRow {
+    pub slice: String,
+    pub name: String,
+    pub weights: String,
+    pub bits_per_byte: f64,
+    pub max_bits_per_byte: f64,
+    pub passed: bool,
+}
+
+/// The benchmark contract: what was simulated, under which assumptions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Contract {
+    /// The hardware as simulated for the full-precision path (calibrated when a calibration
+    /// was given; the int8 path's calibrated rates are in `calibration`).
+    pub hardware: HardwareProfile,
+    pub model: ModelProfile,
+    pub calibration: Option<CalibrationFit>,
+    pub trace_name: String,
+    pub trace_seed: Option<u64>,
+    pub requests: u64,
+    pub slices: Vec<TraceSlice>,
+    pub offered_rate_per_s: f64,
+    pub mean_prompt_tokens: f64,
+    pub mean_output_tokens: f64,
+    pub slo: Slo,
+    pub quality_floors: Vec<QualityFloor>,
+    pub sweep: Sweep,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceSlice {
+    pub slice: String,
+    pub requests: u64,
+    pub mean_prompt_tokens: f64,
+}
+
+/// The plan: the chapter's four parts (benchmark contract, profiler and bottleneck report,
+/// quality gates, capacity and cost recommendation).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanReport {
+    pub contract: Contract,
+    /// The shipped configuration's figures: the profiler and bottleneck report.
+    pub chosen: ConfigReport,
+    pub quality: Vec<QualityRow>,
+    pub sweep: Vec<SweepRow>,
+    pub decision: Decision,
+}
+
+/// The planner.
+pub struct Plan;
+
+impl Plan {
+    /// Runs the sweep and decides. Same inputs, same report, byte for byte.
+    pub fn run(inputs: &PlanInputs) -> Result<PlanReport, CapacityError> {
+        inputs.hardware.validate()?;
+        inputs.model.validate()?;
+        positive("p99 TTFT SLO (s)", inputs.slo.ttft_p99_s)?;
+        positive("p99 time-per-token SLO (s)", inputs.slo.tpot_p99_s)?;
+        let sweep = &inputs.sweep;
+        if sweep.batchings.is_empty() || sweep.max_sequences.is_empty() || sweep.weights.is_empty()
+        {
+            return Err(CapacityError::Sweep {
+                reason: "needs at least one batching, one batch limit and one weight path".into(),
+            });
+        }
+        at_least_one("KV block size (tokens)", sweep.block_size as u64)?;
+        for floor in &inputs.quality_floors {
+            positive(
+                &format!("quality floor of slice {:?} (bits/byte)", floor.slice),
+                floor.max_bits_per_byte,
+            )?;
+            if inputs.quality.slice(&floor.slice).is_none() {
+                return Err(CapacityError::Quality {
+                    reason: format!(
+                        "a floor names slice {:?}, which the quality profile does not measure",
+                        floor.slice
+                    ),
+                });
+            }
+        }
+        let calibration = match &inputs.calibration {
+            Some(c) => Some(c.fit(&inputs.model)?),
+            None => None,
+        };
+        let hardware = |weights| match &calibration {
+            Some(fit) => fit.apply(&inputs.hardware, weights),
+            None => inputs.hardware.clone(),
+        };
+        let trace = inputs.trace.trace()?;
+        let quality = quality_rows(inputs);
+
+        let mut rows = Vec::new();
+        let mut best: Option<(usize, Metrics)> = None;
+        let mut best_failing: Option<(usize, Vec<GateResult>)> = None;
+        for &batching in &sweep.batchings {
+            for &max_sequences in &sweep.max_sequences {
+                for &weights in &sweep.weights {
+                    let policy = ServingPolicy {
+                        batching,
+                        max_sequences,
+                        block_size: sweep.block_size,
+                        weights,
+                    };
+                    let index = rows.len();
+                    match evaluate(inputs, &hardware(weights), &trace, &policy, &quality) {
+                        Ok((metrics, gates)) => {
+                            let passes = gates.iter().all(|g| g.passed);
+                            rows.push(sweep_row(&policy, &metrics, &gates, None));
+                            if passes {
+                                if best
+                                    .as_ref()
+                                    .is_none_or(|(b, _)| better(&rows[index], &rows[*b]))
+                                {
+                                    best = Some((index, metrics));
+                                }
+                            } else if best_failing
+                                .as_ref()
+                                .is_none_or(|(b, _)| better(&rows[index], &rows[*b]))
+                            {
+                                best_failing = Some((index, gates));
+                            }
+                        }
+                        // A point that cannot run on this machine is a row, not the plan's end.
+                        Err(
+                            e @ (CapacityError::WeightsTooLarge { .. }
+                            | CapacityError::KvTooSmall { .. }
+                            | CapacityError::NeverAdmits { .. }),
+                        ) => {
+                            rows.push(error_row(&policy, &e));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        let max_throughput = rows
+            .iter()
+            .filter(|r| r.error.is_none())
+            .fold(None::<&SweepRow>, |m, r| match m {
+                Some(m) if m.output_tokens_per_s >= r.output_tokens_per_s => Some(m),
+                _ => Some(r),
+            })
+            .cloned();
+
+        let (decision, chosen) = if let Some((index, metrics)) = best {
+            let row = &rows[index];
+            let mut reason = format!(
+                "{} has the highest goodput ({} requests/s) of the {} configurations that pass every gate",
+                row.label,
+                fmt(row.goodput_per_s),
+                rows.iter().filter(|r| r.passes_gates).count()
+            );
+            if let Some(m) = &max_throughput {
+                if !m.passes_gates {
+                    reason.push_str(&format!(
+                        "; the highest-throughput configuration, {} ({} tokens/s), fails: {}",
+                        m.label,
+                        fmt(m.output_tokens_per_s),
+                        m.failed_gates.join("; ")
+                    ));
+                }
+            }
+            let policy = row.policy.clone();
+            let gates = gates_of(inputs, &metrics, &policy, &quality);
+            (
+                Decision {
+                    kind: DecisionKind::Release,
+                    name: format!("release: {}", row.label),
+                    policy: policy.clone(),
+                    reason,
+                    failed_gates: Vec::new(),
+                    max_throughput,
+                },
+                ConfigReport {
+                    name: format!("release: {}", row.label),
+                    policy,
+                    metrics,
+                    gates,
+                },
+            )
+        } else {
+            let (kind, fallback) = match &inputs.last_known_good {
+                Some(k) => (DecisionKind::DegradeToLastKnownGood, k.clone()),
+                None => (DecisionKind::DegradeToBaseline, inputs.baseline.clone()),
+            };
+            let (failed_gates, why) =
+                match &best_failing {
+                    Some((index, gates)) => {
+                        let failed: Vec<GateResult> =
+                            gates.iter().filter(|g| !g.passed).cloned().collect();
+                        let why =
+                            format!(
+                        "no configuration passes every gate; the best candidate, {}, fails: {}",
+                        rows[*index].label,
+                        failed.iter().map(GateResult::sentence).collect::<Vec<_>>().join("; ")
+                    );
+                        (failed, why)
+                    }
+                    None => (
+                        Vec::new(),
+                        "no configuration of the sweep can run on this machine".into(),
+                    ),
+                };
+            let (metrics, gates) = evaluate(
+                inputs,
+                &hardware(fallback.policy.weights),
+                &trace,
+                &fallback.policy,
+                &quality,
+            )?;
+            let mut reason = format!("{why}; degrading to {}", fallback.name);
+            if !gates.iter().all(|g| g.passed) {
+                reason.push_str(&format!(
+                    " (which fails too: {})",
+                    gates
+                        .iter()
+                        .filter(|g| !g.passed)
+                        .map(GateResult::sentence)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ));
+            }
+            (
+                Decision {
+                    kind,
+                    name: fallback.name.clone(),
+                    policy: fallback.policy.clone(),
+                    reason,
+                    failed_gates,
+                    max_throughput,
+                },
+                ConfigReport {
+                    name: fallback.name,
+                    policy: fallback.policy,
+                    metrics,
+                    gates,
+                },
+            )
+        };
+        let n = trace.requests.len() as f64;
+        let span = trace.requests.last().map_or(0.0, |r| r.arrival_s)
+            - trace.requests.first().map_or(0.0, |r| r.arrival_s);
+        let contract = Contract {
+            hardware: hardware(WeightPath::Full),
+            model: inputs.model.clone(),
+            calibration,
+            trace_name: inputs.trace.name().into(),
+            trace_seed: match &inputs.trace {
+                TraceSource::Generated { spec } => Some(spec.seed),
+                TraceSource::Recorded { .. } => None,
+            },
+            requests: trace.requests.len() as u64,
+            slices: trace
+                .slices
+                .iter()
+                .enumerate()
+                .map(|(s, name)| {
+                    let of: Vec<_> = trace
+                        .requests
+                        .iter()
+                        .filter(|r| r.slice as usize == s)
+                        .collect();
+                    TraceSlice {
+                        slice: name.clone(),
+                        requests: of.len() as u64,
+                        mean_prompt_tokens: of.iter().map(|r| r.prompt_tokens as f64).sum::<f64>()
+                            / of.len().max(1) as f64,
+                    }
+                })
+                .collect(),
+            offered_rate_per_s: if span > 0.0 { (n - 1.0) / span } else { 0.0 },
+            mean_prompt_tokens: trace
+                .requests
+                .iter()
+                .map(|r| r.prompt_tokens as f64)
+                .sum::<f64>()
+                / n,
+            mean_output_tokens: trace
+                .requests
+                .iter()
+                .map(|r| r.output_tokens as f64)
+                .sum::<f64>()
+                / n,
+            slo: inputs.slo,
+            quality_floors: inputs.quality_floors.clone(),
+            sweep: inputs.sweep.clone(),
+        };
+        Ok(PlanReport {
+            contract,
+            chosen,
+            quality,
+            sweep: rows,
+            decision,
+        })
+    }
+}
+
+/// Higher goodput, then higher throughput, then lower cost; earlier rows win ties.
+fn better(a: &SweepRow, b: &SweepRow) -> bool {
+    (
+        a.goodput_per_s,
+        a.output_tokens_per_s,
+        -a.cost_per_million_output_tokens,
+    )
+        .partial_cmp(&(
+            b.goodput_per_s,
+            b.output_tokens_per_s,
+            -b.cost_per_million_output_tokens,
+        ))
+        == Some(std::cmp::Ordering::Greater)
+}
+
+fn quality_rows(inputs: &PlanInputs) -> Vec<QualityRow> {
+    let mut rows = Vec::new();
+    for floor in &inputs.quality_floors {
+        let Some(s) = inputs.quality.slice(&floor.slice) else {
+            continue;
+        };
+        for weights in [WeightPath::Full, WeightPath::Int8] {
+            let bpb = s.bits_per_byte(weights);
+            rows.push(QualityRow {
+                slice: s.slice.clone(),
+                name: s.name.clone(),
+                weights: match weights {
+                    WeightPath::Full => inputs.model.full_precision.clone(),
+                    WeightPath::Int8 => "int8".into(),
+                },
+                bits_per_byte: bpb,
+                max_bits_per_byte: floor.max_bits_per_byte,
+                passed: bpb <= floor.max_bits_per_byte,
+            });
+        }
+    }
+    rows
+}
+
+fn evaluate(
+    inputs: &PlanInputs,
+    hardware: &HardwareProfile,
+    trace: &Trace,
+    policy: &ServingPolicy,
+    quality: &[QualityRow],
+) -> Result<(Metrics, Vec<GateResult>), CapacityError> {
+    let outcome = simulate(trace, hardware, &inputs.model, policy)?;
+    let metrics = Metrics::new(&outcome, trace, policy, hardware, &inputs.slo);
+    let gates = gates_of(inputs, &metrics, policy, quality);
+    Ok((metrics, gates))
+}
+
+/// SLO gates on all traffic and on every slice, then the quality gate of every slice on the
+/// policy's weight path.
+fn gates_of(
+    inputs: &PlanInputs,
+    metrics: &Metrics,
+    policy: &ServingPolicy,
+    quality: &[QualityRow],
+) -> Vec<GateResult> {
+    let mut gates = Vec::new();
+    for m in std::iter::once(&metrics.all).chain(&metrics.by_slice) {
+        if m.requests == 0 {
+            continue;
+        }
+        gates.push(GateResult::new(
+            "p99 TTFT",
+            &m.slice,
+            m.ttft.p99,
+            inputs.slo.ttft_p99_s,
+            "s",
+        ));
+        if m.tpot.count > 0 {
+            gates.push(GateResult::new(
+                "p99 time per output token",
+                &m.slice,
+                m.tpot.p99,
+                inputs.slo.tpot_p99_s,
+                "s",
+            ));
+        }
+    }
+    let path = match policy.weights {
+        WeightPath::Full => inputs.model.full_precision.as_str(),
+        WeightPath::Int8 => "int8",
+    };
+    for q in quality.iter().filter(|q| q.weights == path) {
+        gates.push(GateResult::new(
+            "quality",
+            &q.slice,
+            q.bits_per_byte,
+            q.max_bits_per_byte,
+            "bits/byte",
+        ));
+    }
+    gates
+}
+
+fn sweep_row(
+    policy: &ServingPolicy,
+    metrics: &Metrics,
+    gates: &[GateResult],
+    error: Option<String>,
+) -> SweepRow {
+    SweepRow {
+        policy: policy.clone(),
+        label: policy.label(),
+        batching: policy.batching.label(),
+        max_sequences: policy.max_sequences,
+        weights: policy.weights.name().into(),
+        output_tokens_per_s: metrics.output_tokens_per_s,
+        ttft_p99_s: metrics.all.ttft.p99,
+        tpot_p99_s: metrics.all.tpot.p99,
+        tbt_p99_s: metrics.tbt.p99,
+        goodput_per_s: metrics.all.goodput_per_s,
+        cost_per_million_output_tokens: metrics.cost_per_million_output_tokens,
+        kv_min_headroom: metrics.kv.min_headroom,
+        passes_gates: error.is_none() && gates.iter().all(|g| g.passed),
+        failed_gates: gates
+            .iter()
+            .filter(|g| !g.passed)
+            .map(GateResult::sentence)
+            .collect(),
+        error,
+    }
+}
+
+fn error_row(policy: &ServingPolicy, error: &CapacityError) -> SweepRow {
+    SweepRow {
+        policy: policy.clone(),
+        label: policy.label(),
+        batching: policy.batching.label(),
+        max_sequences: policy.max_sequences,
+        weights: policy.weights.name().into(),
+        output_tokens_per_s: 0.0,
+        ttft_p99_s: 0.0,
+        tpot_p99_s: 0.0,
+        tbt_p99_s: 0.0,
+        goodput_per_s: 0.0,
+        cost_per_million_output_tokens: 0.0,
+        kv_min_headroom: 0.0,
+        passes_gates: false,
+        failed_gates: Vec::new(),
+        error: Some(error.to_string()),
+    }
+}
+
+/// A number with four significant figures, no exponent for everyday magnitudes.
+pub(crate) fn fmt(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let magnitude = x.abs().log10().floor() as i32;
+    if !(-4..9).contains(&magnitude) {
+        return format!("{x:.3e}");
+    }
+    let decimals = (3 - magnitude).max(0) as usize;
+    format!("{x:.decimals$}")
+}
+
+pub(crate) fn pct(share: f64) -> String {
+    format!("{:+.1} %", share * 100.0)
+}

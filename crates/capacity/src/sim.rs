@@ -1,0 +1,659 @@
+//! The serving simulator: iteration-level, discrete in time. Each iteration the scheduler
+//! admits waiting requests under the policy's limits and the paged KV cache, runs one batch
+//! (prefill chunks and decode steps), prices it with the roofline, and moves the clock.
+//!
+//! Work per iteration is O(running sequences) with no allocation; the clock jumps over idle
+//! gaps; the number of iterations is bounded by the trace (an error, never a hang).
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cost::{IterationWork, Roofline};
+use crate::error::{at_least_one, CapacityError};
+use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
+use crate::trace::Trace;
+
+/// How the scheduler forms batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Batching {
+    /// Request-level batching (FasterTransformer): a batch is formed when the engine is
+    /// idle, prefilled padded to its longest prompt, decoded until its longest output ends
+    /// (finished rows still occupy their slots), and each row reserves KV for the whole
+    /// context.
+    Static,
+    /// Iteration-level batching (Orca) on a paged KV cache (vLLM): sequences join and leave
+    /// between iterations; a joining prompt is prefilled whole in one iteration, stalling the
+    /// decodes batched with it.
+    Continuous,
+    /// Continuous batching with chunked prefill (Sarathi-Serve): every iteration runs all
+    /// decodes, then fills the rest of `token_budget` with prompt chunks.
+    ChunkedPrefill { token_budget: u32 },
+}
+
+impl Batching {
+    pub fn label(&self) -> String {
+        match self {
+            Batching::Static => "static".into(),
+            Batching::Continuous => "continuous".into(),
+            Batching::ChunkedPrefill { token_budget } => format!("chunked-prefill/{token_budget}"),
+        }
+    }
+}
+
+/// One serving configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServingPolicy {
+    pub batching: Batching,
+    /// Most sequences running at once (the batch limit).
+    pub max_sequences: u32,
+    /// Tokens per KV-cache block.
+    pub block_size: u32,
+    pub weights: WeightPath,
+}
+
+impl ServingPolicy {
+    /// `continuous, 32 seqs, full` and the like.
+    pub fn label(&self) -> String {
+        format!(
+            "{}, {} seqs, {}",
+            self.batching.label(),
+            self.max_sequences,
+            self.weights.name()
+        )
+    }
+}
+
+/// Latency targets. A request meets them when its TTFT and its time per output token are
+/// within them; the gates hold them to the 99th percentiles.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    pub ttft_p99_s: f64,
+    pub tpot_p99_s: f64,
+}
+
+/// The KV cache a policy gets on a machine.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KvBudget {
+    pub weight_bytes: f64,
+    /// Memory left for the cache after the reserve and the weights.
+    pub kv_bytes: f64,
+    pub bytes_per_block: f64,
+    pub blocks: u64,
+}
+
+impl KvBudget {
+    pub fn new(
+        hardware: &HardwareProfile,
+        model: &ModelProfile,
+        policy: &ServingPolicy,
+    ) -> Result<KvBudget, CapacityError> {
+        at_least_one("KV block size (tokens)", policy.block_size as u64)?;
+        let usable = hardware.memory_bytes * (1.0 - hardware.memory_reserve);
+        let weight_bytes = model.weight_bytes(policy.weights);
+        if weight_bytes >= usable {
+            return Err(CapacityError::WeightsTooLarge {
+                weights: format!("{} {}", model.name, policy.weights.name()),
+                weight_bytes,
+                usable_bytes: usable,
+            });
+        }
+        let kv_bytes = usable - weight_bytes;
+        let bytes_per_block = model.kv_cache_bytes(1, policy.block_size as u64);
+        let blocks = (kv_bytes / bytes_per_block).floor().min(u32::MAX as f64) as u64;
+        Ok(KvBudget {
+            weight_bytes,
+            kv_bytes,
+            bytes_per_block,
+            blocks,
+        })
+    }
+}
+
+/// Fine log-spaced histogram for token gaps: 32 buckets per octave (about ±1.1 %) from 1 ns
+/// to about an hour.
+#[derive(Clone, Debug)]
+pub(crate) struct GapHistogram {
+    counts: Vec<u64>,
+    total: u64,
+}
+
+const GAP_PER_OCTAVE: f64 = 32.0;
+const GAP_LOW_OCTAVE: f64 = -30.0;
+const GAP_BUCKETS: usize = 42 * 32;
+
+impl GapHistogram {
+    fn new() -> GapHistogram {
+        GapHistogram {
+            counts: vec![0; GAP_BUCKETS],
+            total: 0,
+        }
+    }
+
+    fn add(&mut self, gap_s: f64, count: u64) {
+        let i = ((gap_s.max(1e-300).log2() - GAP_LOW_OCTAVE) * GAP_PER_OCTAVE).floor();
+        let i = i.clamp(0.0, (GAP_BUCKETS - 1) as f64) as usize;
+        self.counts[i] += count;
+        self.total += count;
+    }
+
+    /// The nearest-rank quantile, as the geometric middle of its bucket; NaN when empty.
+    pub(crate) fn quantile(&self, q: f64) -> f64 {
+        if self.total == 0 {
+            return f64::NAN;
+        }
+        let rank = ((q * self.total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return ((i as f64 + 0.5) / GAP_PER_OCTAVE + GAP_LOW_OCTAVE).exp2();
+            }
+        }
+        f64::NAN
+    }
+}
+
+impl SimOutcome {
+    /// Token gaps measured (every emitted token but each request's first).
+    pub fn gaps_count(&self) -> u64 {
+        self.gaps.total
+    }
+}
+
+/// What one simulation measured, per request and in total; `report` turns it into figures.
+#[derive(Clone, Debug)]
+pub struct SimOutcome {
+    /// Per request, by trace index: time to first token, end-to-end latency, time per
+    /// output token (NaN for one-token outputs), time queued before first admission.
+    pub ttft_s: Vec<f64>,
+    pub e2e_s: Vec<f64>,
+    pub tpot_s: Vec<f64>,
+    pub queue_s: Vec<f64>,
+    pub(crate) gaps: GapHistogram,
+    pub first_arrival_s: f64,
+    pub end_s: f64,
+    pub iterations: u64,
+    pub preemptions: u64,
+    /// Seconds of iterations under each roof, of fixed overhead, and idle.
+    pub compute_bound_s: f64,
+    pub memory_bound_s: f64,
+    pub overhead_s: f64,
+    pub idle_s: f64,
+    /// Tokens run through the model (prefill, recomputation and decode) and emitted.
+    pub processed_tokens: u64,
+    pub kv: KvBudget,
+    /// Peak KV blocks in use in each of 100 equal windows of the arrival span, then one
+    /// window for the drain after the last arrival.
+    pub kv_peak_blocks: Vec<u64>,
+    pub window_s: f64,
+}
+
+/// One running sequence, kept in admission order.
+#[derive(Clone, Copy, Debug)]
+struct Running {
+    request: u32,
+    /// Tokens to have cached before the next emission while prefilling (the prompt, plus
+    /// the tokens emitted before a preemption when recomputing).
+    prefill_target: u32,
+    cached: u32,
+    generated: u32,
+    blocks: u32,
+    /// Emits a token at the end of the current iteration.
+    emits: bool,
+    /// Static batching: the row's output is complete (it still occupies its slot).
+    finished: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Waiting {
+    request: u32,
+    /// Tokens emitted before a preemption (0 for a fresh request).
+    generated: u32,
+}
+
+const KV_WINDOWS: usize = 100;
+
+/// Simulates `trace` served by `policy`. Checks every input first; same inputs, same outcome.
+pub fn simulate(
+    trace: &Trace,
+    hardware: &HardwareProfile,
+    model: &ModelProfile,
+    policy: &ServingPolicy,
+) -> Result<SimOutcome, CapacityError> {
+    hardware.validate()?;
+    model.validate()?;
+    if trace.requests.is_empty() {
+        return Err(CapacityError::EmptyTrace);
+    }
+    if trace.requests.len() > crate::trace::MAX_REQUESTS {
+        return Err(CapacityError::TooManyRequests {
+            requests: trace.requests.len(),
+            limit: crate::trace::MAX_REQUESTS,
+        });
+    }
+    if policy.max_sequences == 0 {
+        return Err(CapacityError::NeverAdmits {
+            reason: "the batch limit (max_sequences) is 0".into(),
+        });
+    }
+    if let Batching::ChunkedPrefill { token_budget: 0 } = policy.batching {
+        return Err(CapacityError::NeverAdmits {
+            reason: "the chunked-prefill token budget is 0, so no prompt token can run".into(),
+        });
+    }
+    let kv = KvBudget::new(hardware, model, policy)?;
+    let bs = policy.block_size as u64;
+    let mut longest = 0u64;
+    let mut previous = 0.0;
+    for (i, r) in trace.requests.iter().enumerate() {
+        let tokens = r.prompt_tokens as u64 + r.output_tokens as u64;
+        if r.prompt_tokens == 0 || r.output_tokens == 0 {
+            return Err(CapacityError::TraceRow {
+                line: i + 1,
+                reason: "prompt and output must each hold at least one token".into(),
+            });
+        }
+        if !(r.arrival_s.is_finite() && r.arrival_s >= previous) {
+            return Err(CapacityError::TraceRow {
+                line: i + 1,
+                reason: format!(
+                    "arrival {} s is not a time at or after the previous request's {previous} s",
+                    r.arrival_s
+                ),
+            });
+        }
+        previous = r.arrival_s;
+        if tokens > model.context_len as u64 {
+            return Err(CapacityError::RequestTooLong {
+                request: i,
+                tokens,
+                context_len: model.context_len as u64,
+            });
+        }
+        longest = longest.max(tokens);
+    }
+    let needed_blocks = longest.div_ceil(bs);
+    if needed_blocks > kv.blocks {
+        return Err(CapacityError::KvTooSmall {
+            needed_blocks,
+            available_blocks: kv.blocks,
+        });
+    }
+    if policy.batching == Batching::Static {
+        let reserve = (model.context_len as u64).div_ceil(bs);
+        if reserve > kv.blocks {
+            return Err(CapacityError::NeverAdmits {
+                reason: format!(
+                    "static batching reserves {reserve} KV blocks per sequence (the whole context of {}), but the cache holds {}",
+                    model.context_len, kv.blocks
+                ),
+            });
+        }
+    }
+    let roofline = Roofline::new(hardware, model, policy.weights);
+    let static_reserve = (model.context_len as u64).div_ceil(bs);
+    Simulator::new(trace, policy, kv, roofline, static_reserve).run()
+}
+
+struct Simulator<'a> {
+    trace: &'a Trace,
+    policy: &'a ServingPolicy,
+    roofline: Roofline,
+    out: SimOutcome,
+    running: Vec<Running>,
+    waiting: VecDeque<Waiting>,
+    next_arrival: usize,
+    free_blocks: u64,
+    now: f64,
+    /// When each request last emitted a token.
+    last_token_s: Vec<f64>,
+    iteration_limit: u64,
+    /// Blocks a static-batching row reserves: the whole context.
+    static_reserve: u64,
+}
+
+impl<'a> Simulator<'a> {
+    fn new(
+        trace: &'a Trace,
+        policy: &'a ServingPolicy,
+        kv: KvBudget,
+        roofline: Roofline,
+        static_reserve: u64,
+    ) -> Simulator<'a> {
+        let n = trace.requests.len();
+        let first = trace.requests[0].arrival_s;
+        let last = trace.requests[n - 1].arrival_s;
+        let tokens: u64 = trace
+            .requests
+            .iter()
+            .map(|r| r.prompt_tokens as u64 + r.output_tokens as u64)
+            .sum();
+        Simulator {
+            trace,
+            policy,
+            roofline,
+            out: SimOutcome {
+                ttft_s: vec![f64::NAN; n],
+                e2e_s: vec![f64::NAN; n],
+                tpot_s: vec![f64::NAN; n],
+                queue_s: vec![f64::NAN; n],
+                gaps: GapHistogram::new(),
+                first_arrival_s: first,
+                end_s: first,
+                iterations: 0,
+                preemptions: 0,
+                compute_bound_s: 0.0,
+                memory_bound_s: 0.0,
+                overhead_s: 0.0,
+                idle_s: 0.0,
+                processed_tokens: 0,
+                kv,
+                kv_peak_blocks: vec![0; KV_WINDOWS + 1],
+                window_s: ((last - first) / KV_WINDOWS as f64).max(f64::MIN_POSITIVE),
+            },
+            running: Vec::with_capacity(policy.max_sequences.min(1 << 16) as usize),
+            waiting: VecDeque::new(),
+            next_arrival: 0,
+            free_blocks: kv.blocks,
+            now: first,
+            last_token_s: vec![f64::NAN; n],
+            // Every iteration emits a token or prefills at least one prompt token; a
+            // preemption repeats at most a sequence's own tokens, and the oldest sequence
+            // is never preempted, so 8x the trace's tokens is far above any real run.
+            iteration_limit: 8 * tokens + 16 * n as u64 + 1024,
+            static_reserve,
+        }
+    }
+
+    fn run(mut self) -> Result<SimOutcome, CapacityError> {
+        let n = self.trace.requests.len();
+        let mut finished = 0usize;
+        while finished < n {
+            self.arrive();
+            if self.running.is_empty() && self.waiting.is_empty() {
+                // Idle: jump to the next arrival.
+                let next = self.trace.requests[self.next_arrival].arrival_s;
+                self.out.idle_s += next - self.now;
+                self.now = next;
+                continue;
+            }
+            self.out.iterations += 1;
+            if self.out.iterations > self.iteration_limit {
+                return Err(CapacityError::IterationLimit {
+                    limit: self.iteration_limit,
+                });
+            }
+            finished += match self.policy.batching {
+                Batching::Static => self.static_iteration()?,
+                Batching::Continuous => self.continuous_iteration(u64::MAX)?,
+                Batching::ChunkedPrefill { token_budget } => {
+                    self.continuous_iteration(token_budget as u64)?
+                }
+            };
+        }
+        self.out.end_s = self.now;
+        Ok(self.out)
+    }
+
+    fn arrive(&mut self) {
+        let requests = &self.trace.requests;
+        while self.next_arrival < requests.len()
+            && requests[self.next_arrival].arrival_s <= self.now
+        {
+            self.waiting.push_back(Waiting {
+                request: self.next_arrival as u32,
+                generated: 0,
+            });
+            self.next_arrival += 1;
+        }
+    }
+
+    fn blocks_for(&self, tokens: u64) -> u64 {
+        tokens.div_ceil(self.policy.block_size as u64)
+    }
+
+    fn record_kv(&mut self) {
+        let used = self.out.kv.blocks - self.free_blocks;
+        let offset = (self.now - self.out.first_arrival_s) / self.out.window_s;
+        let w = if offset < KV_WINDOWS as f64 {
+            offset.max(0.0) as usize
+        } else {
+            KV_WINDOWS
+        };
+        let peak = &mut self.out.kv_peak_blocks[w];
+        *peak = (*peak).max(used);
+    }
+
+    /// Prices `work`, advances the clock, and books the time under its roof.
+    fn advance(&mut self, work: &IterationWork) {
+        let cost = self.roofline.cost(work);
+        if cost.compute_s >= cost.memory_s {
+            self.out.compute_bound_s += cost.compute_s;
+        } else {
+            self.out.memory_bound_s += cost.memory_s;
+        }
+        self.out.overhead_s += cost.overhead_s;
+        self.out.processed_tokens += work.tokens as u64;
+        self.now += cost.time_s();
+    }
+
+    /// Books one token of `seq` emitted now; true when it was the request's last. Gaps of
+    /// sequences that also emitted at `iteration_start` all equal the iteration's length
+    /// and are only counted in `steady` (one histogram update per iteration).
+    fn emit(&mut self, seq: &mut Running, iteration_start: f64, steady: &mut u64) -> bool {
+        let r = seq.request as usize;
+        let request = self.trace.requests[r];
+        if seq.generated == 0 {
+            self.out.ttft_s[r] = self.now - request.arrival_s;
+        } else {
+            let last = self.last_token_s[r];
+            if last == iteration_start {
+                *steady += 1;
+            } else {
+                self.out.gaps.add(self.now - last, 1);
+            }
+        }
+        self.last_token_s[r] = self.now;
+        seq.generated += 1;
+        if seq.generated < request.output_tokens {
+            return false;
+        }
+        let e2e = self.now - request.arrival_s;
+        self.out.e2e_s[r] = e2e;
+        if request.output_tokens > 1 {
+            self.out.tpot_s[r] = (e2e - self.out.ttft_s[r]) / (request.output_tokens - 1) as f64;
+        }
+        true
+    }
+
+    /// One iteration of continuous batching; `budget` caps the iteration's tokens (decodes
+    /// first, then prompt chunks in admission order). Returns the requests that finished.
+    fn continuous_iteration(&mut self, budget: u64) -> Result<usize, CapacityError> {
+        // Admission, oldest first, while a slot and the prompt's blocks are free.
+        while (self.running.len() as u64) < self.policy.max_sequences as u64 {
+            let Some(&w) = self.waiting.front() else {
+                break;
+            };
+            let request = self.trace.requests[w.request as usize];
+            let target = request.prompt_tokens + w.generated;
+            let need = self.blocks_for(target as u64);
+            if need > self.free_blocks {
+                break;
+            }
+            self.waiting.pop_front();
+            self.free_blocks -= need;
+            let queued = &mut self.out.queue_s[w.request as usize];
+            if queued.is_nan() {
+                *queued = self.now - request.arrival_s;
+            }
+            self.running.push(Running {
+                request: w.request,
+                prefill_target: target,
+                cached: 0,
+                generated: w.generated,
+                blocks: need as u32,
+                emits: false,
+                finished: false,
+            });
+        }
+        if self.running.is_empty() {
+            return Err(CapacityError::NeverAdmits {
+                reason: "no waiting request fits in an empty engine".into(),
+            });
+        }
+        // A decode writes one more token to the cache; when no block is free the youngest
+        // sequence is preempted (and recomputed later, as vLLM does). The oldest sequence
+        // always fits alone, so the engine never deadlocks.
+        let bs = self.policy.block_size;
+        let mut i = 0;
+        while i < self.running.len() {
+            let s = self.running[i];
+            if s.cached >= s.prefill_target && s.cached + 1 > s.blocks * bs {
+                if self.free_blocks == 0 {
+                    let Some(v) = self.running.pop() else { break };
+                    self.free_blocks += v.blocks as u64;
+                    self.waiting.push_front(Waiting {
+                        request: v.request,
+                        generated: v.generated,
+                    });
+                    self.out.preemptions += 1;
+                    continue;
+                }
+                self.free_blocks -= 1;
+                self.running[i].blocks += 1;
+            }
+            i += 1;
+        }
+        self.record_kv();
+        // The batch.
+        let decodes = self
+            .running
+            .iter()
+            .filter(|s| s.cached >= s.prefill_target)
+            .count() as u64;
+        let mut left = budget.saturating_sub(decodes);
+        let mut work = IterationWork::default();
+        for s in self.running.iter_mut() {
+            if s.cached >= s.prefill_target {
+                work.add(IterationWork::decode(s.cached as f64));
+                s.cached += 1;
+                s.emits = true;
+            } else {
+                let chunk = ((s.prefill_target - s.cached) as u64).min(left) as u32;
+                if chunk > 0 {
+                    work.add(IterationWork::prefill(s.cached as f64, chunk as f64));
+                    left -= chunk as u64;
+                    s.cached += chunk;
+                    // The last chunk of a prompt yields the next token.
+                    s.emits = s.cached == s.prefill_target;
+                }
+            }
+        }
+        let start = self.now;
+        self.advance(&work);
+        // Emissions, and finished sequences leave (compacted in place, order kept).
+        let mut running = std::mem::take(&mut self.running);
+        let mut finished = 0;
+        let mut steady = 0;
+        let mut kept = 0;
+        for r in 0..running.len() {
+            let mut s = running[r];
+            if s.emits {
+                s.emits = false;
+                if self.emit(&mut s, start, &mut steady) {
+                    self.free_blocks += s.blocks as u64;
+                    finished += 1;
+                    continue;
+                }
+            }
+            running[kept] = s;
+            kept += 1;
+        }
+        running.truncate(kept);
+        self.running = running;
+        if steady > 0 {
+            self.out.gaps.add(self.now - start, steady);
+        }
+        Ok(finished)
+    }
+
+    /// One iteration of static batching: when idle, form and prefill a batch (padded to its
+    /// longest prompt); else run one decode step of every row, finished or not.
+    fn static_iteration(&mut self) -> Result<usize, CapacityError> {
+        let forming = self.running.is_empty();
+        if forming {
+            let reserve = self.static_reserve;
+            while (self.running.len() as u64) < self.policy.max_sequences as u64
+                && self.free_blocks >= reserve
+            {
+                let Some(w) = self.waiting.pop_front() else {
+                    break;
+                };
+                let request = self.trace.requests[w.request as usize];
+                self.out.queue_s[w.request as usize] = self.now - request.arrival_s;
+                self.free_blocks -= reserve;
+                self.running.push(Running {
+                    request: w.request,
+                    prefill_target: request.prompt_tokens,
+                    cached: 0,
+                    generated: 0,
+                    blocks: reserve as u32,
+                    emits: true,
+                    finished: false,
+                });
+            }
+            if self.running.is_empty() {
+                return Err(CapacityError::NeverAdmits {
+                    reason: "no waiting request fits in an empty engine".into(),
+                });
+            }
+        }
+        self.record_kv();
+        let rows = self.running.len() as f64;
+        let mut work = if forming {
+            let longest = self
+                .running
+                .iter()
+                .map(|s| s.prefill_target)
+                .max()
+                .unwrap_or(1);
+            for s in self.running.iter_mut() {
+                s.cached = longest;
+            }
+            IterationWork::prefill(0.0, longest as f64)
+        } else {
+            // Rows share the padded position.
+            let position = self.running[0].cached;
+            for s in self.running.iter_mut() {
+                s.cached += 1;
+            }
+            IterationWork::decode(position as f64)
+        };
+        work.tokens *= rows;
+        work.attention_context *= rows;
+        work.kv_read *= rows;
+        work.kv_written *= rows;
+        let start = self.now;
+        self.advance(&work);
+        let mut batch = std::mem::take(&mut self.running);
+        let mut finished = 0;
+        let mut steady = 0;
+        for s in batch.iter_mut() {
+            if !s.finished && self.emit(s, start, &mut steady) {
+                s.finished = true;
+                finished += 1;
+            }
+        }
+        if steady > 0 {
+            self.out.gaps.add(self.now - start, steady);
+        }
+        if batch.iter().all(|s| s.finished) {
+            self.free_blocks += batch.iter().map(|s| s.blocks as u64).sum::<u64>();
+            batch.clear();
+        }
+        self.running = batch;
+        Ok(finished)
+    }
+}
