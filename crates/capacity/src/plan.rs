@@ -43,9 +43,13 @@ impl TraceSource {
     }
 }
 
-/// What the sweep varies; every combination is simulated, in this order.
+/// What the sweep varies; every combination is simulated, loads outermost, in this order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sweep {
+    /// Multiples of the trace's arrival rate offered to one replica: the throughput and
+    /// tail-latency curve of each configuration, and the most load it sustains within the
+    /// gates.
+    pub load_scales: Vec<f64>,
     pub batchings: Vec<Batching>,
     pub max_sequences: Vec<u32>,
     pub weights: Vec<WeightPath>,
@@ -80,8 +84,8 @@ pub struct PlanInputs {
 
 impl PlanInputs {
     /// The lab's tiny model on the lab's CPU, calibrated to its own timings, serving the
-    /// named trace preset, with its measured quality, SLOs of 1 s p99 TTFT and 50 ms p99
-    /// time per output token, and floors allowing any slice 0.01 % above its full-precision
+    /// named trace preset, with its measured quality, SLOs of 50 ms p99 TTFT and 1 ms p99
+    /// time per output token (the tiny model's scale), and floors allowing any slice 0.01 % above its full-precision
     /// bits per byte.
     pub fn tiny_lab(trace_preset: &str) -> Result<PlanInputs, CapacityError> {
         let quality = QualityProfile::tiny();
@@ -95,16 +99,17 @@ impl PlanInputs {
                 spec: TraceSpec::preset(trace_preset)?,
             },
             slo: Slo {
-                ttft_p99_s: 1.0,
-                tpot_p99_s: 0.05,
+                ttft_p99_s: 0.05,
+                tpot_p99_s: 0.001,
             },
             sweep: Sweep {
+                load_scales: vec![0.5, 1.0, 2.0, 4.0, 8.0],
                 batchings: vec![
                     Batching::Static,
                     Batching::Continuous,
                     Batching::ChunkedPrefill { token_budget: 128 },
                 ],
-                max_sequences: vec![1, 2, 4, 8, 16, 32, 64],
+                max_sequences: vec![1, 4, 16, 64],
                 weights: vec![WeightPath::Full, WeightPath::Int8],
                 block_size: 16,
             },
@@ -178,6 +183,9 @@ impl GateResult {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SweepRow {
     pub policy: ServingPolicy,
+    /// The trace's arrival rate times this (arrivals compressed in time).
+    pub load_scale: f64,
+    pub offered_rate_per_s: f64,
     pub label: String,
     pub batching: String,
     pub max_sequences: u32,
@@ -214,6 +222,13 @@ pub struct Decision {
     pub kind: DecisionKind,
     pub name: String,
     pub policy: ServingPolicy,
+    /// Load per replica the decision holds: the sustained multiple of the trace's rate
+    /// (1 for a fallback, which is judged on the trace as given).
+    pub load_scale: f64,
+    pub sustained_rate_per_s: f64,
+    /// Replicas that serve the whole trace at that load, and what they cost per hour.
+    pub replicas: u64,
+    pub cost_per_hour: f64,
     /// In words: why this configuration.
     pub reason: String,
     /// When degraded: the gates the best-goodput candidate failed, with their excess.
@@ -293,11 +308,18 @@ impl Plan {
         positive("p99 TTFT SLO (s)", inputs.slo.ttft_p99_s)?;
         positive("p99 time-per-token SLO (s)", inputs.slo.tpot_p99_s)?;
         let sweep = &inputs.sweep;
-        if sweep.batchings.is_empty() || sweep.max_sequences.is_empty() || sweep.weights.is_empty()
+        if sweep.batchings.is_empty()
+            || sweep.max_sequences.is_empty()
+            || sweep.weights.is_empty()
+            || sweep.load_scales.is_empty()
         {
             return Err(CapacityError::Sweep {
-                reason: "needs at least one batching, one batch limit and one weight path".into(),
+                reason: "needs at least one batching, batch limit, weight path and load scale"
+                    .into(),
             });
+        }
+        for &load in &sweep.load_scales {
+            positive("load scale", load)?;
         }
         at_least_one("KV block size (tokens)", sweep.block_size as u64)?;
         for floor in &inputs.quality_floors {
@@ -324,47 +346,55 @@ impl Plan {
         };
         let trace = inputs.trace.trace()?;
         let quality = quality_rows(inputs);
+        let offered = offered_rate(&trace);
 
         let mut rows = Vec::new();
         let mut best: Option<(usize, Metrics)> = None;
         let mut best_failing: Option<(usize, Vec<GateResult>)> = None;
-        for &batching in &sweep.batchings {
-            for &max_sequences in &sweep.max_sequences {
-                for &weights in &sweep.weights {
-                    let policy = ServingPolicy {
-                        batching,
-                        max_sequences,
-                        block_size: sweep.block_size,
-                        weights,
-                    };
-                    let index = rows.len();
-                    match evaluate(inputs, &hardware(weights), &trace, &policy, &quality) {
-                        Ok((metrics, gates)) => {
-                            let passes = gates.iter().all(|g| g.passed);
-                            rows.push(sweep_row(&policy, &metrics, &gates, None));
-                            if passes {
-                                if best
+        let mut scaled = trace.clone();
+        for &load in &sweep.load_scales {
+            for (r, s) in scaled.requests.iter_mut().zip(&trace.requests) {
+                r.arrival_s = s.arrival_s / load;
+            }
+            for &batching in &sweep.batchings {
+                for &max_sequences in &sweep.max_sequences {
+                    for &weights in &sweep.weights {
+                        let policy = ServingPolicy {
+                            batching,
+                            max_sequences,
+                            block_size: sweep.block_size,
+                            weights,
+                        };
+                        let index = rows.len();
+                        let point = (&policy, load, offered * load);
+                        match evaluate(inputs, &hardware(weights), &scaled, &policy, &quality) {
+                            Ok((metrics, gates)) => {
+                                let passes = gates.iter().all(|g| g.passed);
+                                rows.push(sweep_row(point, &metrics, &gates));
+                                if passes {
+                                    if best
+                                        .as_ref()
+                                        .is_none_or(|(b, _)| better(&rows[index], &rows[*b]))
+                                    {
+                                        best = Some((index, metrics));
+                                    }
+                                } else if best_failing
                                     .as_ref()
                                     .is_none_or(|(b, _)| better(&rows[index], &rows[*b]))
                                 {
-                                    best = Some((index, metrics));
+                                    best_failing = Some((index, gates));
                                 }
-                            } else if best_failing
-                                .as_ref()
-                                .is_none_or(|(b, _)| better(&rows[index], &rows[*b]))
-                            {
-                                best_failing = Some((index, gates));
                             }
+                            // A point that cannot run on this machine is a row, not the end.
+                            Err(
+                                e @ (CapacityError::WeightsTooLarge { .. }
+                                | CapacityError::KvTooSmall { .. }
+                                | CapacityError::NeverAdmits { .. }),
+                            ) => {
+                                rows.push(error_row(point, &e));
+                            }
+                            Err(e) => return Err(e),
                         }
-                        // A point that cannot run on this machine is a row, not the plan's end.
-                        Err(
-                            e @ (CapacityError::WeightsTooLarge { .. }
-                            | CapacityError::KvTooSmall { .. }
-                            | CapacityError::NeverAdmits { .. }),
-                        ) => {
-                            rows.push(error_row(&policy, &e));
-                        }
-                        Err(e) => return Err(e),
                     }
                 }
             }
@@ -398,11 +428,25 @@ impl Plan {
             }
             let policy = row.policy.clone();
             let gates = gates_of(inputs, &metrics, &policy, &quality);
+            // One replica sustains `load` times the trace; the trace needs 1 / load of them.
+            let replicas = ((1.0 / row.load_scale) - 1e-9).ceil().max(1.0) as u64;
+            reason.push_str(&format!(
+                "; one replica sustains {} requests/s ({}x the trace) within the gates, so the trace's {} requests/s need {replicas} replica{} at {} per hour",
+                fmt(row.offered_rate_per_s),
+                fmt(row.load_scale),
+                fmt(offered),
+                if replicas == 1 { "" } else { "s" },
+                fmt(replicas as f64 * inputs.hardware.cost_per_hour)
+            ));
             (
                 Decision {
                     kind: DecisionKind::Release,
                     name: format!("release: {}", row.label),
                     policy: policy.clone(),
+                    load_scale: row.load_scale,
+                    sustained_rate_per_s: row.offered_rate_per_s,
+                    replicas,
+                    cost_per_hour: replicas as f64 * inputs.hardware.cost_per_hour,
                     reason,
                     failed_gates: Vec::new(),
                     max_throughput,
@@ -461,6 +505,10 @@ impl Plan {
                     kind,
                     name: fallback.name.clone(),
                     policy: fallback.policy.clone(),
+                    load_scale: 1.0,
+                    sustained_rate_per_s: offered,
+                    replicas: 1,
+                    cost_per_hour: inputs.hardware.cost_per_hour,
                     reason,
                     failed_gates,
                     max_throughput,
@@ -474,8 +522,6 @@ impl Plan {
             )
         };
         let n = trace.requests.len() as f64;
-        let span = trace.requests.last().map_or(0.0, |r| r.arrival_s)
-            - trace.requests.first().map_or(0.0, |r| r.arrival_s);
         let contract = Contract {
             hardware: hardware(WeightPath::Full),
             model: inputs.model.clone(),
@@ -504,7 +550,7 @@ impl Plan {
                     }
                 })
                 .collect(),
-            offered_rate_per_s: if span > 0.0 { (n - 1.0) / span } else { 0.0 },
+            offered_rate_per_s: offered,
             mean_prompt_tokens: trace
                 .requests
                 .iter()
@@ -528,6 +574,17 @@ impl Plan {
             sweep: rows,
             decision,
         })
+    }
+}
+
+/// Requests per second the trace offers: (n - 1) over the span of its arrivals.
+fn offered_rate(trace: &Trace) -> f64 {
+    let n = trace.requests.len();
+    let span = trace.requests[n - 1].arrival_s - trace.requests[0].arrival_s;
+    if span > 0.0 {
+        (n - 1) as f64 / span
+    } else {
+        0.0
     }
 }
 
@@ -629,15 +686,15 @@ fn gates_of(
     gates
 }
 
-fn sweep_row(
-    policy: &ServingPolicy,
-    metrics: &Metrics,
-    gates: &[GateResult],
-    error: Option<String>,
-) -> SweepRow {
+/// A policy at a load: (policy, load scale, offered requests/s).
+type Point<'a> = (&'a ServingPolicy, f64, f64);
+
+fn sweep_row((policy, load, rate): Point, metrics: &Metrics, gates: &[GateResult]) -> SweepRow {
     SweepRow {
         policy: policy.clone(),
-        label: policy.label(),
+        load_scale: load,
+        offered_rate_per_s: rate,
+        label: format!("{} at {}x load", policy.label(), load),
         batching: policy.batching.label(),
         max_sequences: policy.max_sequences,
         weights: policy.weights.name().into(),
@@ -648,20 +705,22 @@ fn sweep_row(
         goodput_per_s: metrics.all.goodput_per_s,
         cost_per_million_output_tokens: metrics.cost_per_million_output_tokens,
         kv_min_headroom: metrics.kv.min_headroom,
-        passes_gates: error.is_none() && gates.iter().all(|g| g.passed),
+        passes_gates: gates.iter().all(|g| g.passed),
         failed_gates: gates
             .iter()
             .filter(|g| !g.passed)
             .map(GateResult::sentence)
             .collect(),
-        error,
+        error: None,
     }
 }
 
-fn error_row(policy: &ServingPolicy, error: &CapacityError) -> SweepRow {
+fn error_row((policy, load, rate): Point, error: &CapacityError) -> SweepRow {
     SweepRow {
         policy: policy.clone(),
-        label: policy.label(),
+        load_scale: load,
+        offered_rate_per_s: rate,
+        label: format!("{} at {}x load", policy.label(), load),
         batching: policy.batching.label(),
         max_sequences: policy.max_sequences,
         weights: policy.weights.name().into(),

@@ -282,12 +282,12 @@ impl TraceSpec {
 
     /// Chat traffic for the lab's tiny model (context 256): log-normal prompts (median 40)
     /// and answers (median 24), 95 % English and 5 % Basque, the rare slice, whose prompts
-    /// take 1.39 times the tokens. Arrivals: `poisson`, `bursty` (bursts of 8x the calm
+    /// take 1.39 times the tokens; 5,000 requests at 200 per second. Arrivals: `poisson`, `bursty` (bursts of 8x the calm
     /// rate 10 % of the time) or `diurnal` (±60 % over a 10-minute "day").
     pub fn presets() -> Vec<TraceSpec> {
         let base = |name: &str, arrivals: Arrivals| TraceSpec {
             name: name.into(),
-            requests: 20_000,
+            requests: 5_000,
             seed: 6,
             arrivals,
             prompt_tokens: LengthDist::LogNormal {
@@ -315,7 +315,7 @@ impl TraceSpec {
                 },
             ],
         };
-        let rate = 60.0;
+        let rate = 200.0;
         vec![
             base("poisson", Arrivals::Poisson { rate_per_s: rate }),
             base(
