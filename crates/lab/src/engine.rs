@@ -134,7 +134,11 @@ fn parse_bias(text: &str, vocab: usize) -> Result<Vec<(u32, f64)>, String> {
                 .parse::<f64>()
                 .ok()
                 .filter(|v| v.is_finite())
-                .ok_or_else(|| format!("Logit bias for token {id} must be a finite number, but it is \"{value}\"."))?;
+                .ok_or_else(|| {
+                    format!(
+                        "Logit bias for token {id} must be a finite number, but it is \"{value}\"."
+                    )
+                })?;
             Ok((id, value))
         })
         .collect()
@@ -147,7 +151,9 @@ fn token_id(text: &str, vocab: usize, name: &str) -> Result<u32, String> {
             "{name} {id} is not a token here: the logits have ids 0 to {}.",
             vocab - 1
         )),
-        Err(_) => Err(format!("{name} \"{text}\" is not a token id (a whole number).")),
+        Err(_) => Err(format!(
+            "{name} \"{text}\" is not a token id (a whole number)."
+        )),
     }
 }
 
@@ -268,17 +274,17 @@ pub fn run_step(form: &StepForm) -> Result<StepView, String> {
         && policy.top_k > 0
         && policy.forbidden.is_empty()
         && policy.logit_bias.is_empty())
-        .then(|| {
-            chapter::choose(
-                &logits,
-                policy.temperature,
-                policy.top_k,
-                seed,
-                Argpartition::default(),
-            )
-        })
-        .and_then(Result::ok)
-        .map(|choice| choice.to_string());
+    .then(|| {
+        chapter::choose(
+            &logits,
+            policy.temperature,
+            policy.top_k,
+            seed,
+            Argpartition::default(),
+        )
+    })
+    .and_then(Result::ok)
+    .map(|choice| choice.to_string());
     Ok(StepView {
         stages,
         token: outcome.token,
@@ -377,7 +383,10 @@ mod tests {
         form.temperature = "1".into();
         form.top_k = "0".into();
         let view = run_step(&form).unwrap();
-        let z: Vec<f64> = [1.2, 10.1, 2.4, 1.7].iter().map(|l: &f64| l.exp()).collect();
+        let z: Vec<f64> = [1.2, 10.1, 2.4, 1.7]
+            .iter()
+            .map(|l: &f64| l.exp())
+            .collect();
         let expected = z[1] / z.iter().sum::<f64>();
         assert!((view.stages.last().unwrap().rows[1].prob - expected).abs() < 1e-12);
     }
@@ -397,7 +406,10 @@ mod tests {
         assert!(problems.is_empty());
         let (odd, problems) = StepForm::from_pairs([("order", "sideways"), ("top_k", "x")]);
         assert_eq!(odd.order, StageOrder::TemperatureFirst);
-        assert_eq!(odd.top_k, "x", "a bad number is kept for the form to report");
+        assert_eq!(
+            odd.top_k, "x",
+            "a bad number is kept for the form to report"
+        );
         assert_eq!(problems.len(), 1);
     }
 }

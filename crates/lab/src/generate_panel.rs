@@ -10,13 +10,40 @@ use policy::generate::StepRecord;
 use policy::Backend;
 use tokenizer::StreamDecoder;
 
+use policy::RunRecord;
+use wasm_bindgen::JsCast;
+
 use crate::generation::{
-    backend_status, generate, load_model, precision_name, speed, visible, with_eos, GenerateForm,
-    ModelFiles, Request,
+    backend_status, generate, load_model, parse_record, precision_name, replay_request,
+    replay_verdict, speed, visible, with_eos, GenerateForm, ModelFiles, Request,
 };
+use crate::latency_chart::{LatencyChart, LatencyRow};
 use crate::step_panel::Field;
 use crate::url;
-use crate::web::{adapter_info, fetch_model_file, now_ms, Pacer, PageClock};
+use crate::web::{
+    adapter_info, chosen_file_text, download, fetch_model_file, now_ms, Pacer, PageClock,
+};
+
+/// What a press of a button asks for: a new run, or the replay of a record.
+#[derive(Clone, Debug)]
+enum Job {
+    Fresh(Request),
+    Replay {
+        record: Box<RunRecord>,
+        backend: BackendChoice,
+    },
+}
+
+/// One generated token as the output shows it: its step and the text it completed (empty
+/// while the bytes of a character are still arriving).
+#[derive(Clone, Debug, PartialEq)]
+struct Shown {
+    step: StepRecord,
+    text: String,
+}
+
+/// How often progress is announced to screen readers while tokens stream in.
+const ANNOUNCE_EVERY_MS: f64 = 2000.0;
 
 /// What the panel is doing.
 #[derive(Clone, Debug, PartialEq)]
@@ -91,6 +118,10 @@ pub fn GeneratePanel() -> impl IntoView {
     let (temperature, set_temperature) = signal(initial.temperature);
     let (top_k, set_top_k) = signal(initial.top_k);
     let (top_p, set_top_p) = signal(initial.top_p);
+    let (min_p, set_min_p) = signal(initial.min_p);
+    let (repetition_penalty, set_repetition_penalty) = signal(initial.repetition_penalty);
+    let (stop, set_stop) = signal(initial.stop);
+    let (stop_tokens, set_stop_tokens) = signal(initial.stop_tokens);
     let (seed, set_seed) = signal(initial.seed);
     let (precision, set_precision) = signal(initial.precision);
     let (backend_choice, set_backend_choice) = signal(initial.backend);
@@ -99,10 +130,20 @@ pub fn GeneratePanel() -> impl IntoView {
     let phase = RwSignal::new(Phase::Idle);
     let backend = RwSignal::new(None::<Backend>);
     let browser_adapter = RwSignal::new(None::<String>);
-    let steps = RwSignal::new(Vec::<StepRecord>::new());
-    let output = RwSignal::new(String::new());
+    let shown = RwSignal::new(Vec::<Shown>::new());
     let shown_prompt = RwSignal::new(String::new());
-    let record_json = RwSignal::new(None::<String>);
+    let record = RwSignal::new(None::<RunRecord>);
+    let record_json = Memo::new(move |_| {
+        record.with(|r| {
+            r.as_ref()
+                .and_then(|r| serde_json::to_string_pretty(r).ok())
+        })
+    });
+    // Every record of this visit, one JSON line each, for the JSONL export.
+    let all_runs = RwSignal::new(Vec::<String>::new());
+    let verdict = RwSignal::new(None::<(bool, String)>);
+    let file_message = RwSignal::new(None::<String>);
+    let announcement = RwSignal::new(String::new());
     let figures = RwSignal::new(Figures::default());
     let stop_requested = RwSignal::new(false);
     let engine = StoredValue::new_local(Some(Engine::default()));
@@ -113,6 +154,10 @@ pub fn GeneratePanel() -> impl IntoView {
         temperature: temperature.get_untracked(),
         top_k: top_k.get_untracked(),
         top_p: top_p.get_untracked(),
+        min_p: min_p.get_untracked(),
+        repetition_penalty: repetition_penalty.get_untracked(),
+        stop: stop.get_untracked(),
+        stop_tokens: stop_tokens.get_untracked(),
         seed: seed.get_untracked(),
         precision: precision.get_untracked(),
         backend: backend_choice.get_untracked(),
@@ -121,53 +166,152 @@ pub fn GeneratePanel() -> impl IntoView {
 
     let busy = move || matches!(phase.get(), Phase::Working(_) | Phase::Generating);
 
-    let start_run = move || {
-        let form = form();
-        let request = match form.parse() {
-            Ok(request) => request,
-            Err(message) => {
-                phase.set(Phase::Failed(message));
-                return;
-            }
-        };
+    // The form's state in the URL as it changes (without `run=1`: a reload does not rerun).
+    Effect::new(move |_| {
+        (
+            prompt.track(),
+            max_tokens.track(),
+            temperature.track(),
+            top_k.track(),
+            top_p.track(),
+            min_p.track(),
+            repetition_penalty.track(),
+            stop.track(),
+            stop_tokens.track(),
+            seed.track(),
+            precision.track(),
+            backend_choice.track(),
+            fault.track(),
+        );
+        url::write(&form().to_query());
+    });
+
+    let start_job = move |job: Job| {
         // The engine is taken for the run and put back after; a second press while it is
-        // out is ignored (the button is disabled then too).
+        // out is ignored (the buttons are disabled then too).
         let Some(mut state) = engine.try_update_value(Option::take).flatten() else {
             return;
         };
-        url::write(&form.to_query());
+        let replaying = matches!(job, Job::Replay { .. });
         backend.set(None);
-        steps.set(Vec::new());
-        output.set(String::new());
-        shown_prompt.set(request.config.prompt.clone());
-        record_json.set(None);
+        shown.set(Vec::new());
+        shown_prompt.set(match &job {
+            Job::Fresh(request) => request.config.prompt.clone(),
+            Job::Replay { record, .. } => record.config.prompt.clone(),
+        });
+        verdict.set(None);
         figures.set(Figures::default());
         stop_requested.set(false);
         phase.set(Phase::Working("Preparing…".to_string()));
+        announcement.set(String::new());
+        let expected = match &job {
+            Job::Replay { record, .. } => Some((**record).clone()),
+            Job::Fresh(_) => None,
+        };
+        if !replaying {
+            record.set(None);
+        }
         spawn_local(async move {
             let signals = RunSignals {
                 phase,
                 backend,
                 browser_adapter,
-                steps,
-                output,
+                shown,
                 figures,
                 stop_requested,
+                announcement,
             };
-            let result = run(&mut state, request, signals).await;
+            let result = run(&mut state, job, signals).await;
             match result {
-                Ok(record) => {
-                    let reason = record.stop_reason.describe();
-                    let n = record.steps.len();
+                Ok(made) => {
+                    let reason = made.stop_reason.describe();
+                    let n = made.steps.len();
                     let tokens = if n == 1 { "token" } else { "tokens" };
-                    record_json.set(serde_json::to_string_pretty(&record).ok());
-                    phase.set(Phase::Done(format!(
-                        "Generated {n} {tokens}; stopped because {reason}."
-                    )));
+                    let mut done = format!("Generated {n} {tokens}; stopped because {reason}.");
+                    if let Some(expected) = expected {
+                        let (same, words) = replay_verdict(&expected, &made);
+                        done = format!("{done} {words}");
+                        verdict.set(Some((same, words)));
+                    } else {
+                        record.set(Some(made.clone()));
+                    }
+                    if let Ok(line) = serde_json::to_string(&made) {
+                        all_runs.update(|runs| runs.push(line));
+                    }
+                    announcement.set(done.clone());
+                    phase.set(Phase::Done(done));
                 }
-                Err(message) => phase.set(Phase::Failed(message)),
+                Err(message) => {
+                    announcement.set(message.clone());
+                    phase.set(Phase::Failed(message));
+                }
             }
             engine.set_value(Some(state));
+        });
+    };
+
+    let start_run = move || match form().parse() {
+        Ok(request) => {
+            url::write(&form().to_query());
+            if request.inject_panic {
+                panic!("the URL's fault=panic asked the Generate panel to panic");
+            }
+            start_job(Job::Fresh(request));
+        }
+        Err(message) => phase.set(Phase::Failed(message)),
+    };
+
+    let replay = move |_| {
+        if let Some(r) = record.get_untracked() {
+            start_job(Job::Replay {
+                record: Box::new(r),
+                backend: backend_choice.get_untracked(),
+            });
+        }
+    };
+
+    let export_record = move |_| {
+        let Some(r) = record.get_untracked() else {
+            return;
+        };
+        let text = serde_json::to_string_pretty(&r).unwrap_or_default();
+        let name = format!("decode-lab-run-seed{}.json", r.config.seed);
+        file_message.set(download(&name, "application/json", &text).err());
+    };
+    let export_all = move |_| {
+        let mut text = all_runs.get_untracked().join("\n");
+        text.push('\n');
+        file_message.set(download("decode-lab-runs.jsonl", "application/x-ndjson", &text).err());
+    };
+    let import = move |ev: leptos::ev::Event| {
+        let Some(input) = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+        else {
+            return;
+        };
+        spawn_local(async move {
+            let parsed = match chosen_file_text(&input).await {
+                Ok(text) => parse_record(&text),
+                Err(e) => Err(e),
+            };
+            input.set_value("");
+            match parsed {
+                Ok(imported) => {
+                    file_message.set(Some(format!(
+                        "Imported a record of {} steps (prompt \"{}\", seed {}); replaying it.",
+                        imported.steps.len(),
+                        imported.config.prompt,
+                        imported.config.seed
+                    )));
+                    record.set(Some(imported.clone()));
+                    start_job(Job::Replay {
+                        record: Box::new(imported),
+                        backend: backend_choice.get_untracked(),
+                    });
+                }
+                Err(message) => file_message.set(Some(message)),
+            }
         });
     };
 
@@ -261,16 +405,18 @@ pub fn GeneratePanel() -> impl IntoView {
     };
 
     let rows = move || {
-        steps
+        shown
             .get()
             .into_iter()
-            .map(|s| {
+            .map(|Shown { step: s, .. }| {
                 view! {
                     <tr data-token=s.token>
                         <th scope="row">{s.step.to_string()}</th>
                         <td>{s.token.to_string()}</td>
                         <td class="token-text" data-text=s.text.clone()><code>{visible(&s.text)}</code></td>
                         <td data-value=s.prob.to_string()>{format!("{:.4}", s.prob)}</td>
+                        <td data-value=s.entropy.to_string()>{format!("{:.3}", s.entropy)}</td>
+                        <td>{s.draw.map(|d| format!("{d:.6}")).unwrap_or_else(|| "greedy".to_string())}</td>
                     </tr>
                 }
             })
@@ -314,7 +460,21 @@ pub fn GeneratePanel() -> impl IntoView {
                 <Field id="gen-temperature" label="Temperature" hint="0 is greedy; higher flattens." value=temperature.into() set=set_temperature/>
                 <Field id="gen-top-k" label="Top-k" hint="Keep the k highest; 0 is off." value=top_k.into() set=set_top_k inputmode="numeric"/>
                 <Field id="gen-top-p" label="Top-p" hint="Keep the smallest set with this much probability; 1 is off." value=top_p.into() set=set_top_p/>
+                <Field id="gen-min-p" label="Min-p" hint="Keep tokens at least this fraction of the top probability; 0 is off." value=min_p.into() set=set_min_p/>
+                <Field id="gen-repetition" label="Repetition penalty" hint="Divides the logits of tokens already in the text; 1 is off." value=repetition_penalty.into() set=set_repetition_penalty/>
                 <Field id="gen-seed" label="Seed" hint="The same seed gives the same tokens." value=seed.into() set=set_seed inputmode="numeric"/>
+                <div class="field">
+                    <label for="gen-stop">"Stop strings"</label>
+                    <textarea
+                        id="gen-stop"
+                        rows="2"
+                        aria-describedby="gen-stop-hint"
+                        prop:value=move || stop.get()
+                        on:input=move |ev| set_stop.set(event_target_value(&ev))
+                    ></textarea>
+                    <small id="gen-stop-hint">"One per line; write \\n for a line break. The run stops when the text contains one."</small>
+                </div>
+                <Field id="gen-stop-tokens" label="Stop tokens" hint="Token ids that end the run, e.g. 10, 13." value=stop_tokens.into() set=set_stop_tokens inputmode="text"/>
                 <div class="field">
                     <label for="gen-precision">"Precision"</label>
                     <select
@@ -348,31 +508,74 @@ pub fn GeneratePanel() -> impl IntoView {
                         disabled=move || phase.get() != Phase::Generating
                         on:click=move |_| stop_requested.set(true)
                     >
-                        "Stop"
+                        "Cancel"
                     </button>
                 </div>
             </form>
             <div class="run" aria-live="polite">
                 {status}
                 {phase_line}
+                <p class="sr-only" data-testid="announcement">{move || announcement.get()}</p>
             </div>
             <p class="output" data-testid="output">
                 <span class="prompt-echo">{move || shown_prompt.get()}</span>
-                <span class="generated">{move || output.get()}</span>
+                <span class="generated">
+                    <For each=move || shown.get() key=|t| t.step.step let:token>
+                        <Token token=token/>
+                    </For>
+                </span>
+            </p>
+            <p class="legend">
+                "Each token is shaded and underlined by its probability: solid underline at 0.5 or more, dashed from 0.2, dotted below 0.2, darker for less probable. Hover or focus a token for its five most probable alternatives."
             </p>
             {timings}
+            {move || {
+                let rows = shown.with(|s| {
+                    LatencyRow::of(&s.iter().map(|t| t.step.clone()).collect::<Vec<_>>())
+                });
+                (!rows.is_empty()).then(|| view! { <LatencyChart rows=rows/> })
+            }}
             <table class="mirror steps" data-testid="steps">
-                <caption>"Generated tokens: each step's token, its text and its probability under the policy"</caption>
+                <caption>"Generated tokens: each step's token, its text, its probability under the policy, the entropy of the distribution it was drawn from (nats) and the uniform draw"</caption>
                 <thead>
                     <tr>
                         <th scope="col">"Step"</th>
                         <th scope="col">"Token id"</th>
                         <th scope="col">"Text"</th>
                         <th scope="col">"Probability"</th>
+                        <th scope="col">"Entropy"</th>
+                        <th scope="col">"Draw"</th>
                     </tr>
                 </thead>
                 <tbody>{rows}</tbody>
             </table>
+            <div class="record-tools">
+                <h3>"Replay, export and import"</h3>
+                <div class="field buttons">
+                    <button type="button" on:click=replay disabled=move || busy() || record.with(Option::is_none)>
+                        "Replay"
+                    </button>
+                    <button type="button" class="secondary" on:click=export_record disabled=move || record.with(Option::is_none)>
+                        "Export record (JSON)"
+                    </button>
+                    <button type="button" class="secondary" on:click=export_all disabled=move || all_runs.with(Vec::is_empty)>
+                        {move || format!("Export all runs (JSONL, {})", all_runs.with(Vec::len))}
+                    </button>
+                </div>
+                <div class="field">
+                    <label for="gen-import">"Import a run record to replay"</label>
+                    <input id="gen-import" type="file" accept=".json,.jsonl,application/json" aria-describedby="gen-import-hint" on:change=import disabled=busy/>
+                    <small id="gen-import-hint">"A record exported here or by decode-lab generate --json; the lab replays it and says whether it is identical."</small>
+                </div>
+                <div aria-live="polite">
+                    {move || file_message.get().map(|m| view! { <p class="file-message" data-testid="file-message">{m}</p> })}
+                    {move || verdict.get().map(|(same, words)| view! {
+                        <p class=if same { "verdict same" } else { "verdict differs" } data-testid="replay-verdict" data-identical=same.to_string()>
+                            {words}
+                        </p>
+                    })}
+                </div>
+            </div>
             <details class="record">
                 <summary>"Run record (JSON)"</summary>
                 <pre data-testid="run-record">{move || record_json.get().unwrap_or_default()}</pre>
@@ -386,27 +589,23 @@ struct RunSignals {
     phase: RwSignal<Phase>,
     backend: RwSignal<Option<Backend>>,
     browser_adapter: RwSignal<Option<String>>,
-    steps: RwSignal<Vec<StepRecord>>,
-    output: RwSignal<String>,
+    shown: RwSignal<Vec<Shown>>,
     figures: RwSignal<Figures>,
     stop_requested: RwSignal<bool>,
+    announcement: RwSignal<String>,
 }
 
 /// One run: load what is missing, start (or reuse) the runtime, generate, streaming each
 /// step into the signals.
-async fn run(
-    state: &mut Engine,
-    request: Request,
-    signals: RunSignals,
-) -> Result<policy::RunRecord, String> {
+async fn run(state: &mut Engine, job: Job, signals: RunSignals) -> Result<RunRecord, String> {
     let RunSignals {
         phase,
         backend,
         browser_adapter,
-        steps,
-        output,
+        shown,
         figures,
         stop_requested,
+        announcement,
     } = signals;
     let fetch = async |path: &str| fetch_model_file(path).await;
     let mut progress = |what: String| phase.set(Phase::Working(what));
@@ -417,6 +616,10 @@ async fn run(
     }
     let Some(files) = state.files.as_mut() else {
         return Err("The model files are not loaded.".to_string());
+    };
+    let request = match job {
+        Job::Fresh(request) => request,
+        Job::Replay { record, backend } => replay_request(&record, &files.config, backend)?,
     };
     files
         .ensure_weights(request.precision, request.backend, &fetch, &mut progress)
@@ -466,6 +669,7 @@ async fn run(
     let mut gpu_sum = gpu::StepTimings::default();
     let mut gpu_steps = 0usize;
     let pacer = Pacer::new();
+    let mut announced_ms = now_ms();
     let record = generate(
         &mut started.runtime,
         tokenizer,
@@ -474,12 +678,21 @@ async fn run(
         &|| stop_requested.get_untracked(),
         &mut |step, runtime| {
             first_token_ms.get_or_insert_with(now_ms);
-            if Some(step.token) != eos {
-                if let Ok(text) = decoder.push(tokenizer, step.token) {
-                    output.update(|o| o.push_str(&text));
-                }
+            let text = if Some(step.token) != eos {
+                decoder.push(tokenizer, step.token).unwrap_or_default()
+            } else {
+                String::new()
+            };
+            shown.update(|s| {
+                s.push(Shown {
+                    step: step.clone(),
+                    text,
+                })
+            });
+            if now_ms() - announced_ms >= ANNOUNCE_EVERY_MS {
+                announced_ms = now_ms();
+                announcement.set(format!("{} tokens generated…", step.step + 1));
             }
-            steps.update(|s| s.push(step.clone()));
             // Decode steps only: the prefill runs the whole prompt.
             if let (Some(gpu), true) = (runtime.gpu(), step.step > 0) {
                 let t = gpu.timings();
@@ -498,7 +711,11 @@ async fn run(
     .await?;
     let tail = decoder.finish();
     if !tail.is_empty() {
-        output.update(|o| o.push_str(&tail));
+        shown.update(|s| {
+            if let Some(last) = s.last_mut() {
+                last.text.push_str(&tail);
+            }
+        });
     }
     backend.set(Some(record.backend.clone()));
     let speed = speed(&record);
@@ -517,4 +734,36 @@ async fn run(
         readbacks: started.runtime.readbacks().saturating_sub(readbacks_before),
     });
     Ok(record)
+}
+
+/// One token of the output: shaded and underlined by its probability, focusable, with its
+/// five most probable alternatives on hover or focus.
+#[component]
+fn Token(token: Shown) -> impl IntoView {
+    let Shown { step, text } = token;
+    let band = if step.prob >= 0.5 {
+        "tok p-high"
+    } else if step.prob >= 0.2 {
+        "tok p-mid"
+    } else {
+        "tok p-low"
+    };
+    let tip_id = format!("gen-tok-{}", step.step);
+    let described_by = tip_id.clone();
+    let alternatives = step
+        .top
+        .iter()
+        .map(|a| format!("\"{}\" {:.3}", visible(&a.text), a.prob))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let tip = format!(
+        "step {}: p = {:.3}; top 5: {alternatives}",
+        step.step, step.prob
+    );
+    view! {
+        <span class=band tabindex="0" data-prob=step.prob.to_string() aria-describedby=described_by>
+            {text}
+            <span class="alts" role="tooltip" id=tip_id>{tip}</span>
+        </span>
+    }
 }

@@ -10,8 +10,8 @@ use gpu::{BackendChoice, Faults, Runtime};
 use model::{ModelConfig, Precision, Transformer};
 use policy::generate::StepRecord;
 use policy::{
-    Backend, Clock, Generation, ModelCall, Observer, Policy, RunConfig, RunRecord, SeedSource,
-    StopConfig,
+    Backend, Clock, Generation, ModelCall, Observer, Policy, ReplayReport, RunConfig, RunRecord,
+    SeedSource, StopConfig,
 };
 use tokenizer::Tokenizer;
 
@@ -28,6 +28,12 @@ pub struct GenerateForm {
     pub temperature: String,
     pub top_k: String,
     pub top_p: String,
+    pub min_p: String,
+    pub repetition_penalty: String,
+    /// Stop strings, one per line, `\n` for a line break.
+    pub stop: String,
+    /// Stop token ids, comma-separated.
+    pub stop_tokens: String,
     pub seed: String,
     pub precision: Precision,
     pub backend: BackendChoice,
@@ -43,6 +49,10 @@ impl Default for GenerateForm {
             temperature: "0.7".into(),
             top_k: "40".into(),
             top_p: "1".into(),
+            min_p: "0".into(),
+            repetition_penalty: "1".into(),
+            stop: String::new(),
+            stop_tokens: String::new(),
             seed: "7".into(),
             precision: Precision::F32,
             backend: BackendChoice::Gpu,
@@ -60,6 +70,8 @@ pub struct Request {
     pub precision: Precision,
     pub backend: BackendChoice,
     pub faults: Faults,
+    /// The URL's `fault=panic`: the run panics, to test that the page reports it.
+    pub inject_panic: bool,
 }
 
 pub fn precision_name(p: Precision) -> &'static str {
@@ -108,6 +120,10 @@ impl GenerateForm {
                 "temperature" => form.temperature = value.to_string(),
                 "top_k" => form.top_k = value.to_string(),
                 "top_p" => form.top_p = value.to_string(),
+                "min_p" => form.min_p = value.to_string(),
+                "repetition_penalty" => form.repetition_penalty = value.to_string(),
+                "stop" => form.stop = value.to_string(),
+                "stop_tokens" => form.stop_tokens = value.to_string(),
                 "seed" => form.seed = value.to_string(),
                 "precision" => {
                     if let Some(p) = parse_precision(value) {
@@ -155,6 +171,18 @@ impl GenerateForm {
             ("top_p", self.top_p.trim().to_string()),
             ("seed", self.seed.trim().to_string()),
         ];
+        for (key, value, default) in [
+            ("min_p", &self.min_p, "0"),
+            ("repetition_penalty", &self.repetition_penalty, "1"),
+            ("stop_tokens", &self.stop_tokens, ""),
+        ] {
+            if value.trim() != default {
+                pairs.push((key, value.trim().to_string()));
+            }
+        }
+        if !self.stop.is_empty() {
+            pairs.push(("stop", self.stop.clone()));
+        }
         if !self.fault.trim().is_empty() {
             pairs.push(("fault", self.fault.trim().to_string()));
         }
@@ -176,6 +204,8 @@ impl GenerateForm {
             temperature: number(&self.temperature, "Temperature")?,
             top_k: whole(&self.top_k, "Top-k")? as usize,
             top_p: number(&self.top_p, "Top-p")?,
+            min_p: number(&self.min_p, "Min-p")?,
+            repetition_penalty: number(&self.repetition_penalty, "Repetition penalty")?,
             ..Policy::default()
         };
         // The ranges do not depend on the vocabulary (no token ids are set here).
@@ -183,8 +213,14 @@ impl GenerateForm {
             .validate(usize::MAX)
             .map_err(|e| sentence(e.to_string()))?;
         let seed = whole(&self.seed, "Seed")?;
-        let faults =
-            Faults::parse(&self.fault).map_err(|e| sentence(format!("the URL's fault: {e}")))?;
+        let (panics, gpu_faults): (Vec<&str>, Vec<&str>) = self
+            .fault
+            .split(',')
+            .map(str::trim)
+            .filter(|f| !f.is_empty())
+            .partition(|f| *f == "panic");
+        let faults = Faults::parse(&gpu_faults.join(","))
+            .map_err(|e| sentence(format!("the URL's fault: {e}")))?;
         Ok(Request {
             config: RunConfig {
                 app_version: env!("CARGO_PKG_VERSION").into(),
@@ -194,12 +230,124 @@ impl GenerateForm {
                 seed,
                 seed_source: SeedSource::User,
                 max_tokens: max_tokens as usize,
-                stop: StopConfig::default(),
+                stop: StopConfig {
+                    strings: self
+                        .stop
+                        .lines()
+                        .filter(|line| !line.is_empty())
+                        .map(unescape)
+                        .collect(),
+                    tokens: stop_tokens(&self.stop_tokens)?,
+                },
             },
             precision: self.precision,
             backend: self.backend,
             faults,
+            inject_panic: !panics.is_empty(),
         })
+    }
+}
+
+/// A stop string as typed on one line: `\n` is a line break, `\t` a tab, `\\` a backslash.
+fn unescape(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('\\') => out.push('\\'),
+            Some(other) => {
+                out.push('\\');
+                out.push(other);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+/// Stop token ids, `5, 17`; whether they exist is checked against the vocabulary when the
+/// run starts.
+fn stop_tokens(text: &str) -> Result<Vec<u32>, String> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            s.parse::<u32>()
+                .map_err(|_| format!("Stop token \"{s}\" is not a token id (a whole number)."))
+        })
+        .collect()
+}
+
+/// A run record read from an exported file, or what is wrong with it in words.
+pub fn parse_record(text: &str) -> Result<RunRecord, String> {
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    // A JSONL export holds one record per line; a pretty export is one document.
+    let parsed = serde_json::from_str::<RunRecord>(text)
+        .or_else(|e| serde_json::from_str::<RunRecord>(first).map_err(|_| e));
+    parsed.map_err(|e| {
+        format!(
+            "This file is not a run record the lab can read: {e} (line {}, column {}).",
+            e.line(),
+            e.column()
+        )
+    })
+}
+
+/// The request that replays `record`: its own configuration, on the weights it names, on
+/// `backend`.
+pub fn replay_request(
+    record: &RunRecord,
+    config: &ModelConfig,
+    backend: BackendChoice,
+) -> Result<Request, String> {
+    let shipped = |precision| {
+        config
+            .file(role(precision))
+            .is_ok_and(|f| f.sha256 == record.model.hash)
+    };
+    let precision = [Precision::F32, Precision::Int8]
+        .into_iter()
+        .find(|&p| shipped(p))
+        .ok_or_else(|| {
+            format!(
+                "This record was made with model {}, which is not one of the weights this lab ships ({}); it cannot be replayed here.",
+                record.model,
+                config.name
+            )
+        })?;
+    Ok(Request {
+        config: record.config.clone(),
+        precision,
+        backend,
+        faults: Faults::default(),
+        inject_panic: false,
+    })
+}
+
+/// A replay's verdict in words: identical, or the first step that differs.
+pub fn replay_verdict(recorded: &RunRecord, replayed: &RunRecord) -> (bool, String) {
+    if recorded.tokenizer != replayed.tokenizer {
+        return (
+            false,
+            format!(
+                "Not replayable here: the record's tokenizer is {}, this lab's is {}.",
+                recorded.tokenizer, replayed.tokenizer
+            ),
+        );
+    }
+    match policy::record::compare(recorded, replayed) {
+        ReplayReport::Identical { steps } => (
+            true,
+            format!("Replay identical: all {steps} steps chose the same tokens with the same probabilities, and the run stopped for the same reason."),
+        ),
+        ReplayReport::Differs { step, detail, .. } => {
+            (false, format!("Replay differs first at step {step}: {detail}."))
+        }
     }
 }
 
@@ -510,6 +658,14 @@ mod tests {
             error(|f| f.seed = "x".into()),
             "Seed must be a whole number of at least 0, but it is \"x\"."
         );
+        assert_eq!(
+            error(|f| f.stop_tokens = "5, five".into()),
+            "Stop token \"five\" is not a token id (a whole number)."
+        );
+        assert_eq!(
+            error(|f| f.repetition_penalty = "strong".into()),
+            "Repetition penalty must be a number, but it is \"strong\"."
+        );
         assert!(error(|f| f.fault = "gremlins".into())
             .starts_with("The URL's fault: unknown fault \"gremlins\""));
     }
@@ -523,6 +679,10 @@ mod tests {
             backend: BackendChoice::Cpu,
             precision: Precision::Int8,
             fault: "device-lost@3".into(),
+            stop: "\n\nThe end".into(),
+            stop_tokens: "3".into(),
+            min_p: "0.1".into(),
+            repetition_penalty: "1.3".into(),
             ..GenerateForm::default()
         };
         let query = form.to_query();
@@ -653,6 +813,76 @@ mod tests {
                 );
                 assert!(speed(&record).decode_tok_s.is_some());
             }
+        });
+    }
+
+    /// A record exported as JSON (pretty or as a JSONL line) and imported again replays as
+    /// identical on the CPU; one changed token is found at its step; garbage is named.
+    #[test]
+    fn an_exported_record_replays_identically() {
+        pollster::block_on(async {
+            let mut files = load_model(&read, &mut |_| {}).await.unwrap();
+            let form = GenerateForm {
+                max_tokens: "10".into(),
+                backend: BackendChoice::Cpu,
+                precision: Precision::Int8,
+                stop: "\\n\\n\nThe end".into(),
+                min_p: "0.05".into(),
+                ..GenerateForm::default()
+            };
+            let request = form.parse().unwrap();
+            assert_eq!(request.config.stop.strings, ["\n\n", "The end"]);
+            files
+                .ensure_weights(request.precision, request.backend, &read, &mut |_| {})
+                .await
+                .unwrap();
+            let run = async |files: &ModelFiles, request: Request| {
+                let config = with_eos(request.config.clone(), &files.tokenizer);
+                let mut runtime = files.start(&request).await.unwrap();
+                generate(
+                    &mut runtime,
+                    &files.tokenizer,
+                    &config,
+                    &mut Ticks(0.0),
+                    &|| false,
+                    &mut |_, _| {},
+                    &async || {},
+                )
+                .await
+                .unwrap()
+            };
+            let record = run(&files, request).await;
+            for text in [
+                serde_json::to_string_pretty(&record).unwrap(),
+                format!("{}\n", serde_json::to_string(&record).unwrap()),
+            ] {
+                let imported = parse_record(&text).unwrap();
+                let again = replay_request(&imported, &files.config, BackendChoice::Cpu).unwrap();
+                assert_eq!(again.precision, Precision::Int8);
+                let replayed = run(&files, again).await;
+                let (same, words) = replay_verdict(&imported, &replayed);
+                assert!(same, "{words}");
+                assert!(words.starts_with("Replay identical"), "{words}");
+            }
+            let mut altered = record.clone();
+            altered.steps[3].token ^= 1;
+            let (same, words) = replay_verdict(&altered, &record);
+            assert!(!same);
+            assert!(
+                words.starts_with("Replay differs first at step 3"),
+                "{words}"
+            );
+
+            let mut foreign = record.clone();
+            foreign.model.hash = "0".repeat(64);
+            assert!(replay_request(&foreign, &files.config, BackendChoice::Cpu)
+                .unwrap_err()
+                .contains("not one of the weights this lab ships"));
+            let error = parse_record("{\"not\": \"a record\"}").unwrap_err();
+            assert!(
+                error.starts_with("This file is not a run record the lab can read"),
+                "{error}"
+            );
         });
     }
 

@@ -7,6 +7,7 @@ mod distribution;
 pub mod engine;
 mod generate_panel;
 pub mod generation;
+mod latency_chart;
 mod step_panel;
 mod url;
 mod web;

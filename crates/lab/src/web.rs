@@ -142,3 +142,41 @@ pub async fn adapter_info() -> Option<String> {
     }
     (!described.is_empty()).then_some(described)
 }
+
+/// Offers `text` to the learner as a file download named `filename`.
+pub fn download(filename: &str, mime: &str, text: &str) -> Result<(), String> {
+    let failed = |why: String| format!("Saving {filename} failed: {why}.");
+    let parts = js_sys::Array::of1(&JsValue::from_str(text));
+    let options = web_sys::BlobPropertyBag::new();
+    options.set_type(mime);
+    let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options)
+        .map_err(|e| failed(js_text(e)))?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(|e| failed(js_text(e)))?;
+    let document = window()?
+        .document()
+        .ok_or_else(|| failed("the page has no document".into()))?;
+    let anchor: web_sys::HtmlAnchorElement = document
+        .create_element("a")
+        .map_err(|e| failed(js_text(e)))?
+        .dyn_into()
+        .map_err(|_| failed("no link could be made".into()))?;
+    anchor.set_href(&url);
+    anchor.set_download(filename);
+    anchor.click();
+    let _ = web_sys::Url::revoke_object_url(&url);
+    Ok(())
+}
+
+/// The text of the first file chosen in a file input.
+pub async fn chosen_file_text(input: &web_sys::HtmlInputElement) -> Result<String, String> {
+    let file = input
+        .files()
+        .and_then(|files| files.get(0))
+        .ok_or_else(|| "Choose a file first.".to_string())?;
+    let name = file.name();
+    let text = JsFuture::from(file.text())
+        .await
+        .map_err(|e| format!("Reading {name} failed: {}.", js_text(e)))?;
+    text.as_string()
+        .ok_or_else(|| format!("{name} is not a text file."))
+}
