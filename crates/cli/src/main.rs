@@ -4,8 +4,9 @@
 //! the full policy and prints every stage as JSON, the same numbers the browser lab shows;
 //! `generate`, `replay` and `eval` run the shipped tiny model: `generate` and `replay` on the
 //! CPU or, with `--backend gpu`, on WebGPU (falling back to `cpu-reference`); `eval` on the
-//! CPU.
+//! CPU; `capacity` plans serving capacity (the `capacity` crate).
 
+mod capacity_plan;
 mod eval;
 mod model_dir;
 mod run;
@@ -45,6 +46,9 @@ enum Command {
     Replay(ReplayArgs),
     /// Held-out bits per byte and accuracy per language slice, and policy diversity.
     Eval(EvalArgs),
+    /// An inference capacity plan: sweep serving policies over a trace, gate them on SLOs
+    /// and per-slice quality, and release one or degrade to a named baseline.
+    Capacity(capacity_plan::CapacityArgs),
 }
 
 #[derive(Args)]
@@ -507,6 +511,7 @@ fn main() -> ExitCode {
         Command::Pipeline(args) => run_pipeline(args),
         Command::Generate(args) => run_generate(args),
         Command::Eval(args) => run_eval(args),
+        Command::Capacity(args) => capacity_plan::run(args),
         Command::Replay(args) => {
             let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
             match args
