@@ -13,3 +13,4 @@ mod url;
 mod web;
 
 pub use app::App;
+pub use web::report_panic;

@@ -1,6 +1,9 @@
-//! Entry point of the browser lab: mounts the app and nothing else.
+//! Entry point of the browser lab: reports panics on the page, mounts the app.
 
 fn main() {
-    console_error_panic_hook::set_once();
+    std::panic::set_hook(Box::new(|info| {
+        console_error_panic_hook::hook(info);
+        lab::report_panic(&info.to_string());
+    }));
     leptos::mount::mount_to_body(lab::App);
 }

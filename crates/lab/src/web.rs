@@ -180,3 +180,45 @@ pub async fn chosen_file_text(input: &web_sys::HtmlInputElement) -> Result<Strin
     text.as_string()
         .ok_or_else(|| format!("{name} is not a text file."))
 }
+
+/// Shows a panic on the page, outside Leptos (whose state the panic may have left
+/// half-changed): what happened, and a button that reloads the lab from its URL, without
+/// the `fault` and `run` keys that may have caused it. The settings are in the URL, so the
+/// reloaded lab is the same experiment.
+pub fn report_panic(message: &str) {
+    let Some(document) = web_sys::window().and_then(|w| w.document()) else {
+        return;
+    };
+    let Some(body) = document.body() else {
+        return;
+    };
+    let Ok(banner) = document.create_element("div") else {
+        return;
+    };
+    banner.set_class_name("panic");
+    let _ = banner.set_attribute("role", "alert");
+    let _ = banner.set_attribute("data-testid", "panic");
+    let text = document.create_element("p").ok();
+    if let Some(text) = &text {
+        text.set_text_content(Some(&format!(
+            "The lab hit an internal error and stopped: {message}. Your settings are kept in the address; reloading starts the lab again from them."
+        )));
+        let _ = banner.append_child(text);
+    }
+    if let Ok(button) = document.create_element("button") {
+        button.set_text_content(Some("Reload the lab"));
+        let _ = button.set_attribute("type", "button");
+        // Plain JavaScript: the wasm that panicked is not called again.
+        let _ = button.set_attribute(
+            "onclick",
+            "const u = new URL(location.href); u.searchParams.delete('fault'); u.searchParams.delete('run'); location.replace(u);",
+        );
+        let _ = banner.append_child(&button);
+        let _ = body.insert_before(&banner, body.first_child().as_ref());
+        if let Ok(button) = button.dyn_into::<web_sys::HtmlElement>() {
+            let _ = button.focus();
+        }
+        return;
+    }
+    let _ = body.insert_before(&banner, body.first_child().as_ref());
+}

@@ -174,6 +174,7 @@ fn install(root: &Path) -> Result<(), String> {
         "node_modules/.package-lock.json",
         "node_modules/.bin/wasm-opt",
         "node_modules/playwright-core/package.json",
+        "node_modules/axe-core/package.json",
     ]
     .iter()
     .all(|f| e2e.join(f).exists());

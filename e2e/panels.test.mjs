@@ -1,0 +1,298 @@
+// The whole lab in Debian's headless Chromium: every panel passes axe-core (chart view and
+// table view) and is photographed; a generation is driven with the keyboard alone; the URL
+// holds the state (permalinks, Back and Forward, embed=1) and malformed state is answered
+// inline; a record is exported, imported and replayed; a panic is reported and the page
+// recovers; no request leaves the origin; after a first visit the lab loads and generates
+// with the network off. Sizes and load times are printed as `BENCH …` lines, not asserted.
+//
+// Needs: DIST_DIR (Trunk's output), CHROMIUM (default /usr/bin/chromium); SCREENSHOT_DIR
+// (default target/screenshots) receives one PNG per panel.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { chromium } from 'playwright-core';
+import { serve, BASE_ARGS } from './serve.mjs';
+
+const DIST = process.env.DIST_DIR ?? join(import.meta.dirname, '..', 'dist');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const SHOTS = process.env.SCREENSHOT_DIR ?? join(import.meta.dirname, '..', 'target', 'screenshots');
+const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
+const RUN_TIMEOUT = 120_000;
+const PANELS = ['step', 'generate', 'your-turn', 'kv-cache', 'memory', 'checkpoint', 'capacity'];
+
+let server;
+let url;
+let browser;
+
+before(async () => {
+  ({ server, url } = await serve(DIST));
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: [...BASE_ARGS, '--disable-gpu'] });
+  mkdirSync(SHOTS, { recursive: true });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+/** A fresh context and page; page errors are collected, as is every requested URL. */
+async function open(search = '', options = {}) {
+  const context = await browser.newContext(options);
+  const page = await context.newPage();
+  const errors = [];
+  const requests = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  context.on('request', (r) => requests.push(r.url()));
+  if (search !== null) await page.goto(url + search);
+  return { context, page, errors, requests };
+}
+
+/** axe-core over the whole page; fails listing every violation and its elements. */
+async function assertAccessible(page, label) {
+  await page.addScriptTag({ path: AXE });
+  const violations = await page.evaluate(async () => {
+    const result = await window.axe.run(document, { resultTypes: ['violations'] });
+    return result.violations.map((v) => `${v.id} (${v.impact}): ${v.help}\n    ${v.nodes.map((n) => n.target.join(' ')).join('\n    ')}`);
+  });
+  assert.deepEqual(violations, [], `axe-core on ${label}:\n${violations.join('\n')}`);
+}
+
+const panel = (page) => page.locator('main section.panel').first();
+
+/** Waits for the Generate panel to finish; fails with its message if it failed. */
+async function generated(page) {
+  await page.waitForFunction(() => ['done', 'failed'].includes(document.querySelector('#generate')?.dataset.state),
+    null, { timeout: RUN_TIMEOUT });
+  if (await page.locator('#generate').getAttribute('data-state') !== 'done') {
+    assert.fail(`the run failed: ${await page.locator('#generate [role=alert]').first().textContent()}`);
+  }
+  return JSON.parse(await page.getByTestId('run-record').textContent());
+}
+
+test('every panel passes axe-core in chart and table view, and is photographed', async () => {
+  const { context, page, errors } = await open(null);
+  for (const slug of PANELS) {
+    for (const view of ['', '&view=table']) {
+      await page.goto(`${url}?panel=${slug}${view}`);
+      await panel(page).locator('h2').waitFor();
+      assert.equal(await page.locator('nav [aria-current=page]').getAttribute('href').then((h) => new URLSearchParams(h).get('panel')), slug);
+      await assertAccessible(page, `${slug}${view}`);
+      if (!view) await page.screenshot({ path: join(SHOTS, `${slug}.png`), fullPage: true });
+    }
+  }
+  // Every chart has a table mirror with a caption, always in the DOM.
+  for (const slug of PANELS) {
+    await page.goto(`${url}?panel=${slug}`);
+    await panel(page).locator('h2').waitFor();
+    const charts = await page.locator('svg.chart').count();
+    const tables = await page.locator('table.mirror caption').count();
+    assert.ok(tables >= charts, `${slug}: ${charts} charts but ${tables} captioned tables`);
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('a generation on the CPU, with its trace, chart and tooltips, passes axe-core', async () => {
+  const { context, page, errors } = await open('?panel=generate&backend=cpu&max=12&run=1');
+  const record = await generated(page);
+  assert.equal(record.steps.length, 12);
+  assert.equal(await page.locator('.output .tok').count(), 12);
+  assert.equal(await page.locator('[data-testid=latency] tbody tr').count(), 12);
+  await page.locator('.output .tok').first().focus();
+  assert.ok(await page.locator('.output .tok').first().locator('.alts').isVisible(), 'focus shows the alternatives');
+  await assertAccessible(page, 'generate after a run');
+  await page.screenshot({ path: join(SHOTS, 'generate-run.png'), fullPage: true });
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('a whole generation with the keyboard alone', async () => {
+  const { context, page, errors } = await open('');
+  const tabTo = async (predicate, what) => {
+    for (let i = 0; i < 80; i += 1) {
+      await page.keyboard.press('Tab');
+      if (await page.evaluate(predicate)) return;
+    }
+    assert.fail(`Tab never reached ${what}`);
+  };
+  await tabTo(() => document.activeElement?.textContent === 'Generate' && document.activeElement.tagName === 'A', 'the Generate tab');
+  await page.keyboard.press('Enter');
+  await page.locator('#generate').waitFor();
+  await tabTo(() => document.activeElement?.id === 'gen-prompt', 'the prompt');
+  await page.keyboard.press('Control+A');
+  await page.keyboard.type('The lab');
+  await tabTo(() => document.activeElement?.id === 'gen-max', 'max new tokens');
+  await page.keyboard.press('Control+A');
+  await page.keyboard.type('8');
+  await tabTo(() => document.activeElement?.id === 'gen-backend', 'the backend');
+  await page.keyboard.press('ArrowDown'); // CPU reference
+  await tabTo(() => document.activeElement?.type === 'submit', 'the Generate button');
+  await page.keyboard.press('Enter');
+  const record = await generated(page);
+  assert.equal(record.config.prompt, 'The lab');
+  assert.equal(record.steps.length, 8);
+  assert.equal(record.backend.name, 'cpu-reference');
+  // The first token is reachable by Tab and shows its alternatives on focus.
+  await tabTo(() => document.activeElement?.classList.contains('tok'), 'a generated token');
+  assert.ok(await page.locator('.output .tok:focus .alts').isVisible());
+  assert.match(await page.getByTestId('announcement').textContent(), /^Generated 8 tokens/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('the URL holds each panel\'s state: permalinks, Back and Forward, embed=1', async () => {
+  const { context, page, errors } = await open('?panel=step&logits=0.5,1.5,2.5&temperature=1.3&top_k=2&seed=3');
+  const step = panel(page);
+  assert.equal(await step.getByLabel('Logits').inputValue(), '0.5,1.5,2.5');
+  assert.equal(await step.getByLabel('Temperature', { exact: true }).inputValue(), '1.3');
+  await step.getByLabel('Temperature', { exact: true }).fill('0.4');
+  await page.waitForFunction(() => new URLSearchParams(location.search).get('temperature') === '0.4');
+  await page.getByRole('link', { name: 'KV-cache memory' }).click();
+  await page.waitForFunction(() => new URLSearchParams(location.search).get('panel') === 'kv-cache');
+  await page.locator('#kv-cache-title').waitFor();
+  await page.goBack();
+  await page.locator('#step-title').waitFor();
+  assert.equal(await panel(page).getByLabel('Temperature', { exact: true }).inputValue(), '0.4');
+  assert.equal(await panel(page).getByLabel('Logits').inputValue(), '0.5,1.5,2.5');
+  await page.goForward();
+  await page.locator('#kv-cache-title').waitFor();
+
+  await page.goto(`${url}?panel=checkpoint&embed=1`);
+  await page.locator('#checkpoint-title').waitFor();
+  assert.equal(await page.locator('nav').count(), 0, 'no panel list when embedded');
+  assert.equal(await page.locator('h1').count(), 0, 'no page title when embedded');
+  const full = await page.getByRole('link', { name: 'Open in the full lab' }).getAttribute('href');
+  assert.equal(new URLSearchParams(full).get('panel'), 'checkpoint');
+  assert.equal(new URLSearchParams(full).get('embed'), null);
+  await assertAccessible(page, 'an embedded panel');
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('malformed URL state and malformed logits get inline messages, and the lab keeps working', async () => {
+  const { context, page, errors } = await open('?panel=nowhere&view=3d');
+  await page.locator('#step-title').waitFor();
+  const alerts = await page.getByRole('alert').allTextContents();
+  assert.ok(alerts.some((a) => a.includes('"nowhere"')), alerts.join(' | '));
+  assert.ok(alerts.some((a) => a.includes('view="3d"')), alerts.join(' | '));
+  await panel(page).getByLabel('Logits').fill('1, two, 3');
+  await page.getByText('Logit "two" is not a number.').waitFor();
+  await panel(page).getByLabel('Logits').fill('1, 2, 3');
+  await page.locator('#chosen').waitFor();
+  await page.goto(`${url}?panel=generate&backend=quantum&precision=f7`);
+  const messages = await page.locator('#generate .error').allTextContents();
+  assert.equal(messages.length, 2, messages.join(' | '));
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('a run record is replayed, exported, imported and replayed; a corrupt file is named', async () => {
+  const { context, page, errors } = await open('?panel=generate&backend=cpu&max=10&temperature=0.9&seed=5&run=1', { acceptDownloads: true });
+  const first = await generated(page);
+  await page.getByRole('button', { name: 'Replay' }).click();
+  await page.getByTestId('replay-verdict').waitFor();
+  assert.equal(await page.getByTestId('replay-verdict').getAttribute('data-identical'), 'true');
+
+  const [download] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByRole('button', { name: 'Export record (JSON)' }).click(),
+  ]);
+  const exported = JSON.parse(readFileSync(await download.path(), 'utf8'));
+  assert.deepEqual(exported.steps.map((s) => s.token), first.steps.map((s) => s.token));
+  const [jsonl] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByRole('button', { name: /Export all runs/ }).click(),
+  ]);
+  const lines = readFileSync(await jsonl.path(), 'utf8').trim().split('\n');
+  assert.equal(lines.length, 2, 'the run and its replay');
+
+  // A fresh page imports the export and replays it.
+  const other = await context.newPage();
+  await other.goto(`${url}?panel=generate&backend=cpu`);
+  await other.getByLabel('Import a run record to replay').setInputFiles({ name: 'run.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(exported)) });
+  await other.getByTestId('replay-verdict').waitFor({ timeout: RUN_TIMEOUT });
+  assert.equal(await other.getByTestId('replay-verdict').getAttribute('data-identical'), 'true');
+  // A record whose tokens were edited differs at the edited step.
+  exported.steps[4].token = (exported.steps[4].token + 1) % 512;
+  await other.getByLabel('Import a run record to replay').setInputFiles({ name: 'edited.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(exported)) });
+  await other.waitForFunction(() => document.querySelector('[data-testid=replay-verdict]')?.dataset.identical === 'false', null, { timeout: RUN_TIMEOUT });
+  assert.match(await other.getByTestId('replay-verdict').textContent(), /differs first at step 4/);
+  await other.getByLabel('Import a run record to replay').setInputFiles({ name: 'junk.json', mimeType: 'application/json', buffer: Buffer.from('{"steps": [1, 2') });
+  await other.getByText(/is not a run record the lab can read/).waitFor();
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('a panic in the wasm is reported on the page, and the page recovers', async () => {
+  const { context, page } = await open('?panel=generate&backend=cpu&max=4&fault=panic');
+  await page.locator('#generate').waitFor();
+  await page.getByRole('button', { name: 'Generate', exact: true }).click();
+  const banner = page.getByTestId('panic');
+  await banner.waitFor();
+  assert.match(await banner.textContent(), /fault=panic asked the Generate panel to panic/);
+  await banner.getByRole('button', { name: 'Reload the lab' }).click();
+  await page.waitForFunction(() => !new URLSearchParams(location.search).has('fault'));
+  await page.locator('#generate').waitFor();
+  assert.equal(await page.getByTestId('panic').count(), 0);
+  assert.equal(new URLSearchParams(new URL(page.url()).search).get('max'), '4', 'the settings survive');
+  await page.getByRole('button', { name: 'Generate', exact: true }).click();
+  const record = await generated(page);
+  assert.equal(record.steps.length, 4);
+  await context.close();
+});
+
+test('no request leaves the origin; after a first visit the lab loads and generates offline', async () => {
+  const { context, page, errors, requests } = await open('?panel=generate&backend=cpu&max=6&run=1');
+  await generated(page);
+  await page.evaluate(() => navigator.serviceWorker.ready.then(() => true));
+  await page.waitForFunction(() => navigator.serviceWorker.controller !== null, null, { timeout: 30_000 }).catch(() => {});
+  const origin = new URL(url).origin;
+  const foreign = requests.filter((r) => !r.startsWith(origin) && !r.startsWith('data:') && !r.startsWith('blob:'));
+  assert.deepEqual(foreign, [], 'every request stays on the page\'s origin');
+
+  await context.setOffline(true);
+  await page.reload();
+  await page.locator('#generate').waitFor();
+  const record = await generated(page);
+  assert.equal(record.steps.length, 6);
+  await page.goto(`${url}?panel=kv-cache`);
+  await page.locator('#kv-cache-title').waitFor();
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+/** Navigation start to a visible Generate button, and to the first token of a CPU or WebGPU run. */
+async function loadFigures(label, launchArgs) {
+  const b = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: [...BASE_ARGS, ...launchArgs] });
+  const context = await b.newContext();
+  const page = await context.newPage();
+  const backend = label.startsWith('webgpu') ? 'gpu' : 'cpu';
+  const figures = [];
+  for (const visit of ['cold', 'warm']) {
+    await page.goto(`${url}?panel=generate&backend=${backend}&max=8&run=1`);
+    await page.getByRole('button', { name: 'Generate', exact: true }).waitFor();
+    const interactive = await page.evaluate(() => performance.now());
+    await generated(page);
+    const first = Number(await page.getByTestId('timings').getAttribute('data-first-token-ms'));
+    figures.push(`${visit}_interactive_ms=${interactive.toFixed(0)} ${visit}_first_token_ms=${first.toFixed(0)}`);
+    await page.evaluate(() => navigator.serviceWorker.ready.then(() => true));
+  }
+  console.log(`BENCH browser load ${label} ${figures.join(' ')}`);
+  await b.close();
+}
+
+test('sizes and load times (printed, not asserted)', async () => {
+  const files = readdirSync(DIST).filter((f) => /\.(wasm|js)$/.test(f) && f !== 'sw.js');
+  const gz = (path) => gzipSync(readFileSync(path), { level: 9 }).length;
+  const code = files.reduce((sum, f) => sum + gz(join(DIST, f)), 0);
+  const raw = files.reduce((sum, f) => sum + statSync(join(DIST, f)).size, 0);
+  const modelDir = join(DIST, 'models', 'decode-lab-tiny-v1');
+  const weights = readdirSync(modelDir).filter((f) => f.endsWith('.safetensors'))
+    .map((f) => `${f}=${gz(join(modelDir, f))}`).join(' ');
+  console.log(`BENCH size wasm_and_js_bytes=${raw} wasm_and_js_gzip_bytes=${code} weights_gzip_bytes: ${weights}`);
+  await loadFigures('cpu', ['--disable-gpu']);
+  await loadFigures('webgpu', ['--enable-unsafe-webgpu']);
+});

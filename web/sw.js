@@ -1,0 +1,57 @@
+// The lab's service worker: after a first visit, the lab loads and runs with the network
+// off. Installing it caches the page, every same-origin asset the page names (Trunk's hashed
+// wasm, JS and CSS) and the model's files; afterwards the page itself is fetched network
+// first (a new build shows as soon as it is reachable) and everything else cache first.
+// Nothing is ever requested from another origin.
+const CACHE = 'decode-lab-v1';
+const MODEL_FILES = ['config.json', 'tokenizer.json', 'model.f32.safetensors', 'model.int8.safetensors']
+  .map((f) => `models/decode-lab-tiny-v1/${f}`);
+
+const scope = () => new URL(self.registration.scope);
+const sameOrigin = (url) => new URL(url).origin === self.location.origin;
+
+self.addEventListener('install', (event) => {
+  event.waitUntil((async () => {
+    const cache = await caches.open(CACHE);
+    const page = await fetch(scope(), { cache: 'no-cache' });
+    const html = await page.clone().text();
+    await cache.put(scope(), page);
+    const named = [...html.matchAll(/(?:href|src)="([^"#]+)"/g)]
+      .map((m) => new URL(m[1], scope()).href)
+      .filter((u) => sameOrigin(u) && !u.startsWith('data:'));
+    const files = MODEL_FILES.map((f) => new URL(f, scope()).href);
+    await cache.addAll([...new Set([...named, ...files])]);
+    await self.skipWaiting();
+  })());
+});
+
+self.addEventListener('activate', (event) => {
+  event.waitUntil((async () => {
+    for (const key of await caches.keys()) {
+      if (key !== CACHE) await caches.delete(key);
+    }
+    await self.clients.claim();
+  })());
+});
+
+self.addEventListener('fetch', (event) => {
+  const { request } = event;
+  if (request.method !== 'GET' || !sameOrigin(request.url)) return;
+  event.respondWith((async () => {
+    const cache = await caches.open(CACHE);
+    if (request.mode === 'navigate') {
+      try {
+        const fresh = await fetch(request);
+        if (fresh.ok) await cache.put(scope(), fresh.clone());
+        return fresh;
+      } catch {
+        return (await cache.match(scope())) ?? Response.error();
+      }
+    }
+    const cached = await cache.match(request);
+    if (cached) return cached;
+    const fresh = await fetch(request);
+    if (fresh.ok) await cache.put(request, fresh.clone());
+    return fresh;
+  })());
+});
