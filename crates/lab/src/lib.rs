@@ -11,6 +11,9 @@ mod latency_chart;
 mod step_panel;
 mod url;
 mod web;
+mod your_turn;
+mod your_turn_panel;
 
 pub use app::App;
 pub use web::report_panic;
+pub use your_turn_panel::YourTurnPanel;

@@ -1,0 +1,829 @@
+//! The chapter's "Your turn" exercise: predict which of temperature 0.2 and 1.5 gives more
+//! varied outputs, then run both over the same N seeds on the tiny model and compare the
+//! distinct outputs and the entropy of each setting.
+//!
+//! Plain data and one driver over [`gpu::Runtime`] that reuses the Generate panel's loop
+//! ([`crate::generation::generate`]); nothing here touches the DOM, so the whole exercise
+//! runs natively in the tests on the CPU backend.
+
+use std::collections::BTreeSet;
+
+use gpu::Runtime;
+use policy::{Clock, Policy, RunConfig, RunRecord, SeedSource, StopConfig, StopReason};
+use tokenizer::Tokenizer;
+
+use crate::engine::whole;
+use crate::generation::{generate, with_eos};
+
+/// The two settings the chapter compares, low first.
+pub const TEMPERATURES: [f64; 2] = [0.2, 1.5];
+
+/// The chapter's `choose()` keeps the three highest logits (`top_k=3`); its reasoning speaks
+/// of the *retained* distribution, so both settings keep the same three.
+pub const TOP_K: usize = 3;
+
+/// The most seeds a run may take, and the most new tokens per output.
+pub const MAX_SEEDS: u64 = 32;
+pub const MAX_NEW_TOKENS: u64 = 64;
+
+/// The chapter's question, hint and reasoning, word for word.
+pub const QUESTION: &str = "Run the example with temperature 0.2 and then 1.5. Which setting should produce more varied outputs across several seeds?";
+pub const HINT: &str = "Temperature divides every logit before softmax; compare how far apart the scaled values become.";
+pub const REASONING: &str = "Temperature 1.5 flattens the retained distribution, so repeated draws vary more. Temperature 0.2 makes the largest retained logit dominate.";
+
+/// What the learner predicts (and what a run shows): which setting varies more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prediction {
+    Low,
+    High,
+    Same,
+}
+
+/// The chapter's answer.
+pub const ANSWER: Prediction = Prediction::High;
+
+impl Prediction {
+    pub const ALL: [Prediction; 3] = [Prediction::Low, Prediction::High, Prediction::Same];
+
+    /// The radio button's value.
+    pub fn slug(self) -> &'static str {
+        match self {
+            Prediction::Low => "low",
+            Prediction::High => "high",
+            Prediction::Same => "same",
+        }
+    }
+
+    /// The radio button's label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Prediction::Low => "Temperature 0.2",
+            Prediction::High => "Temperature 1.5",
+            Prediction::Same => "About the same",
+        }
+    }
+
+    /// The prediction inside a sentence.
+    fn phrase(self) -> &'static str {
+        match self {
+            Prediction::Low => "temperature 0.2",
+            Prediction::High => "temperature 1.5",
+            Prediction::Same => "about the same",
+        }
+    }
+}
+
+/// The exercise's form, as the learner typed it (or as the URL gave it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExerciseForm {
+    pub prompt: String,
+    pub seeds: String,
+    pub max_tokens: String,
+    pub first_seed: String,
+}
+
+impl Default for ExerciseForm {
+    fn default() -> ExerciseForm {
+        ExerciseForm {
+            prompt: "The model".into(),
+            seeds: "8".into(),
+            // Short enough that the outputs can coincide: over 24 tokens even temperature
+            // 0.2 drifts apart on every seed, and the distinct counts tie at N.
+            max_tokens: "8".into(),
+            // The chapter's `choose()` uses seed 7.
+            first_seed: "7".into(),
+        }
+    }
+}
+
+impl ExerciseForm {
+    /// The form a URL's query asks for: `yt_prompt`, `yt_n`, `yt_max`, `yt_seed`; missing
+    /// keys keep the defaults, and [`parse`](Self::parse) names any bad value.
+    pub fn from_query<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> ExerciseForm {
+        let mut form = ExerciseForm::default();
+        for (key, value) in pairs {
+            match key {
+                "yt_prompt" => form.prompt = value.to_string(),
+                "yt_n" => form.seeds = value.to_string(),
+                "yt_max" => form.max_tokens = value.to_string(),
+                "yt_seed" => form.first_seed = value.to_string(),
+                _ => {}
+            }
+        }
+        form
+    }
+
+    /// The query that reproduces this form (the inverse of [`from_query`](Self::from_query)).
+    pub fn to_query(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("yt_prompt", self.prompt.clone()),
+            ("yt_n", self.seeds.trim().to_string()),
+            ("yt_max", self.max_tokens.trim().to_string()),
+            ("yt_seed", self.first_seed.trim().to_string()),
+        ]
+    }
+
+    /// Checks every field; an error is one sentence naming the value.
+    pub fn parse(&self) -> Result<Exercise, String> {
+        if self.prompt.trim().is_empty() {
+            return Err(
+                "Type a prompt: the model needs at least one token to start from.".to_string(),
+            );
+        }
+        let seeds = whole(&self.seeds, "Number of seeds")?;
+        if !(1..=MAX_SEEDS).contains(&seeds) {
+            return Err(format!(
+                "Number of seeds must be from 1 to {MAX_SEEDS}, but it is {seeds}."
+            ));
+        }
+        let max_tokens = whole(&self.max_tokens, "Max new tokens")?;
+        if !(1..=MAX_NEW_TOKENS).contains(&max_tokens) {
+            return Err(format!(
+                "Max new tokens must be from 1 to {MAX_NEW_TOKENS}, but it is {max_tokens}."
+            ));
+        }
+        let first_seed = whole(&self.first_seed, "First seed")?;
+        if first_seed.checked_add(seeds - 1).is_none() {
+            return Err(format!(
+                "First seed {first_seed} leaves no room for {seeds} consecutive seeds; use a smaller one."
+            ));
+        }
+        Ok(Exercise {
+            prompt: self.prompt.clone(),
+            seeds: seeds as usize,
+            max_tokens: max_tokens as usize,
+            first_seed,
+        })
+    }
+}
+
+/// A checked exercise: one prompt, run at both temperatures with each of `seeds`
+/// consecutive seeds from `first_seed`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exercise {
+    pub prompt: String,
+    pub seeds: usize,
+    pub max_tokens: usize,
+    pub first_seed: u64,
+}
+
+/// One of the exercise's runs: which setting (an index into [`TEMPERATURES`]) and what to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedRun {
+    pub setting: usize,
+    pub config: RunConfig,
+}
+
+impl Exercise {
+    pub fn seed_list(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.seeds as u64).map(|i| self.first_seed + i)
+    }
+
+    pub fn total_runs(&self) -> usize {
+        TEMPERATURES.len() * self.seeds
+    }
+
+    /// What one setting runs with one seed: the chapter's top-k, nothing else filtered.
+    pub fn config(&self, temperature: f64, seed: u64) -> RunConfig {
+        RunConfig {
+            app_version: env!("CARGO_PKG_VERSION").into(),
+            prompt_template: "{prompt}".into(),
+            prompt: self.prompt.clone(),
+            policy: Policy {
+                temperature,
+                top_k: TOP_K,
+                ..Policy::default()
+            },
+            seed,
+            seed_source: SeedSource::User,
+            max_tokens: self.max_tokens,
+            stop: StopConfig::default(),
+        }
+    }
+
+    /// Every run, seed by seed with both settings in turn, so that a run stopped early has
+    /// as many samples of one setting as of the other (give or take one).
+    pub fn plan(&self) -> Vec<PlannedRun> {
+        self.seed_list()
+            .flat_map(|seed| {
+                TEMPERATURES
+                    .iter()
+                    .enumerate()
+                    .map(move |(setting, &t)| PlannedRun {
+                        setting,
+                        config: self.config(t, seed),
+                    })
+            })
+            .collect()
+    }
+}
+
+/// What one run made, reduced to what the exercise compares.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub seed: u64,
+    pub text: String,
+    pub tokens: Vec<u32>,
+    /// Each step's entropy of the final (scaled, top-k) distribution, in nats.
+    pub entropies: Vec<f64>,
+    /// Each step's probability of the token it chose.
+    pub probs: Vec<f64>,
+}
+
+impl Sample {
+    pub fn from_record(record: &RunRecord) -> Sample {
+        Sample {
+            seed: record.config.seed,
+            text: record.output_text.clone(),
+            tokens: record.steps.iter().map(|s| s.token).collect(),
+            entropies: record.steps.iter().map(|s| s.entropy).collect(),
+            probs: record.steps.iter().map(|s| s.prob).collect(),
+        }
+    }
+}
+
+/// One distinct output and the seeds that made it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    pub text: String,
+    pub seeds: Vec<u64>,
+}
+
+/// One setting's runs summarised: the chart's and the table's row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub temperature: f64,
+    pub runs: usize,
+    /// Distinct output texts among the runs.
+    pub distinct: usize,
+    /// Distinct first tokens among the runs.
+    pub distinct_first: usize,
+    /// The outputs, most frequent first (ties by their first seed).
+    pub groups: Vec<Group>,
+    /// Steps over all runs; the means below weigh each step equally.
+    pub steps: usize,
+    pub mean_entropy_nats: f64,
+    pub mean_chosen_prob: f64,
+}
+
+impl Summary {
+    pub fn of(temperature: f64, samples: &[Sample]) -> Summary {
+        let mut groups: Vec<Group> = Vec::new();
+        for sample in samples {
+            match groups.iter_mut().find(|g| g.text == sample.text) {
+                Some(group) => group.seeds.push(sample.seed),
+                None => groups.push(Group {
+                    text: sample.text.clone(),
+                    seeds: vec![sample.seed],
+                }),
+            }
+        }
+        // Stable: among equal counts the first seen (lowest seed) stays first.
+        groups.sort_by_key(|g| std::cmp::Reverse(g.seeds.len()));
+        let distinct_first = samples
+            .iter()
+            .filter_map(|s| s.tokens.first())
+            .collect::<BTreeSet<_>>()
+            .len();
+        let steps: usize = samples.iter().map(|s| s.entropies.len()).sum();
+        let mean = |values: &dyn Fn(&Sample) -> &[f64]| {
+            let total: f64 = samples.iter().flat_map(values).sum();
+            if steps == 0 {
+                0.0
+            } else {
+                total / steps as f64
+            }
+        };
+        Summary {
+            temperature,
+            runs: samples.len(),
+            distinct: groups.len(),
+            distinct_first,
+            groups,
+            steps,
+            mean_entropy_nats: mean(&|s| &s.entropies),
+            mean_chosen_prob: mean(&|s| &s.probs),
+        }
+    }
+
+    pub fn mean_entropy_bits(&self) -> f64 {
+        self.mean_entropy_nats / std::f64::consts::LN_2
+    }
+}
+
+/// A finished exercise: every sample of each setting and its summary.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Results {
+    pub exercise: Exercise,
+    /// Indexed like [`TEMPERATURES`].
+    pub samples: [Vec<Sample>; 2],
+    pub summaries: [Summary; 2],
+}
+
+impl Results {
+    pub fn new(exercise: Exercise, samples: [Vec<Sample>; 2]) -> Results {
+        let summaries = [
+            Summary::of(TEMPERATURES[0], &samples[0]),
+            Summary::of(TEMPERATURES[1], &samples[1]),
+        ];
+        Results {
+            exercise,
+            samples,
+            summaries,
+        }
+    }
+
+    /// Which setting varied more in these runs, by the number of distinct outputs.
+    pub fn observed(&self) -> Prediction {
+        let [low, high] = &self.summaries;
+        match low.distinct.cmp(&high.distinct) {
+            std::cmp::Ordering::Less => Prediction::High,
+            std::cmp::Ordering::Greater => Prediction::Low,
+            std::cmp::Ordering::Equal => Prediction::Same,
+        }
+    }
+}
+
+/// Whether the prediction was right, and what the runs showed, in sentences.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub right: bool,
+    pub headline: String,
+    pub evidence: String,
+}
+
+pub fn verdict(prediction: Prediction, results: &Results) -> Verdict {
+    let [low, high] = &results.summaries;
+    let right = prediction == ANSWER;
+    let headline = if right {
+        "Your prediction is right: temperature 1.5 gives the more varied outputs.".to_string()
+    } else {
+        format!(
+            "You predicted {}; the answer is temperature 1.5, which gives the more varied outputs.",
+            prediction.phrase()
+        )
+    };
+    let counts = format!(
+        "Over the same {} seeds, temperature 0.2 gave {} distinct {} and temperature 1.5 gave {}; the mean entropy per token was {:.3} bits at 0.2 and {:.3} bits at 1.5.",
+        low.runs,
+        low.distinct,
+        if low.distinct == 1 { "output" } else { "outputs" },
+        high.distinct,
+        low.mean_entropy_bits(),
+        high.mean_entropy_bits(),
+    );
+    let flatter = high.mean_entropy_nats > low.mean_entropy_nats;
+    let evidence = match results.observed() {
+        Prediction::High => format!("{counts} The model agrees with the chapter."),
+        Prediction::Same if flatter => format!(
+            "{counts} The counts tie this time (a short output, few seeds or a very confident prompt can do that), but the higher entropy at 1.5 shows its distribution is flatter; try more seeds or more tokens."
+        ),
+        _ => format!(
+            "{counts} These runs went against the chapter; with so few draws chance can do that. Try more seeds or more tokens."
+        ),
+    };
+    Verdict {
+        right,
+        headline,
+        evidence,
+    }
+}
+
+/// Where the exercise is, for the progress line: run `index + 1` of `total` is starting.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunProgress {
+    pub index: usize,
+    pub total: usize,
+    pub temperature: f64,
+    pub seed: u64,
+}
+
+/// How a run of the exercise ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Finished {
+    Complete(Box<Results>),
+    /// Stopped by the learner after `done` of `total` runs.
+    Cancelled {
+        done: usize,
+        total: usize,
+    },
+}
+
+/// Runs every planned run on `runtime` through the Generate panel's loop. `on_run` hears
+/// each run before it starts; `cancelled` is asked before each run and each model call;
+/// `pause` is awaited after every step so the page can draw.
+pub async fn run_exercise(
+    runtime: &mut Runtime,
+    tokenizer: &Tokenizer,
+    exercise: &Exercise,
+    clock: &mut dyn Clock,
+    cancelled: &dyn Fn() -> bool,
+    on_run: &mut impl FnMut(RunProgress),
+    pause: &impl AsyncFn(),
+) -> Result<Finished, String> {
+    let plan = exercise.plan();
+    let total = plan.len();
+    let mut samples: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];
+    for (index, run) in plan.into_iter().enumerate() {
+        if cancelled() {
+            return Ok(Finished::Cancelled { done: index, total });
+        }
+        on_run(RunProgress {
+            index,
+            total,
+            temperature: run.config.policy.temperature,
+            seed: run.config.seed,
+        });
+        let config = with_eos(run.config, tokenizer);
+        let record = generate(
+            runtime,
+            tokenizer,
+            &config,
+            clock,
+            cancelled,
+            &mut |_, _| {},
+            pause,
+        )
+        .await?;
+        if record.stop_reason == StopReason::Cancelled {
+            return Ok(Finished::Cancelled { done: index, total });
+        }
+        samples[run.setting].push(Sample::from_record(&record));
+    }
+    Ok(Finished::Complete(Box::new(Results::new(
+        exercise.clone(),
+        samples,
+    ))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generation::{load_model, GenerateForm, MODEL_DIR};
+    use gpu::BackendChoice;
+    use model::Transformer;
+    use std::path::PathBuf;
+
+    fn model_dir() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(MODEL_DIR)
+    }
+
+    async fn read(path: &str) -> Result<Vec<u8>, String> {
+        std::fs::read(model_dir().join(path)).map_err(|e| format!("{path}: {e}"))
+    }
+
+    struct Ticks(f64);
+
+    impl Clock for Ticks {
+        fn now_us(&mut self) -> f64 {
+            self.0 += 100.0;
+            self.0
+        }
+    }
+
+    /// The model files and a CPU runtime, as the panel starts them.
+    async fn start() -> (crate::generation::ModelFiles, Runtime) {
+        let mut files = load_model(&read, &mut |_| {}).await.unwrap();
+        let request = GenerateForm {
+            backend: BackendChoice::Cpu,
+            ..GenerateForm::default()
+        }
+        .parse()
+        .unwrap();
+        files
+            .ensure_weights(request.precision, request.backend, &read, &mut |_| {})
+            .await
+            .unwrap();
+        let runtime = files.start(&request).await.unwrap();
+        (files, runtime)
+    }
+
+    async fn run(runtime: &mut Runtime, tokenizer: &Tokenizer, exercise: &Exercise) -> Results {
+        match run_exercise(
+            runtime,
+            tokenizer,
+            exercise,
+            &mut Ticks(0.0),
+            &|| false,
+            &mut |_| {},
+            &async || {},
+        )
+        .await
+        .unwrap()
+        {
+            Finished::Complete(results) => *results,
+            other => panic!("not complete: {other:?}"),
+        }
+    }
+
+    fn sample(seed: u64, text: &str, first: u32, entropies: &[f64], probs: &[f64]) -> Sample {
+        Sample {
+            seed,
+            text: text.into(),
+            tokens: vec![first; entropies.len()],
+            entropies: entropies.to_vec(),
+            probs: probs.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_form_checks_every_field_and_round_trips_the_url() {
+        let exercise = ExerciseForm::default().parse().unwrap();
+        assert_eq!(
+            exercise,
+            Exercise {
+                prompt: "The model".into(),
+                seeds: 8,
+                max_tokens: 8,
+                first_seed: 7
+            }
+        );
+        let error = |f: fn(&mut ExerciseForm)| {
+            let mut form = ExerciseForm::default();
+            f(&mut form);
+            form.parse().unwrap_err()
+        };
+        assert_eq!(
+            error(|f| f.prompt = " ".into()),
+            "Type a prompt: the model needs at least one token to start from."
+        );
+        assert_eq!(
+            error(|f| f.seeds = "33".into()),
+            "Number of seeds must be from 1 to 32, but it is 33."
+        );
+        assert_eq!(
+            error(|f| f.seeds = "0".into()),
+            "Number of seeds must be from 1 to 32, but it is 0."
+        );
+        assert_eq!(
+            error(|f| f.max_tokens = "lots".into()),
+            "Max new tokens must be a whole number of at least 0, but it is \"lots\"."
+        );
+        assert_eq!(
+            error(|f| f.max_tokens = "65".into()),
+            "Max new tokens must be from 1 to 64, but it is 65."
+        );
+        assert_eq!(
+            error(|f| f.first_seed = u64::MAX.to_string()),
+            format!(
+                "First seed {} leaves no room for 8 consecutive seeds; use a smaller one.",
+                u64::MAX
+            )
+        );
+
+        let form = ExerciseForm {
+            prompt: "Once upon".into(),
+            seeds: "3".into(),
+            max_tokens: "5".into(),
+            first_seed: "40".into(),
+        };
+        let query = form.to_query();
+        let keys: Vec<&str> = query.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, ["yt_prompt", "yt_n", "yt_max", "yt_seed"]);
+        let back = ExerciseForm::from_query(query.iter().map(|(k, v)| (*k, v.as_str())));
+        assert_eq!(back, form);
+        assert_eq!(
+            ExerciseForm::from_query([("panel", "your-turn")]),
+            ExerciseForm::default()
+        );
+    }
+
+    #[test]
+    fn the_plan_pairs_the_seeds_across_the_settings() {
+        let exercise = ExerciseForm {
+            seeds: "3".into(),
+            first_seed: "10".into(),
+            ..ExerciseForm::default()
+        }
+        .parse()
+        .unwrap();
+        let plan = exercise.plan();
+        assert_eq!(plan.len(), exercise.total_runs());
+        let shape: Vec<(usize, f64, u64)> = plan
+            .iter()
+            .map(|r| (r.setting, r.config.policy.temperature, r.config.seed))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (0, 0.2, 10),
+                (1, 1.5, 10),
+                (0, 0.2, 11),
+                (1, 1.5, 11),
+                (0, 0.2, 12),
+                (1, 1.5, 12)
+            ]
+        );
+        for run in &plan {
+            assert_eq!(run.config.policy.top_k, 3);
+            assert_eq!(run.config.policy.top_p, 1.0);
+            assert_eq!(run.config.max_tokens, 8);
+            run.config.policy.validate(768).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_summary_groups_duplicates_and_weighs_every_step() {
+        let samples = [
+            sample(1, "a b", 5, &[0.1, 0.3], &[0.9, 0.7]),
+            sample(2, "c", 6, &[0.2], &[0.5]),
+            sample(3, "a b", 5, &[0.4, 0.0], &[0.8, 1.0]),
+        ];
+        let s = Summary::of(1.5, &samples);
+        assert_eq!(s.runs, 3);
+        assert_eq!(s.distinct, 2);
+        assert_eq!(s.distinct_first, 2);
+        assert_eq!(
+            s.groups,
+            [
+                Group {
+                    text: "a b".into(),
+                    seeds: vec![1, 3]
+                },
+                Group {
+                    text: "c".into(),
+                    seeds: vec![2]
+                }
+            ]
+        );
+        assert_eq!(s.steps, 5);
+        assert!((s.mean_entropy_nats - 1.0 / 5.0).abs() < 1e-12);
+        assert!((s.mean_chosen_prob - 3.9 / 5.0).abs() < 1e-12);
+        assert!((s.mean_entropy_bits() - 0.2 / 2f64.ln()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_verdict_judges_the_prediction_and_reports_the_runs() {
+        let exercise = ExerciseForm::default().parse().unwrap();
+        let low: Vec<Sample> = (0..2)
+            .map(|i| sample(i, "same", 1, &[0.01], &[0.99]))
+            .collect();
+        let high: Vec<Sample> = (0..2)
+            .map(|i| sample(i, &format!("out {i}"), i as u32, &[0.9], &[0.4]))
+            .collect();
+        let results = Results::new(exercise.clone(), [low.clone(), high]);
+        assert_eq!(results.observed(), Prediction::High);
+        let v = verdict(Prediction::High, &results);
+        assert!(v.right);
+        assert_eq!(
+            v.headline,
+            "Your prediction is right: temperature 1.5 gives the more varied outputs."
+        );
+        assert!(v.evidence.starts_with("Over the same 2 seeds, temperature 0.2 gave 1 distinct output and temperature 1.5 gave 2;"), "{}", v.evidence);
+        assert!(v.evidence.ends_with("The model agrees with the chapter."));
+        let v = verdict(Prediction::Same, &results);
+        assert!(!v.right);
+        assert_eq!(v.headline, "You predicted about the same; the answer is temperature 1.5, which gives the more varied outputs.");
+
+        let tie = Results::new(exercise, [low.clone(), low]);
+        assert_eq!(tie.observed(), Prediction::Same);
+        assert!(verdict(Prediction::Low, &tie)
+            .evidence
+            .contains("went against the chapter"));
+    }
+
+    /// The exercise on the real model (CPU backend) at the default settings: the summaries
+    /// match a recount from the samples, each step's entropy matches the one recomputed
+    /// from its top five (top-k 3 keeps at most three, so they are all there), one output
+    /// matches `policy::generate` over the reference transformer, the same seeds give the
+    /// same results twice, and 1.5 varies more than 0.2 as the chapter says.
+    #[test]
+    fn the_exercise_on_the_model_matches_independent_counts() {
+        pollster::block_on(async {
+            let (files, mut runtime) = start().await;
+            let tokenizer = &files.tokenizer;
+            let exercise = ExerciseForm::default().parse().unwrap();
+            let mut progress = Vec::new();
+            let finished = run_exercise(
+                &mut runtime,
+                tokenizer,
+                &exercise,
+                &mut Ticks(0.0),
+                &|| false,
+                &mut |p| progress.push((p.index, p.total, p.temperature, p.seed)),
+                &async || {},
+            )
+            .await
+            .unwrap();
+            let Finished::Complete(results) = finished else {
+                panic!("not complete: {finished:?}");
+            };
+            assert_eq!(progress.len(), 16);
+            assert_eq!(progress[3], (3, 16, 1.5, 8));
+
+            for (setting, summary) in results.summaries.iter().enumerate() {
+                let samples = &results.samples[setting];
+                assert_eq!(summary.runs, 8);
+                let seeds: Vec<u64> = samples.iter().map(|s| s.seed).collect();
+                assert_eq!(seeds, (7..15).collect::<Vec<_>>());
+                let texts: BTreeSet<&str> = samples.iter().map(|s| s.text.as_str()).collect();
+                assert_eq!(summary.distinct, texts.len());
+                let grouped: usize = summary.groups.iter().map(|g| g.seeds.len()).sum();
+                assert_eq!(grouped, 8);
+                let firsts: BTreeSet<u32> = samples.iter().map(|s| s.tokens[0]).collect();
+                assert_eq!(summary.distinct_first, firsts.len());
+            }
+
+            // Entropy and chosen probabilities, recomputed from each step's top five.
+            for (setting, &temperature) in TEMPERATURES.iter().enumerate() {
+                let mut entropy = Vec::new();
+                let mut chosen = Vec::new();
+                for seed in exercise.seed_list() {
+                    let config = with_eos(exercise.config(temperature, seed), tokenizer);
+                    let record = generate(
+                        &mut runtime,
+                        tokenizer,
+                        &config,
+                        &mut Ticks(0.0),
+                        &|| false,
+                        &mut |_, _| {},
+                        &async || {},
+                    )
+                    .await
+                    .unwrap();
+                    for step in &record.steps {
+                        assert!(step.survivors <= step.top.len(), "{step:?}");
+                        let h: f64 = step
+                            .top
+                            .iter()
+                            .filter(|a| a.prob > 0.0)
+                            .map(|a| -a.prob * a.prob.ln())
+                            .sum();
+                        assert!((h - step.entropy).abs() < 1e-9, "{h} vs {}", step.entropy);
+                        entropy.push(h);
+                        let p = step.top.iter().find(|a| a.id == step.token).unwrap();
+                        chosen.push(p.prob);
+                    }
+                }
+                let summary = &results.summaries[setting];
+                let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+                assert_eq!(summary.steps, entropy.len());
+                assert!((summary.mean_entropy_nats - mean(&entropy)).abs() < 1e-9);
+                assert!((summary.mean_chosen_prob - mean(&chosen)).abs() < 1e-9);
+            }
+
+            // One output through the CLI's path: `policy::generate` over the reference.
+            let weights = read("model.f32.safetensors").await.unwrap();
+            let mut reference =
+                Transformer::from_safetensors(files.config.clone(), &weights).unwrap();
+            let config = with_eos(exercise.config(1.5, 9), tokenizer);
+            let expected = policy::generate(
+                &mut reference,
+                tokenizer,
+                &config,
+                &mut Ticks(0.0),
+                &mut policy::generate::Unobserved,
+            )
+            .unwrap();
+            assert_eq!(results.samples[1][2].seed, 9);
+            assert_eq!(results.samples[1][2].text, expected.output_text);
+
+            let again = run(&mut runtime, tokenizer, &exercise).await;
+            assert_eq!(again, *results);
+
+            let [low, high] = &results.summaries;
+            eprintln!(
+                "default exercise: 0.2 → {} distinct, {:.4} bits, p̄ {:.4}, {} first tokens; 1.5 → {} distinct, {:.4} bits, p̄ {:.4}, {} first tokens",
+                low.distinct,
+                low.mean_entropy_bits(),
+                low.mean_chosen_prob,
+                low.distinct_first,
+                high.distinct,
+                high.mean_entropy_bits(),
+                high.mean_chosen_prob,
+                high.distinct_first
+            );
+            assert!(low.mean_entropy_nats < high.mean_entropy_nats);
+            assert!(low.distinct <= high.distinct);
+            assert_eq!(results.observed(), Prediction::High);
+        });
+    }
+
+    #[test]
+    fn cancel_stops_between_runs() {
+        pollster::block_on(async {
+            let (files, mut runtime) = start().await;
+            let exercise = ExerciseForm {
+                max_tokens: "4".into(),
+                ..ExerciseForm::default()
+            }
+            .parse()
+            .unwrap();
+            let started = std::cell::Cell::new(0);
+            let finished = run_exercise(
+                &mut runtime,
+                &files.tokenizer,
+                &exercise,
+                &mut Ticks(0.0),
+                &|| started.get() > 3,
+                &mut |_| started.set(started.get() + 1),
+                &async || {},
+            )
+            .await
+            .unwrap();
+            assert_eq!(finished, Finished::Cancelled { done: 3, total: 16 });
+        });
+    }
+}

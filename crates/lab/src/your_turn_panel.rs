@@ -1,0 +1,547 @@
+//! The "Your turn" panel: the chapter's predict-then-reveal exercise. The learner predicts
+//! which of temperature 0.2 and 1.5 varies more, runs both over N seeds on the tiny model
+//! (CPU reference), and sees the outputs, their entropy, a chart with its table, the
+//! verdict, then the chapter's hint and reasoning. It only draws; [`crate::your_turn`]
+//! does the work.
+
+use gpu::{BackendChoice, Runtime};
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use model::Precision;
+
+use crate::generation::{load_model, GenerateForm, ModelFiles};
+use crate::step_panel::Field;
+use crate::url;
+use crate::web::{fetch_model_file, now_ms, Pacer, PageClock};
+use crate::your_turn::{
+    run_exercise, verdict, Exercise, ExerciseForm, Finished, Prediction, Results, Summary, HINT,
+    QUESTION, REASONING, TOP_K,
+};
+
+/// What the panel is doing.
+#[derive(Clone, Debug, PartialEq)]
+enum Phase {
+    Idle,
+    /// Fetching files or starting the CPU reference; the words say which.
+    Loading(String),
+    Running,
+    Done,
+    Cancelled(String),
+    Failed(String),
+}
+
+impl Phase {
+    fn key(&self) -> &'static str {
+        match self {
+            Phase::Idle => "idle",
+            Phase::Loading(_) => "loading",
+            Phase::Running => "running",
+            Phase::Done => "done",
+            Phase::Cancelled(_) => "cancelled",
+            Phase::Failed(_) => "failed",
+        }
+    }
+
+    fn busy(&self) -> bool {
+        matches!(self, Phase::Loading(_) | Phase::Running)
+    }
+}
+
+/// What survives between runs: the checked files and the CPU runtime.
+#[derive(Default)]
+struct Engine {
+    files: Option<ModelFiles>,
+    runtime: Option<Runtime>,
+}
+
+/// The live region speaks at most this often while runs go by, in milliseconds.
+const ANNOUNCE_EVERY_MS: f64 = 1500.0;
+
+#[component]
+pub fn YourTurnPanel() -> impl IntoView {
+    let pairs = url::pairs();
+    let pairs_ref = || pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    let initial = ExerciseForm::from_query(pairs_ref());
+    let url_problem = pairs
+        .iter()
+        .any(|(k, _)| k.starts_with("yt_"))
+        .then(|| initial.parse().err())
+        .flatten()
+        .map(|e| format!("The URL's settings for this exercise do not work: {e}"));
+
+    let (prompt, set_prompt) = signal(initial.prompt);
+    let (seeds, set_seeds) = signal(initial.seeds);
+    let (max_tokens, set_max_tokens) = signal(initial.max_tokens);
+    let (first_seed, set_first_seed) = signal(initial.first_seed);
+    let prediction = RwSignal::new(None::<Prediction>);
+
+    let phase = RwSignal::new(Phase::Idle);
+    let progress = RwSignal::new(None::<(usize, usize)>);
+    let announcement = RwSignal::new(String::new());
+    let results = RwSignal::new(None::<(Results, Prediction)>);
+    let cancel_requested = RwSignal::new(false);
+    let engine = StoredValue::new_local(Some(Engine::default()));
+
+    let form = move || ExerciseForm {
+        prompt: prompt.get(),
+        seeds: seeds.get(),
+        max_tokens: max_tokens.get(),
+        first_seed: first_seed.get(),
+    };
+
+    // The fields in the URL whenever they change (not on creation: opening the panel
+    // should not add a history entry).
+    Effect::new(move |written: Option<()>| {
+        let query = form().to_query();
+        if written.is_some() {
+            url::write(&query);
+        }
+    });
+
+    let busy = move || phase.with(Phase::busy);
+
+    let start_run = move || {
+        let Some(predicted) = prediction.get_untracked() else {
+            phase.set(Phase::Failed(
+                "Choose a prediction first: the exercise is to predict before you see the runs."
+                    .to_string(),
+            ));
+            return;
+        };
+        let exercise = match untrack(form).parse() {
+            Ok(exercise) => exercise,
+            Err(message) => {
+                phase.set(Phase::Failed(message));
+                return;
+            }
+        };
+        // The engine is taken for the run and put back after; a second press while it is
+        // out is ignored (the button is disabled then too).
+        let Some(mut state) = engine.try_update_value(Option::take).flatten() else {
+            return;
+        };
+        results.set(None);
+        progress.set(None);
+        announcement.set(String::new());
+        cancel_requested.set(false);
+        phase.set(Phase::Loading("Preparing…".to_string()));
+        spawn_local(async move {
+            let signals = RunSignals {
+                phase,
+                progress,
+                announcement,
+                cancel_requested,
+            };
+            match run(&mut state, &exercise, signals).await {
+                Ok(Finished::Complete(done)) => {
+                    announcement.set(format!(
+                        "All {} runs are done; the comparison is below.",
+                        done.exercise.total_runs()
+                    ));
+                    results.set(Some((*done, predicted)));
+                    phase.set(Phase::Done);
+                }
+                Ok(Finished::Cancelled { done, total }) => {
+                    announcement.set(String::new());
+                    phase.set(Phase::Cancelled(format!(
+                        "Cancelled after {done} of {total} runs. Run again to see the comparison."
+                    )));
+                }
+                Err(message) => phase.set(Phase::Failed(message)),
+            }
+            engine.set_value(Some(state));
+        });
+    };
+
+    let radios = Prediction::ALL
+        .into_iter()
+        .map(|p| {
+            let id = format!("yt-predict-{}", p.slug());
+            view! {
+                <div class="yt-choice">
+                    <input
+                        type="radio"
+                        id=id.clone()
+                        name="yt-prediction"
+                        value=p.slug()
+                        prop:checked=move || prediction.get() == Some(p)
+                        disabled=busy
+                        on:change=move |_| prediction.set(Some(p))
+                    />
+                    <label for=id>{p.label()}</label>
+                </div>
+            }
+        })
+        .collect_view();
+
+    let run_note = move || {
+        match prediction.get() {
+        None => "Choose a prediction above to enable Run.".to_string(),
+        Some(p) => format!(
+            "Your prediction: {}. Run compares both temperatures over the same seeds on the CPU reference.",
+            p.label().to_lowercase()
+        ),
+    }
+    };
+
+    let status = move || match phase.get() {
+        Phase::Idle | Phase::Failed(_) => None,
+        Phase::Loading(what) => Some(view! { <p class="progress">{what}</p> }.into_any()),
+        Phase::Running => {
+            Some(view! { <p class="progress">{move || announcement.get()}</p> }.into_any())
+        }
+        Phase::Done => Some(view! { <p class="done">{move || announcement.get()}</p> }.into_any()),
+        Phase::Cancelled(what) => Some(view! { <p class="done">{what}</p> }.into_any()),
+    };
+    let error = move || match phase.get() {
+        Phase::Failed(message) => Some(view! { <p class="error" role="alert">{message}</p> }),
+        _ => None,
+    };
+    let bar = move || {
+        progress.get().map(|(done, total)| {
+            view! {
+                <div class="field yt-progress">
+                    <label for="yt-progress">"Runs"</label>
+                    <progress id="yt-progress" max=total value=done>
+                        {format!("{done} of {total}")}
+                    </progress>
+                </div>
+            }
+        })
+    };
+
+    let reveal = move || {
+        results
+            .get()
+            .map(|(r, p)| view! { <Reveal results=r prediction=p/> })
+    };
+
+    let problem = url_problem.map(|p| view! { <p class="error" role="alert">{p}</p> });
+
+    view! {
+        <section
+            class="panel your-turn"
+            id="your-turn"
+            aria-labelledby="your-turn-title"
+            data-state=move || phase.get().key()
+        >
+            <h2 id="your-turn-title">"Your turn"</h2>
+            <p>"Pause and predict before revealing the answer."</p>
+            {problem}
+            <form class="yt-form" on:submit=move |ev| {
+                ev.prevent_default();
+                start_run();
+            }>
+                <fieldset class="yt-predict">
+                    <legend>"1. Predict: " {QUESTION}</legend>
+                    {radios}
+                </fieldset>
+                <details class="yt-hint">
+                    <summary>"Need a hint?"</summary>
+                    <p>{HINT}</p>
+                </details>
+                <fieldset class="yt-settings-form">
+                    <legend>"2. Choose what to run"</legend>
+                    <p class="yt-explain">
+                        {format!(
+                            "Both settings keep the chapter's top-k of {TOP_K} and use the same consecutive seeds, so the only difference is the temperature."
+                        )}
+                    </p>
+                    <div class="controls">
+                        <div class="field wide">
+                            <label for="yt-prompt">"Prompt"</label>
+                            <textarea
+                                id="yt-prompt"
+                                name="yt-prompt"
+                                rows="2"
+                                aria-describedby="yt-prompt-hint"
+                                prop:value=move || prompt.get()
+                                on:input=move |ev| set_prompt.set(event_target_value(&ev))
+                            ></textarea>
+                            <small id="yt-prompt-hint">"The text the model continues in every run."</small>
+                        </div>
+                        <Field id="yt-n" label="Seeds per temperature" hint="How many runs each setting gets (1 to 32)." value=seeds.into() set=set_seeds inputmode="numeric"/>
+                        <Field id="yt-max" label="Max new tokens" hint="Per run (1 to 64). Long outputs all differ, even at 0.2." value=max_tokens.into() set=set_max_tokens inputmode="numeric"/>
+                        <Field id="yt-seed" label="First seed" hint="Seeds run from this one upwards, the same for both settings." value=first_seed.into() set=set_first_seed inputmode="numeric"/>
+                    </div>
+                </fieldset>
+                <div class="field buttons">
+                    <button
+                        type="submit"
+                        aria-describedby="yt-run-note"
+                        disabled=move || busy() || prediction.get().is_none()
+                    >
+                        "3. Run both"
+                    </button>
+                    <button
+                        type="button"
+                        class="secondary"
+                        disabled=move || !busy()
+                        on:click=move |_| cancel_requested.set(true)
+                    >
+                        "Cancel"
+                    </button>
+                </div>
+                <p id="yt-run-note" class="yt-run-note">{run_note}</p>
+            </form>
+            {bar}
+            <div class="run" aria-live="polite" data-testid="yt-status">{status}</div>
+            {error}
+            {reveal}
+        </section>
+    }
+}
+
+/// The signals a run streams into.
+struct RunSignals {
+    phase: RwSignal<Phase>,
+    progress: RwSignal<Option<(usize, usize)>>,
+    announcement: RwSignal<String>,
+    cancel_requested: RwSignal<bool>,
+}
+
+/// One exercise: load what is missing, start (or reuse) the CPU reference, run both
+/// settings over every seed.
+async fn run(
+    state: &mut Engine,
+    exercise: &Exercise,
+    signals: RunSignals,
+) -> Result<Finished, String> {
+    let RunSignals {
+        phase,
+        progress,
+        announcement,
+        cancel_requested,
+    } = signals;
+    let fetch = async |path: &str| fetch_model_file(path).await;
+    let mut loading = |what: String| phase.set(Phase::Loading(what));
+    if state.files.is_none() {
+        state.files = Some(load_model(&fetch, &mut loading).await?);
+    }
+    let Some(files) = state.files.as_mut() else {
+        return Err("The model files are not loaded.".to_string());
+    };
+    files
+        .ensure_weights(Precision::F32, BackendChoice::Cpu, &fetch, &mut loading)
+        .await?;
+    if state.runtime.is_none() {
+        loading("Preparing the CPU reference…".to_string());
+        // Only the backend, precision and faults of a request decide what starts.
+        let request = GenerateForm {
+            backend: BackendChoice::Cpu,
+            precision: Precision::F32,
+            ..GenerateForm::default()
+        }
+        .parse()?;
+        state.runtime = Some(files.start(&request).await?);
+    }
+    let Some(runtime) = state.runtime.as_mut() else {
+        return Err("The CPU reference did not start.".to_string());
+    };
+    phase.set(Phase::Running);
+    let pacer = Pacer::new();
+    let mut announced_at = f64::NEG_INFINITY;
+    run_exercise(
+        runtime,
+        &files.tokenizer,
+        exercise,
+        &mut PageClock,
+        &|| cancel_requested.get_untracked(),
+        &mut |p| {
+            progress.set(Some((p.index, p.total)));
+            let now = now_ms();
+            if now - announced_at >= ANNOUNCE_EVERY_MS {
+                announced_at = now;
+                announcement.set(format!(
+                    "Run {} of {}: temperature {}, seed {}…",
+                    p.index + 1,
+                    p.total,
+                    p.temperature,
+                    p.seed
+                ));
+            }
+        },
+        &async || pacer.pause().await,
+    )
+    .await
+    .inspect(|finished| {
+        if let Finished::Complete(r) = finished {
+            let total = r.exercise.total_runs();
+            progress.set(Some((total, total)));
+        }
+    })
+}
+
+/// The reveal: the verdict, the chart and its table, each setting's outputs, then the
+/// chapter's hint and reasoning.
+#[component]
+fn Reveal(results: Results, prediction: Prediction) -> impl IntoView {
+    let verdict = verdict(prediction, &results);
+    let settings = results
+        .summaries
+        .iter()
+        .map(|s| view! { <SettingOutputs summary=s.clone() prompt=results.exercise.prompt.clone()/> })
+        .collect_view();
+    view! {
+        <section class="yt-reveal" aria-labelledby="yt-reveal-title" data-testid="yt-reveal">
+            <h3 id="yt-reveal-title">"What the model did"</h3>
+            <p class="yt-verdict" data-right=verdict.right.to_string()>
+                <strong>{verdict.headline}</strong>
+            </p>
+            <p>{verdict.evidence}</p>
+            <Comparison summaries=results.summaries.clone()/>
+            <div class="yt-settings">{settings}</div>
+            <h3>"Check your reasoning"</h3>
+            <p><strong>"Hint: "</strong>{HINT}</p>
+            <p data-testid="yt-reasoning">{REASONING}</p>
+        </section>
+    }
+}
+
+/// One setting's outputs, duplicates grouped with their count and seeds.
+#[component]
+fn SettingOutputs(summary: Summary, prompt: String) -> impl IntoView {
+    let title = format!("Temperature {}", summary.temperature);
+    let line = format!(
+        "{} runs, {} distinct {} ({} distinct first {}); mean entropy {:.3} bits ({:.3} nats) per token; the chosen token's probability averaged {:.3}.",
+        summary.runs,
+        summary.distinct,
+        if summary.distinct == 1 { "output" } else { "outputs" },
+        summary.distinct_first,
+        if summary.distinct_first == 1 { "token" } else { "tokens" },
+        summary.mean_entropy_bits(),
+        summary.mean_entropy_nats,
+        summary.mean_chosen_prob,
+    );
+    let groups = summary
+        .groups
+        .iter()
+        .map(|g| {
+            let n = g.seeds.len();
+            let seeds = g
+                .seeds
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            let times = if n == 1 {
+                format!("once (seed {seeds})")
+            } else {
+                format!("{n} times (seeds {seeds})")
+            };
+            view! {
+                <li data-count=n>
+                    <span class="yt-text">
+                        <span class="prompt-echo">{prompt.clone()}</span>
+                        {g.text.clone()}
+                    </span>
+                    <small class="yt-count">{times}</small>
+                </li>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="yt-setting" data-temperature=summary.temperature.to_string() data-distinct=summary.distinct>
+            <h4>{title}</h4>
+            <p>{line}</p>
+            <ol class="yt-outputs">{groups}</ol>
+        </div>
+    }
+}
+
+const WIDTH: f64 = 320.0;
+const HEIGHT: f64 = 170.0;
+const TOP: f64 = 28.0;
+const AXIS: f64 = 36.0;
+
+/// Distinct outputs and mean entropy per setting: SVG bars and a table, from the same rows.
+#[component]
+fn Comparison(summaries: [Summary; 2]) -> impl IntoView {
+    let runs = summaries.iter().map(|s| s.runs).max().unwrap_or(1).max(1) as f64;
+    // Three tokens can hold at most log2(3) bits; a tie at the k-th logit can keep more.
+    let bits_max = summaries
+        .iter()
+        .map(Summary::mean_entropy_bits)
+        .fold((TOP_K as f64).log2(), f64::max);
+    let plot = HEIGHT - TOP - AXIS;
+    let half = WIDTH / 2.0;
+    let bar = half / 4.0;
+    let bars = |metric: usize| {
+        summaries
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let (value, scale, text) = match metric {
+                    0 => (s.distinct as f64, runs, s.distinct.to_string()),
+                    _ => {
+                        let b = s.mean_entropy_bits();
+                        (b, bits_max, format!("{b:.2}"))
+                    }
+                };
+                let h = (value / scale).clamp(0.0, 1.0) * plot;
+                let x = metric as f64 * half + bar * (0.75 + 1.5 * i as f64);
+                view! {
+                    <rect x=x y=TOP + plot - h width=bar height=h.max(1.0) class=format!("bar yt-bar-{i}")></rect>
+                    <text x=x + bar / 2.0 y=TOP + plot - h - 4.0 text-anchor="middle" class="axis-label">{text}</text>
+                    <text x=x + bar / 2.0 y=HEIGHT - AXIS + 14.0 text-anchor="middle" class="axis-label">{s.temperature.to_string()}</text>
+                }
+            })
+            .collect_view()
+    };
+    let label = format!(
+        "Distinct outputs of {}: {} at temperature {} and {} at {}. Mean entropy per token: {:.2} bits and {:.2} bits.",
+        runs,
+        summaries[0].distinct,
+        summaries[0].temperature,
+        summaries[1].distinct,
+        summaries[1].temperature,
+        summaries[0].mean_entropy_bits(),
+        summaries[1].mean_entropy_bits(),
+    );
+    let rows = summaries
+        .iter()
+        .map(|s| {
+            let bits = s.mean_entropy_bits();
+            view! {
+                <tr>
+                    <th scope="row">{s.temperature.to_string()}</th>
+                    <td data-value=s.runs>{s.runs.to_string()}</td>
+                    <td data-value=s.distinct>{s.distinct.to_string()}</td>
+                    <td data-value=s.distinct_first>{s.distinct_first.to_string()}</td>
+                    <td data-value=bits.to_string()>{format!("{bits:.3}")}</td>
+                    <td data-value=s.mean_entropy_nats.to_string()>{format!("{:.3}", s.mean_entropy_nats)}</td>
+                    <td data-value=s.mean_chosen_prob.to_string()>{format!("{:.3}", s.mean_chosen_prob)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <figure class="stage yt-chart">
+            <figcaption>"Distinct outputs and mean entropy per setting"</figcaption>
+            <svg class="chart" viewBox=format!("0 0 {WIDTH} {HEIGHT}") role="img" aria-label=label>
+                <text x=half / 2.0 y="14" text-anchor="middle" class="axis-label">{format!("Distinct outputs (of {runs})")}</text>
+                <text x=half + half / 2.0 y="14" text-anchor="middle" class="axis-label">{format!("Entropy, bits per token (max {bits_max:.2})")}</text>
+                <line x1="0" y1=TOP + plot x2=WIDTH y2=TOP + plot class="axis"></line>
+                <line x1=half y1=TOP x2=half y2=TOP + plot class="axis"></line>
+                {bars(0)}
+                {bars(1)}
+                <text x=half y=HEIGHT - 4.0 text-anchor="middle" class="axis-label">"temperature"</text>
+            </svg>
+            <table class="mirror" data-testid="yt-table">
+                <caption>"Each temperature's runs: distinct outputs, distinct first tokens, mean entropy per token and the chosen token's mean probability"</caption>
+                <thead>
+                    <tr>
+                        <th scope="col">"Temperature"</th>
+                        <th scope="col">"Runs"</th>
+                        <th scope="col">"Distinct outputs"</th>
+                        <th scope="col">"Distinct first tokens"</th>
+                        <th scope="col">"Entropy (bits/token)"</th>
+                        <th scope="col">"Entropy (nats/token)"</th>
+                        <th scope="col">"Chosen-token probability"</th>
+                    </tr>
+                </thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </figure>
+    }
+}
