@@ -96,9 +96,21 @@ test('every panel passes axe-core in chart and table view, and is photographed',
 });
 
 test('a generation on the CPU, with its trace, chart and tooltips, passes axe-core', async () => {
-  const { context, page, errors } = await open('?panel=generate&backend=cpu&max=12&run=1');
+  const { context, page, errors } = await open(null);
+  // The weights download shows a progress bar (watched from the first byte of the page).
+  await page.addInitScript(() => {
+    window.sawProgress = [];
+    new MutationObserver(() => {
+      const bar = document.querySelector('#gen-download');
+      if (bar) window.sawProgress.push([Number(bar.value), Number(bar.max)]);
+    }).observe(document, { subtree: true, childList: true, attributes: true });
+  });
+  await page.goto(`${url}?panel=generate&backend=cpu&max=12&run=1`);
   const record = await generated(page);
   assert.equal(record.steps.length, 12);
+  const progress = await page.evaluate(() => window.sawProgress);
+  assert.ok(progress.length > 0, 'a progress bar was shown while the model downloaded');
+  assert.ok(progress.some(([value, max]) => max > 1e6 && value <= max), JSON.stringify(progress.slice(0, 5)));
   assert.equal(await page.locator('.output .tok').count(), 12);
   assert.equal(await page.locator('[data-testid=latency] tbody tr').count(), 12);
   await page.locator('.output .tok').first().focus();

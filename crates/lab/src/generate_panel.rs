@@ -21,7 +21,8 @@ use crate::latency_chart::{LatencyChart, LatencyRow};
 use crate::step_panel::Field;
 use crate::url;
 use crate::web::{
-    adapter_info, chosen_file_text, download, fetch_model_file, now_ms, Pacer, PageClock,
+    adapter_info, chosen_file_text, download, fetch_model_file_with_progress, now_ms, Pacer,
+    PageClock,
 };
 
 /// What a press of a button asks for: a new run, or the replay of a record.
@@ -144,6 +145,8 @@ pub fn GeneratePanel() -> impl IntoView {
     let verdict = RwSignal::new(None::<(bool, String)>);
     let file_message = RwSignal::new(None::<String>);
     let announcement = RwSignal::new(String::new());
+    // The model file being downloaded: its name, the bytes so far and the announced total.
+    let downloading = RwSignal::new(None::<(String, f64, Option<f64>)>);
     let figures = RwSignal::new(Figures::default());
     let stop_requested = RwSignal::new(false);
     let engine = StoredValue::new_local(Some(Engine::default()));
@@ -220,8 +223,10 @@ pub fn GeneratePanel() -> impl IntoView {
                 figures,
                 stop_requested,
                 announcement,
+                downloading,
             };
             let result = run(&mut state, job, signals).await;
+            downloading.set(None);
             match result {
                 Ok(made) => {
                     let reason = made.stop_reason.describe();
@@ -351,14 +356,33 @@ pub fn GeneratePanel() -> impl IntoView {
     }
     };
 
-    let phase_line = move || match phase.get() {
+    let phase_line = move || {
+        match phase.get() {
         Phase::Idle => None,
-        Phase::Working(what) => Some(view! { <p class="progress">{what}</p> }.into_any()),
+        Phase::Working(what) => Some(
+            view! {
+                <p class="progress">{what}</p>
+                {move || downloading.get().map(|(file, got, total)| {
+                    let label = match total {
+                        Some(total) => format!("{file}: {:.1} of {:.1} MB", got / 1e6, total / 1e6),
+                        None => format!("{file}: {:.1} MB", got / 1e6),
+                    };
+                    view! {
+                        <div class="download">
+                            <label for="gen-download">{label}</label>
+                            <progress id="gen-download" max=total.unwrap_or(0.0).max(got).to_string() value=got.to_string()></progress>
+                        </div>
+                    }
+                })}
+            }
+            .into_any(),
+        ),
         Phase::Generating => Some(view! { <p class="progress">"Generating…"</p> }.into_any()),
         Phase::Done(what) => Some(view! { <p class="done">{what}</p> }.into_any()),
         Phase::Failed(message) => {
             Some(view! { <p class="error" role="alert">{message}</p> }.into_any())
         }
+    }
     };
 
     let timings = move || {
@@ -593,6 +617,7 @@ struct RunSignals {
     figures: RwSignal<Figures>,
     stop_requested: RwSignal<bool>,
     announcement: RwSignal<String>,
+    downloading: RwSignal<Option<(String, f64, Option<f64>)>>,
 }
 
 /// One run: load what is missing, start (or reuse) the runtime, generate, streaming each
@@ -606,8 +631,14 @@ async fn run(state: &mut Engine, job: Job, signals: RunSignals) -> Result<RunRec
         figures,
         stop_requested,
         announcement,
+        downloading,
     } = signals;
-    let fetch = async |path: &str| fetch_model_file(path).await;
+    let fetch = async |path: &str| {
+        let shown = |got, total| downloading.set(Some((path.to_string(), got, total)));
+        let bytes = fetch_model_file_with_progress(path, &shown).await;
+        downloading.set(None);
+        bytes
+    };
     let mut progress = |what: String| phase.set(Phase::Working(what));
 
     let began = now_ms();

@@ -29,6 +29,16 @@ fn window() -> Result<web_sys::Window, String> {
 
 /// The bytes of one model file, fetched from [`MODEL_DIR`] beside the page.
 pub async fn fetch_model_file(path: &str) -> Result<Vec<u8>, String> {
+    fetch_model_file_with_progress(path, &|_, _| {}).await
+}
+
+/// As [`fetch_model_file`], telling `progress` the bytes received so far and the total the
+/// server announced (if it did) as they arrive.
+pub async fn fetch_model_file_with_progress(
+    path: &str,
+    progress: &dyn Fn(f64, Option<f64>),
+) -> Result<Vec<u8>, String> {
+    use js_sys::Reflect;
     let url = format!("{MODEL_DIR}/{path}");
     let failed = |why: String| format!("Fetching {url} failed: {why}.");
     let response = JsFuture::from(window()?.fetch_with_str(&url))
@@ -44,10 +54,45 @@ pub async fn fetch_model_file(path: &str) -> Result<Vec<u8>, String> {
             response.status_text()
         )));
     }
-    let buffer = JsFuture::from(response.array_buffer().map_err(|e| failed(js_text(e)))?)
-        .await
+    let total = response
+        .headers()
+        .get("content-length")
+        .ok()
+        .flatten()
+        .and_then(|v| v.parse::<f64>().ok());
+    let Some(body) = response.body() else {
+        let buffer = JsFuture::from(response.array_buffer().map_err(|e| failed(js_text(e)))?)
+            .await
+            .map_err(|e| failed(js_text(e)))?;
+        return Ok(js_sys::Uint8Array::new(&buffer).to_vec());
+    };
+    let reader = body.get_reader();
+    let read: js_sys::Function = Reflect::get(&reader, &"read".into())
+        .and_then(|f| f.dyn_into().map_err(JsValue::from))
         .map_err(|e| failed(js_text(e)))?;
-    Ok(js_sys::Uint8Array::new(&buffer).to_vec())
+    let mut bytes = Vec::with_capacity(total.unwrap_or(0.0) as usize);
+    progress(0.0, total);
+    loop {
+        let promise: js_sys::Promise = read
+            .call0(&reader)
+            .and_then(|p| p.dyn_into().map_err(JsValue::from))
+            .map_err(|e| failed(js_text(e)))?;
+        let chunk = JsFuture::from(promise)
+            .await
+            .map_err(|e| failed(js_text(e)))?;
+        let done = Reflect::get(&chunk, &"done".into())
+            .ok()
+            .and_then(|d| d.as_bool())
+            .unwrap_or(true);
+        if done {
+            break;
+        }
+        if let Ok(value) = Reflect::get(&chunk, &"value".into()) {
+            bytes.extend(js_sys::Uint8Array::new(&value).to_vec());
+        }
+        progress(bytes.len() as f64, total);
+    }
+    Ok(bytes)
 }
 
 /// Milliseconds since the page's navigation started (`performance.now()`).
