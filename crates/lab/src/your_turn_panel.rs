@@ -346,7 +346,8 @@ async fn run(
         &files.tokenizer,
         exercise,
         &mut PageClock,
-        &|| cancel_requested.get_untracked(),
+        // A panel closed mid-run (another tab, Back) has disposed its signals: stop.
+        &|| cancel_requested.try_get_untracked().unwrap_or(true),
         &mut |p| {
             progress.set(Some((p.index, p.total)));
             let now = now_ms();
