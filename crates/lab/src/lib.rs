@@ -3,11 +3,17 @@
 //! depends on the core's internals. [`web`] is the little that talks to the browser itself.
 
 mod app;
+mod checkpoint;
+mod checkpoint_panel;
 mod distribution;
 pub mod engine;
 mod generate_panel;
 pub mod generation;
+mod kv_memory;
+mod kv_panel;
 mod latency_chart;
+mod ledger;
+mod ledger_panel;
 mod step_panel;
 mod url;
 mod web;
@@ -15,5 +21,8 @@ mod your_turn;
 mod your_turn_panel;
 
 pub use app::App;
+pub use checkpoint_panel::CheckpointPanel;
+pub use kv_panel::KvPanel;
+pub use ledger_panel::LedgerPanel;
 pub use web::report_panic;
 pub use your_turn_panel::YourTurnPanel;

@@ -1,0 +1,706 @@
+//! KV-cache memory, the chapter's course-level estimate: `2 · L · B · S · H_kv · d_head · q`
+//! bytes (keys and values, for L layers, B sequences of S cached tokens, H_kv KV heads of
+//! d_head values of q bytes each), written out with every substitution and checked against
+//! an independent second computation.
+//!
+//! Presets: the lab's own model (shapes read from its `config.json` at compile time, and the
+//! bytes `model::KvCache` really allocates for it) and published MHA, GQA and MQA shapes.
+//!
+//! URL keys (the panel's own, read once and written back as the fields change): `kv_l`
+//! (layers), `kv_b` (batch), `kv_s` (sequence length), `kv_hkv` (KV heads), `kv_dh` (head
+//! dimension), `kv_q` (bytes per value).
+
+use model::{KvCache, ModelConfig};
+
+/// The lab's model configuration, compiled in.
+const TINY_CONFIG: &str = include_str!("../../../models/decode-lab-tiny-v1/config.json");
+
+/// The agreement required between the exact integer product and the f64 reference, as a
+/// relative difference. f64 carries 53 bits, so a handful of roundings stays far below it.
+pub const TOLERANCE: f64 = 1e-12;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// The form as the learner typed it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KvForm {
+    pub layers: String,
+    pub batch: String,
+    pub seq_len: String,
+    pub kv_heads: String,
+    pub head_dim: String,
+    pub bytes_per_value: String,
+}
+
+/// One field of the form: its URL key, its name in messages and its default (Llama-3-8B
+/// at 4096 tokens in fp16).
+struct FieldSpec {
+    key: &'static str,
+    name: &'static str,
+    default: u64,
+}
+
+const FIELDS: [FieldSpec; 6] = [
+    FieldSpec {
+        key: "kv_l",
+        name: "L (layers)",
+        default: 32,
+    },
+    FieldSpec {
+        key: "kv_b",
+        name: "B (batch, sequences)",
+        default: 1,
+    },
+    FieldSpec {
+        key: "kv_s",
+        name: "S (sequence length, tokens)",
+        default: 4096,
+    },
+    FieldSpec {
+        key: "kv_hkv",
+        name: "H_kv (KV heads)",
+        default: 8,
+    },
+    FieldSpec {
+        key: "kv_dh",
+        name: "d_head (values per head)",
+        default: 128,
+    },
+    FieldSpec {
+        key: "kv_q",
+        name: "q (bytes per value)",
+        default: 2,
+    },
+];
+
+impl KvForm {
+    fn from_values(v: [u64; 6]) -> KvForm {
+        let [layers, batch, seq_len, kv_heads, head_dim, bytes_per_value] =
+            v.map(|x| x.to_string());
+        KvForm {
+            layers,
+            batch,
+            seq_len,
+            kv_heads,
+            head_dim,
+            bytes_per_value,
+        }
+    }
+
+    fn texts(&self) -> [&str; 6] {
+        [
+            &self.layers,
+            &self.batch,
+            &self.seq_len,
+            &self.kv_heads,
+            &self.head_dim,
+            &self.bytes_per_value,
+        ]
+    }
+
+    /// The form filled in from a preset at its own B, S and q.
+    pub fn from_preset(p: &Preset) -> KvForm {
+        KvForm::from_values([
+            p.layers,
+            1,
+            p.seq_len,
+            p.kv_heads,
+            p.head_dim,
+            p.bytes_per_value,
+        ])
+    }
+
+    /// The form from the URL's pairs: each valid value is taken; a malformed one keeps the
+    /// default and gives a sentence.
+    pub fn from_pairs(pairs: &[(String, String)]) -> (KvForm, Vec<String>) {
+        let mut values = FIELDS.map(|f| f.default);
+        let mut messages = Vec::new();
+        for (value, spec) in values.iter_mut().zip(&FIELDS) {
+            if let Some((_, text)) = pairs.iter().find(|(k, _)| k == spec.key) {
+                match dimension(text, spec.name) {
+                    Ok(v) => *value = v,
+                    Err(why) => messages.push(format!(
+                        "The link's {}: {why} Using the default, {}.",
+                        spec.key, spec.default
+                    )),
+                }
+            }
+        }
+        (KvForm::from_values(values), messages)
+    }
+
+    /// The pairs to write to the URL.
+    pub fn pairs(&self) -> Vec<(&'static str, String)> {
+        FIELDS
+            .iter()
+            .zip(self.texts())
+            .map(|(spec, text)| (spec.key, text.trim().to_string()))
+            .collect()
+    }
+
+    /// The parsed shape, or one sentence per bad field.
+    pub fn shape(&self) -> Result<KvShape, Vec<String>> {
+        let mut values = [0u64; 6];
+        let mut errors = Vec::new();
+        for ((value, spec), text) in values.iter_mut().zip(&FIELDS).zip(self.texts()) {
+            match dimension(text, spec.name) {
+                Ok(v) => *value = v,
+                Err(e) => errors.push(e),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let [layers, batch, seq_len, kv_heads, head_dim, bytes_per_value] = values;
+        Ok(KvShape {
+            layers,
+            batch,
+            seq_len,
+            kv_heads,
+            head_dim,
+            bytes_per_value,
+        })
+    }
+}
+
+impl Default for KvForm {
+    fn default() -> KvForm {
+        KvForm::from_values(FIELDS.map(|f| f.default))
+    }
+}
+
+/// A whole number of at least 1 that fits in a u64, or a sentence naming the value.
+pub fn dimension(text: &str, name: &str) -> Result<u64, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err(format!(
+            "{name} is empty: type a whole number of at least 1."
+        ));
+    }
+    if let Ok(v) = t.parse::<u64>() {
+        return if v == 0 {
+            Err(format!("{name} is 0, but it must be at least 1."))
+        } else {
+            Ok(v)
+        };
+    }
+    let digits = t.strip_prefix('+').unwrap_or(t);
+    let why = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        format!("is larger than {}, the most a u64 holds", u64::MAX)
+    } else if t.starts_with('-') && t.parse::<f64>().is_ok() {
+        "is negative".to_string()
+    } else if t.parse::<f64>().is_ok() {
+        "is not a whole number".to_string()
+    } else {
+        "is not a number".to_string()
+    };
+    Err(format!(
+        "{name} \"{t}\" {why}; it must be a whole number of at least 1."
+    ))
+}
+
+/// The six inputs of the formula.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KvShape {
+    pub layers: u64,
+    pub batch: u64,
+    pub seq_len: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    pub bytes_per_value: u64,
+}
+
+impl KvShape {
+    fn factors(&self) -> [u64; 7] {
+        [
+            2,
+            self.layers,
+            self.batch,
+            self.seq_len,
+            self.kv_heads,
+            self.head_dim,
+            self.bytes_per_value,
+        ]
+    }
+
+    /// The formula in the chapter's order, exactly, or `None` past u64.
+    pub fn bytes(&self) -> Option<u64> {
+        self.factors()
+            .iter()
+            .try_fold(1u64, |acc, &f| acc.checked_mul(f))
+    }
+
+    /// The independent reference: bytes per token (`2 · L · H_kv · d_head · q`), then times
+    /// the tokens held (`B · S`), in f64.
+    pub fn reference_bytes(&self) -> f64 {
+        let per_token = 2.0
+            * self.layers as f64
+            * self.kv_heads as f64
+            * self.head_dim as f64
+            * self.bytes_per_value as f64;
+        per_token * (self.batch as f64 * self.seq_len as f64)
+    }
+
+    /// Bytes per cached token, exactly when it fits in a u128.
+    pub fn bytes_per_token(&self) -> Option<u128> {
+        [
+            2,
+            self.layers,
+            self.kv_heads,
+            self.head_dim,
+            self.bytes_per_value,
+        ]
+        .iter()
+        .try_fold(1u128, |acc, &f| acc.checked_mul(u128::from(f)))
+    }
+}
+
+/// The result: the derivation line by line and the second computation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KvView {
+    pub shape: KvShape,
+    pub bytes: u64,
+    /// `2 · L · B · S · H_kv · d_head · q`, then its substitution, then the results.
+    pub derivation: Vec<String>,
+    pub reference: f64,
+    pub relative_difference: f64,
+    pub agrees: bool,
+    /// The check written out in words.
+    pub check: String,
+}
+
+/// The formula for the form, or sentences saying what is wrong.
+pub fn compute(form: &KvForm) -> Result<KvView, Vec<String>> {
+    let shape = form.shape()?;
+    let substitution = shape.factors().map(|f| f.to_string()).join(" · ");
+    let Some(bytes) = shape.bytes() else {
+        return Err(vec![format!(
+            "2 · L · B · S · H_kv · d_head · q = {substitution} is about {:.3e} bytes, more than the {} bytes a u64 holds; use smaller values.",
+            shape.reference_bytes(),
+            grouped(u128::from(u64::MAX))
+        )]);
+    };
+    let reference = shape.reference_bytes();
+    let relative_difference = if bytes == 0 {
+        0.0
+    } else {
+        (reference - bytes as f64).abs() / bytes as f64
+    };
+    let agrees = relative_difference <= TOLERANCE;
+    let mut derivation = vec![
+        "2 · L · B · S · H_kv · d_head · q".to_string(),
+        format!("= {substitution}"),
+        format!("= {} bytes", grouped(u128::from(bytes))),
+        format!("= {} GiB", significant(bytes as f64 / GIB)),
+    ];
+    if (bytes as f64) < GIB {
+        derivation.push(format!("= {}", binary_units(bytes)));
+    }
+    let per_token = shape
+        .bytes_per_token()
+        .map_or_else(|| "?".to_string(), grouped);
+    let check = format!(
+        "Check: bytes per token 2 · L · H_kv · d_head · q = 2 · {} · {} · {} · {} = {per_token}; times B · S = {} · {} tokens gives {} bytes in f64 arithmetic, {} the exact product within the declared relative tolerance {TOLERANCE:e} (difference {relative_difference:e}).",
+        shape.layers,
+        shape.kv_heads,
+        shape.head_dim,
+        shape.bytes_per_value,
+        shape.batch,
+        shape.seq_len,
+        grouped(reference.round() as u128),
+        if agrees { "which agrees with" } else { "which does NOT agree with" },
+    );
+    Ok(KvView {
+        shape,
+        bytes,
+        derivation,
+        reference,
+        relative_difference,
+        agrees,
+        check,
+    })
+}
+
+/// Multi-head, grouped-query or multi-query attention, from the head counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attention {
+    Mha,
+    Gqa,
+    Mqa,
+}
+
+impl Attention {
+    pub fn of(heads: u64, kv_heads: u64) -> Attention {
+        if kv_heads == heads {
+            Attention::Mha
+        } else if kv_heads == 1 {
+            Attention::Mqa
+        } else {
+            Attention::Gqa
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Attention::Mha => "MHA",
+            Attention::Gqa => "GQA",
+            Attention::Mqa => "MQA",
+        }
+    }
+}
+
+/// A model's KV shapes with the B, S and q it is shown at.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Preset {
+    pub slug: &'static str,
+    pub name: &'static str,
+    pub layers: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    pub seq_len: u64,
+    pub bytes_per_value: u64,
+    /// Bytes `model::KvCache` allocates (the lab's own model only).
+    pub allocated: Option<u64>,
+}
+
+impl Preset {
+    pub fn attention(&self) -> Attention {
+        Attention::of(self.heads, self.kv_heads)
+    }
+
+    /// The preset's shape at batch `batch`, `seq_len` tokens and `q` bytes per value.
+    pub fn shape_at(&self, batch: u64, seq_len: u64, bytes_per_value: u64) -> KvShape {
+        KvShape {
+            layers: self.layers,
+            batch,
+            seq_len,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            bytes_per_value,
+        }
+    }
+}
+
+/// Published shapes, in fp16 at 4096 tokens.
+const PUBLISHED: [(&str, &str, u64, u64, u64, u64); 5] = [
+    ("llama-2-7b", "Llama-2-7B", 32, 32, 32, 128),
+    ("llama-2-70b", "Llama-2-70B", 80, 64, 8, 128),
+    ("llama-3-8b", "Llama-3-8B", 32, 32, 8, 128),
+    ("mistral-7b", "Mistral-7B", 32, 32, 8, 128),
+    ("falcon-7b", "Falcon-7B", 32, 71, 1, 64),
+];
+
+/// The lab's own model: its shapes from `config.json`, at its whole context, in f32 (q = 4,
+/// what `model::KvCache` stores), with the bytes a cache built from that configuration
+/// really allocates. No weights are needed to build the cache.
+pub fn tiny_model() -> Result<Preset, String> {
+    let config = ModelConfig::from_json(TINY_CONFIG)
+        .map_err(|e| format!("The lab's model configuration could not be read: {e}."))?;
+    let allocated = KvCache::new(&config).allocated_bytes() as u64;
+    Ok(Preset {
+        slug: "tiny",
+        name: "decode-lab-tiny-v1 (this lab)",
+        layers: config.n_layers as u64,
+        heads: config.n_heads as u64,
+        kv_heads: config.n_kv_heads as u64,
+        head_dim: config.head_dim() as u64,
+        seq_len: config.context_len as u64,
+        bytes_per_value: std::mem::size_of::<f32>() as u64,
+        allocated: Some(allocated),
+    })
+}
+
+/// Every preset: the lab's model first when its configuration reads, then the published
+/// shapes.
+pub fn presets() -> (Vec<Preset>, Option<String>) {
+    let mut all = Vec::new();
+    let message = match tiny_model() {
+        Ok(p) => {
+            all.push(p);
+            None
+        }
+        Err(e) => Some(e),
+    };
+    all.extend(
+        PUBLISHED
+            .iter()
+            .map(|&(slug, name, layers, heads, kv_heads, head_dim)| Preset {
+                slug,
+                name,
+                layers,
+                heads,
+                kv_heads,
+                head_dim,
+                seq_len: 4096,
+                bytes_per_value: 2,
+                allocated: None,
+            }),
+    );
+    (all, message)
+}
+
+/// One bar of the comparison chart and one row of its table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChartRow {
+    pub name: &'static str,
+    pub attention: Attention,
+    pub layers: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    pub bytes_per_token: Option<u128>,
+    /// `None` past u64.
+    pub bytes: Option<u64>,
+}
+
+/// The comparison at one B, S and q: the batch, sequence length and bytes per value of the
+/// form when they are valid, else B = 1, S = 4096, q = 2. Returns the rows and the (B, S, q)
+/// used.
+pub fn chart_rows(form: &KvForm, presets: &[Preset]) -> (Vec<ChartRow>, (u64, u64, u64)) {
+    let pick = |text: &str, name: &str, default: u64| dimension(text, name).unwrap_or(default);
+    let at = (
+        pick(&form.batch, "B", 1),
+        pick(&form.seq_len, "S", 4096),
+        pick(&form.bytes_per_value, "q", 2),
+    );
+    let rows = presets
+        .iter()
+        .map(|p| {
+            let shape = p.shape_at(at.0, at.1, at.2);
+            ChartRow {
+                name: p.name,
+                attention: p.attention(),
+                layers: p.layers,
+                heads: p.heads,
+                kv_heads: p.kv_heads,
+                head_dim: p.head_dim,
+                bytes_per_token: shape.bytes_per_token(),
+                bytes: shape.bytes(),
+            }
+        })
+        .collect();
+    (rows, at)
+}
+
+/// `n` with thousands separated by commas: 2,147,483,648.
+pub fn grouped(n: u128) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `v` to four significant figures, trailing zeros dropped: 2, 1.25, 0.0004883.
+pub fn significant(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let decimals = (3 - v.abs().log10().floor() as i32).max(0) as usize;
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// Bytes in the largest binary unit that keeps the number at least 1: 512 KiB.
+pub fn binary_units(bytes: u64) -> String {
+    let units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < units.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{} {}", significant(v), units[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn preset(slug: &str) -> Preset {
+        presets().0.into_iter().find(|p| p.slug == slug).unwrap()
+    }
+
+    /// The published figures: Llama-2-7B (MHA) holds 0.5 MiB per token in fp16, so 4096
+    /// tokens are exactly 2 GiB; Llama-2-70B's GQA (8 KV heads, 80 layers) needs 1.25 GiB.
+    #[test]
+    fn published_figures() {
+        for (slug, bytes) in [
+            ("llama-2-7b", 2 * (1u64 << 30)),
+            ("llama-2-70b", 5 * (1u64 << 28)),
+            ("llama-3-8b", 1u64 << 29),
+            ("mistral-7b", 1u64 << 29),
+            ("falcon-7b", 32 * 64 * 4096 * 4),
+        ] {
+            let view = compute(&KvForm::from_preset(&preset(slug))).unwrap();
+            assert_eq!(view.bytes, bytes, "{slug}");
+            assert!(view.agrees);
+        }
+        let view = compute(&KvForm::from_preset(&preset("llama-2-7b"))).unwrap();
+        assert_eq!(view.bytes, 2_147_483_648);
+        assert_eq!(
+            view.derivation,
+            [
+                "2 · L · B · S · H_kv · d_head · q",
+                "= 2 · 32 · 1 · 4096 · 32 · 128 · 2",
+                "= 2,147,483,648 bytes",
+                "= 2 GiB",
+            ]
+        );
+        let view = compute(&KvForm::from_preset(&preset("llama-2-70b"))).unwrap();
+        assert_eq!(view.derivation[3], "= 1.25 GiB");
+    }
+
+    #[test]
+    fn attention_kinds_follow_the_head_counts() {
+        let kinds: Vec<_> = presets()
+            .0
+            .iter()
+            .map(|p| (p.slug, p.attention().label()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("tiny", "GQA"),
+                ("llama-2-7b", "MHA"),
+                ("llama-2-70b", "GQA"),
+                ("llama-3-8b", "GQA"),
+                ("mistral-7b", "GQA"),
+                ("falcon-7b", "MQA"),
+            ]
+        );
+    }
+
+    /// The bytes `model::KvCache` allocates for the lab's model equal the formula at B = 1,
+    /// S = its context and q = 4 (f32).
+    #[test]
+    fn the_tiny_models_allocated_cache_equals_the_formula() {
+        let tiny = tiny_model().unwrap();
+        assert_eq!(
+            (tiny.layers, tiny.kv_heads, tiny.head_dim, tiny.seq_len),
+            (4, 2, 32, 256)
+        );
+        let view = compute(&KvForm::from_preset(&tiny)).unwrap();
+        assert_eq!(Some(view.bytes), tiny.allocated);
+        assert_eq!(view.bytes, 524_288);
+        assert_eq!(view.derivation.last().unwrap(), "= 512 KiB");
+    }
+
+    /// Shapes far from 2^53 and past it: the f64 reference stays within the tolerance.
+    #[test]
+    fn the_reference_agrees_on_large_and_odd_shapes() {
+        for v in [
+            [1, 1, 1, 1, 1, 1],
+            [3, 7, 11, 13, 17, 19],
+            [80, 512, 131_072, 8, 128, 2],
+            [999_983, 1_000_003, 7919, 1, 1, 1],
+            [999_983, 1_000_003, 7919, 13, 3, 1],
+        ] {
+            let view = compute(&KvForm::from_values(v)).unwrap();
+            assert!(view.agrees, "{v:?}: {}", view.relative_difference);
+            let exact: u128 = v.iter().map(|&x| u128::from(x)).product::<u128>() * 2;
+            assert_eq!(u128::from(view.bytes), exact);
+        }
+    }
+
+    #[test]
+    fn bad_input_names_the_value() {
+        let with = |f: fn(&mut KvForm)| {
+            let mut form = KvForm::default();
+            f(&mut form);
+            compute(&form).unwrap_err()
+        };
+        assert_eq!(
+            with(|f| f.layers = " ".into()),
+            ["L (layers) is empty: type a whole number of at least 1."]
+        );
+        assert_eq!(
+            with(|f| f.batch = "-2".into()),
+            ["B (batch, sequences) \"-2\" is negative; it must be a whole number of at least 1."]
+        );
+        assert_eq!(
+            with(|f| f.seq_len = "40.5".into()),
+            ["S (sequence length, tokens) \"40.5\" is not a whole number; it must be a whole number of at least 1."]
+        );
+        assert_eq!(
+            with(|f| f.kv_heads = "eight".into()),
+            ["H_kv (KV heads) \"eight\" is not a number; it must be a whole number of at least 1."]
+        );
+        assert_eq!(
+            with(|f| f.head_dim = "18446744073709551616".into()),
+            ["d_head (values per head) \"18446744073709551616\" is larger than 18446744073709551615, the most a u64 holds; it must be a whole number of at least 1."]
+        );
+        assert_eq!(
+            with(|f| f.bytes_per_value = "0".into()),
+            ["q (bytes per value) is 0, but it must be at least 1."]
+        );
+        let both = with(|f| {
+            f.layers = "x".into();
+            f.batch = "".into();
+        });
+        assert_eq!(both.len(), 2);
+        let overflow = with(|f| f.seq_len = "18446744073709551615".into());
+        assert!(overflow[0]
+            .starts_with("2 · L · B · S · H_kv · d_head · q = 2 · 32 · 1 · 18446744073709551615"));
+        assert!(overflow[0].contains("more than the 18,446,744,073,709,551,615 bytes a u64 holds"));
+    }
+
+    #[test]
+    fn url_pairs_round_trip_and_bad_values_fall_back() {
+        let form = KvForm::from_values([80, 4, 8192, 8, 128, 1]);
+        let pairs: Vec<(String, String)> = form
+            .pairs()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        assert_eq!(KvForm::from_pairs(&pairs), (form, vec![]));
+        let (form, messages) = KvForm::from_pairs(&[
+            ("kv_l".into(), "-1".into()),
+            ("kv_s".into(), "2048".into()),
+            ("panel".into(), "kv-cache".into()),
+        ]);
+        assert_eq!(form.layers, "32");
+        assert_eq!(form.seq_len, "2048");
+        assert_eq!(
+            messages,
+            ["The link's kv_l: L (layers) \"-1\" is negative; it must be a whole number of at least 1. Using the default, 32."]
+        );
+    }
+
+    #[test]
+    fn the_chart_compares_presets_at_the_forms_batch_length_and_width() {
+        let (all, _) = presets();
+        let mut form = KvForm {
+            batch: "2".into(),
+            ..KvForm::default()
+        };
+        let (rows, at) = chart_rows(&form, &all);
+        assert_eq!(at, (2, 4096, 2));
+        assert_eq!(rows[1].bytes, Some(4 * (1u64 << 30)));
+        assert_eq!(rows[1].bytes_per_token, Some(524_288));
+        form.seq_len = "long".into();
+        assert_eq!(chart_rows(&form, &all).1, (2, 4096, 2));
+    }
+
+    #[test]
+    fn numbers_are_written_for_people() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1000), "1,000");
+        assert_eq!(grouped(2_147_483_648), "2,147,483,648");
+        assert_eq!(significant(0.00048828125), "0.0004883");
+        assert_eq!(significant(1.25), "1.25");
+        assert_eq!(significant(12345.6), "12346");
+        assert_eq!(binary_units(1023), "1023 bytes");
+        assert_eq!(binary_units(536_870_912), "512 MiB");
+    }
+}

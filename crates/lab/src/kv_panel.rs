@@ -1,0 +1,288 @@
+//! The KV-cache memory panel: six shapes in, the chapter's formula written out with every
+//! substitution, its independent check, and the presets compared as bars and as a table.
+//! The arithmetic is [`crate::kv_memory`]; the URL keys are listed there.
+
+use leptos::prelude::*;
+
+use crate::kv_memory::{
+    binary_units, chart_rows, compute, grouped, significant, ChartRow, KvForm, KvView, Preset,
+};
+use crate::step_panel::Field;
+use crate::url;
+
+const WIDTH: f64 = 480.0;
+const ROW: f64 = 26.0;
+const NAMES: f64 = 190.0;
+const GIB: f64 = (1u64 << 30) as f64;
+
+#[component]
+pub fn KvPanel() -> impl IntoView {
+    let (initial, url_messages) = KvForm::from_pairs(&url::pairs());
+    let (presets, preset_message) = crate::kv_memory::presets();
+    let presets = StoredValue::new(presets);
+
+    let (layers, set_layers) = signal(initial.layers);
+    let (batch, set_batch) = signal(initial.batch);
+    let (seq_len, set_seq_len) = signal(initial.seq_len);
+    let (kv_heads, set_kv_heads) = signal(initial.kv_heads);
+    let (head_dim, set_head_dim) = signal(initial.head_dim);
+    let (bytes_per_value, set_bytes_per_value) = signal(initial.bytes_per_value);
+
+    let form = Memo::new(move |_| KvForm {
+        layers: layers.get(),
+        batch: batch.get(),
+        seq_len: seq_len.get(),
+        kv_heads: kv_heads.get(),
+        head_dim: head_dim.get(),
+        bytes_per_value: bytes_per_value.get(),
+    });
+    Effect::new(move |_| url::write(&form.get().pairs()));
+    let result = Memo::new(move |_| compute(&form.get()));
+
+    // The preset whose shapes the form holds, if any.
+    let matching = Memo::new(move |_| {
+        let f = form.get();
+        presets.with_value(|all| {
+            all.iter()
+                .find(|p| KvForm::from_preset(p) == f)
+                .map(|p| p.slug)
+        })
+    });
+    let apply = move |slug: String| {
+        let Some(p) = presets.with_value(|all| all.iter().find(|p| p.slug == slug).cloned()) else {
+            return;
+        };
+        let f = KvForm::from_preset(&p);
+        set_layers.set(f.layers);
+        set_batch.set(f.batch);
+        set_seq_len.set(f.seq_len);
+        set_kv_heads.set(f.kv_heads);
+        set_head_dim.set(f.head_dim);
+        set_bytes_per_value.set(f.bytes_per_value);
+    };
+    let options = presets.with_value(|all| {
+        all.iter()
+            .map(|p| {
+                let slug = p.slug;
+                let text = format!(
+                    "{} ({}, {} layers, {} of {} heads hold KV)",
+                    p.name,
+                    p.attention().label(),
+                    p.layers,
+                    p.kv_heads,
+                    p.heads
+                );
+                view! {
+                    <option value=slug selected=move || matching.get() == Some(slug)>{text}</option>
+                }
+            })
+            .collect_view()
+    });
+
+    let messages = url_messages
+        .into_iter()
+        .chain(preset_message)
+        .map(|m| view! { <p class="error" role="alert">{m}</p> })
+        .collect_view();
+
+    let outcome = move || match result.get() {
+        Ok(view) => {
+            let tiny = presets.with_value(|all| {
+                all.iter()
+                    .find(|p| p.allocated.is_some() && matching.get() == Some(p.slug))
+                    .cloned()
+            });
+            view! { <KvResult view=view tiny=tiny/> }.into_any()
+        }
+        Err(errors) => errors
+            .into_iter()
+            .map(|e| view! { <p class="error" role="alert">{e}</p> })
+            .collect_view()
+            .into_any(),
+    };
+
+    let chart = move || {
+        let (rows, at) = presets.with_value(|all| chart_rows(&form.get(), all));
+        view! { <KvChart rows=rows at=at/> }
+    };
+
+    view! {
+        <section class="panel" aria-labelledby="kv-cache-title">
+            <h2 id="kv-cache-title">"KV-cache memory"</h2>
+            <p>
+                "Every decoder layer keeps a key and a value vector per KV head for every cached token of every active sequence. Name each symbol with its unit, substitute, and check the result a second way."
+            </p>
+            {messages}
+            <form class="controls" on:submit=|ev| ev.prevent_default()>
+                <div class="field wide">
+                    <label for="kv-cache-preset">"Preset (fills every field)"</label>
+                    <select id="kv-cache-preset" on:change=move |ev| apply(event_target_value(&ev))>
+                        <option value="" selected=move || matching.get().is_none()>"Custom shapes"</option>
+                        {options}
+                    </select>
+                </div>
+                <Field id="kv-cache-l" label="L: decoder layers (count)" hint="Layers that each keep their own cache." value=layers.into() set=set_layers inputmode="numeric"/>
+                <Field id="kv-cache-b" label="B: active sequences (count)" hint="The batch: sequences cached at once." value=batch.into() set=set_batch inputmode="numeric"/>
+                <Field id="kv-cache-s" label="S: cached tokens per sequence (tokens)" hint="Prompt plus generated tokens so far." value=seq_len.into() set=set_seq_len inputmode="numeric"/>
+                <Field id="kv-cache-hkv" label="H_kv: KV heads (count)" hint="Equal to the query heads for MHA, fewer for GQA, 1 for MQA." value=kv_heads.into() set=set_kv_heads inputmode="numeric"/>
+                <Field id="kv-cache-dh" label="d_head: head dimension (values per head)" hint="Values in one key (or value) vector." value=head_dim.into() set=set_head_dim inputmode="numeric"/>
+                <Field id="kv-cache-q" label="q: bytes per value (bytes)" hint="2 for fp16 or bf16, 4 for f32, 1 for int8." value=bytes_per_value.into() set=set_bytes_per_value inputmode="numeric"/>
+            </form>
+            <div class="result kv-result" aria-live="polite">{outcome}</div>
+            {chart}
+        </section>
+    }
+}
+
+/// The derivation, the check, and for the lab's own model the bytes its cache allocates.
+#[component]
+fn KvResult(view: KvView, tiny: Option<Preset>) -> impl IntoView {
+    let lines = view
+        .derivation
+        .iter()
+        .map(|line| view! { <li><code>{line.clone()}</code></li> })
+        .collect_view();
+    let agreement = if view.agrees {
+        format!(
+            "The two computations agree within a relative {:e}.",
+            crate::kv_memory::TOLERANCE
+        )
+    } else {
+        "The two computations disagree: report this as a bug.".to_string()
+    };
+    let allocated = tiny.and_then(|p| {
+        let bytes = p.allocated?;
+        let verdict = if bytes == view.bytes {
+            "exactly the formula's figure"
+        } else {
+            "which differs from the formula"
+        };
+        Some(view! {
+            <p class="kv-allocated" data-value=bytes.to_string()>
+                {format!(
+                    "The lab's model really allocates {} bytes ({}) for this cache: model::KvCache built from its config.json (no weights needed) reports it, {verdict}.",
+                    grouped(u128::from(bytes)),
+                    binary_units(bytes)
+                )}
+            </p>
+        })
+    });
+    view! {
+        <p class="chosen" data-value=view.bytes.to_string()>
+            "KV cache: "
+            <strong>{format!("{} bytes", grouped(u128::from(view.bytes)))}</strong>
+            {format!(" = {} GiB.", significant(view.bytes as f64 / GIB))}
+        </p>
+        <ol class="kv-derivation" aria-label="Derivation">{lines}</ol>
+        <p class="kv-check">{view.check}</p>
+        <p class="kv-agrees" data-agrees=view.agrees.to_string()>{agreement}</p>
+        {allocated}
+    }
+}
+
+fn bytes_text(bytes: Option<u64>) -> (String, String, String) {
+    match bytes {
+        Some(b) => (
+            b.to_string(),
+            grouped(u128::from(b)),
+            significant(b as f64 / GIB),
+        ),
+        None => (
+            String::new(),
+            "more than a u64".to_string(),
+            "—".to_string(),
+        ),
+    }
+}
+
+/// The presets side by side at one B, S and q: bars and their table, from the same rows.
+#[component]
+fn KvChart(rows: Vec<ChartRow>, at: (u64, u64, u64)) -> impl IntoView {
+    let (b, s, q) = at;
+    let max = rows
+        .iter()
+        .filter_map(|r| r.bytes)
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let height = ROW * rows.len() as f64 + 4.0;
+    let summary = format!(
+        "KV-cache bytes of {} models at B = {b}, S = {s}, q = {q}: {}.",
+        rows.len(),
+        rows.iter()
+            .map(|r| format!("{} {} GiB", r.name, bytes_text(r.bytes).2))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    let bars = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let y = i as f64 * ROW + 2.0;
+            let w = r.bytes.map_or(WIDTH - NAMES, |v| {
+                (v as f64 / max * (WIDTH - NAMES - 70.0)).max(1.0)
+            });
+            let label = format!("{} GiB", bytes_text(r.bytes).2);
+            view! {
+                <text x=NAMES - 6.0 y=y + ROW * 0.65 text-anchor="end" class="axis-label kv-name">
+                    {format!("{} ({})", short_name(r.name), r.attention.label())}
+                </text>
+                <rect x=NAMES y=y + 3.0 width=w height=ROW - 8.0 class="bar"></rect>
+                <text x=NAMES + w + 4.0 y=y + ROW * 0.65 class="axis-label">{label}</text>
+            }
+        })
+        .collect_view();
+    let table_rows = rows
+        .into_iter()
+        .map(|r| {
+            let (value, bytes, gib) = bytes_text(r.bytes);
+            let per_token = r.bytes_per_token.map(|v| v.to_string()).unwrap_or_default();
+            let per_token_text = r.bytes_per_token.map_or_else(|| "—".to_string(), grouped);
+            view! {
+                <tr>
+                    <th scope="row">{r.name}</th>
+                    <td>{r.attention.label()}</td>
+                    <td data-value=r.layers.to_string()>{r.layers.to_string()}</td>
+                    <td data-value=r.heads.to_string()>{r.heads.to_string()}</td>
+                    <td data-value=r.kv_heads.to_string()>{r.kv_heads.to_string()}</td>
+                    <td data-value=r.head_dim.to_string()>{r.head_dim.to_string()}</td>
+                    <td data-value=per_token>{per_token_text}</td>
+                    <td data-value=value.clone()>{bytes}</td>
+                    <td data-value=value>{gib}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <figure class="stage kv-chart">
+            <figcaption>{format!("The presets at B = {b}, S = {s} tokens, q = {q} bytes")}</figcaption>
+            <svg class="chart" viewBox=format!("0 0 {WIDTH} {height}") role="img" aria-label=summary>
+                {bars}
+            </svg>
+            <table class="mirror" id="kv-cache-table">
+                <caption>
+                    {format!("KV-cache bytes per model at B = {b}, S = {s}, q = {q} (the B, S and q above when they are valid, else 1, 4096 and 2)")}
+                </caption>
+                <thead>
+                    <tr>
+                        <th scope="col">"Model"</th>
+                        <th scope="col">"Attention"</th>
+                        <th scope="col">"L"</th>
+                        <th scope="col">"Heads"</th>
+                        <th scope="col">"H_kv"</th>
+                        <th scope="col">"d_head"</th>
+                        <th scope="col">"Bytes per token"</th>
+                        <th scope="col">"Bytes"</th>
+                        <th scope="col">"GiB"</th>
+                    </tr>
+                </thead>
+                <tbody>{table_rows}</tbody>
+            </table>
+        </figure>
+    }
+}
+
+/// The name without its parenthesis, to fit the chart's margin.
+fn short_name(name: &str) -> &str {
+    name.split(" (").next().unwrap_or(name)
+}
