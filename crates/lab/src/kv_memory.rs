@@ -411,6 +411,22 @@ pub fn tiny_model() -> Result<Preset, String> {
     })
 }
 
+/// For a preset whose cache the lab really allocates: the allocated bytes beside the
+/// formula's at the preset's own B, S and q.
+pub fn allocation_note(p: &Preset) -> Option<String> {
+    let allocated = p.allocated?;
+    let formula = KvForm::from_preset(p).shape().ok()?.bytes()?;
+    Some(format!(
+        "{}: model::KvCache, built from its config.json (no weights needed), allocates {} bytes; the formula at B = 1, S = {}, q = {} gives {} bytes{}.",
+        p.name,
+        grouped(u128::from(allocated)),
+        p.seq_len,
+        p.bytes_per_value,
+        grouped(u128::from(formula)),
+        if allocated == formula { ", the same" } else { ", which differs" }
+    ))
+}
+
 /// Every preset: the lab's model first when its configuration reads, then the published
 /// shapes.
 pub fn presets() -> (Vec<Preset>, Option<String>) {
@@ -593,6 +609,11 @@ mod tests {
         assert_eq!(Some(view.bytes), tiny.allocated);
         assert_eq!(view.bytes, 524_288);
         assert_eq!(view.derivation.last().unwrap(), "= 512 KiB");
+        assert_eq!(
+            allocation_note(&tiny).unwrap(),
+            "decode-lab-tiny-v1 (this lab): model::KvCache, built from its config.json (no weights needed), allocates 524,288 bytes; the formula at B = 1, S = 256, q = 4 gives 524,288 bytes, the same."
+        );
+        assert_eq!(allocation_note(&preset("llama-2-7b")), None);
     }
 
     /// Shapes far from 2^53 and past it: the f64 reference stays within the tolerance.

@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 
 use crate::kv_memory::{
-    binary_units, chart_rows, compute, grouped, significant, ChartRow, KvForm, KvView, Preset,
+    allocation_note, chart_rows, compute, grouped, significant, ChartRow, KvForm, KvView,
 };
 use crate::step_panel::Field;
 use crate::url;
@@ -73,12 +73,18 @@ pub fn KvPanel() -> impl IntoView {
                     p.heads
                 );
                 view! {
-                    <option value=slug selected=move || matching.get() == Some(slug)>{text}</option>
+                    <option value=slug prop:selected=move || matching.get() == Some(slug)>{text}</option>
                 }
             })
             .collect_view()
     });
 
+    let notes = presets.with_value(|all| {
+        all.iter()
+            .filter_map(allocation_note)
+            .map(|n| view! { <p class="kv-allocated">{n}</p> })
+            .collect_view()
+    });
     let messages = url_messages
         .into_iter()
         .chain(preset_message)
@@ -86,14 +92,7 @@ pub fn KvPanel() -> impl IntoView {
         .collect_view();
 
     let outcome = move || match result.get() {
-        Ok(view) => {
-            let tiny = presets.with_value(|all| {
-                all.iter()
-                    .find(|p| p.allocated.is_some() && matching.get() == Some(p.slug))
-                    .cloned()
-            });
-            view! { <KvResult view=view tiny=tiny/> }.into_any()
-        }
+        Ok(view) => view! { <KvResult view=view/> }.into_any(),
         Err(errors) => errors
             .into_iter()
             .map(|e| view! { <p class="error" role="alert">{e}</p> })
@@ -113,11 +112,12 @@ pub fn KvPanel() -> impl IntoView {
                 "Every decoder layer keeps a key and a value vector per KV head for every cached token of every active sequence. Name each symbol with its unit, substitute, and check the result a second way."
             </p>
             {messages}
+            {notes}
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 <div class="field wide">
                     <label for="kv-cache-preset">"Preset (fills every field)"</label>
                     <select id="kv-cache-preset" on:change=move |ev| apply(event_target_value(&ev))>
-                        <option value="" selected=move || matching.get().is_none()>"Custom shapes"</option>
+                        <option value="" prop:selected=move || matching.get().is_none()>"Custom shapes"</option>
                         {options}
                     </select>
                 </div>
@@ -134,9 +134,9 @@ pub fn KvPanel() -> impl IntoView {
     }
 }
 
-/// The derivation, the check, and for the lab's own model the bytes its cache allocates.
+/// The derivation and its independent check.
 #[component]
-fn KvResult(view: KvView, tiny: Option<Preset>) -> impl IntoView {
+fn KvResult(view: KvView) -> impl IntoView {
     let lines = view
         .derivation
         .iter()
@@ -150,23 +150,6 @@ fn KvResult(view: KvView, tiny: Option<Preset>) -> impl IntoView {
     } else {
         "The two computations disagree: report this as a bug.".to_string()
     };
-    let allocated = tiny.and_then(|p| {
-        let bytes = p.allocated?;
-        let verdict = if bytes == view.bytes {
-            "exactly the formula's figure"
-        } else {
-            "which differs from the formula"
-        };
-        Some(view! {
-            <p class="kv-allocated" data-value=bytes.to_string()>
-                {format!(
-                    "The lab's model really allocates {} bytes ({}) for this cache: model::KvCache built from its config.json (no weights needed) reports it, {verdict}.",
-                    grouped(u128::from(bytes)),
-                    binary_units(bytes)
-                )}
-            </p>
-        })
-    });
     view! {
         <p class="chosen" data-value=view.bytes.to_string()>
             "KV cache: "
@@ -176,7 +159,6 @@ fn KvResult(view: KvView, tiny: Option<Preset>) -> impl IntoView {
         <ol class="kv-derivation" aria-label="Derivation">{lines}</ol>
         <p class="kv-check">{view.check}</p>
         <p class="kv-agrees" data-agrees=view.agrees.to_string()>{agreement}</p>
-        {allocated}
     }
 }
 
@@ -222,7 +204,10 @@ fn KvChart(rows: Vec<ChartRow>, at: (u64, u64, u64)) -> impl IntoView {
             let w = r.bytes.map_or(WIDTH - NAMES, |v| {
                 (v as f64 / max * (WIDTH - NAMES - 70.0)).max(1.0)
             });
-            let label = format!("{} GiB", bytes_text(r.bytes).2);
+            let label = r.bytes.map_or_else(
+                || "past u64".to_string(),
+                |b| format!("{} GiB", significant(b as f64 / GIB)),
+            );
             view! {
                 <text x=NAMES - 6.0 y=y + ROW * 0.65 text-anchor="end" class="axis-label kv-name">
                     {format!("{} ({})", short_name(r.name), r.attention.label())}

@@ -11,7 +11,7 @@ use crate::url;
 
 const WIDTH: f64 = 480.0;
 const HEIGHT: f64 = 220.0;
-const LEFT: f64 = 40.0;
+const LEFT: f64 = 56.0;
 const AXIS: f64 = 20.0;
 const TOP: f64 = 8.0;
 
