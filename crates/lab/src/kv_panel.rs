@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 
 use crate::kv_memory::{
-    allocation_note, chart_rows, compute, grouped, significant, ChartRow, KvForm, KvView,
+    allocation_note, chart_rows, compute, grouped, significant, ChartRow, KvForm, KvView, Preset,
 };
 use crate::step_panel::Field;
 use crate::url;
@@ -39,12 +39,19 @@ pub fn KvPanel() -> impl IntoView {
     Effect::new(move |_| url::write(&form.get().pairs()));
     let result = Memo::new(move |_| compute(&form.get()));
 
-    // The preset whose shapes the form holds, if any.
+    // The preset last chosen, so that two presets with the same shapes (Llama-3-8B and
+    // Mistral-7B) stay told apart.
+    let chosen = RwSignal::new(None::<&'static str>);
+    // The preset whose shapes the form holds, if any: the chosen one first.
     let matching = Memo::new(move |_| {
         let f = form.get();
+        let last = chosen.get();
         presets.with_value(|all| {
+            let holds = |p: &&Preset| KvForm::from_preset(p) == f;
             all.iter()
-                .find(|p| KvForm::from_preset(p) == f)
+                .filter(holds)
+                .find(|p| Some(p.slug) == last)
+                .or_else(|| all.iter().find(holds))
                 .map(|p| p.slug)
         })
     });
@@ -52,6 +59,7 @@ pub fn KvPanel() -> impl IntoView {
         let Some(p) = presets.with_value(|all| all.iter().find(|p| p.slug == slug).cloned()) else {
             return;
         };
+        chosen.set(Some(p.slug));
         let f = KvForm::from_preset(&p);
         set_layers.set(f.layers);
         set_batch.set(f.batch);
