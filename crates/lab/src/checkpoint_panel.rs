@@ -59,8 +59,15 @@ pub fn CheckpointPanel() -> impl IntoView {
             }
         }
     };
+    // The option selected but not yet checked, per question: arrow keys move the selection
+    // within a radio group, so a selection alone must not be final.
+    let pending: [RwSignal<Option<usize>>; QUESTIONS.len()] =
+        std::array::from_fn(|_| RwSignal::new(None));
     let reset = move |_| {
         progress.set(Progress::default());
+        for p in pending {
+            p.set(None);
+        }
         info.set(None);
         notice.set(forget().err().map(unsaved));
     };
@@ -83,8 +90,10 @@ pub fn CheckpointPanel() -> impl IntoView {
                                 id=id.clone()
                                 name=format!("checkpoint-{}", q.id)
                                 value=oi.to_string()
-                                prop:checked=move || progress.with(|p| p.answer(qi) == Some(oi))
-                                on:change=move |_| choose(qi, oi)
+                                prop:checked=move || {
+                                    progress.with(|p| p.answer(qi)).or(pending[qi].get()) == Some(oi)
+                                }
+                                on:change=move |_| pending[qi].set(Some(oi))
                             />
                             <label for=id>{*text}</label>
                         </div>
@@ -112,6 +121,18 @@ pub fn CheckpointPanel() -> impl IntoView {
                 <fieldset class="checkpoint-question" id=format!("checkpoint-{}", q.id) disabled=answered>
                     <legend>{format!("{}. {}", qi + 1, q.prompt)}</legend>
                     {options}
+                    <button
+                        type="button"
+                        class="secondary"
+                        disabled=move || answered() || pending[qi].get().is_none()
+                        on:click=move |_| {
+                            if let Some(option) = pending[qi].get_untracked() {
+                                choose(qi, option);
+                            }
+                        }
+                    >
+                        "Check answer"
+                    </button>
                     <div aria-live="polite">{feedback}</div>
                 </fieldset>
             }
@@ -146,7 +167,7 @@ pub fn CheckpointPanel() -> impl IntoView {
         <section class="panel" aria-labelledby="checkpoint-title">
             <h2 id="checkpoint-title">"Checkpoint"</h2>
             <p>
-                {format!("Predict before you choose: each answer is final and its explanation appears once you choose. Passing takes {PASS_PERCENT} % of the questions. Your answers are kept in this browser only.")}
+                {format!("Predict before you look: select an option and press Check answer. A checked answer is final, and its explanation appears under it. Passing takes {PASS_PERCENT} % of the questions. Your answers are kept in this browser only.")}
             </p>
             {move || info.get().map(|m| view! { <p class="progress">{m}</p> })}
             {move || notice.get().map(|m| view! { <p class="error" role="alert">{m}</p> })}
