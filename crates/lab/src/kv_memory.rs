@@ -300,7 +300,7 @@ pub fn compute(form: &KvForm) -> Result<KvView, Vec<String>> {
         .bytes_per_token()
         .map_or_else(|| "?".to_string(), grouped);
     let check = format!(
-        "Check: bytes per token 2 · L · H_kv · d_head · q = 2 · {} · {} · {} · {} = {per_token}; times B · S = {} · {} tokens gives {} bytes in f64 arithmetic, {} the exact product within the declared relative tolerance {TOLERANCE:e} (difference {relative_difference:e}).",
+        "Check: bytes per token 2 · L · H_kv · d_head · q = 2 · {} · {} · {} · {} = {per_token}; times B · S = {} · {} tokens gives {} bytes in f64 arithmetic, {} the exact product within the declared relative tolerance {TOLERANCE:e} (relative difference {}).",
         shape.layers,
         shape.kv_heads,
         shape.head_dim,
@@ -309,6 +309,7 @@ pub fn compute(form: &KvForm) -> Result<KvView, Vec<String>> {
         shape.seq_len,
         grouped(reference.round() as u128),
         if agrees { "which agrees with" } else { "which does NOT agree with" },
+        if relative_difference == 0.0 { "0".to_string() } else { format!("{relative_difference:.1e}") },
     );
     Ok(KvView {
         shape,
@@ -571,6 +572,10 @@ mod tests {
                 "= 2,147,483,648 bytes",
                 "= 2 GiB",
             ]
+        );
+        assert_eq!(
+            view.check,
+            "Check: bytes per token 2 · L · H_kv · d_head · q = 2 · 32 · 32 · 128 · 2 = 524,288; times B · S = 1 · 4096 tokens gives 2,147,483,648 bytes in f64 arithmetic, which agrees with the exact product within the declared relative tolerance 1e-12 (relative difference 0)."
         );
         let view = compute(&KvForm::from_preset(&preset("llama-2-70b"))).unwrap();
         assert_eq!(view.derivation[3], "= 1.25 GiB");
