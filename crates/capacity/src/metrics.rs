@@ -120,7 +120,7 @@ pub struct Metrics {
     pub output_tokens_per_s: f64,
     pub total_tokens_per_s: f64,
     /// Time between consecutive tokens of a request, over all tokens (histogram
-    /// percentiles, ±1.1 %): its p99 is the decode stall.
+    /// percentiles, within 1/32): its p99 is the decode stall.
     pub tbt: Percentiles,
     pub queue: Percentiles,
     pub cost_per_million_output_tokens: f64,
