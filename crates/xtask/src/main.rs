@@ -15,7 +15,7 @@ const WASM_TARGET: &str = "wasm32-unknown-unknown";
 /// driver for native wgpu tests.
 const APT_PACKAGES: [&str; 3] = ["chromium", "mesa-vulkan-drivers", "libvulkan1"];
 const CHROMIUM: &str = "/usr/bin/chromium";
-/// Crates the pure policy crate must never depend on.
+/// Crates the pure policy crate (and the capacity planner) must never depend on.
 const POLICY_MUST_NOT_USE: [&str; 6] = [
     "web-sys",
     "js-sys",
@@ -256,9 +256,11 @@ fn test(root: &Path) -> Result<(), String> {
 
     // Architecture invariants: the policy core is pure; it, the model and the tokenizer build
     // for the browser.
-    // The policy core and the model are pure; the GPU runtime knows nothing of the UI.
+    // The policy core, the model and the capacity planner are pure; the GPU runtime knows
+    // nothing of the UI.
     for (krate, banned) in [
         ("policy", &POLICY_MUST_NOT_USE[..]),
+        ("capacity", &POLICY_MUST_NOT_USE[..]),
         // (safetensors brings getrandom in through tempfile; the model never draws from it.)
         (
             "model",
@@ -278,6 +280,8 @@ fn test(root: &Path) -> Result<(), String> {
         "tokenizer",
         "-p",
         "gpu",
+        "-p",
+        "capacity",
         "--target",
         WASM_TARGET,
     ]))?;
