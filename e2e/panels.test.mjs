@@ -175,7 +175,7 @@ test('the URL holds each panel\'s state: permalinks, Back and Forward, embed=1',
   await page.goto(`${url}?panel=checkpoint&embed=1`);
   await page.locator('#checkpoint-title').waitFor();
   assert.equal(await page.locator('nav').count(), 0, 'no panel list when embedded');
-  assert.equal(await page.locator('h1').count(), 0, 'no page title when embedded');
+  assert.equal(await page.locator('.tagline').count(), 0, 'no tagline when embedded');
   const full = await page.getByRole('link', { name: 'Open in the full lab' }).getAttribute('href');
   assert.equal(new URLSearchParams(full).get('panel'), 'checkpoint');
   assert.equal(new URLSearchParams(full).get('embed'), null);
@@ -204,7 +204,7 @@ test('malformed URL state and malformed logits get inline messages, and the lab 
 test('a run record is replayed, exported, imported and replayed; a corrupt file is named', async () => {
   const { context, page, errors } = await open('?panel=generate&backend=cpu&max=10&temperature=0.9&seed=5&run=1', { acceptDownloads: true });
   const first = await generated(page);
-  await page.getByRole('button', { name: 'Replay' }).click();
+  await page.getByRole('button', { name: 'Replay', exact: true }).click();
   await page.getByTestId('replay-verdict').waitFor();
   assert.equal(await page.getByTestId('replay-verdict').getAttribute('data-identical'), 'true');
 
@@ -267,7 +267,7 @@ test('no request leaves the origin; after a first visit the lab loads and genera
 
   await context.setOffline(true);
   await page.reload();
-  await page.locator('#generate').waitFor();
+  await page.getByRole('button', { name: 'Generate', exact: true }).click();
   const record = await generated(page);
   assert.equal(record.steps.length, 6);
   await page.goto(`${url}?panel=kv-cache`);

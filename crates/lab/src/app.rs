@@ -6,8 +6,12 @@
 use leptos::ev;
 use leptos::prelude::*;
 
+use crate::checkpoint_panel::CheckpointPanel;
 use crate::generate_panel::GeneratePanel;
+use crate::kv_panel::KvPanel;
+use crate::ledger_panel::LedgerPanel;
 use crate::step_panel::StepPanel;
+use crate::your_turn_panel::YourTurnPanel;
 use crate::url::{self, PanelId, Shell};
 
 fn read_shell() -> Shell {
@@ -20,6 +24,10 @@ fn panel_view(panel: PanelId) -> AnyView {
     match panel {
         PanelId::Step => view! { <StepPanel/> }.into_any(),
         PanelId::Generate => view! { <GeneratePanel/> }.into_any(),
+        PanelId::YourTurn => view! { <YourTurnPanel/> }.into_any(),
+        PanelId::KvCache => view! { <KvPanel/> }.into_any(),
+        PanelId::Memory => view! { <LedgerPanel/> }.into_any(),
+        PanelId::Checkpoint => view! { <CheckpointPanel/> }.into_any(),
         other => view! { <Pending panel=other/> }.into_any(),
     }
 }
@@ -117,36 +125,36 @@ pub fn App() -> impl IntoView {
     view! {
         <div class="lab" class:embed=embed class:table-view=table_view>
             <a class="skip-link" href="#main">"Skip to the lab"</a>
-            <Show
-                when=embed
-                fallback=move || view! {
-                    <header>
+            <header>
+                <Show
+                    when=embed
+                    fallback=move || view! {
                         <h1>"Decoding-policy lab"</h1>
                         <p class="tagline">
                             "The model supplies possibilities; the decoding policy decides which possibilities can become product behaviour."
                         </p>
-                    </header>
-                    <nav aria-label="Panels">
-                        <ul class="tabs">{tabs}</ul>
-                    </nav>
-                }
-            >
-                <p class="embed-bar">
-                    "Decoding-policy lab · "
-                    <a href=full_lab target="_blank" rel="noopener">"Open in the full lab"</a>
-                </p>
-            </Show>
-            <div class="view-switch">
-                <button
-                    type="button"
-                    class="secondary"
-                    aria-pressed=move || table_view().to_string()
-                    on:click=toggle_table
+                        <nav aria-label="Panels">
+                            <ul class="tabs">{tabs}</ul>
+                        </nav>
+                    }
                 >
-                    "Table view"
-                </button>
-                <small>"Shows every chart's table first and hides the charts."</small>
-            </div>
+                    <h1 class="embed-title">
+                        "Decoding-policy lab · "
+                        <a href=full_lab target="_blank" rel="noopener">"Open in the full lab"</a>
+                    </h1>
+                </Show>
+                <div class="view-switch">
+                    <button
+                        type="button"
+                        class="secondary"
+                        aria-pressed=move || table_view().to_string()
+                        on:click=toggle_table
+                    >
+                        "Table view"
+                    </button>
+                    <small>"Shows every chart's table first and hides the charts."</small>
+                </div>
+            </header>
             {problems}
             <main id="main" tabindex="-1">
                 {move || panel_view(open.get().0)}

@@ -253,10 +253,11 @@ pub fn report_panic(message: &str) {
     if let Ok(button) = document.create_element("button") {
         button.set_text_content(Some("Reload the lab"));
         let _ = button.set_attribute("type", "button");
-        // Plain JavaScript: the wasm that panicked is not called again.
+        // Plain JavaScript: the wasm that panicked is not called again. (`window.URL`: in an
+        // inline handler a bare `URL` is the document's address.)
         let _ = button.set_attribute(
             "onclick",
-            "const u = new URL(location.href); u.searchParams.delete('fault'); u.searchParams.delete('run'); location.replace(u);",
+            "const u = new window.URL(location.href); u.searchParams.delete('fault'); u.searchParams.delete('run'); location.replace(u);",
         );
         let _ = banner.append_child(&button);
         let _ = body.insert_before(&banner, body.first_child().as_ref());
