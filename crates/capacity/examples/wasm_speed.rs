@@ -11,8 +11,7 @@
 use std::sync::Mutex;
 
 use capacity::{
-    simulate, Batching, HardwareProfile, ModelProfile, ServingPolicy, Trace, TraceSpec,
-    WeightPath,
+    simulate, Batching, HardwareProfile, ModelProfile, ServingPolicy, Trace, TraceSpec, WeightPath,
 };
 
 static TRACE: Mutex<Option<Trace>> = Mutex::new(None);

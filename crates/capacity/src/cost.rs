@@ -392,11 +392,12 @@ fn least_squares(
             return None;
         }
         a.swap(col, pivot);
-        for r in 0..dims {
+        let pivot_row = a[col];
+        for (r, row) in a.iter_mut().enumerate().take(dims) {
             if r != col {
-                let factor = a[r][col] / a[col][col];
-                for c in col..4 {
-                    a[r][c] -= factor * a[col][c];
+                let factor = row[col] / pivot_row[col];
+                for (v, p) in row.iter_mut().zip(pivot_row).skip(col) {
+                    *v -= factor * p;
                 }
             }
         }

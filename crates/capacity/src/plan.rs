@@ -158,13 +158,21 @@ impl GateResult {
 
     /// "p99 TTFT (eu) 2.31 s over 1 s by 1.31 s (+131 %)".
     pub fn sentence(&self) -> String {
+        // Bits per byte differ in the fourth decimal between weight paths; show five.
+        let number = |x: f64| {
+            if self.unit == "bits/byte" {
+                format!("{x:.5}")
+            } else {
+                fmt(x)
+            }
+        };
         let verdict = if self.passed {
-            format!("within {}", fmt(self.limit))
+            format!("within {}", number(self.limit))
         } else {
             format!(
                 "over {} by {} ({})",
-                fmt(self.limit),
-                fmt(self.excess),
+                number(self.limit),
+                number(self.excess),
                 pct(self.excess / self.limit)
             )
         };
@@ -172,7 +180,7 @@ impl GateResult {
             "{} ({}) {} {}: {}",
             self.gate,
             self.slice,
-            fmt(self.measured),
+            number(self.measured),
             self.unit,
             verdict
         )
@@ -419,10 +427,10 @@ impl Plan {
             if let Some(m) = &max_throughput {
                 if !m.passes_gates {
                     reason.push_str(&format!(
-                        "; the highest-throughput configuration, {} ({} tokens/s), fails: {}",
+                        "; the highest-throughput configuration, {} ({} tokens/s), fails {}",
                         m.label,
                         fmt(m.output_tokens_per_s),
-                        m.failed_gates.join("; ")
+                        worst(&m.failed_gates)
                     ));
                 }
             }
@@ -441,7 +449,7 @@ impl Plan {
             (
                 Decision {
                     kind: DecisionKind::Release,
-                    name: format!("release: {}", row.label),
+                    name: row.label.clone(),
                     policy: policy.clone(),
                     load_scale: row.load_scale,
                     sustained_rate_per_s: row.offered_rate_per_s,
@@ -452,7 +460,7 @@ impl Plan {
                     max_throughput,
                 },
                 ConfigReport {
-                    name: format!("release: {}", row.label),
+                    name: row.label.clone(),
                     policy,
                     metrics,
                     gates,
@@ -574,6 +582,19 @@ impl Plan {
             sweep: rows,
             decision,
         })
+    }
+}
+
+/// The first failed gate, and how many more: "p99 TTFT (all) …; and 5 more gates".
+fn worst(failed: &[String]) -> String {
+    match failed {
+        [] => "no gate".into(),
+        [one] => one.clone(),
+        [first, rest @ ..] => format!(
+            "{first}; and {} more gate{}",
+            rest.len(),
+            if rest.len() == 1 { "" } else { "s" }
+        ),
     }
 }
 

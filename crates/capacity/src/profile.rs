@@ -165,7 +165,7 @@ impl ModelProfile {
         at_least_one("KV heads", self.kv_heads as u64)?;
         at_least_one("head dimension", self.head_dim as u64)?;
         at_least_one("context length", self.context_len as u64)?;
-        if self.kv_heads > self.heads || self.heads % self.kv_heads != 0 {
+        if self.kv_heads > self.heads || !self.heads.is_multiple_of(self.kv_heads) {
             return Err(CapacityError::OutOfRange {
                 what: format!("KV heads (a divisor of the {} query heads)", self.heads),
                 value: self.kv_heads as f64,

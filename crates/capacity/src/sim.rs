@@ -167,14 +167,19 @@ mod tests {
     #[test]
     fn gap_quantiles_are_within_a_bucket_of_the_exact_ones() {
         let mut h = GapHistogram::new();
-        let gaps: Vec<f64> = (1..=10_000).map(|i| 1e-4 * (1.0 + (i as f64).sqrt())).collect();
+        let gaps: Vec<f64> = (1..=10_000)
+            .map(|i| 1e-4 * (1.0 + (i as f64).sqrt()))
+            .collect();
         for &g in &gaps {
             h.add(g, 1);
         }
         for q in [0.5, 0.9, 0.99] {
             let exact = gaps[(q * gaps.len() as f64).ceil() as usize - 1];
             let approx = h.quantile(q);
-            assert!((approx / exact - 1.0).abs() <= 1.0 / 32.0, "{q}: {approx} vs {exact}");
+            assert!(
+                (approx / exact - 1.0).abs() <= 1.0 / 32.0,
+                "{q}: {approx} vs {exact}"
+            );
         }
         assert!(GapHistogram::new().quantile(0.5).is_nan());
     }
