@@ -771,6 +771,11 @@ pub(crate) fn fmt(x: f64) -> String {
     format!("{x:.decimals$}")
 }
 
+/// A signed percentage; small ones keep three decimals so that they do not read as 0.
 pub(crate) fn pct(share: f64) -> String {
-    format!("{:+.1} %", share * 100.0)
+    if share.abs() < 0.01 {
+        format!("{:+.3} %", share * 100.0)
+    } else {
+        format!("{:+.1} %", share * 100.0)
+    }
 }
