@@ -6,6 +6,8 @@
 const CACHE = 'decode-lab-v1';
 const MODEL_FILES = ['config.json', 'tokenizer.json', 'model.f32.safetensors', 'model.int8.safetensors']
   .map((f) => `models/decode-lab-tiny-v1/${f}`);
+// The model worker's files: Trunk does not hash a worker's names, and the page does not name them.
+const WORKER_FILES = ['worker_loader.js', 'worker.js', 'worker_bg.wasm'];
 
 const scope = () => new URL(self.registration.scope);
 const sameOrigin = (url) => new URL(url).origin === self.location.origin;
@@ -19,7 +21,7 @@ self.addEventListener('install', (event) => {
     const named = [...html.matchAll(/(?:href|src)="([^"#]+)"/g)]
       .map((m) => new URL(m[1], scope()).href)
       .filter((u) => sameOrigin(u) && !u.startsWith('data:'));
-    const files = MODEL_FILES.map((f) => new URL(f, scope()).href);
+    const files = [...MODEL_FILES, ...WORKER_FILES].map((f) => new URL(f, scope()).href);
     await cache.addAll([...new Set([...named, ...files])]);
     await self.skipWaiting();
   })());

@@ -11,8 +11,8 @@ use crate::generate_panel::GeneratePanel;
 use crate::kv_panel::KvPanel;
 use crate::ledger_panel::LedgerPanel;
 use crate::step_panel::StepPanel;
-use crate::your_turn_panel::YourTurnPanel;
 use crate::url::{self, PanelId, Shell};
+use crate::your_turn_panel::YourTurnPanel;
 
 fn read_shell() -> Shell {
     let pairs = url::pairs();

@@ -2,38 +2,21 @@
 //! WebGPU (or the CPU reference), with the backend named, every step listed and the run
 //! record shown. It only draws; [`crate::generation`] does the work.
 
-use gpu::{BackendChoice, Runtime};
+use gpu::BackendChoice;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use model::Precision;
 use policy::generate::StepRecord;
-use policy::Backend;
-use tokenizer::StreamDecoder;
-
-use policy::RunRecord;
+use policy::{Backend, RunRecord};
 use wasm_bindgen::JsCast;
 
-use crate::generation::{
-    backend_status, generate, load_model, parse_record, precision_name, replay_request,
-    replay_verdict, speed, visible, with_eos, GenerateForm, ModelFiles, Request,
-};
+use crate::generation::{backend_status, parse_record, replay_verdict, visible, GenerateForm};
 use crate::latency_chart::{LatencyChart, LatencyRow};
+use crate::runner::{Event, Job, RunFigures};
 use crate::step_panel::Field;
 use crate::url;
-use crate::web::{
-    adapter_info, chosen_file_text, download, fetch_model_file_with_progress, now_ms, Pacer,
-    PageClock,
-};
-
-/// What a press of a button asks for: a new run, or the replay of a record.
-#[derive(Clone, Debug)]
-enum Job {
-    Fresh(Request),
-    Replay {
-        record: Box<RunRecord>,
-        backend: BackendChoice,
-    },
-}
+use crate::web::{chosen_file_text, download, now_ms};
+use crate::worker_link::ModelWorker;
 
 /// One generated token as the output shows it: its step and the text it completed (empty
 /// while the bytes of a character are still arriving).
@@ -55,6 +38,8 @@ enum Phase {
     Generating,
     Done(String),
     Failed(String),
+    /// The model worker panicked; the words say what happened.
+    Panicked(String),
 }
 
 impl Phase {
@@ -64,42 +49,18 @@ impl Phase {
             Phase::Working(_) => "working",
             Phase::Generating => "generating",
             Phase::Done(_) => "done",
-            Phase::Failed(_) => "failed",
+            Phase::Failed(_) | Phase::Panicked(_) => "failed",
         }
     }
 }
 
-/// Page-level figures of the last run, for the timings line and the benchmarks.
+/// Figures of the last run, for the timings line and the benchmarks.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Figures {
-    /// `performance.now()` when the first token was shown: from navigation start.
+    /// `performance.now()` when the first token reached the page: from navigation start.
     first_token_ms: Option<f64>,
-    /// Fetching and checking the model files in this run (0 when already loaded).
-    load_ms: f64,
-    /// Starting the backend: device, weight upload and canary on WebGPU.
-    start_ms: f64,
-    /// The record's time to first token (prefill plus the first policy step).
-    ttft_ms: f64,
-    decode_tok_s: Option<f64>,
-    /// Mean GPU timings of the decode steps that ran on WebGPU, in milliseconds.
-    gpu: Option<gpu::StepTimings>,
-    /// GPU-to-CPU read-backs of the run (one per model call on WebGPU).
-    readbacks: u64,
-}
-
-/// The runtime a request can reuse: same backend, weights and faults, and not degraded.
-struct Started {
-    backend: BackendChoice,
-    precision: Precision,
-    faults: gpu::Faults,
-    runtime: Runtime,
-}
-
-/// What survives between runs: the checked files and the started runtime.
-#[derive(Default)]
-struct Engine {
-    files: Option<ModelFiles>,
-    started: Option<Started>,
+    /// The worker's figures: loading, starting, time to first token, decode speed, GPU.
+    run: RunFigures,
 }
 
 fn round(x: f64) -> String {
@@ -149,7 +110,11 @@ pub fn GeneratePanel() -> impl IntoView {
     let downloading = RwSignal::new(None::<(String, f64, Option<f64>)>);
     let figures = RwSignal::new(Figures::default());
     let stop_requested = RwSignal::new(false);
-    let engine = StoredValue::new_local(Some(Engine::default()));
+    // The model worker, started with the first run; a panic in it drops it for a new one.
+    let worker = StoredValue::new_local(None::<ModelWorker>);
+    // The record a replay must reproduce.
+    let expected = StoredValue::new(None::<RunRecord>);
+    let announced_ms = StoredValue::new(f64::NEG_INFINITY);
 
     let form = move || GenerateForm {
         prompt: prompt.get_untracked(),
@@ -189,89 +154,131 @@ pub fn GeneratePanel() -> impl IntoView {
         url::write(&form().to_query());
     });
 
-    let start_job = move |job: Job| {
-        // The engine is taken for the run and put back after; a second press while it is
-        // out is ignored (the buttons are disabled then too).
-        let Some(mut state) = engine.try_update_value(Option::take).flatten() else {
+    let on_event = move |event: Event| match event {
+        Event::Working(what) => phase.set(Phase::Working(what)),
+        Event::Download { file, got, total } => downloading.set(Some((file, got, total))),
+        Event::Backend {
+            backend: now_on,
+            adapter,
+        } => {
+            backend.set(Some(now_on));
+            if adapter.is_some() {
+                browser_adapter.set(adapter);
+            }
+        }
+        Event::Generating => {
+            downloading.set(None);
+            phase.set(Phase::Generating);
+        }
+        Event::Step { step, text } => {
+            figures.update(|f| {
+                f.first_token_ms.get_or_insert_with(now_ms);
+            });
+            let n = step.step + 1;
+            shown.update(|s| match s.last_mut() {
+                // The end of a character that arrived with no token of its own.
+                Some(last) if last.step.step == step.step => last.text.push_str(&text),
+                _ => s.push(Shown { step: *step, text }),
+            });
+            if now_ms() - announced_ms.get_value() >= ANNOUNCE_EVERY_MS {
+                announced_ms.set_value(now_ms());
+                announcement.set(format!("{n} tokens generated…"));
+            }
+        }
+        Event::Finished {
+            record: made,
+            figures: run,
+        } => {
+            figures.update(|f| f.run = run);
+            backend.set(Some(made.backend.clone()));
+            let reason = made.stop_reason.describe();
+            let n = made.steps.len();
+            let tokens = if n == 1 { "token" } else { "tokens" };
+            let mut done = format!("Generated {n} {tokens}; stopped because {reason}.");
+            if let Some(expected) = expected.get_value() {
+                let (same, words) = replay_verdict(&expected, &made);
+                done = format!("{done} {words}");
+                verdict.set(Some((same, words)));
+            } else {
+                record.set(Some((*made).clone()));
+            }
+            if let Ok(line) = serde_json::to_string(&made) {
+                all_runs.update(|runs| runs.push(line));
+            }
+            announcement.set(done.clone());
+            phase.set(Phase::Done(done));
+        }
+        Event::Failed(message) => {
+            downloading.set(None);
+            announcement.set(message.clone());
+            phase.set(Phase::Failed(message));
+        }
+        Event::Panicked(message) => {
+            // The worker is gone; the next run starts a new one.
+            worker.set_value(None);
+            downloading.set(None);
+            let message = format!(
+                "The model worker hit an internal error and stopped: {message}. The page is unaffected; the next run starts a new worker."
+            );
+            announcement.set(message.clone());
+            phase.set(Phase::Panicked(message));
+        }
+    };
+
+    let start_job = move |job: Job, prompt: String, replaying: Option<RunRecord>| {
+        if busy() {
             return;
-        };
-        let replaying = matches!(job, Job::Replay { .. });
+        }
         backend.set(None);
         shown.set(Vec::new());
-        shown_prompt.set(match &job {
-            Job::Fresh(request) => request.config.prompt.clone(),
-            Job::Replay { record, .. } => record.config.prompt.clone(),
-        });
+        shown_prompt.set(prompt);
         verdict.set(None);
         figures.set(Figures::default());
         stop_requested.set(false);
-        phase.set(Phase::Working("Preparing…".to_string()));
+        downloading.set(None);
         announcement.set(String::new());
-        let expected = match &job {
-            Job::Replay { record, .. } => Some((**record).clone()),
-            Job::Fresh(_) => None,
-        };
-        if !replaying {
+        announced_ms.set_value(now_ms());
+        if replaying.is_none() {
             record.set(None);
         }
-        spawn_local(async move {
-            let signals = RunSignals {
-                phase,
-                backend,
-                browser_adapter,
-                shown,
-                figures,
-                stop_requested,
-                announcement,
-                downloading,
-            };
-            let result = run(&mut state, job, signals).await;
-            downloading.set(None);
-            match result {
-                Ok(made) => {
-                    let reason = made.stop_reason.describe();
-                    let n = made.steps.len();
-                    let tokens = if n == 1 { "token" } else { "tokens" };
-                    let mut done = format!("Generated {n} {tokens}; stopped because {reason}.");
-                    if let Some(expected) = expected {
-                        let (same, words) = replay_verdict(&expected, &made);
-                        done = format!("{done} {words}");
-                        verdict.set(Some((same, words)));
-                    } else {
-                        record.set(Some(made.clone()));
-                    }
-                    if let Ok(line) = serde_json::to_string(&made) {
-                        all_runs.update(|runs| runs.push(line));
-                    }
-                    announcement.set(done.clone());
-                    phase.set(Phase::Done(done));
-                }
+        expected.set_value(replaying);
+        phase.set(Phase::Working("Starting the model worker…".to_string()));
+        if worker.with_value(Option::is_none) {
+            match ModelWorker::start(on_event) {
+                Ok(started) => worker.set_value(Some(started)),
                 Err(message) => {
-                    announcement.set(message.clone());
                     phase.set(Phase::Failed(message));
+                    return;
                 }
             }
-            engine.set_value(Some(state));
-        });
+        }
+        let sent = worker.with_value(|w| w.as_ref().map(|w| w.send(&job)));
+        if let Some(Err(message)) = sent {
+            phase.set(Phase::Failed(message));
+        }
     };
 
-    let start_run = move || match form().parse() {
-        Ok(request) => {
-            url::write(&form().to_query());
-            if request.inject_panic {
-                panic!("the URL's fault=panic asked the Generate panel to panic");
+    // The form is checked here, so a mistake is named at once; the worker parses the same
+    // query again.
+    let start_run = move || {
+        let form = form();
+        match form.parse() {
+            Ok(request) => {
+                url::write(&form.to_query());
+                start_job(Job::fresh(&form), request.config.prompt, None);
             }
-            start_job(Job::Fresh(request));
+            Err(message) => phase.set(Phase::Failed(message)),
         }
-        Err(message) => phase.set(Phase::Failed(message)),
     };
 
     let replay = move |_| {
         if let Some(r) = record.get_untracked() {
-            start_job(Job::Replay {
-                record: Box::new(r),
-                backend: backend_choice.get_untracked(),
-            });
+            let prompt = r.config.prompt.clone();
+            start_job(
+                Job::replay(r.clone(), backend_choice.get_untracked()),
+                prompt,
+                Some(r),
+            );
         }
     };
 
@@ -310,10 +317,12 @@ pub fn GeneratePanel() -> impl IntoView {
                         imported.config.seed
                     )));
                     record.set(Some(imported.clone()));
-                    start_job(Job::Replay {
-                        record: Box::new(imported),
-                        backend: backend_choice.get_untracked(),
-                    });
+                    let prompt = imported.config.prompt.clone();
+                    start_job(
+                        Job::replay(imported.clone(), backend_choice.get_untracked()),
+                        prompt,
+                        Some(imported),
+                    );
                 }
                 Err(message) => file_message.set(Some(message)),
             }
@@ -379,6 +388,9 @@ pub fn GeneratePanel() -> impl IntoView {
         ),
         Phase::Generating => Some(view! { <p class="progress">"Generating…"</p> }.into_any()),
         Phase::Done(what) => Some(view! { <p class="done">{what}</p> }.into_any()),
+        Phase::Panicked(message) => Some(
+            view! { <p class="error" role="alert" data-testid="worker-panic">{message}</p> }.into_any(),
+        ),
         Phase::Failed(message) => {
             Some(view! { <p class="error" role="alert">{message}</p> }.into_any())
         }
@@ -386,8 +398,15 @@ pub fn GeneratePanel() -> impl IntoView {
     };
 
     let timings = move || {
-        let f = figures.get();
-        f.first_token_ms.map(|first| {
+        let Figures {
+            first_token_ms,
+            run: f,
+        } = figures.get();
+        // The worker's figures arrive with the record.
+        if !matches!(phase.get(), Phase::Done(_)) {
+            return None;
+        }
+        first_token_ms.map(|first| {
             let decode = f
                 .decode_tok_s
                 .map(|t| format!("{} tokens/s", round(t)))
@@ -530,7 +549,10 @@ pub fn GeneratePanel() -> impl IntoView {
                         type="button"
                         class="secondary"
                         disabled=move || phase.get() != Phase::Generating
-                        on:click=move |_| stop_requested.set(true)
+                        on:click=move |_| {
+                            stop_requested.set(true);
+                            let _ = worker.with_value(|w| w.as_ref().map(|w| w.send(&Job::Cancel)));
+                        }
                     >
                         "Cancel"
                     </button>
@@ -606,165 +628,6 @@ pub fn GeneratePanel() -> impl IntoView {
             </details>
         </section>
     }
-}
-
-/// The signals a run streams into.
-struct RunSignals {
-    phase: RwSignal<Phase>,
-    backend: RwSignal<Option<Backend>>,
-    browser_adapter: RwSignal<Option<String>>,
-    shown: RwSignal<Vec<Shown>>,
-    figures: RwSignal<Figures>,
-    stop_requested: RwSignal<bool>,
-    announcement: RwSignal<String>,
-    downloading: RwSignal<Option<(String, f64, Option<f64>)>>,
-}
-
-/// One run: load what is missing, start (or reuse) the runtime, generate, streaming each
-/// step into the signals.
-async fn run(state: &mut Engine, job: Job, signals: RunSignals) -> Result<RunRecord, String> {
-    let RunSignals {
-        phase,
-        backend,
-        browser_adapter,
-        shown,
-        figures,
-        stop_requested,
-        announcement,
-        downloading,
-    } = signals;
-    let fetch = async |path: &str| {
-        let shown = |got, total| downloading.set(Some((path.to_string(), got, total)));
-        let bytes = fetch_model_file_with_progress(path, &shown).await;
-        downloading.set(None);
-        bytes
-    };
-    let mut progress = |what: String| phase.set(Phase::Working(what));
-
-    let began = now_ms();
-    if state.files.is_none() {
-        state.files = Some(load_model(&fetch, &mut progress).await?);
-    }
-    let Some(files) = state.files.as_mut() else {
-        return Err("The model files are not loaded.".to_string());
-    };
-    let request = match job {
-        Job::Fresh(request) => request,
-        Job::Replay { record, backend } => replay_request(&record, &files.config, backend)?,
-    };
-    files
-        .ensure_weights(request.precision, request.backend, &fetch, &mut progress)
-        .await?;
-    let loaded = now_ms();
-
-    let reusable = state.started.as_ref().is_some_and(|s| {
-        s.backend == request.backend
-            && s.precision == request.precision
-            && s.faults == request.faults
-            && s.runtime.backend().degraded_reason.is_none()
-    });
-    if !reusable {
-        state.started = None;
-        progress(match request.backend {
-            BackendChoice::Gpu => format!(
-                "Starting WebGPU: requesting a device, uploading the {} weights and checking them against the CPU reference…",
-                precision_name(request.precision)
-            ),
-            BackendChoice::Cpu => "Preparing the CPU reference…".to_string(),
-        });
-        let runtime = files.start(&request).await?;
-        state.started = Some(Started {
-            backend: request.backend,
-            precision: request.precision,
-            faults: request.faults,
-            runtime,
-        });
-    }
-    let Some(started) = state.started.as_mut() else {
-        return Err("The backend did not start.".to_string());
-    };
-    let ready = now_ms();
-    let on_gpu = started.runtime.backend().name == Backend::WEBGPU;
-    if on_gpu && browser_adapter.get_untracked().is_none() {
-        browser_adapter.set(adapter_info().await);
-    }
-    backend.set(Some(started.runtime.backend().clone()));
-    phase.set(Phase::Generating);
-
-    let config = with_eos(request.config, &files.tokenizer);
-    let eos = config.policy.eos_token;
-    let tokenizer = &files.tokenizer;
-    let mut decoder = StreamDecoder::new();
-    let mut first_token_ms = None;
-    let readbacks_before = started.runtime.readbacks();
-    let mut gpu_sum = gpu::StepTimings::default();
-    let mut gpu_steps = 0usize;
-    let pacer = Pacer::new();
-    let mut announced_ms = now_ms();
-    let record = generate(
-        &mut started.runtime,
-        tokenizer,
-        &config,
-        &mut PageClock,
-        &|| stop_requested.get_untracked(),
-        &mut |step, runtime| {
-            first_token_ms.get_or_insert_with(now_ms);
-            let text = if Some(step.token) != eos {
-                decoder.push(tokenizer, step.token).unwrap_or_default()
-            } else {
-                String::new()
-            };
-            shown.update(|s| {
-                s.push(Shown {
-                    step: step.clone(),
-                    text,
-                })
-            });
-            if now_ms() - announced_ms >= ANNOUNCE_EVERY_MS {
-                announced_ms = now_ms();
-                announcement.set(format!("{} tokens generated…", step.step + 1));
-            }
-            // Decode steps only: the prefill runs the whole prompt.
-            if let (Some(gpu), true) = (runtime.gpu(), step.step > 0) {
-                let t = gpu.timings();
-                gpu_sum.dispatch_ms += t.dispatch_ms;
-                gpu_sum.gpu_ms += t.gpu_ms;
-                gpu_sum.readback_ms += t.readback_ms;
-                gpu_steps += 1;
-            }
-            let now_on = runtime.backend();
-            if backend.with_untracked(|b| b.as_ref() != Some(now_on)) {
-                backend.set(Some(now_on.clone()));
-            }
-        },
-        &async || pacer.pause().await,
-    )
-    .await?;
-    let tail = decoder.finish();
-    if !tail.is_empty() {
-        shown.update(|s| {
-            if let Some(last) = s.last_mut() {
-                last.text.push_str(&tail);
-            }
-        });
-    }
-    backend.set(Some(record.backend.clone()));
-    let speed = speed(&record);
-    let n = gpu_steps as f64;
-    figures.set(Figures {
-        first_token_ms,
-        load_ms: loaded - began,
-        start_ms: ready - loaded,
-        ttft_ms: speed.ttft_ms,
-        decode_tok_s: speed.decode_tok_s,
-        gpu: (gpu_steps > 0).then(|| gpu::StepTimings {
-            dispatch_ms: gpu_sum.dispatch_ms / n,
-            gpu_ms: gpu_sum.gpu_ms / n,
-            readback_ms: gpu_sum.readback_ms / n,
-        }),
-        readbacks: started.runtime.readbacks().saturating_sub(readbacks_before),
-    });
-    Ok(record)
 }
 
 /// One token of the output: shaded and underlined by its probability, focusable, with its

@@ -8,6 +8,7 @@ mod checkpoint_panel;
 mod distribution;
 pub mod engine;
 mod generate_panel;
+mod runner;
 pub mod generation;
 mod kv_memory;
 mod kv_panel;
@@ -17,6 +18,8 @@ mod ledger_panel;
 mod step_panel;
 mod url;
 mod web;
+pub mod worker;
+mod worker_link;
 mod your_turn;
 mod your_turn_panel;
 

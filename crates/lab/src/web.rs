@@ -27,6 +27,26 @@ fn window() -> Result<web_sys::Window, String> {
     web_sys::window().ok_or_else(|| "This page has no window to fetch from.".to_string())
 }
 
+/// `fetch(url)` in the page or in a worker, whichever this code runs in.
+fn fetch(url: &str) -> Result<js_sys::Promise, String> {
+    let global = js_sys::global();
+    if let Some(w) = global.dyn_ref::<web_sys::Window>() {
+        Ok(w.fetch_with_str(url))
+    } else if let Some(w) = global.dyn_ref::<web_sys::WorkerGlobalScope>() {
+        Ok(w.fetch_with_str(url))
+    } else {
+        Err("this scope cannot fetch".to_string())
+    }
+}
+
+/// A method of the global scope (page or worker), e.g. `setTimeout`.
+fn global_function(name: &str) -> Option<js_sys::Function> {
+    js_sys::Reflect::get(&js_sys::global(), &name.into())
+        .ok()?
+        .dyn_into()
+        .ok()
+}
+
 /// The bytes of one model file, fetched from [`MODEL_DIR`] beside the page.
 pub async fn fetch_model_file(path: &str) -> Result<Vec<u8>, String> {
     fetch_model_file_with_progress(path, &|_, _| {}).await
@@ -41,7 +61,7 @@ pub async fn fetch_model_file_with_progress(
     use js_sys::Reflect;
     let url = format!("{MODEL_DIR}/{path}");
     let failed = |why: String| format!("Fetching {url} failed: {why}.");
-    let response = JsFuture::from(window()?.fetch_with_str(&url))
+    let response = JsFuture::from(fetch(&url).map_err(failed)?)
         .await
         .map_err(|e| failed(js_text(e)))?;
     let response: web_sys::Response = response
@@ -97,8 +117,9 @@ pub async fn fetch_model_file_with_progress(
 
 /// Milliseconds since the page's navigation started (`performance.now()`).
 pub fn now_ms() -> f64 {
-    web_sys::window()
-        .and_then(|w| w.performance())
+    js_sys::Reflect::get(&js_sys::global(), &"performance".into())
+        .ok()
+        .and_then(|p| p.dyn_into::<web_sys::Performance>().ok())
         .map_or(0.0, |p| p.now())
 }
 
@@ -132,9 +153,9 @@ impl Pacer {
             return;
         }
         let promise = js_sys::Promise::new(&mut |resolve, _| {
-            if let Ok(w) = window() {
-                // Without a timer the promise never settles; the run would stall, not crash.
-                let _ = w.set_timeout_with_callback(&resolve);
+            // Without a timer the promise never settles; the run would stall, not crash.
+            if let Some(set_timeout) = global_function("setTimeout") {
+                let _ = set_timeout.call1(&JsValue::UNDEFINED, &resolve);
             }
         });
         let _ = JsFuture::from(promise).await;
@@ -267,4 +288,18 @@ pub fn report_panic(message: &str) {
         return;
     }
     let _ = body.insert_before(&banner, body.first_child().as_ref());
+}
+
+/// Lets the event loop run once (a message through a fresh `MessageChannel`: a task
+/// without the clamping of nested timers), so a worker sees Cancel between two tokens.
+pub async fn yield_to_events() {
+    let Ok(channel) = web_sys::MessageChannel::new() else {
+        return;
+    };
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        channel.port1().set_onmessage(Some(&resolve));
+        let _ = channel.port2().post_message(&JsValue::UNDEFINED);
+    });
+    let _ = JsFuture::from(promise).await;
+    channel.port1().set_onmessage(None);
 }

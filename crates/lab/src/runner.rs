@@ -1,0 +1,286 @@
+//! The model's side of the Generate panel, as it runs in the Web Worker: a [`Job`] in, a
+//! stream of [`Event`]s out. It keeps what survives between runs (the checked model files
+//! and the started runtime) and knows nothing of the DOM or of Leptos: the page draws the
+//! events, the worker posts them (see [`crate::worker`]).
+//!
+//! The job and the events are the typed values that cross between page and worker through
+//! `serde-wasm-bindgen`; a fresh run travels as the Generate form's URL query, so the
+//! worker parses exactly what a permalink would.
+
+use gpu::{BackendChoice, Runtime};
+use model::Precision;
+use policy::generate::StepRecord;
+use policy::{Backend, RunRecord};
+use serde::{Deserialize, Serialize};
+use tokenizer::StreamDecoder;
+
+use crate::generation::{
+    backend_name, generate, load_model, parse_backend, precision_name, replay_request, speed,
+    with_eos, GenerateForm, ModelFiles, Request,
+};
+use crate::web::{
+    adapter_info, fetch_model_file_with_progress, now_ms, yield_to_events, PageClock,
+};
+
+/// What the page asks the worker for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Job {
+    /// A new run from the Generate form, as its URL query pairs.
+    Fresh { form: Vec<(String, String)> },
+    /// Regenerate a record on a backend (`gpu` or `cpu`) and compare.
+    Replay {
+        record: Box<RunRecord>,
+        backend: String,
+    },
+    /// Stop the run in progress before its next model call.
+    Cancel,
+}
+
+impl Job {
+    pub fn fresh(form: &GenerateForm) -> Job {
+        Job::Fresh {
+            form: form
+                .to_query()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        }
+    }
+
+    pub fn replay(record: RunRecord, backend: BackendChoice) -> Job {
+        Job::Replay {
+            record: Box::new(record),
+            backend: backend_name(backend).to_string(),
+        }
+    }
+}
+
+/// Mean GPU timings of a run's decode steps, in milliseconds (see [`gpu::StepTimings`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuTimings {
+    pub dispatch_ms: f64,
+    pub gpu_ms: f64,
+    pub readback_ms: f64,
+}
+
+/// The worker's figures of a finished run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunFigures {
+    /// Fetching and checking the model files in this run (0 when already loaded).
+    pub load_ms: f64,
+    /// Starting the backend: device, weight upload and canary on WebGPU.
+    pub start_ms: f64,
+    /// The record's time to first token (prefill plus the first policy step).
+    pub ttft_ms: f64,
+    pub decode_tok_s: Option<f64>,
+    pub gpu: Option<GpuTimings>,
+    /// GPU-to-CPU read-backs of the run (one per model call on WebGPU).
+    pub readbacks: u64,
+}
+
+/// What the worker tells the page, in the order it happens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Event {
+    /// Loading files or starting the backend; the words say which.
+    Working(String),
+    /// Bytes of a model file received so far, and the total the server announced.
+    Download {
+        file: String,
+        got: f64,
+        total: Option<f64>,
+    },
+    /// The backend now running the model, and what the browser says about its adapter.
+    Backend {
+        backend: Backend,
+        adapter: Option<String>,
+    },
+    Generating,
+    /// One chosen token and the text it completed.
+    Step {
+        step: Box<StepRecord>,
+        text: String,
+    },
+    Finished {
+        record: Box<RunRecord>,
+        figures: RunFigures,
+    },
+    Failed(String),
+    /// The worker's Rust code panicked; the worker is gone and the page starts another.
+    Panicked(String),
+}
+
+/// The runtime a request can reuse: same backend, weights and faults, and not degraded.
+struct Started {
+    backend: BackendChoice,
+    precision: Precision,
+    faults: gpu::Faults,
+    runtime: Runtime,
+}
+
+/// What survives between runs: the checked files and the started runtime.
+#[derive(Default)]
+pub struct Engine {
+    files: Option<ModelFiles>,
+    started: Option<Started>,
+}
+
+/// One job: load what is missing, start (or reuse) the runtime, generate, emitting each
+/// step. `cancelled` is asked before every model call.
+pub async fn run(
+    state: &mut Engine,
+    job: Job,
+    emit: &dyn Fn(Event),
+    cancelled: &dyn Fn() -> bool,
+) -> Result<RunRecord, String> {
+    let fetch = async |path: &str| {
+        let shown = |got, total| {
+            emit(Event::Download {
+                file: path.to_string(),
+                got,
+                total,
+            })
+        };
+        fetch_model_file_with_progress(path, &shown).await
+    };
+    let mut progress = |what: String| emit(Event::Working(what));
+
+    let began = now_ms();
+    if state.files.is_none() {
+        state.files = Some(load_model(&fetch, &mut progress).await?);
+    }
+    let Some(files) = state.files.as_mut() else {
+        return Err("The model files are not loaded.".to_string());
+    };
+    let request: Request = match job {
+        Job::Fresh { form } => {
+            GenerateForm::from_query(form.iter().map(|(k, v)| (k.as_str(), v.as_str()))).parse()?
+        }
+        Job::Replay { record, backend } => {
+            let backend = parse_backend(&backend).ok_or_else(|| {
+                format!("The replay asks for backend \"{backend}\", which is not gpu or cpu.")
+            })?;
+            replay_request(&record, &files.config, backend)?
+        }
+        Job::Cancel => return Err("Nothing to run.".to_string()),
+    };
+    if request.inject_panic {
+        panic!("the URL's fault=panic asked the model worker to panic");
+    }
+    files
+        .ensure_weights(request.precision, request.backend, &fetch, &mut progress)
+        .await?;
+    let loaded = now_ms();
+
+    let reusable = state.started.as_ref().is_some_and(|s| {
+        s.backend == request.backend
+            && s.precision == request.precision
+            && s.faults == request.faults
+            && s.runtime.backend().degraded_reason.is_none()
+    });
+    if !reusable {
+        state.started = None;
+        progress(match request.backend {
+            BackendChoice::Gpu => format!(
+                "Starting WebGPU: requesting a device, uploading the {} weights and checking them against the CPU reference…",
+                precision_name(request.precision)
+            ),
+            BackendChoice::Cpu => "Preparing the CPU reference…".to_string(),
+        });
+        let runtime = files.start(&request).await?;
+        state.started = Some(Started {
+            backend: request.backend,
+            precision: request.precision,
+            faults: request.faults,
+            runtime,
+        });
+    }
+    let Some(started) = state.started.as_mut() else {
+        return Err("The backend did not start.".to_string());
+    };
+    let ready = now_ms();
+    let on_gpu = started.runtime.backend().name == Backend::WEBGPU;
+    let adapter = if on_gpu { adapter_info().await } else { None };
+    emit(Event::Backend {
+        backend: started.runtime.backend().clone(),
+        adapter: adapter.clone(),
+    });
+    emit(Event::Generating);
+
+    let config = with_eos(request.config, &files.tokenizer);
+    let eos = config.policy.eos_token;
+    let tokenizer = &files.tokenizer;
+    let mut decoder = StreamDecoder::new();
+    let readbacks_before = started.runtime.readbacks();
+    let mut gpu_sum = GpuTimings::default();
+    let mut gpu_steps = 0usize;
+    let mut shown_backend = started.runtime.backend().clone();
+    let record = generate(
+        &mut started.runtime,
+        tokenizer,
+        &config,
+        &mut PageClock,
+        cancelled,
+        &mut |step, runtime| {
+            let text = if Some(step.token) != eos {
+                decoder.push(tokenizer, step.token).unwrap_or_default()
+            } else {
+                String::new()
+            };
+            emit(Event::Step {
+                step: Box::new(step.clone()),
+                text,
+            });
+            // Decode steps only: the prefill runs the whole prompt.
+            if let (Some(gpu), true) = (runtime.gpu(), step.step > 0) {
+                let t = gpu.timings();
+                gpu_sum.dispatch_ms += t.dispatch_ms;
+                gpu_sum.gpu_ms += t.gpu_ms;
+                gpu_sum.readback_ms += t.readback_ms;
+                gpu_steps += 1;
+            }
+            if runtime.backend() != &shown_backend {
+                shown_backend = runtime.backend().clone();
+                emit(Event::Backend {
+                    backend: shown_backend.clone(),
+                    adapter: None,
+                });
+            }
+        },
+        // Every step: the worker sees a Cancel that arrived during it before the next.
+        &async || yield_to_events().await,
+    )
+    .await?;
+    let tail = decoder.finish();
+    if !tail.is_empty() {
+        emit(Event::Step {
+            step: Box::new(StepRecord {
+                text: String::new(),
+                ..record
+                    .steps
+                    .last()
+                    .cloned()
+                    .ok_or("A run with no steps left text over.")?
+            }),
+            text: tail,
+        });
+    }
+    let speed = speed(&record);
+    let n = gpu_steps as f64;
+    let figures = RunFigures {
+        load_ms: loaded - began,
+        start_ms: ready - loaded,
+        ttft_ms: speed.ttft_ms,
+        decode_tok_s: speed.decode_tok_s,
+        gpu: (gpu_steps > 0).then(|| GpuTimings {
+            dispatch_ms: gpu_sum.dispatch_ms / n,
+            gpu_ms: gpu_sum.gpu_ms / n,
+            readback_ms: gpu_sum.readback_ms / n,
+        }),
+        readbacks: started.runtime.readbacks().saturating_sub(readbacks_before),
+    };
+    emit(Event::Finished {
+        record: Box::new(record.clone()),
+        figures,
+    });
+    Ok(record)
+}

@@ -1,0 +1,78 @@
+//! The Web Worker that runs the model, so the page stays responsive while it generates.
+//! It takes [`Job`]s from the page and posts [`Event`]s back, both as typed values through
+//! `serde-wasm-bindgen`; a Cancel that arrives during a run is seen before the next model
+//! call. A panic is posted as [`Event::Panicked`] before the worker dies; the page then
+//! starts a new one.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+
+use crate::runner::{run, Engine, Event, Job};
+
+/// Values cross as JavaScript objects; seeds are u64, so large numbers go as BigInt.
+pub(crate) fn to_js<T: Serialize>(value: &T) -> Result<JsValue, String> {
+    value
+        .serialize(
+            &serde_wasm_bindgen::Serializer::new().serialize_large_number_types_as_bigints(true),
+        )
+        .map_err(|e| e.to_string())
+}
+
+fn scope() -> Option<web_sys::DedicatedWorkerGlobalScope> {
+    js_sys::global().dyn_into().ok()
+}
+
+fn post(event: &Event) {
+    if let (Some(scope), Ok(value)) = (scope(), to_js(event)) {
+        let _ = scope.post_message(&value);
+    }
+}
+
+/// Installs the panic report and the message handler; the worker then waits for jobs.
+pub fn start() {
+    std::panic::set_hook(Box::new(|info| {
+        console_error_panic_hook::hook(info);
+        post(&Event::Panicked(info.to_string()));
+    }));
+    let Some(scope) = scope() else {
+        return;
+    };
+    let engine = Rc::new(RefCell::new(Some(Engine::default())));
+    let cancel = Rc::new(Cell::new(false));
+    let on_message =
+        Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |message: web_sys::MessageEvent| {
+            let job: Job = match serde_wasm_bindgen::from_value(message.data()) {
+                Ok(job) => job,
+                Err(e) => {
+                    post(&Event::Failed(format!(
+                        "The model worker could not read a message: {e}."
+                    )));
+                    return;
+                }
+            };
+            if job == Job::Cancel {
+                cancel.set(true);
+                return;
+            }
+            // One run at a time: the page disables its buttons while one is out.
+            let Some(mut state) = engine.borrow_mut().take() else {
+                post(&Event::Failed("A run is already in progress.".to_string()));
+                return;
+            };
+            cancel.set(false);
+            let (engine, cancel) = (engine.clone(), cancel.clone());
+            wasm_bindgen_futures::spawn_local(async move {
+                let result = run(&mut state, job, &|e| post(&e), &|| cancel.get()).await;
+                if let Err(message) = result {
+                    post(&Event::Failed(message));
+                }
+                *engine.borrow_mut() = Some(state);
+            });
+        });
+    scope.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    on_message.forget();
+}
