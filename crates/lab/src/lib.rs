@@ -3,6 +3,8 @@
 //! depends on the core's internals. [`web`] is the little that talks to the browser itself.
 
 mod app;
+mod capacity_panel;
+mod capacity_view;
 mod checkpoint;
 mod checkpoint_panel;
 mod distribution;
@@ -24,6 +26,7 @@ mod your_turn;
 mod your_turn_panel;
 
 pub use app::App;
+pub use capacity_panel::CapacityPanel;
 pub use checkpoint_panel::CheckpointPanel;
 pub use kv_panel::KvPanel;
 pub use ledger_panel::LedgerPanel;
