@@ -295,6 +295,16 @@ pub fn simulate(
             });
         }
         previous = r.arrival_s;
+        if r.slice as usize >= trace.slices.len() {
+            return Err(CapacityError::TraceRow {
+                line: i + 1,
+                reason: format!(
+                    "slice index {} names none of the trace's {} slices",
+                    r.slice,
+                    trace.slices.len()
+                ),
+            });
+        }
         if tokens > model.context_len as u64 {
             return Err(CapacityError::RequestTooLong {
                 request: i,

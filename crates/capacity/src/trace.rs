@@ -575,7 +575,12 @@ impl Trace {
         for r in &self.requests {
             out.push_str(&format!(
                 "{},{},{},{}\n",
-                r.arrival_s, r.prompt_tokens, r.output_tokens, self.slices[r.slice as usize]
+                r.arrival_s,
+                r.prompt_tokens,
+                r.output_tokens,
+                self.slices
+                    .get(r.slice as usize)
+                    .map_or("?", String::as_str)
             ));
         }
         out

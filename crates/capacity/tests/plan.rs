@@ -232,6 +232,20 @@ fn bad_inputs_are_clear_errors() {
             context_len: 256
         }
     );
+    // A hand-built trace whose slice index names no slice.
+    let orphan = Trace {
+        slices: vec!["en".into()],
+        requests: vec![capacity::Request {
+            arrival_s: 0.0,
+            prompt_tokens: 10,
+            output_tokens: 5,
+            slice: 3,
+        }],
+    };
+    assert!(matches!(
+        simulate(&orphan, &hw, &model, &p),
+        Err(CapacityError::TraceRow { line: 1, .. })
+    ));
     // Weights larger than memory.
     let small_memory = HardwareProfile {
         memory_bytes: 1e6,
