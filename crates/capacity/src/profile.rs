@@ -288,6 +288,13 @@ mod tests {
         let m = ModelProfile::preset("llama-2-7b").unwrap();
         assert_eq!(m.kv_bytes_per_token(), 524_288.0);
         assert_eq!(m.kv_cache_bytes(4, 4096), 4.0 * 4096.0 * 524_288.0);
+        // Grouped-query attention: 8 KV heads, a quarter of that (128 KiB per token), so
+        // 4096 tokens of Llama-3-8B or Mistral-7B in f16 are exactly 512 MiB.
+        for name in ["llama-3-8b", "mistral-7b"] {
+            let m = ModelProfile::preset(name).unwrap();
+            assert_eq!(m.kv_bytes_per_token(), (2 * 32 * 8 * 128 * 2) as f64);
+            assert_eq!(m.kv_cache_bytes(1, 4096), (512u64 << 20) as f64);
+        }
     }
 
     #[test]
