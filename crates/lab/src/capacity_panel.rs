@@ -6,11 +6,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use capacity::{DecisionKind, HardwareProfile, ModelProfile, NamedPolicy, TraceSpec};
+use capacity::NamedPolicy;
 use leptos::prelude::*;
 
 use crate::capacity_view::{
-    bottleneck_rows, contract_rows, decision_words, figure, file_name, percent, plan, seconds,
+    bottleneck_rows, contract_rows, decision_words, figure, hardware_options, known_good,
+    model_options, percent, plan, report_file, seconds, trace_options, weight_options,
     CapacityForm, PlanView, SweepPoint, BATCHINGS,
 };
 use crate::step_panel::Field;
@@ -66,11 +67,11 @@ pub fn CapacityPanel() -> impl IntoView {
     let status = RwSignal::new(String::new());
     let use_known_good = RwSignal::new(false);
     // The last configuration this session released: the "last known-good" when asked for.
-    let known_good = StoredValue::new(None::<NamedPolicy>);
+    let last_released = StoredValue::new(None::<NamedPolicy>);
 
     let run = move || {
         let known = if use_known_good.get_untracked() {
-            known_good.get_value()
+            last_released.get_value()
         } else {
             None
         };
@@ -79,12 +80,8 @@ pub fn CapacityPanel() -> impl IntoView {
         let took = now_ms() - start;
         match &result {
             Ok(view) => {
-                let d = &view.report.decision;
-                if d.kind == DecisionKind::Release {
-                    known_good.set_value(Some(NamedPolicy {
-                        name: format!("last known-good: {}", d.policy.label()),
-                        policy: d.policy.clone(),
-                    }));
+                if let Some(released) = known_good(&view.report) {
+                    last_released.set_value(Some(released));
                 }
                 status.set(format!(
                     "Planned {} configurations in {took:.0} ms. {}",
@@ -126,45 +123,6 @@ pub fn CapacityPanel() -> impl IntoView {
             </div>
         }
     };
-    let hardware_options = HardwareProfile::presets()
-        .into_iter()
-        .map(|h| {
-            let text = format!(
-                "{} ({} GiB, {} per hour)",
-                h.name,
-                figure(h.memory_bytes / (1u64 << 30) as f64),
-                figure(h.cost_per_hour)
-            );
-            (h.name, text)
-        })
-        .collect();
-    let model_options = ModelProfile::presets()
-        .into_iter()
-        .map(|m| {
-            let text = format!(
-                "{} ({} parameters, {} weights)",
-                m.name,
-                figure(m.parameters),
-                m.full_precision
-            );
-            (m.name, text)
-        })
-        .collect();
-    let trace_options = TraceSpec::presets()
-        .into_iter()
-        .map(|t| (t.name.clone(), t.name))
-        .collect();
-    let weight_options = [
-        ("both", "Both: full precision and int8"),
-        (
-            "full",
-            "Full precision only (f16, or f32 for the tiny model)",
-        ),
-        ("int8", "Int8 only"),
-    ]
-    .map(|(v, t)| (v.to_string(), t.to_string()))
-    .to_vec();
-
     let checkboxes = BATCHINGS
         .iter()
         .map(|&(name, label)| {
@@ -214,10 +172,10 @@ pub fn CapacityPanel() -> impl IntoView {
             </p>
             {messages}
             <form class="controls" on:submit=|ev| ev.prevent_default()>
-                {select("cap-hw", "Hardware", hardware, set_hardware, hardware_options)}
-                {select("cap-model", "Model", model, set_model, model_options)}
-                {select("cap-weights", "Weight paths to sweep", weights, set_weights, weight_options)}
-                {select("cap-trace", "Trace (arrival process)", trace, set_trace, trace_options)}
+                {select("cap-hw", "Hardware", hardware, set_hardware, hardware_options())}
+                {select("cap-model", "Model", model, set_model, model_options())}
+                {select("cap-weights", "Weight paths to sweep", weights, set_weights, weight_options())}
+                {select("cap-trace", "Trace (arrival process)", trace, set_trace, trace_options())}
                 <Field id="cap-n" label="Requests in the trace" hint="At most 20,000; the page simulates every configuration on them." value=requests.into() set=set_requests inputmode="numeric"/>
                 <Field id="cap-rate" label="Arrival rate (requests/s)" hint="The trace's mean rate; the sweep multiplies it by each load scale." value=rate.into() set=set_rate/>
                 <fieldset class="field cap-batchings">
@@ -256,11 +214,7 @@ pub fn CapacityPanel() -> impl IntoView {
 fn CapacityResult(view: Arc<PlanView>) -> impl IntoView {
     let report = &view.report;
     let (verdict, reason, failed) = decision_words(report);
-    let kind = match report.decision.kind {
-        DecisionKind::Release => "release",
-        DecisionKind::DegradeToLastKnownGood => "degrade-to-last-known-good",
-        DecisionKind::DegradeToBaseline => "degrade-to-baseline",
-    };
+    let kind = view.kind;
     let failed = (!failed.is_empty()).then(|| {
         let items = failed
             .into_iter()
@@ -276,13 +230,8 @@ fn CapacityResult(view: Arc<PlanView>) -> impl IntoView {
     let save = {
         let view = view.clone();
         move |markdown: bool| {
-            let r = &view.report;
-            let saved = if markdown {
-                download(&file_name(r, "md"), "text/markdown", &r.to_markdown())
-            } else {
-                download(&file_name(r, "json"), "application/json", &r.to_json())
-            };
-            download_error.set(saved.err());
+            let (name, mime, text) = report_file(&view.report, markdown);
+            download_error.set(download(&name, mime, &text).err());
         }
     };
     let save_json = save.clone();
@@ -341,20 +290,9 @@ fn SweepChart(view: Arc<PlanView>) -> impl IntoView {
             }
         })
         .collect_view();
-    // The released configuration's points at every load: its throughput-latency curve.
-    let mut curve: Vec<&SweepPoint> = view
-        .points
+    let curve: String = view
+        .curve
         .iter()
-        .filter(|p| {
-            p.at.is_some()
-                && view.report.decision.kind == DecisionKind::Release
-                && p.row.policy == view.report.decision.policy
-        })
-        .collect();
-    curve.sort_by(|a, b| a.row.load_scale.total_cmp(&b.row.load_scale));
-    let curve: String = curve
-        .iter()
-        .filter_map(|p| p.at)
         .map(|(x, y)| format!("{x:.2},{y:.2}"))
         .collect::<Vec<_>>()
         .join(" ");

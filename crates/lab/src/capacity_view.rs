@@ -17,9 +17,9 @@
 //! 120 configurations of 2,000 requests, takes about 160 ms natively in release).
 
 use capacity::{
-    Arrivals, Batching, Calibration, HardwareProfile, ModelProfile, NamedPolicy, Plan, PlanInputs,
-    PlanReport, QualityProfile, ServingPolicy, Slo, Sweep, SweepRow, TraceSource, TraceSpec,
-    WeightPath,
+    Arrivals, Batching, Calibration, DecisionKind, HardwareProfile, ModelProfile, NamedPolicy,
+    Plan, PlanInputs, PlanReport, QualityProfile, ServingPolicy, Slo, Sweep, SweepRow, TraceSource,
+    TraceSpec, WeightPath,
 };
 
 /// Most requests one trace of the panel may hold.
@@ -530,6 +530,11 @@ pub struct PlanView {
     pub report: PlanReport,
     pub points: Vec<SweepPoint>,
     pub frame: ChartFrame,
+    /// The released configuration at every load, in load order: its throughput-latency
+    /// curve (empty when the plan degrades).
+    pub curve: Vec<(f64, f64)>,
+    /// `release`, `degrade-to-last-known-good` or `degrade-to-baseline`.
+    pub kind: &'static str,
 }
 
 pub const CHART_WIDTH: f64 = 560.0;
@@ -567,8 +572,8 @@ pub fn view(report: PlanReport) -> PlanView {
         left + (decade - lo) / (hi - lo) * plot_w
     };
     let y_of = |v: f64| top + plot_h - v / y_max * plot_h;
-    let released = report.decision.kind == capacity::DecisionKind::Release;
-    let points = report
+    let released = report.decision.kind == DecisionKind::Release;
+    let points: Vec<SweepPoint> = report
         .sweep
         .iter()
         .map(|row| SweepPoint {
@@ -600,7 +605,20 @@ pub fn view(report: PlanReport) -> PlanView {
             (y_of(v), short(v))
         })
         .collect();
+    let mut curve: Vec<(f64, f64, f64)> = points
+        .iter()
+        .filter(|p| released && p.row.policy == report.decision.policy)
+        .filter_map(|p| p.at.map(|(x, y)| (p.row.load_scale, x, y)))
+        .collect();
+    curve.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let kind = match report.decision.kind {
+        DecisionKind::Release => "release",
+        DecisionKind::DegradeToLastKnownGood => "degrade-to-last-known-good",
+        DecisionKind::DegradeToBaseline => "degrade-to-baseline",
+    };
     PlanView {
+        curve: curve.into_iter().map(|(_, x, y)| (x, y)).collect(),
+        kind,
         frame: ChartFrame {
             width: CHART_WIDTH,
             height: CHART_HEIGHT,
@@ -645,13 +663,13 @@ pub fn seconds(t: f64) -> String {
 pub fn decision_words(report: &PlanReport) -> (String, String, Vec<String>) {
     let d = &report.decision;
     let verdict = match d.kind {
-        capacity::DecisionKind::Release => format!("Release: {}.", d.policy.label()),
-        capacity::DecisionKind::DegradeToLastKnownGood => format!(
+        DecisionKind::Release => format!("Release: {}.", d.name),
+        DecisionKind::DegradeToLastKnownGood => format!(
             "Degrade to the last known-good plan: {} ({}).",
             d.name,
             d.policy.label()
         ),
-        capacity::DecisionKind::DegradeToBaseline => format!(
+        DecisionKind::DegradeToBaseline => format!(
             "Degrade to the named baseline: {} ({}).",
             d.name,
             d.policy.label()
@@ -776,6 +794,92 @@ pub fn bottleneck_rows(report: &PlanReport) -> Vec<(&'static str, f64)> {
     ]
 }
 
+/// The hardware presets as (value, text) options.
+pub fn hardware_options() -> Vec<(String, String)> {
+    HardwareProfile::presets()
+        .into_iter()
+        .map(|h| {
+            let text = format!(
+                "{} ({} GiB, {} per hour)",
+                h.name,
+                short(h.memory_bytes / (1u64 << 30) as f64),
+                short(h.cost_per_hour)
+            );
+            (h.name, text)
+        })
+        .collect()
+}
+
+/// The model presets as (value, text) options.
+pub fn model_options() -> Vec<(String, String)> {
+    ModelProfile::presets()
+        .into_iter()
+        .map(|m| {
+            let text = format!(
+                "{} ({} parameters, {} weights)",
+                m.name,
+                short(m.parameters),
+                m.full_precision
+            );
+            (m.name, text)
+        })
+        .collect()
+}
+
+/// The trace presets as (value, text) options.
+pub fn trace_options() -> Vec<(String, String)> {
+    TraceSpec::presets()
+        .into_iter()
+        .map(|t| {
+            let text = match t.arrivals {
+                Arrivals::Poisson { .. } => "poisson (steady arrivals)",
+                Arrivals::Bursty { .. } => "bursty (bursts of 8x the calm rate)",
+                Arrivals::Diurnal { .. } => "diurnal (±60 % over a 10-minute day)",
+            };
+            (t.name, text.to_string())
+        })
+        .collect()
+}
+
+/// The weight-path choices as (value, text) options.
+pub fn weight_options() -> Vec<(String, String)> {
+    [
+        ("both", "Both: full precision and int8"),
+        (
+            "full",
+            "Full precision only (f16, or f32 for the tiny model)",
+        ),
+        ("int8", "Int8 only"),
+    ]
+    .map(|(v, t)| (v.to_string(), t.to_string()))
+    .to_vec()
+}
+
+/// What a later plan may degrade to: the configuration this one released, if it did.
+pub fn known_good(report: &PlanReport) -> Option<NamedPolicy> {
+    (report.decision.kind == DecisionKind::Release).then(|| NamedPolicy {
+        name: format!("last known-good: {}", report.decision.policy.label()),
+        policy: report.decision.policy.clone(),
+    })
+}
+
+/// A download of the report: (file name, MIME type, text), as Markdown or as JSON.
+pub fn report_file(report: &PlanReport, markdown: bool) -> (String, &'static str, String) {
+    if markdown {
+        (
+            file_name(report, "md"),
+            "text/markdown",
+            report.to_markdown(),
+        )
+    } else {
+        (
+            file_name(report, "json"),
+            "application/json",
+            report.to_json(),
+        )
+    }
+}
+
 /// The report's file name: `capacity-plan-<model>-<hardware>.<extension>`, names made safe.
 pub fn file_name(report: &PlanReport, extension: &str) -> String {
     let slug = |name: &str| {
@@ -822,11 +926,31 @@ mod tests {
         }
         assert_eq!(
             view.report.decision.kind,
-            capacity::DecisionKind::Release,
+            DecisionKind::Release,
             "{}",
             view.report.decision.reason
         );
         assert_eq!(view.points.iter().filter(|p| p.chosen).count(), 1);
+        assert_eq!(view.kind, "release");
+        assert_eq!(
+            view.curve.len(),
+            5,
+            "the released configuration at each load"
+        );
+        assert!(
+            view.curve.windows(2).all(|w| w[0].1 >= w[1].1),
+            "{:?}",
+            view.curve
+        );
+        assert!(known_good(&view.report).is_some());
+        let (name, mime, text) = report_file(&view.report, false);
+        assert!(name.ends_with(".json") && mime == "application/json");
+        assert!(serde_json::from_str::<serde_json::Value>(&text).is_ok());
+        assert_eq!(hardware_options().len(), 5);
+        assert_eq!(trace_options().len(), 3);
+        assert!(model_options()
+            .iter()
+            .any(|(v, _)| v == "decode-lab-tiny-v1"));
         let (verdict, reason, failed) = decision_words(&view.report);
         assert!(verdict.starts_with("Release: "), "{verdict}");
         assert!(reason.ends_with('.') && failed.is_empty(), "{reason}");
@@ -845,17 +969,25 @@ mod tests {
     }
 
     #[test]
+    fn the_default_form_is_the_crates_tiny_lab_plan_at_2000_requests() {
+        let mut expected = PlanInputs::tiny_lab("poisson").unwrap();
+        if let TraceSource::Generated { spec } = &mut expected.trace {
+            spec.requests = 2000;
+        }
+        assert_eq!(CapacityForm::default().inputs(None).unwrap(), expected);
+    }
+
+    #[test]
     fn an_slo_nothing_meets_degrades_to_the_baseline_or_the_last_known_good() {
         let form = CapacityForm {
             ttft_ms: "0.001".into(),
             ..small()
         };
         let view = plan(&form, None).unwrap();
-        assert_eq!(
-            view.report.decision.kind,
-            capacity::DecisionKind::DegradeToBaseline
-        );
+        assert_eq!(view.report.decision.kind, DecisionKind::DegradeToBaseline);
         assert!(view.points.iter().all(|p| !p.chosen));
+        assert!(view.curve.is_empty() && known_good(&view.report).is_none());
+        assert_eq!(view.kind, "degrade-to-baseline");
         let (verdict, _, failed) = decision_words(&view.report);
         assert!(verdict.contains("named baseline"), "{verdict}");
         assert!(failed.iter().any(|g| g.contains("p99 TTFT")), "{failed:?}");
@@ -868,7 +1000,7 @@ mod tests {
         let view = plan(&form, Some(known)).unwrap();
         assert_eq!(
             view.report.decision.kind,
-            capacity::DecisionKind::DegradeToLastKnownGood
+            DecisionKind::DegradeToLastKnownGood
         );
     }
 
