@@ -6,6 +6,7 @@
 use leptos::ev;
 use leptos::prelude::*;
 
+use crate::capacity_panel::CapacityPanel;
 use crate::checkpoint_panel::CheckpointPanel;
 use crate::generate_panel::GeneratePanel;
 use crate::kv_panel::KvPanel;
@@ -28,20 +29,7 @@ fn panel_view(panel: PanelId) -> AnyView {
         PanelId::KvCache => view! { <KvPanel/> }.into_any(),
         PanelId::Memory => view! { <LedgerPanel/> }.into_any(),
         PanelId::Checkpoint => view! { <CheckpointPanel/> }.into_any(),
-        other => view! { <Pending panel=other/> }.into_any(),
-    }
-}
-
-/// A panel that this build of the lab does not have yet.
-#[component]
-fn Pending(panel: PanelId) -> impl IntoView {
-    let title_id = format!("{}-title", panel.slug());
-    let labelled_by = title_id.clone();
-    view! {
-        <section class="panel" aria-labelledby=labelled_by>
-            <h2 id=title_id>{panel.title()}</h2>
-            <p>"This panel is not in this build of the lab yet."</p>
-        </section>
+        PanelId::Capacity => view! { <CapacityPanel/> }.into_any(),
     }
 }
 

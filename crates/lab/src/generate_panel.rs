@@ -136,25 +136,25 @@ pub fn GeneratePanel() -> impl IntoView {
 
     // The form's state in the URL as it changes (without `run=1`: a reload does not rerun).
     Effect::new(move |_| {
-        (
-            prompt.track(),
-            max_tokens.track(),
-            temperature.track(),
-            top_k.track(),
-            top_p.track(),
-            min_p.track(),
-            repetition_penalty.track(),
-            stop.track(),
-            stop_tokens.track(),
-            seed.track(),
-            precision.track(),
-            backend_choice.track(),
-            fault.track(),
-        );
+        prompt.track();
+        max_tokens.track();
+        temperature.track();
+        top_k.track();
+        top_p.track();
+        min_p.track();
+        repetition_penalty.track();
+        stop.track();
+        stop_tokens.track();
+        seed.track();
+        precision.track();
+        backend_choice.track();
+        fault.track();
         url::write(&form().to_query());
     });
 
     let on_event = move |event: Event| match event {
+        // The worker link holds jobs until then; nothing to show.
+        Event::Ready => {}
         Event::Working(what) => phase.set(Phase::Working(what)),
         Event::Download { file, got, total } => downloading.set(Some((file, got, total))),
         Event::Backend {

@@ -81,6 +81,8 @@ pub struct RunFigures {
 /// What the worker tells the page, in the order it happens.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Event {
+    /// The worker's wasm is running and listening; jobs sent before this are held by the page.
+    Ready,
     /// Loading files or starting the backend; the words say which.
     Working(String),
     /// Bytes of a model file received so far, and the total the server announced.

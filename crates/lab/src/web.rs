@@ -88,14 +88,14 @@ pub async fn fetch_model_file_with_progress(
     };
     let reader = body.get_reader();
     let read: js_sys::Function = Reflect::get(&reader, &"read".into())
-        .and_then(|f| f.dyn_into().map_err(JsValue::from))
+        .and_then(|f| f.dyn_into())
         .map_err(|e| failed(js_text(e)))?;
     let mut bytes = Vec::with_capacity(total.unwrap_or(0.0) as usize);
     progress(0.0, total);
     loop {
         let promise: js_sys::Promise = read
             .call0(&reader)
-            .and_then(|p| p.dyn_into().map_err(JsValue::from))
+            .and_then(|p| p.dyn_into())
             .map_err(|e| failed(js_text(e)))?;
         let chunk = JsFuture::from(promise)
             .await

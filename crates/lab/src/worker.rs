@@ -75,4 +75,5 @@ pub fn start() {
         });
     scope.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     on_message.forget();
+    post(&Event::Ready);
 }

@@ -2,6 +2,9 @@
 //! and hands its [`Event`]s to the panel, both as typed values through `serde-wasm-bindgen`.
 //! Dropping the handle ends the worker.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
@@ -13,6 +16,9 @@ const WORKER_SCRIPT: &str = "worker_loader.js";
 
 pub struct ModelWorker {
     worker: web_sys::Worker,
+    /// Jobs sent before the worker said [`Event::Ready`] (a message that arrives while its
+    /// wasm still compiles has no listener and would be lost); `None` once it is ready.
+    waiting: Rc<RefCell<Option<Vec<JsValue>>>>,
     _on_message: Closure<dyn FnMut(web_sys::MessageEvent)>,
     _on_error: Closure<dyn FnMut(web_sys::ErrorEvent)>,
 }
@@ -24,15 +30,22 @@ impl ModelWorker {
         let worker = web_sys::Worker::new(WORKER_SCRIPT)
             .map_err(|e| format!("The model worker could not start: {e:?}."))?;
         let deliver = on_event.clone();
+        let waiting = Rc::new(RefCell::new(Some(Vec::new())));
+        let (held, target) = (waiting.clone(), worker.clone());
         let on_message = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(
             move |message: web_sys::MessageEvent| {
-                deliver(
-                    serde_wasm_bindgen::from_value(message.data()).unwrap_or_else(|e| {
-                        Event::Failed(format!(
-                            "The model worker sent a message the page cannot read: {e}."
-                        ))
-                    }),
-                )
+                let event = serde_wasm_bindgen::from_value(message.data()).unwrap_or_else(|e| {
+                    Event::Failed(format!(
+                        "The model worker sent a message the page cannot read: {e}."
+                    ))
+                });
+                if event == Event::Ready {
+                    for job in held.borrow_mut().take().unwrap_or_default() {
+                        let _ = target.post_message(&job);
+                    }
+                    return;
+                }
+                deliver(event)
             },
         );
         let on_error =
@@ -46,6 +59,7 @@ impl ModelWorker {
         worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
         Ok(ModelWorker {
             worker,
+            waiting,
             _on_message: on_message,
             _on_error: on_error,
         })
@@ -54,6 +68,10 @@ impl ModelWorker {
     pub fn send(&self, job: &Job) -> Result<(), String> {
         let value =
             to_js(job).map_err(|e| format!("A job could not be sent to the model worker: {e}."))?;
+        if let Some(held) = self.waiting.borrow_mut().as_mut() {
+            held.push(value);
+            return Ok(());
+        }
         self.worker
             .post_message(&value)
             .map_err(|e| format!("The model worker did not take the job: {e:?}."))
