@@ -214,8 +214,9 @@ pub fn GeneratePanel() -> impl IntoView {
             phase.set(Phase::Failed(message));
         }
         Event::Panicked(message) => {
-            // The worker is gone; the next run starts a new one.
-            worker.set_value(None);
+            // The worker is gone; the next run starts a new one. Dropped after this event's
+            // handler returns: the handler is one of the worker's own callbacks.
+            spawn_local(async move { worker.set_value(None) });
             downloading.set(None);
             let message = format!(
                 "The model worker hit an internal error and stopped: {message}. The page is unaffected; the next run starts a new worker."
