@@ -80,6 +80,10 @@ impl ModelWorker {
 
 impl Drop for ModelWorker {
     fn drop(&mut self) {
+        // Unhook first: an event already queued (a dying worker's error) must not call the
+        // closures this drop frees.
+        self.worker.set_onmessage(None);
+        self.worker.set_onerror(None);
         self.worker.terminate();
     }
 }
