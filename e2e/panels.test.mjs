@@ -121,6 +121,25 @@ test('a generation on the CPU, with its trace, chart and tooltips, passes axe-co
   await context.close();
 });
 
+test('the capacity planner plans, shows the decision and its sweep as chart and table, and passes axe-core', async () => {
+  const { context, page, errors } = await open('?panel=capacity');
+  await page.locator('#cap-plan').click();
+  await page.locator('.cap-decision').waitFor({ timeout: RUN_TIMEOUT });
+  const kind = await page.locator('.cap-decision').getAttribute('data-kind');
+  assert.ok(['release', 'degrade-to-baseline', 'degrade-to-last-known-good'].includes(kind), kind);
+  const rows = await page.locator('#cap-sweep-table tbody tr').count();
+  assert.ok(rows > 0, 'the sweep has rows');
+  await assertAccessible(page, 'capacity after planning');
+  await page.screenshot({ path: join(SHOTS, 'capacity-plan.png'), fullPage: true });
+  // An SLO nothing meets degrades to the named baseline and says which gate failed.
+  await page.getByLabel('SLO: p99 time to first token (ms)').fill('0.001');
+  await page.locator('#cap-plan').click();
+  await page.waitForFunction(() => document.querySelector('.cap-decision')?.dataset.kind === 'degrade-to-baseline', null, { timeout: RUN_TIMEOUT });
+  assert.match(await page.locator('.cap-decision').textContent(), /TTFT|first token/i);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test('a whole generation with the keyboard alone', async () => {
   const { context, page, errors } = await open('');
   const tabTo = async (predicate, what) => {

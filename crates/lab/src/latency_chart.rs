@@ -7,6 +7,8 @@ use policy::generate::StepRecord;
 const WIDTH: f64 = 480.0;
 const HEIGHT: f64 = 140.0;
 const AXIS: f64 = 16.0;
+/// Room above the tallest bar for its label.
+const TOP: f64 = 14.0;
 
 /// One bar and one table row: a step's model and policy time, in milliseconds.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,7 +39,7 @@ impl LatencyRow {
 pub fn LatencyChart(rows: Vec<LatencyRow>) -> impl IntoView {
     let highest = rows.iter().map(LatencyRow::total_ms).fold(0.0, f64::max);
     let scale = if highest > 0.0 {
-        (HEIGHT - AXIS) / highest
+        (HEIGHT - AXIS - TOP) / highest
     } else {
         0.0
     };
@@ -94,7 +96,9 @@ pub fn LatencyChart(rows: Vec<LatencyRow>) -> impl IntoView {
                 <text x=WIDTH - 2.0 y=HEIGHT - 3.0 text-anchor="end" class="axis-label">
                     {format!("step {}", rows.len().saturating_sub(1))}
                 </text>
-                <text x="2" y="10" class="axis-label">{format!("{highest:.1} ms")}</text>
+                <text x=WIDTH - 2.0 y="10" text-anchor="end" class="axis-label">
+                    {format!("tallest bar: {highest:.1} ms")}
+                </text>
                 {bars}
             </svg>
             <table class="mirror">
