@@ -8,6 +8,7 @@
 // Needs: DIST_DIR (Trunk's output), CHROMIUM (default /usr/bin/chromium); SCREENSHOT_DIR
 // (default target/screenshots) receives one PNG per panel.
 import { test, before, after } from 'node:test';
+import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -18,6 +19,7 @@ import { serve, BASE_ARGS } from './serve.mjs';
 
 const DIST = process.env.DIST_DIR ?? join(import.meta.dirname, '..', 'dist');
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const CLI = process.env.DECODE_LAB_BIN ?? join(import.meta.dirname, '..', 'target', 'debug', 'decode-lab');
 const SHOTS = process.env.SCREENSHOT_DIR ?? join(import.meta.dirname, '..', 'target', 'screenshots');
 const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 const RUN_TIMEOUT = 120_000;
@@ -136,6 +138,23 @@ test('the capacity planner plans, shows the decision and its sweep as chart and 
   await page.locator('#cap-plan').click();
   await page.waitForFunction(() => document.querySelector('.cap-decision')?.dataset.kind === 'degrade-to-baseline', null, { timeout: RUN_TIMEOUT });
   assert.match(await page.locator('.cap-decision').textContent(), /TTFT|first token/i);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('the decoding step takes the model\'s logits for a prompt; greedy picks the CLI\'s first token', async () => {
+  const { context, page, errors } = await open('?panel=step&temperature=0&top_k=0');
+  const step = panel(page);
+  await step.getByLabel('Or a prompt, scored by the model').fill('Once upon a time');
+  await step.getByRole('button', { name: 'Use the model\'s scores' }).click();
+  await page.getByTestId('model-logits-status').filter({ hasText: 'tiny model\'s scores' }).waitFor({ timeout: RUN_TIMEOUT });
+  const logits = (await step.getByLabel('Logits').inputValue()).split(',');
+  const config = JSON.parse(readFileSync(join(DIST, 'models', 'decode-lab-tiny-v1', 'config.json'), 'utf8'));
+  assert.equal(logits.length, config.vocab_size);
+  const expected = JSON.parse(execFileSync(CLI, ['generate', '--prompt', 'Once upon a time', '--max-tokens', '1', '--temperature', '0', '--json'],
+    { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }));
+  assert.equal(Number(await page.locator('#chosen strong').getAttribute('data-token')), expected.steps[0].token);
+  await page.waitForFunction(() => (new URLSearchParams(location.search).get('logits') ?? '').split(',').length > 100);
   assert.deepEqual(errors, []);
   await context.close();
 });

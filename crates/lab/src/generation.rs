@@ -470,6 +470,44 @@ impl ModelFiles {
     }
 }
 
+/// The model's next-token logits after `prompt` (the f32 weights on the CPU reference), for
+/// the decoding-step panel: the distribution a real model gives, one position.
+pub async fn prompt_logits(
+    files: &mut ModelFiles,
+    prompt: &str,
+    fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, String>,
+    progress: &mut impl FnMut(String),
+) -> Result<Vec<f32>, String> {
+    let tokens = files.tokenizer.encode(prompt);
+    if tokens.is_empty() {
+        return Err("Type a prompt: the model needs at least one token to start from.".to_string());
+    }
+    files
+        .ensure_weights(Precision::F32, BackendChoice::Cpu, fetch, progress)
+        .await?;
+    let mut model = files.transformer(Precision::F32)?;
+    let context = model.config().context_len;
+    if tokens.len() > context {
+        return Err(format!(
+            "The prompt is {} tokens long, more than the model's context of {context}.",
+            tokens.len()
+        ));
+    }
+    model
+        .prefill(&tokens)
+        .map(<[f32]>::to_vec)
+        .map_err(|e| sentence(format!("the model failed: {e}")))
+}
+
+/// Logits as the decoding-step panel's text: four decimals, comma-separated.
+pub fn logits_text(logits: &[f32]) -> String {
+    logits
+        .iter()
+        .map(|l| format!("{l:.4}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Asks the page whether the learner pressed Stop.
 struct Cancel<'a>(&'a dyn Fn() -> bool);
 
@@ -883,6 +921,36 @@ mod tests {
                 error.starts_with("This file is not a run record the lab can read"),
                 "{error}"
             );
+        });
+    }
+
+    /// The step panel's logits for a prompt are the model's: equal to feeding the prompt one
+    /// token at a time through the KV cache (prefill and decode are bit-identical), and their
+    /// text parses back within the four decimals it keeps.
+    #[test]
+    fn prompt_logits_are_the_models_next_token_scores() {
+        pollster::block_on(async {
+            let mut files = load_model(&read, &mut |_| {}).await.unwrap();
+            let logits = prompt_logits(&mut files, "The model", &read, &mut |_| {})
+                .await
+                .unwrap();
+            assert_eq!(logits.len(), files.config.vocab_size);
+            let tokens = files.tokenizer.encode("The model");
+            assert!(tokens.len() > 1);
+            let mut stepwise = files.transformer(Precision::F32).unwrap();
+            let mut last = stepwise.prefill(&tokens[..1]).unwrap().to_vec();
+            for &t in &tokens[1..] {
+                last = stepwise.decode_step(t).unwrap().to_vec();
+            }
+            assert_eq!(logits, last);
+            let parsed = crate::engine::parse_logits(&logits_text(&logits)).unwrap();
+            for (a, b) in parsed.iter().zip(&logits) {
+                assert!((a - f64::from(*b)).abs() <= 5e-5);
+            }
+            assert!(prompt_logits(&mut files, "", &read, &mut |_| {})
+                .await
+                .unwrap_err()
+                .starts_with("Type a prompt"));
         });
     }
 

@@ -6,7 +6,9 @@ use policy::StageOrder;
 
 use crate::distribution::Distribution;
 use crate::engine::{fresh_seed, run_step, StepForm, StepView};
+use crate::generation::{load_model, logits_text, prompt_logits, ModelFiles};
 use crate::url;
+use crate::web::fetch_model_file;
 
 /// A labelled text field bound to one field of the form.
 #[component]
@@ -52,6 +54,9 @@ pub fn StepPanel() -> impl IntoView {
     let (forbidden, set_forbidden) = signal(defaults.forbidden);
     let (bias, set_bias) = signal(defaults.bias);
     let (seed_error, set_seed_error) = signal(None::<String>);
+    let (model_prompt, set_model_prompt) = signal("The model".to_string());
+    let model_status = RwSignal::new(None::<(bool, String)>);
+    let files = StoredValue::new_local(None::<ModelFiles>);
 
     let form = Memo::new(move |_| StepForm {
         logits: logits.get(),
@@ -67,6 +72,44 @@ pub fn StepPanel() -> impl IntoView {
     Effect::new(move |_| url::write(&form.get().to_pairs()));
     let result = Memo::new(move |_| run_step(&form.get()));
     let other = Memo::new(move |_| run_step(&form.get().other_order()).ok());
+
+    // The tiny model's logits for a prompt replace the typed ones (and so go into the URL).
+    let take_logits = move |_| {
+        if model_status.with_untracked(|s| matches!(s, Some((true, _)))) {
+            return;
+        }
+        let prompt = model_prompt.get_untracked();
+        model_status.set(Some((true, "Loading the model…".to_string())));
+        leptos::task::spawn_local(async move {
+            let fetch = async |path: &str| fetch_model_file(path).await;
+            let mut progress = |what: String| model_status.set(Some((true, what)));
+            let mut loaded = files.try_update_value(Option::take).flatten();
+            let result = async {
+                if loaded.is_none() {
+                    loaded = Some(load_model(&fetch, &mut progress).await?);
+                }
+                let Some(f) = loaded.as_mut() else {
+                    return Err("The model files are not loaded.".to_string());
+                };
+                prompt_logits(f, &prompt, &fetch, &mut progress).await
+            }
+            .await;
+            files.set_value(loaded);
+            match result {
+                Ok(logits) => {
+                    set_logits.set(logits_text(&logits));
+                    model_status.set(Some((
+                        false,
+                        format!(
+                            "The logits are the tiny model's scores for the token after \"{prompt}\" ({} tokens).",
+                            logits.len()
+                        ),
+                    )));
+                }
+                Err(message) => model_status.set(Some((false, message))),
+            }
+        });
+    };
 
     let new_seed = move |_| match fresh_seed() {
         Ok(s) => {
@@ -124,6 +167,24 @@ pub fn StepPanel() -> impl IntoView {
             {url_problems.into_iter().map(|p| view! { <p class="error">{p}</p> }).collect_view()}
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 <Field id="logits" label="Logits" hint="Comma-separated scores, one per token id." value=logits.into() set=set_logits inputmode="text"/>
+                <div class="field">
+                    <label for="model-prompt">"Or a prompt, scored by the model"</label>
+                    <input
+                        id="model-prompt"
+                        type="text"
+                        autocomplete="off"
+                        aria-describedby="model-prompt-hint"
+                        prop:value=move || model_prompt.get()
+                        on:input=move |ev| set_model_prompt.set(event_target_value(&ev))
+                    />
+                    <small id="model-prompt-hint">"The tiny model's next-token scores, one per token of its vocabulary, replace the logits above."</small>
+                    <button type="button" on:click=take_logits disabled=move || model_status.with(|s| matches!(s, Some((true, _))))>
+                        "Use the model's scores"
+                    </button>
+                    <p class="progress" aria-live="polite" data-testid="model-logits-status">
+                        {move || model_status.get().map(|(_, words)| words)}
+                    </p>
+                </div>
                 <Field id="temperature" label="Temperature" hint="0 is greedy; higher flattens." value=temperature.into() set=set_temperature/>
                 <Field id="top-k" label="Top-k" hint="Keep the k highest; 0 is off." value=top_k.into() set=set_top_k inputmode="numeric"/>
                 <Field id="top-p" label="Top-p" hint="Keep the smallest set with this much probability; 1 is off." value=top_p.into() set=set_top_p/>
