@@ -1,5 +1,6 @@
 // The whole lab in Debian's headless Chromium: every panel passes axe-core (chart view and
-// table view) and is photographed; a generation is driven with the keyboard alone; the URL
+// table view) and is photographed; Your turn runs in the model worker and its outputs are
+// the CLI's; a generation is driven with the keyboard alone; the URL
 // holds the state (permalinks, Back and Forward, embed=1) and malformed state is answered
 // inline; a record is exported, imported and replayed; a panic is reported and the page
 // recovers; no request leaves the origin; after a first visit the lab loads and generates
@@ -155,6 +156,49 @@ test('the decoding step takes the model\'s logits for a prompt; greedy picks the
     { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }));
   assert.equal(Number(await page.locator('#chosen strong').getAttribute('data-token')), expected.steps[0].token);
   await page.waitForFunction(() => (new URLSearchParams(location.search).get('logits') ?? '').split(',').length > 100);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('Your turn runs both temperatures in the worker; its outputs are the CLI\'s, and Cancel stops it', async () => {
+  const [prompt, seeds, maxTokens, firstSeed] = ['Once upon a time', 3, 6, 7];
+  const search = `?panel=your-turn&yt_prompt=${encodeURIComponent(prompt)}&yt_n=${seeds}&yt_max=${maxTokens}&yt_seed=${firstSeed}`;
+  const { context, page, errors } = await open(search);
+  const turn = panel(page);
+  await turn.getByLabel('Temperature 1.5').check();
+  await turn.getByRole('button', { name: '3. Run both' }).click();
+  await page.waitForFunction(() => ['done', 'failed'].includes(document.querySelector('#your-turn')?.dataset.state),
+    null, { timeout: RUN_TIMEOUT });
+  assert.equal(await turn.getAttribute('data-state'), 'done',
+    await turn.locator('[role=alert]').allTextContents().then((t) => t.join(' ')));
+  // The CLI's outputs, seed by seed, for each setting (the chapter's top-k of 3).
+  for (const temperature of [0.2, 1.5]) {
+    const texts = new Set();
+    for (let seed = firstSeed; seed < firstSeed + seeds; seed++) {
+      const record = JSON.parse(execFileSync(CLI, ['generate', '--prompt', prompt, '--temperature', String(temperature), '--top-k', '3',
+        '--seed', String(seed), '--max-tokens', String(maxTokens), '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }));
+      texts.add(record.output_text);
+    }
+    const setting = turn.locator(`.yt-setting[data-temperature="${temperature}"]`);
+    const shown = (await setting.locator('.yt-text').allTextContents()).map((t) => t.slice(prompt.length));
+    assert.deepEqual(new Set(shown), texts, `temperature ${temperature}`);
+    assert.equal(Number(await setting.getAttribute('data-distinct')), texts.size);
+  }
+  const rows = await page.getByTestId('yt-table').locator('tbody tr').count();
+  assert.equal(rows, 2);
+  assert.match(await page.getByTestId('yt-reasoning').textContent(), /flattens the retained distribution/);
+  await assertAccessible(page, 'Your turn after its runs');
+
+  // A long exercise, cancelled: the worker stops before its next model call.
+  await turn.getByLabel('Seeds per temperature').fill('32');
+  await turn.getByLabel('Max new tokens').fill('64');
+  await turn.getByRole('button', { name: '3. Run both' }).click();
+  await page.waitForFunction(() => document.querySelector('#your-turn')?.dataset.state === 'running', null, { timeout: RUN_TIMEOUT });
+  await turn.getByRole('button', { name: 'Cancel' }).click();
+  await page.waitForFunction(() => ['cancelled', 'done'].includes(document.querySelector('#your-turn')?.dataset.state),
+    null, { timeout: RUN_TIMEOUT });
+  assert.equal(await turn.getAttribute('data-state'), 'cancelled');
+  assert.match(await page.getByTestId('yt-status').textContent(), /Cancelled after \d+ of 64 runs/);
   assert.deepEqual(errors, []);
   await context.close();
 });

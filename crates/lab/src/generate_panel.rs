@@ -12,11 +12,11 @@ use wasm_bindgen::JsCast;
 
 use crate::generation::{backend_status, parse_record, replay_verdict, visible, GenerateForm};
 use crate::latency_chart::{LatencyChart, LatencyRow};
-use crate::runner::{Event, Job, RunFigures};
+use crate::runner::{download_words, Event, Job, RunFigures};
 use crate::step_panel::Field;
 use crate::url;
 use crate::web::{chosen_file_text, download, now_ms};
-use crate::worker_link::ModelWorker;
+use crate::worker_link::PanelWorker;
 
 /// One generated token as the output shows it: its step and the text it completed (empty
 /// while the bytes of a character are still arriving).
@@ -111,7 +111,7 @@ pub fn GeneratePanel() -> impl IntoView {
     let figures = RwSignal::new(Figures::default());
     let stop_requested = RwSignal::new(false);
     // The model worker, started with the first run; a panic in it drops it for a new one.
-    let worker = StoredValue::new_local(None::<ModelWorker>);
+    let worker = PanelWorker::new();
     // The record a replay must reproduce.
     let expected = StoredValue::new(None::<RunRecord>);
     let announced_ms = StoredValue::new(f64::NEG_INFINITY);
@@ -214,9 +214,8 @@ pub fn GeneratePanel() -> impl IntoView {
             phase.set(Phase::Failed(message));
         }
         Event::Panicked(message) => {
-            // The worker is gone; the next run starts a new one. Dropped after this event's
-            // handler returns: the handler is one of the worker's own callbacks.
-            spawn_local(async move { worker.set_value(None) });
+            // The worker is gone; the next run starts a new one.
+            worker.discard();
             downloading.set(None);
             let message = format!(
                 "The model worker hit an internal error and stopped: {message}. The page is unaffected; the next run starts a new worker."
@@ -224,6 +223,8 @@ pub fn GeneratePanel() -> impl IntoView {
             announcement.set(message.clone());
             phase.set(Phase::Panicked(message));
         }
+        // Answers to jobs this panel never sends.
+        Event::Logits(_) | Event::ExerciseRun(_) | Event::ExerciseDone(_) => {}
     };
 
     let start_job = move |job: Job, prompt: String, replaying: Option<RunRecord>| {
@@ -244,17 +245,7 @@ pub fn GeneratePanel() -> impl IntoView {
         }
         expected.set_value(replaying);
         phase.set(Phase::Working("Starting the model worker…".to_string()));
-        if worker.with_value(Option::is_none) {
-            match ModelWorker::start(on_event) {
-                Ok(started) => worker.set_value(Some(started)),
-                Err(message) => {
-                    phase.set(Phase::Failed(message));
-                    return;
-                }
-            }
-        }
-        let sent = worker.with_value(|w| w.as_ref().map(|w| w.send(&job)));
-        if let Some(Err(message)) = sent {
+        if let Err(message) = worker.send(&job, on_event) {
             phase.set(Phase::Failed(message));
         }
     };
@@ -373,10 +364,7 @@ pub fn GeneratePanel() -> impl IntoView {
             view! {
                 <p class="progress">{what}</p>
                 {move || downloading.get().map(|(file, got, total)| {
-                    let label = match total {
-                        Some(total) => format!("{file}: {:.1} of {:.1} MB", got / 1e6, total / 1e6),
-                        None => format!("{file}: {:.1} MB", got / 1e6),
-                    };
+                    let label = download_words(&file, got, total);
                     view! {
                         <div class="download">
                             <label for="gen-download">{label}</label>
@@ -552,7 +540,7 @@ pub fn GeneratePanel() -> impl IntoView {
                         disabled=move || phase.get() != Phase::Generating
                         on:click=move |_| {
                             stop_requested.set(true);
-                            let _ = worker.with_value(|w| w.as_ref().map(|w| w.send(&Job::Cancel)));
+                            worker.cancel();
                         }
                     >
                         "Cancel"

@@ -1,11 +1,13 @@
-//! The model's side of the Generate panel, as it runs in the Web Worker: a [`Job`] in, a
-//! stream of [`Event`]s out. It keeps what survives between runs (the checked model files
-//! and the started runtime) and knows nothing of the DOM or of Leptos: the page draws the
-//! events, the worker posts them (see [`crate::worker`]).
+//! The model's side of the lab, as it runs in the Web Worker: a [`Job`] in, a stream of
+//! [`Event`]s out. Every panel that runs the model (Generate, the decoding step's model
+//! logits, Your turn) sends its work here, so the page's own wasm carries no model, no
+//! tokenizer and no WebGPU runtime. It keeps what survives between jobs (the checked
+//! model files and the started runtime) and knows nothing of the DOM or of Leptos: the
+//! page draws the events, the worker posts them (see [`crate::worker`]).
 //!
 //! The job and the events are the typed values that cross between page and worker through
-//! `serde-wasm-bindgen`; a fresh run travels as the Generate form's URL query, so the
-//! worker parses exactly what a permalink would.
+//! `serde-wasm-bindgen`; a form travels as its URL query, so the worker parses exactly
+//! what a permalink would.
 
 use gpu::{BackendChoice, Runtime};
 use model::Precision;
@@ -15,12 +17,13 @@ use serde::{Deserialize, Serialize};
 use tokenizer::StreamDecoder;
 
 use crate::generation::{
-    backend_name, generate, load_model, parse_backend, precision_name, replay_request, speed,
-    with_eos, GenerateForm, ModelFiles, Request,
+    backend_name, generate, load_model, parse_backend, precision_name, prompt_logits,
+    replay_request, speed, with_eos, GenerateForm, ModelFiles, Request,
 };
 use crate::web::{
     adapter_info, fetch_model_file_with_progress, now_ms, yield_to_events, PageClock,
 };
+use crate::your_turn::{run_exercise, ExerciseForm, Finished, RunProgress};
 
 /// What the page asks the worker for.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -32,6 +35,12 @@ pub enum Job {
         record: Box<RunRecord>,
         backend: String,
     },
+    /// The model's next-token logits after a prompt (f32, CPU reference), for the
+    /// decoding-step panel.
+    PromptLogits { prompt: String },
+    /// The Your-turn exercise, as its form's URL query pairs: both temperatures over every
+    /// seed on the CPU reference.
+    Exercise { form: Vec<(String, String)> },
     /// Stop the run in progress before its next model call.
     Cancel,
 }
@@ -51,6 +60,16 @@ impl Job {
         Job::Replay {
             record: Box::new(record),
             backend: backend_name(backend).to_string(),
+        }
+    }
+
+    pub fn exercise(form: &ExerciseForm) -> Job {
+        Job::Exercise {
+            form: form
+                .to_query()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
         }
     }
 }
@@ -106,9 +125,23 @@ pub enum Event {
         record: Box<RunRecord>,
         figures: RunFigures,
     },
+    /// The answer to [`Job::PromptLogits`].
+    Logits(Vec<f32>),
+    /// Run `index + 1` of the exercise is starting.
+    ExerciseRun(RunProgress),
+    /// The exercise is over: complete, or cancelled after some runs.
+    ExerciseDone(Box<Finished>),
     Failed(String),
     /// The worker's Rust code panicked; the worker is gone and the page starts another.
     Panicked(String),
+}
+
+/// An [`Event::Download`] in words: the file and how many of its megabytes have arrived.
+pub fn download_words(file: &str, got: f64, total: Option<f64>) -> String {
+    match total {
+        Some(total) => format!("{file}: {:.1} of {:.1} MB", got / 1e6, total / 1e6),
+        None => format!("{file}: {:.1} MB", got / 1e6),
+    }
 }
 
 /// The runtime a request can reuse: same backend, weights and faults, and not degraded.
@@ -126,14 +159,53 @@ pub struct Engine {
     started: Option<Started>,
 }
 
-/// One job: load what is missing, start (or reuse) the runtime, generate, emitting each
-/// step. `cancelled` is asked before every model call.
+/// The runtime `request` asks for: the one already started when it matches (same backend,
+/// weights and faults, and not degraded), or a new one (after
+/// [`ModelFiles::ensure_weights`]).
+async fn runtime_for<'a>(
+    files: &ModelFiles,
+    started: &'a mut Option<Started>,
+    request: &Request,
+    progress: &mut impl FnMut(String),
+) -> Result<&'a mut Runtime, String> {
+    let reusable = started.as_ref().is_some_and(|s| {
+        s.backend == request.backend
+            && s.precision == request.precision
+            && s.faults == request.faults
+            && s.runtime.backend().degraded_reason.is_none()
+    });
+    if !reusable {
+        *started = None;
+        progress(match request.backend {
+            BackendChoice::Gpu => format!(
+                "Starting WebGPU: requesting a device, uploading the {} weights and checking them against the CPU reference…",
+                precision_name(request.precision)
+            ),
+            BackendChoice::Cpu => "Preparing the CPU reference…".to_string(),
+        });
+        let runtime = files.start(request).await?;
+        *started = Some(Started {
+            backend: request.backend,
+            precision: request.precision,
+            faults: request.faults,
+            runtime,
+        });
+    }
+    started
+        .as_mut()
+        .map(|s| &mut s.runtime)
+        .ok_or_else(|| "The backend did not start.".to_string())
+}
+
+/// One job: load what is missing, start (or reuse) the runtime, then generate (emitting
+/// each step), compute a prompt's logits or run the exercise. `cancelled` is asked before
+/// every model call.
 pub async fn run(
     state: &mut Engine,
     job: Job,
     emit: &dyn Fn(Event),
     cancelled: &dyn Fn() -> bool,
-) -> Result<RunRecord, String> {
+) -> Result<(), String> {
     let fetch = async |path: &str| {
         let shown = |got, total| {
             emit(Event::Download {
@@ -163,6 +235,41 @@ pub async fn run(
             })?;
             replay_request(&record, &files.config, backend)?
         }
+        Job::PromptLogits { prompt } => {
+            let logits = prompt_logits(files, &prompt, &fetch, &mut progress).await?;
+            emit(Event::Logits(logits));
+            return Ok(());
+        }
+        Job::Exercise { form } => {
+            let exercise =
+                ExerciseForm::from_query(form.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                    .parse()?;
+            // Only the backend, precision and faults of a request decide what starts.
+            let request = GenerateForm {
+                backend: BackendChoice::Cpu,
+                precision: Precision::F32,
+                ..GenerateForm::default()
+            }
+            .parse()?;
+            files
+                .ensure_weights(request.precision, request.backend, &fetch, &mut progress)
+                .await?;
+            let runtime = runtime_for(files, &mut state.started, &request, &mut progress).await?;
+            emit(Event::Generating);
+            let finished = run_exercise(
+                runtime,
+                &files.tokenizer,
+                &exercise,
+                &mut PageClock,
+                cancelled,
+                &mut |p| emit(Event::ExerciseRun(p)),
+                // Every step: a Cancel that arrived during it is seen before the next.
+                &async || yield_to_events().await,
+            )
+            .await?;
+            emit(Event::ExerciseDone(Box::new(finished)));
+            return Ok(());
+        }
         Job::Cancel => return Err("Nothing to run.".to_string()),
     };
     if request.inject_panic {
@@ -172,30 +279,7 @@ pub async fn run(
         .ensure_weights(request.precision, request.backend, &fetch, &mut progress)
         .await?;
     let loaded = now_ms();
-
-    let reusable = state.started.as_ref().is_some_and(|s| {
-        s.backend == request.backend
-            && s.precision == request.precision
-            && s.faults == request.faults
-            && s.runtime.backend().degraded_reason.is_none()
-    });
-    if !reusable {
-        state.started = None;
-        progress(match request.backend {
-            BackendChoice::Gpu => format!(
-                "Starting WebGPU: requesting a device, uploading the {} weights and checking them against the CPU reference…",
-                precision_name(request.precision)
-            ),
-            BackendChoice::Cpu => "Preparing the CPU reference…".to_string(),
-        });
-        let runtime = files.start(&request).await?;
-        state.started = Some(Started {
-            backend: request.backend,
-            precision: request.precision,
-            faults: request.faults,
-            runtime,
-        });
-    }
+    runtime_for(files, &mut state.started, &request, &mut progress).await?;
     let Some(started) = state.started.as_mut() else {
         return Err("The backend did not start.".to_string());
     };
@@ -281,8 +365,8 @@ pub async fn run(
         readbacks: started.runtime.readbacks().saturating_sub(readbacks_before),
     };
     emit(Event::Finished {
-        record: Box::new(record.clone()),
+        record: Box::new(record),
         figures,
     });
-    Ok(record)
+    Ok(())
 }

@@ -6,9 +6,10 @@ use policy::StageOrder;
 
 use crate::distribution::Distribution;
 use crate::engine::{fresh_seed, run_step, StepForm, StepView};
-use crate::generation::{load_model, logits_text, prompt_logits, ModelFiles};
+use crate::generation::logits_text;
+use crate::runner::{download_words, Event, Job};
 use crate::url;
-use crate::web::fetch_model_file;
+use crate::worker_link::PanelWorker;
 
 /// A labelled text field bound to one field of the form.
 #[component]
@@ -56,7 +57,6 @@ pub fn StepPanel() -> impl IntoView {
     let (seed_error, set_seed_error) = signal(None::<String>);
     let (model_prompt, set_model_prompt) = signal("The model".to_string());
     let model_status = RwSignal::new(None::<(bool, String)>);
-    let files = StoredValue::new_local(None::<ModelFiles>);
 
     let form = Memo::new(move |_| StepForm {
         logits: logits.get(),
@@ -74,41 +74,46 @@ pub fn StepPanel() -> impl IntoView {
     let other = Memo::new(move |_| run_step(&form.get().other_order()).ok());
 
     // The tiny model's logits for a prompt replace the typed ones (and so go into the URL).
+    // The model runs in the worker; this panel keeps its own, started with the first ask.
+    let worker = PanelWorker::new();
+    let asked = StoredValue::new(String::new());
+    let on_event = move |event: Event| match event {
+        Event::Working(what) => model_status.set(Some((true, what))),
+        Event::Download { file, got, total } => {
+            model_status.set(Some((true, download_words(&file, got, total))))
+        }
+        Event::Logits(logits) => {
+            set_logits.set(logits_text(&logits));
+            model_status.set(Some((
+                false,
+                format!(
+                    "The logits are the tiny model's scores for the token after \"{}\" ({} tokens).",
+                    asked.get_value(),
+                    logits.len()
+                ),
+            )));
+        }
+        Event::Failed(message) => model_status.set(Some((false, message))),
+        Event::Panicked(message) => {
+            worker.discard();
+            model_status.set(Some((
+                false,
+                format!("The model worker hit an internal error and stopped: {message}. Ask again to start a new one."),
+            )));
+        }
+        // Answers to jobs this panel never sends.
+        _ => {}
+    };
     let take_logits = move |_| {
         if model_status.with_untracked(|s| matches!(s, Some((true, _)))) {
             return;
         }
         let prompt = model_prompt.get_untracked();
-        model_status.set(Some((true, "Loading the model…".to_string())));
-        leptos::task::spawn_local(async move {
-            let fetch = async |path: &str| fetch_model_file(path).await;
-            let mut progress = |what: String| model_status.set(Some((true, what)));
-            let mut loaded = files.try_update_value(Option::take).flatten();
-            let result = async {
-                if loaded.is_none() {
-                    loaded = Some(load_model(&fetch, &mut progress).await?);
-                }
-                let Some(f) = loaded.as_mut() else {
-                    return Err("The model files are not loaded.".to_string());
-                };
-                prompt_logits(f, &prompt, &fetch, &mut progress).await
-            }
-            .await;
-            files.set_value(loaded);
-            match result {
-                Ok(logits) => {
-                    set_logits.set(logits_text(&logits));
-                    model_status.set(Some((
-                        false,
-                        format!(
-                            "The logits are the tiny model's scores for the token after \"{prompt}\" ({} tokens).",
-                            logits.len()
-                        ),
-                    )));
-                }
-                Err(message) => model_status.set(Some((false, message))),
-            }
-        });
+        asked.set_value(prompt.clone());
+        model_status.set(Some((true, "Starting the model worker…".to_string())));
+        if let Err(message) = worker.send(&Job::PromptLogits { prompt }, on_event) {
+            model_status.set(Some((false, message)));
+        }
     };
 
     let new_seed = move |_| match fresh_seed() {

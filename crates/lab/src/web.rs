@@ -1,10 +1,9 @@
-//! The browser's side of the Generate panel: fetching the model's files from the page's own
-//! origin, the page clock, yielding so the page can draw, the adapter's description.
+//! The browser's side of the lab, for the page and the model worker: fetching the model's
+//! files from the page's own origin, the clock, yielding to the event loop, the adapter's
+//! description, downloads, reading a chosen file and the page's panic report.
 //!
 //! These call into the browser and only work in it; everything they feed is plain data in
 //! [`crate::generation`].
-
-use std::cell::Cell;
 
 use policy::Clock;
 use wasm_bindgen::{JsCast, JsValue};
@@ -39,21 +38,9 @@ fn fetch(url: &str) -> Result<js_sys::Promise, String> {
     }
 }
 
-/// A method of the global scope (page or worker), e.g. `setTimeout`.
-fn global_function(name: &str) -> Option<js_sys::Function> {
-    js_sys::Reflect::get(&js_sys::global(), &name.into())
-        .ok()?
-        .dyn_into()
-        .ok()
-}
-
-/// The bytes of one model file, fetched from [`MODEL_DIR`] beside the page.
-pub async fn fetch_model_file(path: &str) -> Result<Vec<u8>, String> {
-    fetch_model_file_with_progress(path, &|_, _| {}).await
-}
-
-/// As [`fetch_model_file`], telling `progress` the bytes received so far and the total the
-/// server announced (if it did) as they arrive.
+/// The bytes of one model file, fetched from [`MODEL_DIR`] beside the page, telling
+/// `progress` the bytes received so far and the total the server announced (if it did) as
+/// they arrive.
 pub async fn fetch_model_file_with_progress(
     path: &str,
     progress: &dyn Fn(f64, Option<f64>),
@@ -129,37 +116,6 @@ pub struct PageClock;
 impl Clock for PageClock {
     fn now_us(&mut self) -> f64 {
         now_ms() * 1e3
-    }
-}
-
-/// Lets the browser draw between steps, at most about once a frame, so a fast backend is
-/// not slowed by a wait after every token.
-pub struct Pacer {
-    last: Cell<f64>,
-}
-
-/// How long a run may hold the page before it yields, in milliseconds.
-const FRAME_MS: f64 = 16.0;
-
-impl Pacer {
-    pub fn new() -> Pacer {
-        Pacer {
-            last: Cell::new(now_ms()),
-        }
-    }
-
-    pub async fn pause(&self) {
-        if now_ms() - self.last.get() < FRAME_MS {
-            return;
-        }
-        let promise = js_sys::Promise::new(&mut |resolve, _| {
-            // Without a timer the promise never settles; the run would stall, not crash.
-            if let Some(set_timeout) = global_function("setTimeout") {
-                let _ = set_timeout.call1(&JsValue::UNDEFINED, &resolve);
-            }
-        });
-        let _ = JsFuture::from(promise).await;
-        self.last.set(now_ms());
     }
 }
 

@@ -1,10 +1,12 @@
 //! The page's handle on the model worker ([`crate::worker`]): starts it, sends it [`Job`]s
 //! and hands its [`Event`]s to the panel, both as typed values through `serde-wasm-bindgen`.
-//! Dropping the handle ends the worker.
+//! Dropping the handle ends the worker. [`PanelWorker`] is the handle a panel keeps.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use leptos::prelude::*;
+use leptos::task::spawn_local;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
@@ -85,5 +87,44 @@ impl Drop for ModelWorker {
         self.worker.set_onmessage(None);
         self.worker.set_onerror(None);
         self.worker.terminate();
+    }
+}
+
+/// A panel's model worker: started with the panel's first job, ended with the panel, and
+/// dropped after a panic so that the next job starts a new one.
+#[derive(Clone, Copy)]
+pub struct PanelWorker(StoredValue<Option<ModelWorker>, LocalStorage>);
+
+impl PanelWorker {
+    pub fn new() -> PanelWorker {
+        PanelWorker(StoredValue::new_local(None))
+    }
+
+    /// Sends `job`, first starting the worker (its events go to `on_event`) when there is
+    /// none.
+    pub fn send(self, job: &Job, on_event: impl Fn(Event) + Clone + 'static) -> Result<(), String> {
+        if self.0.with_value(Option::is_none) {
+            let started = ModelWorker::start(on_event)?;
+            self.0.set_value(Some(started));
+        }
+        self.0
+            .try_with_value(|w| w.as_ref().map(|w| w.send(job)))
+            .flatten()
+            .unwrap_or_else(|| Err("The model worker is not running.".to_string()))
+    }
+
+    /// Asks the run in progress, if any, to stop before its next model call.
+    pub fn cancel(self) {
+        let _ = self
+            .0
+            .try_with_value(|w| w.as_ref().map(|w| w.send(&Job::Cancel)));
+    }
+
+    /// Ends the worker after [`Event::Panicked`]. That event arrives in one of the worker's
+    /// own callbacks, which must not be freed while it runs: the drop waits for a later task.
+    pub fn discard(self) {
+        spawn_local(async move {
+            let _ = self.0.try_update_value(|w| *w = None);
+        });
     }
 }

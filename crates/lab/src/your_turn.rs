@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 
 use gpu::Runtime;
 use policy::{Clock, Policy, RunConfig, RunRecord, SeedSource, StopConfig, StopReason};
+use serde::{Deserialize, Serialize};
 use tokenizer::Tokenizer;
 
 use crate::engine::whole;
@@ -159,7 +160,7 @@ impl ExerciseForm {
 
 /// A checked exercise: one prompt, run at both temperatures with each of `seeds`
 /// consecutive seeds from `first_seed`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Exercise {
     pub prompt: String,
     pub seeds: usize,
@@ -219,7 +220,7 @@ impl Exercise {
 }
 
 /// What one run made, reduced to what the exercise compares.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     pub seed: u64,
     pub text: String,
@@ -243,14 +244,14 @@ impl Sample {
 }
 
 /// One distinct output and the seeds that made it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Group {
     pub text: String,
     pub seeds: Vec<u64>,
 }
 
 /// One setting's runs summarised: the chart's and the table's row.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub temperature: f64,
     pub runs: usize,
@@ -312,7 +313,7 @@ impl Summary {
 }
 
 /// A finished exercise: every sample of each setting and its summary.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Results {
     pub exercise: Exercise,
     /// Indexed like [`TEMPERATURES`].
@@ -390,7 +391,7 @@ pub fn verdict(prediction: Prediction, results: &Results) -> Verdict {
 }
 
 /// Where the exercise is, for the progress line: run `index + 1` of `total` is starting.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunProgress {
     pub index: usize,
     pub total: usize,
@@ -399,7 +400,7 @@ pub struct RunProgress {
 }
 
 /// How a run of the exercise ended.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Finished {
     Complete(Box<Results>),
     /// Stopped by the learner after `done` of `total` runs.

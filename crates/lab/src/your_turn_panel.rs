@@ -1,21 +1,18 @@
 //! The "Your turn" panel: the chapter's predict-then-reveal exercise. The learner predicts
 //! which of temperature 0.2 and 1.5 varies more, runs both over N seeds on the tiny model
-//! (CPU reference), and sees the outputs, their entropy, a chart with its table, the
-//! verdict, then the chapter's hint and reasoning. It only draws; [`crate::your_turn`]
-//! does the work.
+//! (CPU reference, in the model worker), and sees the outputs, their entropy, a chart with
+//! its table, the verdict, then the chapter's hint and reasoning. It only draws;
+//! [`crate::your_turn`] does the work, in the worker ([`crate::runner`]).
 
-use gpu::{BackendChoice, Runtime};
 use leptos::prelude::*;
-use leptos::task::spawn_local;
-use model::Precision;
 
-use crate::generation::{load_model, GenerateForm, ModelFiles};
+use crate::runner::{download_words, Event, Job};
 use crate::step_panel::Field;
 use crate::url;
-use crate::web::{fetch_model_file, now_ms, Pacer, PageClock};
+use crate::web::now_ms;
+use crate::worker_link::PanelWorker;
 use crate::your_turn::{
-    run_exercise, verdict, Exercise, ExerciseForm, Finished, Prediction, Results, Summary, HINT,
-    QUESTION, REASONING, TOP_K,
+    verdict, ExerciseForm, Finished, Prediction, Results, Summary, HINT, QUESTION, REASONING, TOP_K,
 };
 
 /// What the panel is doing.
@@ -47,13 +44,6 @@ impl Phase {
     }
 }
 
-/// What survives between runs: the checked files and the CPU runtime.
-#[derive(Default)]
-struct Engine {
-    files: Option<ModelFiles>,
-    runtime: Option<Runtime>,
-}
-
 /// The live region speaks at most this often while runs go by, in milliseconds.
 const ANNOUNCE_EVERY_MS: f64 = 1500.0;
 
@@ -79,8 +69,11 @@ pub fn YourTurnPanel() -> impl IntoView {
     let progress = RwSignal::new(None::<(usize, usize)>);
     let announcement = RwSignal::new(String::new());
     let results = RwSignal::new(None::<(Results, Prediction)>);
-    let cancel_requested = RwSignal::new(false);
-    let engine = StoredValue::new_local(Some(Engine::default()));
+    // The model worker, started with the first run; a panic in it drops it for a new one.
+    let worker = PanelWorker::new();
+    // The prediction of the run in progress, and when the live region last spoke.
+    let predicted = StoredValue::new(None::<Prediction>);
+    let announced_at = StoredValue::new(f64::NEG_INFINITY);
 
     let form = move || ExerciseForm {
         prompt: prompt.get(),
@@ -100,57 +93,82 @@ pub fn YourTurnPanel() -> impl IntoView {
 
     let busy = move || phase.with(Phase::busy);
 
+    let on_event = move |event: Event| match event {
+        Event::Working(what) => phase.set(Phase::Loading(what)),
+        Event::Download { file, got, total } => {
+            phase.set(Phase::Loading(download_words(&file, got, total)))
+        }
+        Event::Generating => phase.set(Phase::Running),
+        Event::ExerciseRun(p) => {
+            progress.set(Some((p.index, p.total)));
+            let now = now_ms();
+            if now - announced_at.get_value() >= ANNOUNCE_EVERY_MS {
+                announced_at.set_value(now);
+                announcement.set(format!(
+                    "Run {} of {}: temperature {}, seed {}…",
+                    p.index + 1,
+                    p.total,
+                    p.temperature,
+                    p.seed
+                ));
+            }
+        }
+        Event::ExerciseDone(finished) => match *finished {
+            Finished::Complete(done) => {
+                let total = done.exercise.total_runs();
+                progress.set(Some((total, total)));
+                announcement.set(format!(
+                    "All {total} runs are done; the comparison is below."
+                ));
+                if let Some(p) = predicted.get_value() {
+                    results.set(Some((*done, p)));
+                }
+                phase.set(Phase::Done);
+            }
+            Finished::Cancelled { done, total } => {
+                announcement.set(String::new());
+                phase.set(Phase::Cancelled(format!(
+                    "Cancelled after {done} of {total} runs. Run again to see the comparison."
+                )));
+            }
+        },
+        Event::Failed(message) => phase.set(Phase::Failed(message)),
+        Event::Panicked(message) => {
+            worker.discard();
+            phase.set(Phase::Failed(format!(
+                "The model worker hit an internal error and stopped: {message}. Run again to start a new one."
+            )));
+        }
+        // Answers to jobs this panel never sends.
+        _ => {}
+    };
+
     let start_run = move || {
-        let Some(predicted) = prediction.get_untracked() else {
+        if phase.with_untracked(Phase::busy) {
+            return;
+        }
+        let Some(p) = prediction.get_untracked() else {
             phase.set(Phase::Failed(
                 "Choose a prediction first: the exercise is to predict before you see the runs."
                     .to_string(),
             ));
             return;
         };
-        let exercise = match untrack(form).parse() {
-            Ok(exercise) => exercise,
-            Err(message) => {
-                phase.set(Phase::Failed(message));
-                return;
-            }
-        };
-        // The engine is taken for the run and put back after; a second press while it is
-        // out is ignored (the button is disabled then too).
-        let Some(mut state) = engine.try_update_value(Option::take).flatten() else {
+        // Checked here so a mistake is named at once; the worker parses the same query.
+        let form = untrack(form);
+        if let Err(message) = form.parse() {
+            phase.set(Phase::Failed(message));
             return;
-        };
+        }
+        predicted.set_value(Some(p));
         results.set(None);
         progress.set(None);
         announcement.set(String::new());
-        cancel_requested.set(false);
-        phase.set(Phase::Loading("Preparing…".to_string()));
-        spawn_local(async move {
-            let signals = RunSignals {
-                phase,
-                progress,
-                announcement,
-                cancel_requested,
-            };
-            match run(&mut state, &exercise, signals).await {
-                Ok(Finished::Complete(done)) => {
-                    announcement.set(format!(
-                        "All {} runs are done; the comparison is below.",
-                        done.exercise.total_runs()
-                    ));
-                    results.set(Some((*done, predicted)));
-                    phase.set(Phase::Done);
-                }
-                Ok(Finished::Cancelled { done, total }) => {
-                    announcement.set(String::new());
-                    phase.set(Phase::Cancelled(format!(
-                        "Cancelled after {done} of {total} runs. Run again to see the comparison."
-                    )));
-                }
-                Err(message) => phase.set(Phase::Failed(message)),
-            }
-            engine.set_value(Some(state));
-        });
+        announced_at.set_value(f64::NEG_INFINITY);
+        phase.set(Phase::Loading("Starting the model worker…".to_string()));
+        if let Err(message) = worker.send(&Job::exercise(&form), on_event) {
+            phase.set(Phase::Failed(message));
+        }
     };
 
     let radios = Prediction::ALL
@@ -277,7 +295,7 @@ pub fn YourTurnPanel() -> impl IntoView {
                         type="button"
                         class="secondary"
                         disabled=move || !busy()
-                        on:click=move |_| cancel_requested.set(true)
+                        on:click=move |_| worker.cancel()
                     >
                         "Cancel"
                     </button>
@@ -290,87 +308,6 @@ pub fn YourTurnPanel() -> impl IntoView {
             {reveal}
         </section>
     }
-}
-
-/// The signals a run streams into.
-struct RunSignals {
-    phase: RwSignal<Phase>,
-    progress: RwSignal<Option<(usize, usize)>>,
-    announcement: RwSignal<String>,
-    cancel_requested: RwSignal<bool>,
-}
-
-/// One exercise: load what is missing, start (or reuse) the CPU reference, run both
-/// settings over every seed.
-async fn run(
-    state: &mut Engine,
-    exercise: &Exercise,
-    signals: RunSignals,
-) -> Result<Finished, String> {
-    let RunSignals {
-        phase,
-        progress,
-        announcement,
-        cancel_requested,
-    } = signals;
-    let fetch = async |path: &str| fetch_model_file(path).await;
-    let mut loading = |what: String| phase.set(Phase::Loading(what));
-    if state.files.is_none() {
-        state.files = Some(load_model(&fetch, &mut loading).await?);
-    }
-    let Some(files) = state.files.as_mut() else {
-        return Err("The model files are not loaded.".to_string());
-    };
-    files
-        .ensure_weights(Precision::F32, BackendChoice::Cpu, &fetch, &mut loading)
-        .await?;
-    if state.runtime.is_none() {
-        loading("Preparing the CPU reference…".to_string());
-        // Only the backend, precision and faults of a request decide what starts.
-        let request = GenerateForm {
-            backend: BackendChoice::Cpu,
-            precision: Precision::F32,
-            ..GenerateForm::default()
-        }
-        .parse()?;
-        state.runtime = Some(files.start(&request).await?);
-    }
-    let Some(runtime) = state.runtime.as_mut() else {
-        return Err("The CPU reference did not start.".to_string());
-    };
-    phase.set(Phase::Running);
-    let pacer = Pacer::new();
-    let mut announced_at = f64::NEG_INFINITY;
-    run_exercise(
-        runtime,
-        &files.tokenizer,
-        exercise,
-        &mut PageClock,
-        // A panel closed mid-run (another tab, Back) has disposed its signals: stop.
-        &|| cancel_requested.try_get_untracked().unwrap_or(true),
-        &mut |p| {
-            progress.set(Some((p.index, p.total)));
-            let now = now_ms();
-            if now - announced_at >= ANNOUNCE_EVERY_MS {
-                announced_at = now;
-                announcement.set(format!(
-                    "Run {} of {}: temperature {}, seed {}…",
-                    p.index + 1,
-                    p.total,
-                    p.temperature,
-                    p.seed
-                ));
-            }
-        },
-        &async || pacer.pause().await,
-    )
-    .await
-    .inspect(|finished| {
-        if let Finished::Complete(r) = finished {
-            let total = r.exercise.total_runs();
-            progress.set(Some((total, total)));
-        }
-    })
 }
 
 /// The reveal: the verdict, the chart and its table, each setting's outputs, then the
