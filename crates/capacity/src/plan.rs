@@ -56,11 +56,49 @@ pub struct Sweep {
     pub block_size: u32,
 }
 
+impl Sweep {
+    /// The configurations swept at each load, in words (for the report and the lab), e.g.
+    /// "static, continuous × batch limits [1, 4] × weights full; KV blocks of 16 tokens".
+    pub fn configurations(&self) -> String {
+        format!(
+            "{} × batch limits {:?} × weights {}; KV blocks of {} tokens",
+            self.batchings
+                .iter()
+                .map(|b| b.label())
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.max_sequences,
+            self.weights
+                .iter()
+                .map(|w| w.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.block_size
+        )
+    }
+}
+
 /// A serving configuration with a name the report can use ("baseline", "known-good …").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NamedPolicy {
     pub name: String,
     pub policy: ServingPolicy,
+}
+
+impl NamedPolicy {
+    /// The lab's named baseline: continuous batching of 8 sequences on full-precision
+    /// weights, KV blocks of 16 tokens.
+    pub fn baseline() -> NamedPolicy {
+        NamedPolicy {
+            name: "baseline: continuous batching, 8 sequences, full-precision weights".into(),
+            policy: ServingPolicy {
+                batching: Batching::Continuous,
+                max_sequences: 8,
+                block_size: 16,
+                weights: WeightPath::Full,
+            },
+        }
+    }
 }
 
 /// Everything a plan reads. Serde, so the lab and the CLI can keep it as JSON.
@@ -113,15 +151,7 @@ impl PlanInputs {
                 weights: vec![WeightPath::Full, WeightPath::Int8],
                 block_size: 16,
             },
-            baseline: NamedPolicy {
-                name: "baseline: continuous batching, 8 sequences, full-precision weights".into(),
-                policy: ServingPolicy {
-                    batching: Batching::Continuous,
-                    max_sequences: 8,
-                    block_size: 16,
-                    weights: WeightPath::Full,
-                },
-            },
+            baseline: NamedPolicy::baseline(),
             last_known_good: None,
         })
     }

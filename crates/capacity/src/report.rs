@@ -105,24 +105,7 @@ impl PlanReport {
                 fmt(f.max_bits_per_byte)
             );
         }
-        let _ = writeln!(
-            out,
-            "| sweep | {} × batch limits {:?} × weights {}; KV blocks of {} tokens |\n",
-            c.sweep
-                .batchings
-                .iter()
-                .map(|b| b.label())
-                .collect::<Vec<_>>()
-                .join(", "),
-            c.sweep.max_sequences,
-            c.sweep
-                .weights
-                .iter()
-                .map(|w| w.name())
-                .collect::<Vec<_>>()
-                .join(", "),
-            c.sweep.block_size
-        );
+        let _ = writeln!(out, "| sweep | {} |\n", c.sweep.configurations());
         if let Some(fit) = &c.calibration {
             let _ = writeln!(out, "Calibration to {}:\n", fit.source);
             for path in &fit.paths {

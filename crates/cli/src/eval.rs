@@ -10,6 +10,8 @@ use policy::generate::Unobserved;
 use policy::{Policy, RunConfig, SeedSource, StopConfig};
 use serde::Serialize;
 
+use capacity::EvalSlice;
+
 use crate::model_dir;
 use crate::run::WallClock;
 
@@ -24,16 +26,6 @@ const PROMPTS: [&str; 4] = ["The ", "To insert a ", "You can ", "Hautatu "];
 const SEEDS: [u64; 3] = [0, 1, 2];
 
 #[derive(Serialize)]
-pub struct SliceScore {
-    pub slice: String,
-    pub precision: String,
-    pub tokens: usize,
-    pub bytes: usize,
-    pub bits_per_byte: f64,
-    pub top1_accuracy: f64,
-}
-
-#[derive(Serialize)]
 pub struct PolicyScore {
     pub policy: String,
     pub precision: String,
@@ -46,7 +38,9 @@ pub struct PolicyScore {
 #[derive(Serialize)]
 pub struct Report {
     pub model: String,
-    pub slices: Vec<SliceScore>,
+    /// One row per slice and precision, in the form the capacity planner reads
+    /// (`models/decode-lab-tiny-v1/eval.json`).
+    pub slices: Vec<EvalSlice>,
     pub policies: Vec<PolicyScore>,
 }
 
@@ -111,7 +105,7 @@ pub fn evaluate(
             let tokens = loaded.tokenizer.encode(&text);
             let tokens = &tokens[..tokens.len().min(max_tokens)];
             let score = teacher_forced(&mut loaded, tokens)?;
-            report.slices.push(SliceScore {
+            report.slices.push(EvalSlice {
                 slice: format!("{code}: {name}"),
                 precision: precision_name(precision).into(),
                 tokens: score.0,

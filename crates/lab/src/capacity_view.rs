@@ -19,8 +19,8 @@
 
 use capacity::{
     Arrivals, Batching, Calibration, DecisionKind, HardwareProfile, ModelProfile, NamedPolicy,
-    Plan, PlanInputs, PlanReport, QualityProfile, ServingPolicy, Slo, Sweep, SweepRow, TraceSource,
-    TraceSpec, WeightPath,
+    Plan, PlanInputs, PlanReport, QualityProfile, Slo, Sweep, SweepRow, TraceSource, TraceSpec,
+    WeightPath,
 };
 
 /// Most requests one trace of the panel may hold.
@@ -324,15 +324,7 @@ impl CapacityForm {
                 weights,
                 block_size: 16,
             },
-            baseline: NamedPolicy {
-                name: "baseline: continuous batching, 8 sequences, full-precision weights".into(),
-                policy: ServingPolicy {
-                    batching: Batching::Continuous,
-                    max_sequences: 8,
-                    block_size: 16,
-                    weights: WeightPath::Full,
-                },
-            },
+            baseline: NamedPolicy::baseline(),
             last_known_good,
         })
     }
@@ -762,22 +754,9 @@ pub fn contract_rows(report: &PlanReport) -> Vec<(String, String)> {
     rows.push((
         "sweep".to_string(),
         format!(
-            "load scales {:?} × {} × batch limits {:?} × weights {}; KV blocks of {} tokens",
+            "load scales {:?} × {}",
             c.sweep.load_scales,
-            c.sweep
-                .batchings
-                .iter()
-                .map(|b| b.label())
-                .collect::<Vec<_>>()
-                .join(", "),
-            c.sweep.max_sequences,
-            c.sweep
-                .weights
-                .iter()
-                .map(|w| w.name())
-                .collect::<Vec<_>>()
-                .join(", "),
-            c.sweep.block_size
+            c.sweep.configurations()
         ),
     ));
     rows

@@ -632,26 +632,7 @@ pub fn visible(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
-
-    fn model_dir() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../..")
-            .join(MODEL_DIR)
-    }
-
-    async fn read(path: &str) -> Result<Vec<u8>, String> {
-        std::fs::read(model_dir().join(path)).map_err(|e| format!("{path}: {e}"))
-    }
-
-    struct Ticks(f64);
-
-    impl Clock for Ticks {
-        fn now_us(&mut self) -> f64 {
-            self.0 += 100.0;
-            self.0
-        }
-    }
+    use crate::test_support::{read, Ticks};
 
     #[test]
     fn the_default_form_parses() {

@@ -1,6 +1,6 @@
 //! The browser lab. Components live one per file; the only ways into the core are
-//! [`engine`] (the decoding step) and [`generation`] (the Generate panel), so the UI never
-//! depends on the core's internals. [`web`] is the little that talks to the browser itself.
+//! [`engine`] (the decoding step) and [`generation`] (every run of the model, which the
+//! model worker drives), so the UI never depends on the core's internals. [`web`] is the little that talks to the browser itself.
 
 mod app;
 mod capacity_panel;
@@ -18,6 +18,8 @@ mod ledger;
 mod ledger_panel;
 mod runner;
 mod step_panel;
+#[cfg(test)]
+mod test_support;
 mod url;
 mod web;
 pub mod worker;

@@ -48,11 +48,7 @@ pub enum Job {
 impl Job {
     pub fn fresh(form: &GenerateForm) -> Job {
         Job::Fresh {
-            form: form
-                .to_query()
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
+            form: owned(form.to_query()),
         }
     }
 
@@ -65,13 +61,19 @@ impl Job {
 
     pub fn exercise(form: &ExerciseForm) -> Job {
         Job::Exercise {
-            form: form
-                .to_query()
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
+            form: owned(form.to_query()),
         }
     }
+}
+
+/// A form's URL query as owned pairs, the way it travels to the worker.
+fn owned(query: Vec<(&'static str, String)>) -> Vec<(String, String)> {
+    query.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// The pairs of [`owned`] again, as a form's `from_query` reads them.
+fn borrowed(pairs: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
+    pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))
 }
 
 /// Mean GPU timings of a run's decode steps, in milliseconds (see [`gpu::StepTimings`]).
@@ -226,9 +228,7 @@ pub async fn run(
         return Err("The model files are not loaded.".to_string());
     };
     let request: Request = match job {
-        Job::Fresh { form } => {
-            GenerateForm::from_query(form.iter().map(|(k, v)| (k.as_str(), v.as_str()))).parse()?
-        }
+        Job::Fresh { form } => GenerateForm::from_query(borrowed(&form)).parse()?,
         Job::Replay { record, backend } => {
             let backend = parse_backend(&backend).ok_or_else(|| {
                 format!("The replay asks for backend \"{backend}\", which is not gpu or cpu.")
@@ -241,9 +241,7 @@ pub async fn run(
             return Ok(());
         }
         Job::Exercise { form } => {
-            let exercise =
-                ExerciseForm::from_query(form.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                    .parse()?;
+            let exercise = ExerciseForm::from_query(borrowed(&form)).parse()?;
             // Only the backend, precision and faults of a request decide what starts.
             let request = GenerateForm {
                 backend: BackendChoice::Cpu,
@@ -279,15 +277,12 @@ pub async fn run(
         .ensure_weights(request.precision, request.backend, &fetch, &mut progress)
         .await?;
     let loaded = now_ms();
-    runtime_for(files, &mut state.started, &request, &mut progress).await?;
-    let Some(started) = state.started.as_mut() else {
-        return Err("The backend did not start.".to_string());
-    };
+    let runtime = runtime_for(files, &mut state.started, &request, &mut progress).await?;
     let ready = now_ms();
-    let on_gpu = started.runtime.backend().name == Backend::WEBGPU;
+    let on_gpu = runtime.backend().name == Backend::WEBGPU;
     let adapter = if on_gpu { adapter_info().await } else { None };
     emit(Event::Backend {
-        backend: started.runtime.backend().clone(),
+        backend: runtime.backend().clone(),
         adapter: adapter.clone(),
     });
     emit(Event::Generating);
@@ -296,12 +291,12 @@ pub async fn run(
     let eos = config.policy.eos_token;
     let tokenizer = &files.tokenizer;
     let mut decoder = StreamDecoder::new();
-    let readbacks_before = started.runtime.readbacks();
+    let readbacks_before = runtime.readbacks();
     let mut gpu_sum = GpuTimings::default();
     let mut gpu_steps = 0usize;
-    let mut shown_backend = started.runtime.backend().clone();
+    let mut shown_backend = runtime.backend().clone();
     let record = generate(
-        &mut started.runtime,
+        runtime,
         tokenizer,
         &config,
         &mut PageClock,
@@ -362,7 +357,7 @@ pub async fn run(
             gpu_ms: gpu_sum.gpu_ms / n,
             readback_ms: gpu_sum.readback_ms / n,
         }),
-        readbacks: started.runtime.readbacks().saturating_sub(readbacks_before),
+        readbacks: runtime.readbacks().saturating_sub(readbacks_before),
     };
     emit(Event::Finished {
         record: Box::new(record),

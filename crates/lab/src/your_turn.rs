@@ -460,29 +460,10 @@ pub async fn run_exercise(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generation::{load_model, GenerateForm, MODEL_DIR};
+    use crate::generation::{load_model, GenerateForm};
+    use crate::test_support::{read, Ticks};
     use gpu::BackendChoice;
     use model::Transformer;
-    use std::path::PathBuf;
-
-    fn model_dir() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../..")
-            .join(MODEL_DIR)
-    }
-
-    async fn read(path: &str) -> Result<Vec<u8>, String> {
-        std::fs::read(model_dir().join(path)).map_err(|e| format!("{path}: {e}"))
-    }
-
-    struct Ticks(f64);
-
-    impl Clock for Ticks {
-        fn now_us(&mut self) -> f64 {
-            self.0 += 100.0;
-            self.0
-        }
-    }
 
     /// The model files and a CPU runtime, as the panel starts them.
     async fn start() -> (crate::generation::ModelFiles, Runtime) {
