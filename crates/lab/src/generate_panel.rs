@@ -13,7 +13,7 @@ use wasm_bindgen::JsCast;
 use crate::generation::{backend_status, parse_record, replay_verdict, visible, GenerateForm};
 use crate::latency_chart::{LatencyChart, LatencyRow};
 use crate::runner::{download_words, Event, Job, RunFigures};
-use crate::step_panel::Field;
+use crate::step_panel::{Field, TextArea};
 use crate::url;
 use crate::web::{chosen_file_text, download, now_ms};
 use crate::worker_link::PanelWorker;
@@ -476,18 +476,7 @@ pub fn GeneratePanel() -> impl IntoView {
                 ev.prevent_default();
                 start_run();
             }>
-                <div class="field wide">
-                    <label for="gen-prompt">"Prompt"</label>
-                    <textarea
-                        id="gen-prompt"
-                        name="prompt"
-                        rows="2"
-                        aria-describedby="gen-prompt-hint"
-                        prop:value=move || prompt.get()
-                        on:input=move |ev| set_prompt.set(event_target_value(&ev))
-                    ></textarea>
-                    <small id="gen-prompt-hint">"The text the model continues."</small>
-                </div>
+                <TextArea id="gen-prompt" label="Prompt" hint="The text the model continues." value=prompt.into() set=set_prompt wide=true/>
                 <Field id="gen-max" label="Max new tokens" hint="Stop after this many tokens (or at the end-of-text token)." value=max_tokens.into() set=set_max_tokens inputmode="numeric"/>
                 <Field id="gen-temperature" label="Temperature" hint="0 is greedy; higher flattens." value=temperature.into() set=set_temperature/>
                 <Field id="gen-top-k" label="Top-k" hint="Keep the k highest; 0 is off." value=top_k.into() set=set_top_k inputmode="numeric"/>
@@ -495,17 +484,7 @@ pub fn GeneratePanel() -> impl IntoView {
                 <Field id="gen-min-p" label="Min-p" hint="Keep tokens at least this fraction of the top probability; 0 is off." value=min_p.into() set=set_min_p/>
                 <Field id="gen-repetition" label="Repetition penalty" hint="Divides the logits of tokens already in the text; 1 is off." value=repetition_penalty.into() set=set_repetition_penalty/>
                 <Field id="gen-seed" label="Seed" hint="The same seed gives the same tokens." value=seed.into() set=set_seed inputmode="numeric"/>
-                <div class="field">
-                    <label for="gen-stop">"Stop strings"</label>
-                    <textarea
-                        id="gen-stop"
-                        rows="2"
-                        aria-describedby="gen-stop-hint"
-                        prop:value=move || stop.get()
-                        on:input=move |ev| set_stop.set(event_target_value(&ev))
-                    ></textarea>
-                    <small id="gen-stop-hint">"One per line; write \\n for a line break. The run stops when the text contains one."</small>
-                </div>
+                <TextArea id="gen-stop" label="Stop strings" hint="One per line; write \\n for a line break. The run stops when the text contains one." value=stop.into() set=set_stop/>
                 <Field id="gen-stop-tokens" label="Stop tokens" hint="Token ids that end the run, e.g. 10, 13." value=stop_tokens.into() set=set_stop_tokens inputmode="text"/>
                 <div class="field">
                     <label for="gen-precision">"Precision"</label>

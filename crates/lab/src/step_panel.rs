@@ -40,6 +40,34 @@ pub(crate) fn Field(
     }
 }
 
+/// A labelled two-line text area bound to one field of the form; `wide` gives it the
+/// whole row.
+#[component]
+pub(crate) fn TextArea(
+    id: &'static str,
+    label: &'static str,
+    hint: &'static str,
+    value: Signal<String>,
+    set: WriteSignal<String>,
+    #[prop(default = false)] wide: bool,
+) -> impl IntoView {
+    let hint_id = format!("{id}-hint");
+    view! {
+        <div class=if wide { "field wide" } else { "field" }>
+            <label for=id>{label}</label>
+            <textarea
+                id=id
+                name=id
+                rows="2"
+                aria-describedby=hint_id.clone()
+                prop:value=move || value.get()
+                on:input=move |ev| set.set(event_target_value(&ev))
+            ></textarea>
+            <small id=hint_id>{hint}</small>
+        </div>
+    }
+}
+
 #[component]
 pub fn StepPanel() -> impl IntoView {
     let pairs = url::pairs();

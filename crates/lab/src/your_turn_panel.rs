@@ -7,7 +7,7 @@
 use leptos::prelude::*;
 
 use crate::runner::{download_words, Event, Job};
-use crate::step_panel::Field;
+use crate::step_panel::{Field, TextArea};
 use crate::url;
 use crate::web::now_ms;
 use crate::worker_link::PanelWorker;
@@ -266,18 +266,7 @@ pub fn YourTurnPanel() -> impl IntoView {
                         )}
                     </p>
                     <div class="controls">
-                        <div class="field wide">
-                            <label for="yt-prompt">"Prompt"</label>
-                            <textarea
-                                id="yt-prompt"
-                                name="yt-prompt"
-                                rows="2"
-                                aria-describedby="yt-prompt-hint"
-                                prop:value=move || prompt.get()
-                                on:input=move |ev| set_prompt.set(event_target_value(&ev))
-                            ></textarea>
-                            <small id="yt-prompt-hint">"The text the model continues in every run."</small>
-                        </div>
+                        <TextArea id="yt-prompt" label="Prompt" hint="The text the model continues in every run." value=prompt.into() set=set_prompt wide=true/>
                         <Field id="yt-n" label="Seeds per temperature" hint="How many runs each setting gets (1 to 32)." value=seeds.into() set=set_seeds inputmode="numeric"/>
                         <Field id="yt-max" label="Max new tokens" hint="Per run (1 to 64). Long outputs all differ, even at 0.2." value=max_tokens.into() set=set_max_tokens inputmode="numeric"/>
                         <Field id="yt-seed" label="First seed" hint="Seeds run from this one upwards, the same for both settings." value=first_seed.into() set=set_first_seed inputmode="numeric"/>
