@@ -1,17 +1,36 @@
-//! The crate's one error type: every variant names the offending value and what was expected.
+//! The crate's one error type: every variant names the offending value and what was expected,
+//! with numbers in their shortest round-trip form ([`shortest`]).
 
 use thiserror::Error;
+
+/// `x` in the shorter of its two round-trip forms, `{}` and `{:e}`: `0.25`, `1000`,
+/// `1e-300` (never 300 digits), `1.5e308`, `inf`, `NaN`. Either form reads back to the
+/// same f64; up to six characters the plain form is kept (`1000`, not `1e3`).
+pub fn shortest(x: f64) -> String {
+    let plain = format!("{x}");
+    let exponent = format!("{x:e}");
+    if plain.len() > 6 && exponent.len() < plain.len() {
+        exponent
+    } else {
+        plain
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum CapacityError {
     /// A quantity that must be a finite number above zero (a rate, a bandwidth, a size).
-    #[error("{what} must be a finite number above zero, got {value}")]
+    #[error("{what} must be a finite number above zero, got {}", shortest(*.value))]
     NotPositive { what: String, value: f64 },
     /// A quantity that must be a finite number at or above zero (an overhead, a cost).
-    #[error("{what} must be a finite number at or above zero, got {value}")]
+    #[error("{what} must be a finite number at or above zero, got {}", shortest(*.value))]
     Negative { what: String, value: f64 },
     /// A share or fraction outside its range.
-    #[error("{what} must lie in [{min}, {max}], got {value}")]
+    #[error(
+        "{what} must lie in [{}, {}], got {}",
+        shortest(*.min),
+        shortest(*.max),
+        shortest(*.value)
+    )]
     OutOfRange {
         what: String,
         value: f64,
@@ -30,6 +49,62 @@ pub enum CapacityError {
     /// A row of a trace file that cannot be read.
     #[error("trace line {line}: {reason}")]
     TraceRow { line: usize, reason: String },
+    /// A request of a trace handed to the simulator that breaks the trace's rules (a
+    /// hand-built or generated trace; a file's rows are checked, by line, when parsed).
+    /// `request` counts from 1 in arrival order.
+    #[error("request {request} of the trace: {reason}")]
+    BadRequest { request: usize, reason: String },
+    /// A trace whose arrivals span no time (one request, or all at the same instant): it
+    /// has no arrival rate, so the plan can neither scale it nor size replicas by it.
+    #[error(
+        "the trace's {requests} request{} all arrive at {} s, so it has no arrival rate to scale or to size replicas by; a capacity plan needs at least two requests at different times",
+        if *.requests == 1 { "" } else { "s" },
+        shortest(*.arrival_s)
+    )]
+    NoArrivalRate { requests: usize, arrival_s: f64 },
+    /// A trace (or a load scale of it) offering more requests per second than the planner
+    /// takes, or a rate that is not a finite number.
+    #[error(
+        "{what} is {} requests/s, more than the planner's limit of {} requests/s",
+        shortest(*.rate),
+        shortest(*.limit)
+    )]
+    RateTooHigh { what: String, rate: f64, limit: f64 },
+    /// Simulated time so far from 0 that an f64 no longer resolves one iteration.
+    #[error(
+        "the simulated clock would reach {} s, where a 64-bit float cannot resolve one iteration of {} s; {}",
+        shortest(*.time_s),
+        shortest(*.iteration_s),
+        .hint
+    )]
+    ClockResolution {
+        time_s: f64,
+        iteration_s: f64,
+        hint: String,
+    },
+    /// A figure of the report that came out infinite or NaN (a defect, reported rather
+    /// than printed as `inf` or `null`).
+    #[error("the report's figure {figure} is not a finite number; the plan is withheld")]
+    NotFinite { figure: String },
+    /// A slice of the trace with no quality data or no floor: its gate cannot be judged.
+    #[error(
+        "the trace has slice {slice:?}, but {reason}; every slice needs measured quality and a floor (give an eval that measures it, or leave the slice out of the trace)"
+    )]
+    UngatedSlice { slice: String, reason: String },
+    /// A plan whose sweep would simulate more requests than the planner's limit.
+    #[error(
+        "the sweep would simulate {points} configurations of {requests} requests, {} requests in all, more than the plan's limit of {}",
+        shortest(*.points as f64 * *.requests as f64),
+        shortest(*.limit as f64)
+    )]
+    TooMuchWork {
+        points: usize,
+        requests: usize,
+        limit: u64,
+    },
+    /// A known-good plan file that cannot be read.
+    #[error("known-good plan: {reason}")]
+    KnownGood { reason: String },
     /// A trace (file or generated) with no requests.
     #[error("the trace holds no requests")]
     EmptyTrace,
@@ -44,7 +119,9 @@ pub enum CapacityError {
     },
     /// The weights alone do not fit in the accelerator's memory.
     #[error(
-        "the {weights} weights need {weight_bytes} bytes but the accelerator has {usable_bytes} usable bytes"
+        "the {weights} weights need {} bytes but the accelerator has {} usable bytes",
+        shortest(*.weight_bytes),
+        shortest(*.usable_bytes)
     )]
     WeightsTooLarge {
         weights: String,

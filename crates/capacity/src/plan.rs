@@ -6,12 +6,30 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cost::{Calibration, CalibrationFit};
-use crate::error::{at_least_one, positive, CapacityError};
+use crate::error::{at_least_one, in_range, positive, shortest, CapacityError};
 use crate::metrics::Metrics;
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
-use crate::quality::{QualityFloor, QualityProfile};
+use crate::quality::{QualityFloor, QualityProfile, MAX_BITS_PER_BYTE};
 use crate::sim::{simulate, Batching, ServingPolicy, Slo};
 use crate::trace::{Trace, TraceSpec};
+
+/// The highest arrival rate of a trace the planner takes, requests per second (a thousand
+/// times the generator's highest mean rate, so a generated trace's bursts stay below it):
+/// it keeps every rate, scaled rate and goodput of the report a finite number.
+pub const MAX_TRACE_RATE_PER_S: f64 = 1e12;
+
+/// The load scales a sweep may use: a millionth to a million times the trace's rate (so a
+/// plan needs at most a million replicas, and a scaled trace keeps its clock's precision).
+pub const MIN_LOAD_SCALE: f64 = 1e-6;
+pub const MAX_LOAD_SCALE: f64 = 1e6;
+
+/// The p99 SLOs a plan may set, seconds: a nanosecond to about 31 years.
+pub const MIN_SLO_S: f64 = 1e-9;
+pub const MAX_SLO_S: f64 = 1e9;
+
+/// The most requests one plan simulates over its whole sweep (configurations × requests):
+/// about 1 µs each in a release build on the lab's 2-vCPU EPYC, so a couple of minutes.
+pub const MAX_PLAN_WORK: u64 = 200_000_000;
 
 /// Where the requests come from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -98,6 +116,33 @@ impl NamedPolicy {
                 weights: WeightPath::Full,
             },
         }
+    }
+}
+
+impl NamedPolicy {
+    /// Reads a known-good plan (the JSON `decode-lab capacity --save-known-good` writes):
+    /// a name and a serving policy that can admit requests.
+    pub fn from_known_good_json(text: &str) -> Result<NamedPolicy, CapacityError> {
+        let known: NamedPolicy =
+            serde_json::from_str(text).map_err(|e| CapacityError::KnownGood {
+                reason: format!("not the JSON --save-known-good writes: {e}"),
+            })?;
+        known.validate()?;
+        Ok(known)
+    }
+
+    /// A name (non-empty) and a policy that can admit requests.
+    pub fn validate(&self) -> Result<(), CapacityError> {
+        if self.name.trim().is_empty() {
+            return Err(CapacityError::KnownGood {
+                reason: "the policy has an empty name".into(),
+            });
+        }
+        self.policy
+            .validate()
+            .map_err(|e| CapacityError::KnownGood {
+                reason: format!("policy {:?}: {e}", self.name),
+            })
     }
 }
 
@@ -341,10 +386,24 @@ pub struct Plan;
 impl Plan {
     /// Runs the sweep and decides. Same inputs, same report, byte for byte.
     pub fn run(inputs: &PlanInputs) -> Result<PlanReport, CapacityError> {
+        Plan::run_with_progress(inputs, &mut |_, _| {})
+    }
+
+    /// [`Plan::run`], calling `progress(done, total)` after each simulated configuration
+    /// of the sweep (the CLI shows it on standard error for long sweeps; the crate has no
+    /// clock, so when to show it is the caller's choice). The report does not depend on it.
+    pub fn run_with_progress(
+        inputs: &PlanInputs,
+        progress: &mut dyn FnMut(usize, usize),
+    ) -> Result<PlanReport, CapacityError> {
         inputs.hardware.validate()?;
         inputs.model.validate()?;
-        positive("p99 TTFT SLO (s)", inputs.slo.ttft_p99_s)?;
-        positive("p99 time-per-token SLO (s)", inputs.slo.tpot_p99_s)?;
+        for (what, slo) in [
+            ("p99 TTFT SLO (s)", inputs.slo.ttft_p99_s),
+            ("p99 time-per-token SLO (s)", inputs.slo.tpot_p99_s),
+        ] {
+            in_range(what, positive(what, slo)?, MIN_SLO_S, MAX_SLO_S)?;
+        }
         let sweep = &inputs.sweep;
         if sweep.batchings.is_empty()
             || sweep.max_sequences.is_empty()
@@ -357,13 +416,37 @@ impl Plan {
             });
         }
         for &load in &sweep.load_scales {
-            positive("load scale", load)?;
+            in_range(
+                "load scale",
+                positive("load scale", load)?,
+                MIN_LOAD_SCALE,
+                MAX_LOAD_SCALE,
+            )?;
         }
         at_least_one("KV block size (tokens)", sweep.block_size as u64)?;
-        for floor in &inputs.quality_floors {
-            positive(
-                &format!("quality floor of slice {:?} (bits/byte)", floor.slice),
-                floor.max_bits_per_byte,
+        // A policy that can never admit a request is bad input, not a row of the sweep.
+        for &batching in &sweep.batchings {
+            for &max_sequences in &sweep.max_sequences {
+                ServingPolicy {
+                    batching,
+                    max_sequences,
+                    block_size: sweep.block_size,
+                    weights: WeightPath::Full,
+                }
+                .validate()?;
+            }
+        }
+        inputs.baseline.policy.validate()?;
+        if let Some(known) = &inputs.last_known_good {
+            known.validate()?;
+        }
+        for (i, floor) in inputs.quality_floors.iter().enumerate() {
+            let what = format!("quality floor of slice {:?} (bits/byte)", floor.slice);
+            in_range(
+                &what,
+                positive(&what, floor.max_bits_per_byte)?,
+                0.0,
+                MAX_BITS_PER_BYTE,
             )?;
             if inputs.quality.slice(&floor.slice).is_none() {
                 return Err(CapacityError::Quality {
@@ -373,6 +456,33 @@ impl Plan {
                     ),
                 });
             }
+            if inputs.quality_floors[..i]
+                .iter()
+                .any(|f| f.slice == floor.slice)
+            {
+                return Err(CapacityError::Quality {
+                    reason: format!("two floors name slice {:?}", floor.slice),
+                });
+            }
+        }
+        let points = [
+            sweep.load_scales.len(),
+            sweep.batchings.len(),
+            sweep.max_sequences.len(),
+            sweep.weights.len(),
+        ]
+        .iter()
+        .fold(1usize, |p, &n| p.saturating_mul(n));
+        let requests = match &inputs.trace {
+            TraceSource::Generated { spec } => spec.requests.min(usize::MAX as u64) as usize,
+            TraceSource::Recorded { trace, .. } => trace.requests.len(),
+        };
+        if points as u128 * requests as u128 > MAX_PLAN_WORK as u128 {
+            return Err(CapacityError::TooMuchWork {
+                points,
+                requests,
+                limit: MAX_PLAN_WORK,
+            });
         }
         let calibration = match &inputs.calibration {
             Some(c) => Some(c.fit(&inputs.model)?),
@@ -382,9 +492,43 @@ impl Plan {
             Some(fit) => fit.apply(&inputs.hardware, weights),
             None => inputs.hardware.clone(),
         };
-        let trace = inputs.trace.trace()?;
+        let recorded = inputs.trace.trace()?;
+        let offered = offered_rate(&recorded)?;
+        // Every slice of the traffic is gated on quality, the rare one included: a slice
+        // without measured quality or a floor would pass its gate by having none.
+        for slice in &recorded.slices {
+            let reason = if inputs.quality.slice(slice).is_none() {
+                Some(format!(
+                    "the quality profile (of {:?}) measures only {}",
+                    inputs.quality.model,
+                    inputs
+                        .quality
+                        .slices
+                        .iter()
+                        .map(|s| format!("{:?}", s.slice))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            } else if !inputs.quality_floors.iter().any(|f| f.slice == *slice) {
+                Some("no quality floor names it".into())
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(CapacityError::UngatedSlice {
+                    slice: slice.clone(),
+                    reason,
+                });
+            }
+        }
+        // Times from the first arrival: a trace of Unix times keeps the clock's precision,
+        // and a load scale compresses the gaps, not the first arrival's distance from 0.
+        let origin = recorded.requests[0].arrival_s;
+        let mut trace = recorded;
+        for r in &mut trace.requests {
+            r.arrival_s -= origin;
+        }
         let quality = quality_rows(inputs);
-        let offered = offered_rate(&trace);
 
         let mut rows = Vec::new();
         let mut best: Option<(usize, Metrics)> = None;
@@ -431,8 +575,24 @@ impl Plan {
                             ) => {
                                 rows.push(error_row(point, &e));
                             }
+                            Err(CapacityError::ClockResolution {
+                                time_s,
+                                iteration_s,
+                                ..
+                            }) if load < 1.0 => {
+                                return Err(CapacityError::ClockResolution {
+                                    time_s,
+                                    iteration_s,
+                                    hint: format!(
+                                        "load scale {} stretches the trace's {} s of arrivals that far; use a load scale closer to 1 or a shorter trace",
+                                        shortest(load),
+                                        shortest(trace.requests.last().map_or(0.0, |r| r.arrival_s))
+                                    ),
+                                })
+                            }
                             Err(e) => return Err(e),
                         }
+                        progress(rows.len(), points);
                     }
                 }
             }
@@ -605,13 +765,66 @@ impl Plan {
             quality_floors: inputs.quality_floors.clone(),
             sweep: inputs.sweep.clone(),
         };
-        Ok(PlanReport {
+        let report = PlanReport {
             contract,
             chosen,
             quality,
             sweep: rows,
             decision,
-        })
+        };
+        report.check_finite()?;
+        Ok(report)
+    }
+}
+
+impl PlanReport {
+    /// Every figure is a finite number. The checks on the inputs are meant to make this
+    /// always hold; should one miss, the plan is an error naming the figure, never a report
+    /// that prints `inf` or a JSON `null` where a number belongs.
+    fn check_finite(&self) -> Result<(), CapacityError> {
+        // The only nulls a report may hold: its optional parts, absent.
+        const OPTIONAL: [&str; 4] = ["calibration", "trace_seed", "error", "max_throughput"];
+        fn walk(value: &serde_json::Value, path: &mut String) -> Result<(), CapacityError> {
+            match value {
+                serde_json::Value::Object(map) => {
+                    for (key, v) in map {
+                        if v.is_null() && OPTIONAL.contains(&key.as_str()) {
+                            continue;
+                        }
+                        let len = path.len();
+                        path.push('.');
+                        path.push_str(key);
+                        walk(v, path)?;
+                        path.truncate(len);
+                    }
+                }
+                serde_json::Value::Array(items) => {
+                    for (i, v) in items.iter().enumerate() {
+                        let len = path.len();
+                        path.push_str(&format!("[{i}]"));
+                        walk(v, path)?;
+                        path.truncate(len);
+                    }
+                }
+                // serde_json writes an infinite or NaN f64 as null.
+                serde_json::Value::Null => {
+                    return Err(CapacityError::NotFinite {
+                        figure: path.trim_start_matches('.').to_string(),
+                    })
+                }
+                serde_json::Value::Number(n) if n.as_f64().is_some_and(|x| !x.is_finite()) => {
+                    return Err(CapacityError::NotFinite {
+                        figure: path.trim_start_matches('.').to_string(),
+                    })
+                }
+                _ => {}
+            }
+            Ok(())
+        }
+        let value = serde_json::to_value(self).map_err(|_| CapacityError::NotFinite {
+            figure: "the report".into(),
+        })?;
+        walk(&value, &mut String::new())
     }
 }
 
@@ -628,15 +841,34 @@ fn worst(failed: &[String]) -> String {
     }
 }
 
-/// Requests per second the trace offers: (n - 1) over the span of its arrivals.
-fn offered_rate(trace: &Trace) -> f64 {
+/// Requests per second the trace offers: its requests over the span of their arrivals.
+/// (Not (n - 1) over the span: a run lasts at least that span and completes at most n
+/// requests, so with this rate no goodput can exceed the rate the plan says a replica
+/// sustains.) A trace whose arrivals span no time has no rate.
+fn offered_rate(trace: &Trace) -> Result<f64, CapacityError> {
+    let (Some(first), Some(last)) = (trace.requests.first(), trace.requests.last()) else {
+        return Err(CapacityError::EmptyTrace);
+    };
     let n = trace.requests.len();
-    let span = trace.requests[n - 1].arrival_s - trace.requests[0].arrival_s;
-    if span > 0.0 {
-        (n - 1) as f64 / span
-    } else {
-        0.0
+    let span = last.arrival_s - first.arrival_s;
+    if span.is_nan() || span <= 0.0 {
+        return Err(CapacityError::NoArrivalRate {
+            requests: n,
+            arrival_s: first.arrival_s,
+        });
     }
+    let rate = n as f64 / span;
+    if !rate.is_finite() || rate > MAX_TRACE_RATE_PER_S {
+        return Err(CapacityError::RateTooHigh {
+            what: format!(
+                "the trace's arrival rate ({n} requests within {} s)",
+                shortest(span)
+            ),
+            rate,
+            limit: MAX_TRACE_RATE_PER_S,
+        });
+    }
+    Ok(rate)
 }
 
 /// Higher goodput, then higher throughput, then lower cost; earlier rows win ties.
@@ -745,7 +977,7 @@ fn sweep_row((policy, load, rate): Point, metrics: &Metrics, gates: &[GateResult
         policy: policy.clone(),
         load_scale: load,
         offered_rate_per_s: rate,
-        label: format!("{} at {}x load", policy.label(), load),
+        label: format!("{} at {}x load", policy.label(), shortest(load)),
         batching: policy.batching.label(),
         max_sequences: policy.max_sequences,
         weights: policy.weights.name().into(),
@@ -771,7 +1003,7 @@ fn error_row((policy, load, rate): Point, error: &CapacityError) -> SweepRow {
         policy: policy.clone(),
         load_scale: load,
         offered_rate_per_s: rate,
-        label: format!("{} at {}x load", policy.label(), load),
+        label: format!("{} at {}x load", policy.label(), shortest(load)),
         batching: policy.batching.label(),
         max_sequences: policy.max_sequences,
         weights: policy.weights.name().into(),
@@ -805,7 +1037,11 @@ pub(crate) fn fmt(x: f64) -> String {
 pub(crate) fn pct(share: f64) -> String {
     if share.abs() < 0.01 {
         format!("{:+.3} %", share * 100.0)
-    } else {
+    } else if share.abs() < 1e4 {
         format!("{:+.1} %", share * 100.0)
+    } else {
+        // A million percent and more: four figures and an exponent, never 300 digits.
+        let sign = if share < 0.0 { "-" } else { "+" };
+        format!("{sign}{} %", fmt(share.abs() * 100.0))
     }
 }

@@ -44,14 +44,14 @@ impl HardwareProfile {
         positive("peak FLOP/s", self.peak_flops)?;
         in_range(
             "FLOP/s efficiency",
-            self.flops_efficiency,
-            f64::MIN_POSITIVE,
+            positive("FLOP/s efficiency", self.flops_efficiency)?,
+            0.0,
             1.0,
         )?;
         in_range(
             "bandwidth efficiency",
-            self.bandwidth_efficiency,
-            f64::MIN_POSITIVE,
+            positive("bandwidth efficiency", self.bandwidth_efficiency)?,
+            0.0,
             1.0,
         )?;
         non_negative("per-iteration overhead (s)", self.iteration_overhead_s)?;

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{positive, CapacityError};
+use crate::error::{in_range, positive, CapacityError};
 use crate::profile::WeightPath;
 
 /// The part of `decode-lab eval --json` the planner reads (crates/cli/src/eval.rs `Report`).
@@ -58,6 +58,9 @@ pub struct QualityFloor {
     pub max_bits_per_byte: f64,
 }
 
+/// The most bits per byte an eval row may give (8 is a uniform guess over bytes).
+pub const MAX_BITS_PER_BYTE: f64 = 1000.0;
+
 /// The tiny model's eval, committed at models/decode-lab-tiny-v1/eval.json.
 pub const TINY_EVAL_JSON: &str = include_str!("../../../models/decode-lab-tiny-v1/eval.json");
 
@@ -84,15 +87,26 @@ impl QualityProfile {
                 Some((code, name)) => (code.trim().to_string(), name.trim().to_string()),
                 None => (row.slice.trim().to_string(), row.slice.trim().to_string()),
             };
-            positive(
-                &format!("bits per byte of slice {code:?}"),
-                row.bits_per_byte,
+            if code.is_empty() {
+                return Err(CapacityError::Quality {
+                    reason: format!("the row {:?} names no slice code", row.slice),
+                });
+            }
+            // Bits per byte above 1,000 describe no language model (8 is a uniform byte).
+            in_range(
+                &format!("bits per byte of slice {code:?} ({})", row.precision),
+                positive(
+                    &format!("bits per byte of slice {code:?} ({})", row.precision),
+                    row.bits_per_byte,
+                )?,
+                0.0,
+                MAX_BITS_PER_BYTE,
             )?;
             let index = match slices.iter().position(|s| s.slice == code) {
                 Some(i) => i,
                 None => {
                     slices.push(SliceQuality {
-                        slice: code,
+                        slice: code.clone(),
                         name,
                         full_bits_per_byte: f64::NAN,
                         int8_bits_per_byte: f64::NAN,
@@ -101,11 +115,23 @@ impl QualityProfile {
                 }
             };
             let entry = &mut slices[index];
-            if row.precision == full_precision {
-                entry.full_bits_per_byte = row.bits_per_byte;
+            let figure = if row.precision == full_precision {
+                &mut entry.full_bits_per_byte
             } else if row.precision == "int8" {
-                entry.int8_bits_per_byte = row.bits_per_byte;
+                &mut entry.int8_bits_per_byte
+            } else {
+                // Other precisions the eval may measure are not weight paths the plan serves.
+                continue;
+            };
+            if !figure.is_nan() {
+                return Err(CapacityError::Quality {
+                    reason: format!(
+                        "slice {code:?} has two {} rows; which one is measured is ambiguous",
+                        row.precision
+                    ),
+                });
             }
+            *figure = row.bits_per_byte;
         }
         if slices.is_empty() {
             return Err(CapacityError::Quality {

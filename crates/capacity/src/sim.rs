@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::cost::{IterationWork, Roofline};
-use crate::error::{at_least_one, CapacityError};
+use crate::error::{at_least_one, in_range, shortest, CapacityError};
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
 use crate::trace::Trace;
 
@@ -54,6 +54,23 @@ pub struct ServingPolicy {
 }
 
 impl ServingPolicy {
+    /// A batch limit and a token budget of at least 1 (else no request is ever admitted)
+    /// and a KV block of at least one token.
+    pub fn validate(&self) -> Result<(), CapacityError> {
+        if self.max_sequences == 0 {
+            return Err(CapacityError::NeverAdmits {
+                reason: "its batch limit (max_sequences) is 0, so no sequence can run; a batch limit must be at least 1".into(),
+            });
+        }
+        if let Batching::ChunkedPrefill { token_budget: 0 } = self.batching {
+            return Err(CapacityError::NeverAdmits {
+                reason: "its chunked-prefill token budget is 0, so no prompt token can run; the budget must be at least 1".into(),
+            });
+        }
+        at_least_one("KV block size (tokens)", self.block_size as u64)?;
+        Ok(())
+    }
+
     /// `continuous, 32 seqs, full` and the like.
     pub fn label(&self) -> String {
         format!(
@@ -263,47 +280,37 @@ pub fn simulate(
             limit: crate::trace::MAX_REQUESTS,
         });
     }
-    if policy.max_sequences == 0 {
-        return Err(CapacityError::NeverAdmits {
-            reason: "the batch limit (max_sequences) is 0".into(),
-        });
-    }
-    if let Batching::ChunkedPrefill { token_budget: 0 } = policy.batching {
-        return Err(CapacityError::NeverAdmits {
-            reason: "the chunked-prefill token budget is 0, so no prompt token can run".into(),
-        });
-    }
+    policy.validate()?;
     let kv = KvBudget::new(hardware, model, policy)?;
     let bs = policy.block_size as u64;
     let mut longest = 0u64;
     let mut previous = 0.0;
     for (i, r) in trace.requests.iter().enumerate() {
+        let bad = |reason: String| CapacityError::BadRequest {
+            request: i + 1,
+            reason,
+        };
         let tokens = r.prompt_tokens as u64 + r.output_tokens as u64;
         if r.prompt_tokens == 0 || r.output_tokens == 0 {
-            return Err(CapacityError::TraceRow {
-                line: i + 1,
-                reason: "prompt and output must each hold at least one token".into(),
-            });
+            return Err(bad(format!(
+                "prompt_tokens {} and output_tokens {} must both be at least 1",
+                r.prompt_tokens, r.output_tokens
+            )));
         }
         if !(r.arrival_s.is_finite() && r.arrival_s >= previous) {
-            return Err(CapacityError::TraceRow {
-                line: i + 1,
-                reason: format!(
-                    "arrival {} s is not a time at or after the previous request's {previous} s",
-                    r.arrival_s
-                ),
-            });
+            return Err(bad(format!(
+                "arrival {} s is not a time at or after the previous request's {} s",
+                shortest(r.arrival_s),
+                shortest(previous)
+            )));
         }
         previous = r.arrival_s;
         if r.slice as usize >= trace.slices.len() {
-            return Err(CapacityError::TraceRow {
-                line: i + 1,
-                reason: format!(
-                    "slice index {} names none of the trace's {} slices",
-                    r.slice,
-                    trace.slices.len()
-                ),
-            });
+            return Err(bad(format!(
+                "slice index {} names none of the trace's {} slices",
+                r.slice,
+                trace.slices.len()
+            )));
         }
         if tokens > model.context_len as u64 {
             return Err(CapacityError::RequestTooLong {
@@ -333,8 +340,45 @@ pub fn simulate(
         }
     }
     let roofline = Roofline::new(hardware, model, policy.weights);
+    let clock_limit_s = clock_limit(&roofline)?;
+    let last = previous;
+    if last > clock_limit_s {
+        return Err(CapacityError::ClockResolution {
+            time_s: last,
+            iteration_s: shortest_iteration(&roofline),
+            hint: "the trace's last arrival is too late; shift or shorten its arrival times (or use a load scale that stretches them less)".into(),
+        });
+    }
     let static_reserve = (model.context_len as u64).div_ceil(bs);
-    Simulator::new(trace, policy, kv, roofline, static_reserve).run()
+    let outcome = Simulator::new(trace, policy, kv, roofline, static_reserve).run()?;
+    if outcome.end_s.is_nan() || outcome.end_s > clock_limit_s {
+        return Err(CapacityError::ClockResolution {
+            time_s: outcome.end_s,
+            iteration_s: shortest_iteration(&roofline),
+            hint: "the run drains for too long after the last arrival; serve fewer or shorter requests, or a faster configuration".into(),
+        });
+    }
+    Ok(outcome)
+}
+
+/// The shortest iteration the roofline prices: one token, nothing cached.
+fn shortest_iteration(roofline: &Roofline) -> f64 {
+    roofline.cost(&IterationWork::decode(0.0)).time_s()
+}
+
+/// The latest time at which the clock still resolves the shortest iteration to 1/1024 of
+/// its length (one f64 ulp there): beyond it, adding an iteration to the clock rounds it
+/// away and every latency would read 0. An iteration outside [1 ps, 10^6 s] is a profile
+/// that cannot describe a machine.
+fn clock_limit(roofline: &Roofline) -> Result<f64, CapacityError> {
+    let iteration = shortest_iteration(roofline);
+    in_range(
+        "the shortest iteration's time on this hardware and model (s)",
+        iteration,
+        1e-12,
+        1e6,
+    )?;
+    Ok(iteration / (1024.0 * f64::EPSILON))
 }
 
 struct Simulator<'a> {

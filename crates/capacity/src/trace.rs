@@ -17,12 +17,22 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{at_least_one, in_range, positive, CapacityError};
+use crate::error::{at_least_one, in_range, positive, shortest, CapacityError};
 use crate::profile::unknown;
 use crate::rng::SplitMix64;
 
 /// The most requests one simulation takes (about 40 bytes each while it runs).
 pub const MAX_REQUESTS: usize = 20_000_000;
+
+/// The slowest and fastest mean arrival rates a generated trace may have, requests per
+/// second (one a week to a billion a second): beyond them the arrival times lose the
+/// precision the simulator's clock needs, or the generator's loops their bound.
+pub const MIN_RATE_PER_S: f64 = 1e-6;
+pub const MAX_RATE_PER_S: f64 = 1e9;
+
+/// The latest arrival a trace file may give, seconds (about 31,700 years): Unix times in
+/// seconds fit; the planner measures from the first arrival.
+pub const MAX_ARRIVAL_S: f64 = 1e12;
 
 /// One request of a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -75,7 +85,13 @@ impl Arrivals {
     }
 
     fn validate(&self) -> Result<(), CapacityError> {
-        positive("arrival rate (requests/s)", self.mean_rate())?;
+        let rate = positive("arrival rate (requests/s)", self.mean_rate())?;
+        in_range(
+            "arrival rate (requests/s)",
+            rate,
+            MIN_RATE_PER_S,
+            MAX_RATE_PER_S,
+        )?;
         match *self {
             Arrivals::Poisson { .. } => {}
             Arrivals::Bursty {
@@ -86,7 +102,20 @@ impl Arrivals {
             } => {
                 in_range("burst factor", burst_factor, 1.0, 1e6)?;
                 in_range("burst share", burst_share, 1e-6, 1.0 - 1e-6)?;
-                positive("mean burst length (s)", mean_burst_s)?;
+                in_range("mean burst length (s)", mean_burst_s, 1e-6, 1e12)?;
+                // The generator walks every burst and calm state; a cycle (burst plus calm,
+                // mean_burst / share seconds) must hold at least 1/1000 of an arrival on
+                // average, or it would switch states a million times per request.
+                let per_cycle = rate * mean_burst_s / burst_share;
+                if per_cycle < 1e-3 {
+                    return Err(CapacityError::OutOfRange {
+                        what: "arrivals per burst cycle (rate × mean burst length / burst share)"
+                            .into(),
+                        value: per_cycle,
+                        min: 1e-3,
+                        max: f64::INFINITY,
+                    });
+                }
             }
             Arrivals::Diurnal {
                 amplitude,
@@ -95,7 +124,7 @@ impl Arrivals {
             } => {
                 // Below 1 the thinning accepts at least (1 - a) / (1 + a) of its candidates.
                 in_range("diurnal amplitude", amplitude, 0.0, 0.95)?;
-                positive("diurnal period (s)", period_s)?;
+                in_range("diurnal period (s)", period_s, 1e-6, 1e12)?;
             }
         }
         Ok(())
@@ -238,7 +267,7 @@ impl TraceSpec {
         }
         if (total - 1.0).abs() > 1e-6 {
             return Err(CapacityError::SliceMix {
-                reason: format!("shares sum to {total}, not 1"),
+                reason: format!("shares sum to {}, not 1", shortest(total)),
             });
         }
         Ok(())
@@ -465,6 +494,16 @@ struct JsonRow {
 
 const CSV_HEADER: &str = "arrival_s,prompt_tokens,output_tokens,slice";
 
+/// serde_json's reason without its "at line 1 column N" (a row is one line; the trace's
+/// own line number leads the message): "invalid type: …, expected u32 (column 70)".
+fn json_reason(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rsplit_once(" at line ") {
+        Some((reason, _)) => format!("{reason} (column {})", e.column()),
+        None => text,
+    }
+}
+
 impl Trace {
     /// Reads a trace file's text. Errors name the line (1-based) and what is wrong with it.
     pub fn parse(text: &str, format: TraceFormat) -> Result<Trace, CapacityError> {
@@ -500,12 +539,19 @@ impl Trace {
                             fields.len()
                         )));
                     }
-                    let arrival: f64 = fields[0]
-                        .parse()
-                        .map_err(|_| bad(format!("arrival_s {:?} is not a number", fields[0])))?;
+                    let arrival: f64 = fields[0].parse().map_err(|_| {
+                        bad(format!(
+                            "arrival_s {:?} is not a number of seconds",
+                            fields[0]
+                        ))
+                    })?;
                     let tokens = |i: usize, name: &str| -> Result<u32, CapacityError> {
                         fields[i].parse().map_err(|_| {
-                            bad(format!("{name} {:?} is not a whole number", fields[i]))
+                            bad(format!(
+                                "{name} {:?} is not a whole number from 1 to {}",
+                                fields[i],
+                                u32::MAX
+                            ))
                         })
                     };
                     (
@@ -516,18 +562,22 @@ impl Trace {
                     )
                 }
                 TraceFormat::Jsonl => {
-                    let r: JsonRow = serde_json::from_str(row).map_err(|e| bad(e.to_string()))?;
+                    let r: JsonRow = serde_json::from_str(row).map_err(|e| bad(json_reason(&e)))?;
                     (r.arrival_s, r.prompt_tokens, r.output_tokens, r.slice)
                 }
             };
-            if !arrival_s.is_finite() || arrival_s < 0.0 {
+            if !(arrival_s.is_finite() && (0.0..=MAX_ARRIVAL_S).contains(&arrival_s)) {
                 return Err(bad(format!(
-                    "arrival_s {arrival_s} is not a time at or after 0"
+                    "arrival_s {} is not a time from 0 to {} s",
+                    shortest(arrival_s),
+                    shortest(MAX_ARRIVAL_S)
                 )));
             }
             if arrival_s < previous {
                 return Err(bad(format!(
-                    "arrival_s {arrival_s} is before the previous row's {previous}; rows must be in arrival order"
+                    "arrival_s {} is before the previous row's {}; rows must be in arrival order",
+                    shortest(arrival_s),
+                    shortest(previous)
                 )));
             }
             if prompt_tokens == 0 || output_tokens == 0 {
@@ -699,7 +749,7 @@ mod tests {
         let e = Trace::parse(csv, TraceFormat::Csv).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "trace line 3: prompt_tokens \"five\" is not a whole number"
+            "trace line 3: prompt_tokens \"five\" is not a whole number from 1 to 4294967295"
         );
         let e = Trace::parse("0.1,5,5,en\n", TraceFormat::Csv).unwrap_err();
         assert!(matches!(e, CapacityError::TraceRow { line: 1, .. }), "{e}");

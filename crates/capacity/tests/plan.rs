@@ -89,11 +89,13 @@ fn the_default_plan_releases_full_weights_and_shows_where_max_throughput_breaks_
 #[test]
 fn nothing_passing_degrades_to_the_baseline_or_the_last_known_good_and_says_by_how_much() {
     let mut inputs = small("poisson", 800);
-    // A floor on the rare slice that neither weight path meets.
-    inputs.quality_floors = vec![QualityFloor {
-        slice: "eu".into(),
-        max_bits_per_byte: 2.0,
-    }];
+    // A floor on the rare slice that neither weight path meets (English keeps its own: a
+    // slice without a floor is an error, not a slice without a gate).
+    for floor in &mut inputs.quality_floors {
+        if floor.slice == "eu" {
+            floor.max_bits_per_byte = 2.0;
+        }
+    }
     let report = Plan::run(&inputs).unwrap();
     assert_eq!(report.decision.kind, DecisionKind::DegradeToBaseline);
     assert_eq!(report.decision.policy, inputs.baseline.policy);
@@ -247,9 +249,10 @@ fn bad_inputs_are_clear_errors() {
             slice: 3,
         }],
     };
+    // (It is the trace's first request, not the "line 1" of a file the trace never was.)
     assert!(matches!(
         simulate(&orphan, &hw, &model, &p),
-        Err(CapacityError::TraceRow { line: 1, .. })
+        Err(CapacityError::BadRequest { request: 1, .. })
     ));
     // Weights larger than memory.
     let small_memory = HardwareProfile {
@@ -375,4 +378,281 @@ proptest! {
         }
         prop_assert!(Plan::run(&inputs).is_err());
     }
+}
+
+fn recorded(trace: Trace) -> TraceSource {
+    TraceSource::Recorded {
+        name: "file".into(),
+        trace,
+    }
+}
+
+fn request(arrival_s: f64, slice: u16) -> capacity::Request {
+    capacity::Request {
+        arrival_s,
+        prompt_tokens: 20,
+        output_tokens: 8,
+        slice,
+    }
+}
+
+#[test]
+fn a_trace_without_an_arrival_span_has_no_rate_to_plan_for() {
+    // One request (or several at one instant): no rate, so "one replica sustains N
+    // requests/s" and the replica count would be made up. It is an error that says so.
+    for requests in [vec![request(0.5, 0)], vec![request(2.0, 0); 3]] {
+        let mut inputs = small("poisson", 10);
+        inputs.trace = recorded(Trace {
+            slices: vec!["en".into()],
+            requests,
+        });
+        inputs.quality_floors.retain(|f| f.slice == "en");
+        let e = Plan::run(&inputs).unwrap_err();
+        assert!(matches!(e, CapacityError::NoArrivalRate { .. }), "{e}");
+        assert!(e.to_string().contains("no arrival rate"), "{e}");
+    }
+    let mut inputs = small("poisson", 1);
+    let e = Plan::run(&inputs).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("the trace's 1 request all arrive at "),
+        "{e}"
+    );
+    // Two requests are enough, and every figure then agrees with every other.
+    inputs = small("poisson", 2);
+    let report = Plan::run(&inputs).unwrap();
+    assert_rates_agree(&report);
+}
+
+/// What the report says about rates holds together: no point completes more requests per
+/// second than it was offered, the released load is a swept one, and the replicas carry the
+/// trace's rate.
+fn assert_rates_agree(report: &PlanReport) {
+    let offered = report.contract.offered_rate_per_s;
+    assert!(offered.is_finite() && offered > 0.0);
+    for row in report.sweep.iter().filter(|r| r.error.is_none()) {
+        assert!(
+            row.goodput_per_s <= row.offered_rate_per_s * (1.0 + 1e-9),
+            "{row:?}"
+        );
+        assert_eq!(row.offered_rate_per_s, offered * row.load_scale);
+    }
+    let d = &report.decision;
+    assert!(d.replicas >= 1);
+    if d.kind == DecisionKind::Release {
+        assert!(d.replicas as f64 * d.sustained_rate_per_s >= offered * (1.0 - 1e-9));
+        assert!(report.chosen.metrics.all.goodput_per_s <= d.sustained_rate_per_s * (1.0 + 1e-9));
+    }
+}
+
+#[test]
+fn degenerate_settings_are_errors_that_name_the_value() {
+    type Edit = fn(&mut PlanInputs);
+    let cases: [(&str, Edit, &str); 8] = [
+        (
+            "load 1e-300",
+            |i| i.sweep.load_scales = vec![1.0, 1e-300],
+            "load scale must lie in [1e-6, 1e6], got 1e-300",
+        ),
+        (
+            "load 1e300",
+            |i| i.sweep.load_scales = vec![1e300],
+            "load scale must lie in [1e-6, 1e6], got 1e300",
+        ),
+        (
+            "huge SLO",
+            |i| i.slo.tpot_p99_s = 1e300,
+            "p99 time-per-token SLO (s) must lie in [1e-9, 1e9], got 1e300",
+        ),
+        (
+            "tiny SLO",
+            |i| i.slo.ttft_p99_s = 1e-310,
+            "p99 TTFT SLO (s) must lie in [1e-9, 1e9], got 1e-310",
+        ),
+        (
+            "absurd rate",
+            |i| {
+                if let TraceSource::Generated { spec } = &mut i.trace {
+                    spec.arrivals = Arrivals::Poisson { rate_per_s: 1e308 };
+                }
+            },
+            "arrival rate (requests/s) must lie in [1e-6, 1e9], got 1e308",
+        ),
+        (
+            "chunked:0",
+            |i| {
+                i.sweep.batchings = vec![
+                    Batching::Continuous,
+                    Batching::ChunkedPrefill { token_budget: 0 },
+                ]
+            },
+            "the policy can never admit a request: its chunked-prefill token budget is 0",
+        ),
+        (
+            "batch limit 0",
+            |i| i.sweep.max_sequences = vec![4, 0],
+            "the policy can never admit a request: its batch limit (max_sequences) is 0",
+        ),
+        (
+            "floor 1e300",
+            |i| i.quality_floors[0].max_bits_per_byte = 1e300,
+            "quality floor of slice \"en\" (bits/byte) must lie in [0, 1000], got 1e300",
+        ),
+    ];
+    for (name, edit, expected) in cases {
+        let mut inputs = small("poisson", 50);
+        edit(&mut inputs);
+        let e = Plan::run(&inputs).unwrap_err().to_string();
+        assert!(e.starts_with(expected), "{name}: {e}");
+    }
+    // A trace stretched past the clock's precision: an error naming the load scale, not a
+    // report of zero latencies and infinite tokens/s.
+    let mut inputs = small("poisson", 50);
+    if let TraceSource::Generated { spec } = &mut inputs.trace {
+        spec.arrivals = Arrivals::Poisson { rate_per_s: 1e-6 };
+    }
+    inputs.sweep.load_scales = vec![1e-6];
+    let e = Plan::run(&inputs).unwrap_err();
+    assert!(matches!(e, CapacityError::ClockResolution { .. }), "{e}");
+    assert!(e.to_string().contains("load scale 1e-6"), "{e}");
+    // The least load scale on a short trace: finite figures, a million replicas at most.
+    let mut inputs = small("poisson", 50);
+    inputs.sweep.load_scales = vec![1e-6];
+    let report = Plan::run(&inputs).unwrap();
+    assert_rates_agree(&report);
+    assert!(report.decision.replicas <= 1_000_000);
+    let md = report.to_markdown();
+    assert!(!md.contains("inf") && !md.contains("NaN"), "{md}");
+}
+
+#[test]
+fn every_slice_of_the_trace_needs_quality_data_and_a_floor() {
+    // A quality profile without the rare slice: the plan does not release with its gate
+    // gone; it names the slice.
+    let mut inputs = small("poisson", 200);
+    inputs.quality.slices.retain(|s| s.slice == "en");
+    inputs.quality_floors.retain(|f| f.slice == "en");
+    let e = Plan::run(&inputs).unwrap_err();
+    assert!(
+        matches!(&e, CapacityError::UngatedSlice { slice, .. } if slice == "eu"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("measures only \"en\""), "{e}");
+    // Measured but without a floor: the same.
+    let mut inputs = small("poisson", 200);
+    inputs.quality_floors.retain(|f| f.slice == "en");
+    let e = Plan::run(&inputs).unwrap_err();
+    assert!(e.to_string().contains("no quality floor names it"), "{e}");
+    // Two floors for one slice are ambiguous.
+    let mut inputs = small("poisson", 200);
+    inputs.quality_floors.push(QualityFloor {
+        slice: "en".into(),
+        max_bits_per_byte: 3.0,
+    });
+    assert!(Plan::run(&inputs)
+        .unwrap_err()
+        .to_string()
+        .contains("two floors name slice \"en\""));
+}
+
+#[test]
+fn unix_times_plan_as_times_from_the_first_arrival_and_progress_counts_every_point() {
+    let inputs = small("bursty", 300);
+    let mut shifted = inputs.clone();
+    let mut trace = inputs.trace.trace().unwrap();
+    let first = trace.requests[0].arrival_s;
+    for r in &mut trace.requests {
+        r.arrival_s = r.arrival_s - first + 1.7e9;
+    }
+    shifted.trace = recorded(trace);
+    let mut calls = Vec::new();
+    let a =
+        Plan::run_with_progress(&shifted, &mut |done, total| calls.push((done, total))).unwrap();
+    let b = Plan::run(&inputs).unwrap();
+    assert_rates_agree(&a);
+    // The same gaps: the same decision and figures within rounding.
+    assert_eq!(a.decision.name, b.decision.name);
+    let (x, y) = (
+        a.decision.sustained_rate_per_s,
+        b.decision.sustained_rate_per_s,
+    );
+    assert!((x / y - 1.0).abs() < 1e-6, "{x} {y}");
+    assert_eq!(calls.len(), a.sweep.len());
+    assert_eq!(calls.last(), Some(&(a.sweep.len(), a.sweep.len())));
+    // Progress is only reported: the report is the one without it, byte for byte.
+    assert_eq!(Plan::run(&shifted).unwrap().to_json(), a.to_json());
+}
+
+#[test]
+fn a_sweep_larger_than_the_plan_limit_is_refused_before_any_work() {
+    let mut inputs = small("poisson", capacity::MAX_REQUESTS as u64);
+    let e = Plan::run(&inputs).unwrap_err();
+    assert!(
+        matches!(e, CapacityError::TooMuchWork { points: 120, .. }),
+        "{e}"
+    );
+    // The same requests through one configuration fit.
+    inputs.sweep.load_scales = vec![1.0];
+    inputs.sweep.batchings = vec![Batching::Continuous];
+    inputs.sweep.max_sequences = vec![4];
+    inputs.sweep.weights = vec![WeightPath::Full];
+    if let TraceSource::Generated { spec } = &mut inputs.trace {
+        spec.requests = 20;
+    }
+    assert!(Plan::run(&inputs).is_ok());
+}
+
+#[test]
+fn known_good_plans_are_checked_when_read() {
+    let good = serde_json::to_string(&NamedPolicy::baseline()).unwrap();
+    assert_eq!(
+        NamedPolicy::from_known_good_json(&good).unwrap(),
+        NamedPolicy::baseline()
+    );
+    let zero = good.replace("\"max_sequences\":8", "\"max_sequences\":0");
+    let e = NamedPolicy::from_known_good_json(&zero).unwrap_err();
+    assert!(
+        e.to_string().contains("batch limit (max_sequences) is 0"),
+        "{e}"
+    );
+    assert!(NamedPolicy::from_known_good_json("{}").is_err());
+    assert!(NamedPolicy::from_known_good_json("").is_err());
+}
+
+#[test]
+fn a_time_past_the_clocks_precision_is_an_error_not_zero_latency() {
+    let hw = HardwareProfile::preset("lab-cpu").unwrap();
+    let model = ModelProfile::tiny();
+    let late = Trace {
+        slices: vec!["en".into()],
+        requests: vec![request(0.0, 0), request(1e12, 0)],
+    };
+    let e = simulate(&late, &hw, &model, &policy(Batching::Continuous, 4)).unwrap_err();
+    assert!(matches!(e, CapacityError::ClockResolution { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("the simulated clock would reach 1e12 s"),
+        "{e}"
+    );
+}
+
+#[test]
+fn numbers_in_messages_take_their_shortest_round_trip_form() {
+    use capacity::shortest;
+    assert_eq!(shortest(1e-310), "1e-310");
+    assert_eq!(shortest(1e300), "1e300");
+    assert_eq!(shortest(0.25), "0.25");
+    assert_eq!(shortest(200.0), "200");
+    assert_eq!(shortest(1e6), "1e6");
+    assert_eq!(shortest(0.00001), "1e-5");
+    assert_eq!(shortest(-3.0), "-3");
+    assert_eq!(shortest(f64::INFINITY), "inf");
+    for x in [1e-310, 123.456, 5e-324, f64::MAX, 0.1 + 0.2] {
+        assert_eq!(shortest(x).parse::<f64>().unwrap(), x);
+    }
+    let e = CapacityError::NotPositive {
+        what: "x".into(),
+        value: 1e-310,
+    };
+    assert!(!e.to_string().contains("000000"), "{e}");
 }
