@@ -47,7 +47,7 @@ pub use plan::{
 pub use profile::{HardwareProfile, ModelProfile, WeightPath};
 pub use quality::{
     EvalReport, EvalSlice, QualityFloor, QualityProfile, SliceQuality, MAX_BITS_PER_BYTE,
-    TINY_EVAL_JSON,
+    MIN_BITS_PER_BYTE, TINY_EVAL_JSON,
 };
 pub use rng::SplitMix64;
 pub use sim::{simulate, Batching, KvBudget, ServingPolicy, SimOutcome, Slo};

@@ -9,7 +9,7 @@ use crate::cost::{Calibration, CalibrationFit};
 use crate::error::{at_least_one, in_range, positive, shortest, CapacityError};
 use crate::metrics::Metrics;
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
-use crate::quality::{QualityFloor, QualityProfile, MAX_BITS_PER_BYTE};
+use crate::quality::{QualityFloor, QualityProfile, MAX_BITS_PER_BYTE, MIN_BITS_PER_BYTE};
 use crate::sim::{simulate, Batching, ServingPolicy, Slo};
 use crate::trace::{Trace, TraceSpec};
 
@@ -27,9 +27,12 @@ pub const MAX_LOAD_SCALE: f64 = 1e6;
 pub const MIN_SLO_S: f64 = 1e-9;
 pub const MAX_SLO_S: f64 = 1e9;
 
-/// The most requests one plan simulates over its whole sweep (configurations × requests):
-/// about 1 µs each in a release build on the lab's 2-vCPU EPYC, so a couple of minutes.
-pub const MAX_PLAN_WORK: u64 = 200_000_000;
+/// The most requests one plan simulates over its whole sweep (configurations × requests).
+/// A simulated request costs 0.6 to 1.5 µs in a release build on the lab's 2-vCPU EPYC
+/// (1.2 to 1.6 µs measured with the machine shared, 120 configurations of 20,000 to
+/// 200,000 requests), so a plan at the limit takes one to three minutes; the default sweep
+/// of 120 configurations takes up to 833,333 requests.
+pub const MAX_PLAN_WORK: u64 = 100_000_000;
 
 /// Where the requests come from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -75,6 +78,51 @@ pub struct Sweep {
 }
 
 impl Sweep {
+    /// Something to sweep, load scales within [`MIN_LOAD_SCALE`, `MAX_LOAD_SCALE`], a KV
+    /// block of 1 token up to the model's context, and only policies that can admit a
+    /// request (a batch limit or chunked-prefill budget of 0 is an error, not a row).
+    pub fn validate(&self, model: &ModelProfile) -> Result<(), CapacityError> {
+        if self.batchings.is_empty()
+            || self.max_sequences.is_empty()
+            || self.weights.is_empty()
+            || self.load_scales.is_empty()
+        {
+            return Err(CapacityError::Sweep {
+                reason: "needs at least one batching, batch limit, weight path and load scale"
+                    .into(),
+            });
+        }
+        for &load in &self.load_scales {
+            in_range(
+                "load scale",
+                positive("load scale", load)?,
+                MIN_LOAD_SCALE,
+                MAX_LOAD_SCALE,
+            )?;
+        }
+        at_least_one("KV block size (tokens)", self.block_size as u64)?;
+        if self.block_size > model.context_len {
+            return Err(CapacityError::OutOfRange {
+                what: format!("KV block size (tokens) for {}", model.name),
+                value: self.block_size as f64,
+                min: 1.0,
+                max: model.context_len as f64,
+            });
+        }
+        for &batching in &self.batchings {
+            for &max_sequences in &self.max_sequences {
+                ServingPolicy {
+                    batching,
+                    max_sequences,
+                    block_size: self.block_size,
+                    weights: WeightPath::Full,
+                }
+                .validate()?;
+            }
+        }
+        Ok(())
+    }
+
     /// The configurations swept at each load, in words (for the report and the lab), e.g.
     /// "static, continuous × batch limits [1, 4] × weights full; KV blocks of 16 tokens".
     pub fn configurations(&self) -> String {
@@ -398,44 +446,9 @@ impl Plan {
     ) -> Result<PlanReport, CapacityError> {
         inputs.hardware.validate()?;
         inputs.model.validate()?;
-        for (what, slo) in [
-            ("p99 TTFT SLO (s)", inputs.slo.ttft_p99_s),
-            ("p99 time-per-token SLO (s)", inputs.slo.tpot_p99_s),
-        ] {
-            in_range(what, positive(what, slo)?, MIN_SLO_S, MAX_SLO_S)?;
-        }
+        inputs.slo.validate()?;
         let sweep = &inputs.sweep;
-        if sweep.batchings.is_empty()
-            || sweep.max_sequences.is_empty()
-            || sweep.weights.is_empty()
-            || sweep.load_scales.is_empty()
-        {
-            return Err(CapacityError::Sweep {
-                reason: "needs at least one batching, batch limit, weight path and load scale"
-                    .into(),
-            });
-        }
-        for &load in &sweep.load_scales {
-            in_range(
-                "load scale",
-                positive("load scale", load)?,
-                MIN_LOAD_SCALE,
-                MAX_LOAD_SCALE,
-            )?;
-        }
-        at_least_one("KV block size (tokens)", sweep.block_size as u64)?;
-        // A policy that can never admit a request is bad input, not a row of the sweep.
-        for &batching in &sweep.batchings {
-            for &max_sequences in &sweep.max_sequences {
-                ServingPolicy {
-                    batching,
-                    max_sequences,
-                    block_size: sweep.block_size,
-                    weights: WeightPath::Full,
-                }
-                .validate()?;
-            }
-        }
+        sweep.validate(&inputs.model)?;
         inputs.baseline.policy.validate()?;
         if let Some(known) = &inputs.last_known_good {
             known.validate()?;
@@ -445,7 +458,7 @@ impl Plan {
             in_range(
                 &what,
                 positive(&what, floor.max_bits_per_byte)?,
-                0.0,
+                MIN_BITS_PER_BYTE,
                 MAX_BITS_PER_BYTE,
             )?;
             if inputs.quality.slice(&floor.slice).is_none() {

@@ -58,7 +58,9 @@ pub struct QualityFloor {
     pub max_bits_per_byte: f64,
 }
 
-/// The most bits per byte an eval row may give (8 is a uniform guess over bytes).
+/// The fewest and most bits per byte an eval row or a floor may give (8 is a uniform
+/// guess over bytes; a millionth of a bit per byte is no language).
+pub const MIN_BITS_PER_BYTE: f64 = 1e-6;
 pub const MAX_BITS_PER_BYTE: f64 = 1000.0;
 
 /// The tiny model's eval, committed at models/decode-lab-tiny-v1/eval.json.
@@ -92,14 +94,13 @@ impl QualityProfile {
                     reason: format!("the row {:?} names no slice code", row.slice),
                 });
             }
-            // Bits per byte above 1,000 describe no language model (8 is a uniform byte).
             in_range(
                 &format!("bits per byte of slice {code:?} ({})", row.precision),
                 positive(
                     &format!("bits per byte of slice {code:?} ({})", row.precision),
                     row.bits_per_byte,
                 )?,
-                0.0,
+                MIN_BITS_PER_BYTE,
                 MAX_BITS_PER_BYTE,
             )?;
             let index = match slices.iter().position(|s| s.slice == code) {

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::cost::{IterationWork, Roofline};
-use crate::error::{at_least_one, in_range, shortest, CapacityError};
+use crate::error::{at_least_one, in_range, positive, shortest, CapacityError};
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
 use crate::trace::Trace;
 
@@ -88,6 +88,24 @@ impl ServingPolicy {
 pub struct Slo {
     pub ttft_p99_s: f64,
     pub tpot_p99_s: f64,
+}
+
+impl Slo {
+    /// Both targets a number of seconds within [`crate::MIN_SLO_S`, `crate::MAX_SLO_S`].
+    pub fn validate(&self) -> Result<(), CapacityError> {
+        for (what, slo) in [
+            ("p99 TTFT SLO (s)", self.ttft_p99_s),
+            ("p99 time-per-token SLO (s)", self.tpot_p99_s),
+        ] {
+            in_range(
+                what,
+                positive(what, slo)?,
+                crate::plan::MIN_SLO_S,
+                crate::plan::MAX_SLO_S,
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// The KV cache a policy gets on a machine.

@@ -496,7 +496,7 @@ fn degenerate_settings_are_errors_that_name_the_value() {
         (
             "floor 1e300",
             |i| i.quality_floors[0].max_bits_per_byte = 1e300,
-            "quality floor of slice \"en\" (bits/byte) must lie in [0, 1000], got 1e300",
+            "quality floor of slice \"en\" (bits/byte) must lie in [1e-6, 1000], got 1e300",
         ),
     ];
     for (name, edit, expected) in cases {
