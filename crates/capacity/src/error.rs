@@ -108,9 +108,11 @@ pub enum CapacityError {
     /// A trace (file or generated) with no requests.
     #[error("the trace holds no requests")]
     EmptyTrace,
-    /// A request longer than the model's context.
+    /// A request longer than the model's context. `request` is its index from 0; the
+    /// message counts from 1, as [`CapacityError::BadRequest`] does.
     #[error(
-        "request {request} needs {tokens} tokens (prompt + output) but the model's context holds {context_len}"
+        "request {} of the trace needs {tokens} tokens (prompt + output) but the model's context holds {context_len}",
+        .request + 1
     )]
     RequestTooLong {
         request: usize,
@@ -120,8 +122,8 @@ pub enum CapacityError {
     /// The weights alone do not fit in the accelerator's memory.
     #[error(
         "the {weights} weights need {} bytes but the accelerator has {} usable bytes",
-        shortest(*.weight_bytes),
-        shortest(*.usable_bytes)
+        byte_count(*.weight_bytes),
+        byte_count(*.usable_bytes)
     )]
     WeightsTooLarge {
         weights: String,
@@ -161,6 +163,16 @@ pub enum CapacityError {
         name: String,
         known: String,
     },
+}
+
+/// A count of bytes: every digit while it is a whole number below 10^16 (`26000000000`),
+/// else [`shortest`].
+fn byte_count(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e16 {
+        format!("{x}")
+    } else {
+        shortest(x)
+    }
 }
 
 pub(crate) fn positive(what: &str, value: f64) -> Result<f64, CapacityError> {

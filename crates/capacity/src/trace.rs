@@ -21,7 +21,8 @@ use crate::error::{at_least_one, in_range, positive, shortest, CapacityError};
 use crate::profile::unknown;
 use crate::rng::SplitMix64;
 
-/// The most requests one simulation takes (about 40 bytes each while it runs).
+/// The most requests one simulation takes (about 40 bytes each while it runs). A plan
+/// simulates them once per configuration, within [`crate::MAX_PLAN_WORK`] in all.
 pub const MAX_REQUESTS: usize = 20_000_000;
 
 /// The slowest and fastest mean arrival rates a generated trace may have, requests per

@@ -1084,9 +1084,16 @@ mod tests {
     }
 
     #[test]
-    fn one_request_and_tiny_loads_do_not_panic() {
-        let form = CapacityForm {
+    fn one_request_is_a_sentence_and_tiny_loads_do_not_panic() {
+        // One request has no arrival rate to size replicas by (the plan said "one replica
+        // sustains 0 requests/s" beside a goodput of hundreds): the planner says so.
+        let one = CapacityForm {
             requests: "1".into(),
+            ..CapacityForm::default()
+        };
+        let e = plan(&one, None).unwrap_err();
+        assert!(e[0].contains("no arrival rate"), "{e:?}");
+        let form = CapacityForm {
             loads: "0.001".into(),
             ..CapacityForm::default()
         };
