@@ -2,10 +2,12 @@
 //! line: presets or a trace file in, the plan as Markdown or JSON out. Reading and writing
 //! files happens here; the planner itself is pure.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use capacity::{
-    Batching, HardwareProfile, ModelProfile, NamedPolicy, Plan, PlanInputs, QualityFloor,
+    shortest, Batching, HardwareProfile, ModelProfile, NamedPolicy, Plan, PlanInputs,
     QualityProfile, Trace, TraceFormat, TraceSource, TraceSpec, WeightPath,
 };
 use clap::{Args, ValueEnum};
@@ -23,10 +25,10 @@ pub struct CapacityArgs {
     #[arg(long, default_value = "poisson", value_name = "PRESET|FILE")]
     trace: String,
     /// Requests drawn from a trace preset.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     requests: Option<u64>,
     /// Seed of a trace preset.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     seed: Option<u64>,
     /// Mean arrival rate of a trace preset, requests per second.
     #[arg(long, allow_hyphen_values = true)]
@@ -42,19 +44,19 @@ pub struct CapacityArgs {
     #[arg(long)]
     no_calibration: bool,
     /// Batching policies to sweep, comma-separated: static, continuous, chunked:BUDGET.
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     policy: Option<String>,
     /// Batch limits (most concurrent sequences) to sweep, comma-separated.
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     batch_limits: Option<String>,
     /// Weight paths to sweep, comma-separated: full, int8.
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     weights: Option<String>,
     /// Multiples of the trace's arrival rate offered to one replica, comma-separated.
     #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
     load_scales: Option<String>,
     /// Tokens per KV-cache block.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     block_size: Option<u32>,
     /// SLO: p99 time to first token, seconds.
     #[arg(long, allow_hyphen_values = true)]
@@ -66,11 +68,13 @@ pub struct CapacityArgs {
     /// models/decode-lab-tiny-v1/eval.json).
     #[arg(long, value_name = "FILE")]
     quality: Option<PathBuf>,
-    /// Floors: every slice at most this share above its full-precision bits per byte.
-    #[arg(long, allow_hyphen_values = true, conflicts_with = "floor")]
+    /// Floors: every slice at most this share above its full-precision bits per byte
+    /// (default 0.0001, that is 0.01 %).
+    #[arg(long, allow_hyphen_values = true)]
     quality_tolerance: Option<f64>,
-    /// A slice's floor in bits per byte, `SLICE=MAX` (repeat for several slices).
-    #[arg(long, value_name = "SLICE=MAX")]
+    /// A slice's floor in bits per byte, `SLICE=MAX`, in place of the tolerance's floor for
+    /// that slice (repeat for several slices).
+    #[arg(long, value_name = "SLICE=MAX", allow_hyphen_values = true)]
     floor: Vec<String>,
     /// The last known-good plan (a file `--save-known-good` wrote); degraded to before the
     /// baseline.
@@ -86,12 +90,44 @@ pub struct CapacityArgs {
     report: ReportFormat,
 }
 
-fn list<T>(text: &str, what: &str, parse: impl Fn(&str) -> Option<T>) -> Result<Vec<T>, String> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| parse(s).ok_or_else(|| format!("{what} {s:?} is not valid")))
-        .collect()
+/// `--flag VALUE` as a message names it: the value as typed, quoted when it is empty or
+/// holds spaces.
+fn flag(name: &str, value: &str) -> String {
+    if value.is_empty() || value.chars().any(char::is_whitespace) {
+        format!("--{name} {value:?}")
+    } else {
+        format!("--{name} {value}")
+    }
+}
+
+/// A comma-separated list: every entry read by `parse`, no empty entry (`4,,8`, a
+/// trailing comma) and no entry twice; errors say what was expected.
+fn list<T: PartialEq>(
+    name: &str,
+    text: &str,
+    expected: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Vec<T>, String> {
+    let mut items = Vec::new();
+    for entry in text.split(',').map(str::trim) {
+        if entry.is_empty() {
+            return Err(format!(
+                "{}: an empty entry; expected a comma-separated list of {expected}",
+                flag(name, text)
+            ));
+        }
+        let item = parse(entry).ok_or_else(|| {
+            format!(
+                "{}: {entry:?} is not valid; expected {expected}",
+                flag(name, text)
+            )
+        })?;
+        if items.contains(&item) {
+            return Err(format!("{}: {entry:?} is listed twice", flag(name, text)));
+        }
+        items.push(item);
+    }
+    Ok(items)
 }
 
 fn batching(text: &str) -> Option<Batching> {
@@ -107,125 +143,330 @@ fn batching(text: &str) -> Option<Batching> {
     }
 }
 
-fn read(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+/// Reads a file a flag names; the message names the flag and the path.
+fn read(name: &str, path: &Path) -> Result<String, String> {
+    let what = flag(name, &path.display().to_string());
+    if path.is_dir() {
+        return Err(format!("{what}: is a directory, not a file"));
+    }
+    std::fs::read_to_string(path).map_err(|e| format!("{what}: cannot read it: {e}"))
 }
 
+/// Whether `a` and `b` are one file: the same device and inode (so a hard link, a
+/// symbolic link and `./x` against `x` all count), or, where that is not available, the
+/// same canonical path.
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return x.dev() == y.dev() && x.ino() == y.ino();
+        }
+    }
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
+/// The files this run reads, with their flags.
+fn files_read(args: &CapacityArgs) -> Vec<(&'static str, PathBuf)> {
+    let mut files = Vec::new();
+    if TraceFormat::from_path(&args.trace).is_some() {
+        files.push(("trace", PathBuf::from(&args.trace)));
+    }
+    if let Some(path) = &args.quality {
+        files.push(("quality", path.clone()));
+    }
+    if let Some(path) = &args.last_known_good {
+        files.push(("last-known-good", path.clone()));
+    }
+    files
+}
+
+/// `--save-known-good` must name a file that can be written and that the run does not
+/// read: checked before any work, so no input is overwritten by a plan made from it.
+fn check_save_path(args: &CapacityArgs) -> Result<(), String> {
+    let Some(save) = &args.save_known_good else {
+        return Ok(());
+    };
+    let what = flag("save-known-good", &save.display().to_string());
+    for (name, input) in files_read(args) {
+        if same_file(save, &input) {
+            return Err(format!(
+                "{what}: is the file that --{name} {} reads; a run never writes over its input (save to another file, then rename it)",
+                input.display()
+            ));
+        }
+    }
+    if save.is_dir() {
+        return Err(format!("{what}: is a directory, not a file"));
+    }
+    let parent = match save.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(format!(
+            "{what}: its directory {} does not exist",
+            parent.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Floors allow each slice this share above its full-precision bits per byte by default
+/// (0.01 %), and at most this share with `--quality-tolerance` (1,000 %).
+const DEFAULT_TOLERANCE: f64 = 1e-4;
+const MAX_TOLERANCE: f64 = 10.0;
+
 pub fn inputs(args: &CapacityArgs) -> Result<PlanInputs, String> {
-    let e = |e: capacity::CapacityError| e.to_string();
-    let mut inputs = PlanInputs::tiny_lab("poisson").map_err(e)?;
-    inputs.hardware = HardwareProfile::preset(&args.hardware).map_err(e)?;
-    inputs.model = ModelProfile::preset(&args.model).map_err(e)?;
+    let mut inputs = PlanInputs::tiny_lab("poisson").map_err(|e| e.to_string())?;
+    inputs.hardware = HardwareProfile::preset(&args.hardware)
+        .map_err(|e| format!("{}: {e}", flag("hardware", &args.hardware)))?;
+    inputs.model = ModelProfile::preset(&args.model)
+        .map_err(|e| format!("{}: {e}", flag("model", &args.model)))?;
     if args.no_calibration || args.hardware != "lab-cpu" || args.model != "decode-lab-tiny-v1" {
         inputs.calibration = None;
     }
-    let file_format = TraceFormat::from_path(&args.trace);
-    inputs.trace = match file_format {
-        Some(format) => {
-            if args.requests.is_some() || args.seed.is_some() || args.rate.is_some() {
-                return Err(
-                    "--requests, --seed and --rate shape a trace preset, not a file".into(),
-                );
-            }
-            let trace = Trace::parse(&read(Path::new(&args.trace))?, format)
-                .map_err(|err| format!("{}: {err}", args.trace))?;
-            TraceSource::Recorded {
-                name: args.trace.clone(),
-                trace,
-            }
-        }
-        None => {
-            let mut spec = TraceSpec::preset(&args.trace)
-                .map_err(|err| format!("{err} (or give a trace file ending in .csv or .jsonl)"))?;
-            if let Some(n) = args.requests {
-                spec.requests = n;
-            }
-            if let Some(seed) = args.seed {
-                spec.seed = seed;
-            }
-            if let Some(rate) = args.rate {
-                match &mut spec.arrivals {
-                    capacity::Arrivals::Poisson { rate_per_s }
-                    | capacity::Arrivals::Bursty { rate_per_s, .. }
-                    | capacity::Arrivals::Diurnal { rate_per_s, .. } => *rate_per_s = rate,
-                }
-            }
-            TraceSource::Generated { spec }
-        }
+    inputs.trace = trace(args)?;
+    // Each flag is checked as it is applied (the defaults are valid), so an error names
+    // the flag that caused it.
+    let sweep_flag = |inputs: &PlanInputs, name: &str, text: &str| {
+        inputs
+            .sweep
+            .validate(&inputs.model)
+            .map_err(|e| format!("{}: {e}", flag(name, text)))
     };
     if let Some(text) = &args.policy {
-        inputs.sweep.batchings = list(text, "policy", batching)?;
+        inputs.sweep.batchings = list(
+            "policy",
+            text,
+            "static, continuous or chunked:BUDGET (BUDGET a whole number of tokens from 1 to 4294967295)",
+            batching,
+        )?;
+        sweep_flag(&inputs, "policy", text)?;
     }
     if let Some(text) = &args.batch_limits {
-        inputs.sweep.max_sequences = list(text, "batch limit", |s| s.parse().ok())?;
+        inputs.sweep.max_sequences = list(
+            "batch-limits",
+            text,
+            "whole numbers of sequences from 1 to 4294967295",
+            |s| s.parse().ok(),
+        )?;
+        sweep_flag(&inputs, "batch-limits", text)?;
     }
     if let Some(text) = &args.weights {
-        inputs.sweep.weights = list(text, "weight path", |s| match s {
+        inputs.sweep.weights = list("weights", text, "full or int8", |s| match s {
             "full" => Some(WeightPath::Full),
             "int8" => Some(WeightPath::Int8),
             _ => None,
         })?;
     }
     if let Some(text) = &args.load_scales {
-        inputs.sweep.load_scales = list(text, "load scale", |s| s.parse().ok())?;
+        // "nan" and "inf" read as numbers here; the sweep's check names them.
+        inputs.sweep.load_scales = list(
+            "load-scales",
+            text,
+            &format!(
+                "numbers from {} to {}",
+                shortest(capacity::MIN_LOAD_SCALE),
+                shortest(capacity::MAX_LOAD_SCALE)
+            ),
+            |s| s.parse::<f64>().ok(),
+        )?;
+        sweep_flag(&inputs, "load-scales", text)?;
     }
     if let Some(size) = args.block_size {
         inputs.sweep.block_size = size;
         inputs.baseline.policy.block_size = size;
+        sweep_flag(&inputs, "block-size", &size.to_string())?;
     }
-    if let Some(slo) = args.slo_ttft_p99 {
-        inputs.slo.ttft_p99_s = slo;
+    if let Some(v) = args.slo_ttft_p99 {
+        inputs.slo.ttft_p99_s = v;
+        inputs
+            .slo
+            .validate()
+            .map_err(|e| format!("{}: {e}", flag("slo-ttft-p99", &shortest(v))))?;
     }
-    if let Some(slo) = args.slo_tpot_p99 {
-        inputs.slo.tpot_p99_s = slo;
+    if let Some(v) = args.slo_tpot_p99 {
+        inputs.slo.tpot_p99_s = v;
+        inputs
+            .slo
+            .validate()
+            .map_err(|e| format!("{}: {e}", flag("slo-tpot-p99", &shortest(v))))?;
     }
     if let Some(path) = &args.quality {
-        inputs.quality = QualityProfile::from_eval_json(&read(path)?, "f32")
-            .map_err(|err| format!("{}: {err}", path.display()))?;
-        inputs.quality_floors = inputs.quality.floors_within(1e-4);
+        inputs.quality = QualityProfile::from_eval_json(&read("quality", path)?, "f32")
+            .map_err(|err| format!("{}: {err}", flag("quality", &path.display().to_string())))?;
     }
-    if let Some(tolerance) = args.quality_tolerance {
-        if !(tolerance.is_finite() && tolerance >= 0.0) {
+    let tolerance = match args.quality_tolerance {
+        Some(t) if (0.0..=MAX_TOLERANCE).contains(&t) => t,
+        Some(t) => {
             return Err(format!(
-                "quality tolerance {tolerance} is not a share at or above 0"
-            ));
+                "{}: expected a share from 0 to {} above each slice's full-precision bits per byte (0.01 = 1 %), got {}",
+                flag("quality-tolerance", &shortest(t)),
+                shortest(MAX_TOLERANCE),
+                shortest(t)
+            ))
         }
-        inputs.quality_floors = inputs.quality.floors_within(tolerance);
-    }
-    if !args.floor.is_empty() {
-        inputs.quality_floors = args
-            .floor
-            .iter()
-            .map(|f| {
-                let (slice, max) = f
-                    .split_once('=')
-                    .ok_or_else(|| format!("floor {f:?} is not SLICE=MAX"))?;
-                let max_bits_per_byte = max
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("floor {f:?}: {max:?} is not a number"))?;
-                Ok(QualityFloor {
-                    slice: slice.trim().into(),
-                    max_bits_per_byte,
-                })
-            })
-            .collect::<Result<_, String>>()?;
-    }
+        None => DEFAULT_TOLERANCE,
+    };
+    inputs.quality_floors = inputs.quality.floors_within(tolerance);
+    floors(args, &mut inputs)?;
     if let Some(path) = &args.last_known_good {
-        let known: NamedPolicy = serde_json::from_str(&read(path)?).map_err(|err| {
-            format!(
-                "{} is not a known-good plan (written by --save-known-good): {err}",
-                path.display()
-            )
-        })?;
+        let known =
+            NamedPolicy::from_known_good_json(&read("last-known-good", path)?).map_err(|err| {
+                format!(
+                    "{}: {err}",
+                    flag("last-known-good", &path.display().to_string())
+                )
+            })?;
         inputs.last_known_good = Some(known);
     }
     Ok(inputs)
 }
 
+/// The trace: a file (`.csv`, `.jsonl`) read here, or a preset shaped by `--requests`,
+/// `--seed` and `--rate`.
+fn trace(args: &CapacityArgs) -> Result<TraceSource, String> {
+    if let Some(format) = TraceFormat::from_path(&args.trace) {
+        if args.requests.is_some() || args.seed.is_some() || args.rate.is_some() {
+            return Err("--requests, --seed and --rate shape a trace preset, not a file".into());
+        }
+        let trace = Trace::parse(&read("trace", Path::new(&args.trace))?, format)
+            .map_err(|err| format!("{}: {err}", flag("trace", &args.trace)))?;
+        return Ok(TraceSource::Recorded {
+            name: args.trace.clone(),
+            trace,
+        });
+    }
+    let mut spec = TraceSpec::preset(&args.trace).map_err(|err| {
+        format!(
+            "{}: {err} (or give a trace file ending in .csv or .jsonl)",
+            flag("trace", &args.trace)
+        )
+    })?;
+    if let Some(n) = args.requests {
+        spec.requests = n;
+        spec.validate()
+            .map_err(|e| format!("{}: {e}", flag("requests", &n.to_string())))?;
+    }
+    if let Some(seed) = args.seed {
+        spec.seed = seed;
+    }
+    if let Some(rate) = args.rate {
+        match &mut spec.arrivals {
+            capacity::Arrivals::Poisson { rate_per_s }
+            | capacity::Arrivals::Bursty { rate_per_s, .. }
+            | capacity::Arrivals::Diurnal { rate_per_s, .. } => *rate_per_s = rate,
+        }
+        spec.validate()
+            .map_err(|e| format!("{}: {e}", flag("rate", &shortest(rate))))?;
+    }
+    Ok(TraceSource::Generated { spec })
+}
+
+/// `--floor SLICE=MAX` replaces that slice's floor; the other slices keep theirs.
+fn floors(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
+    let mut named: Vec<&str> = Vec::new();
+    for f in &args.floor {
+        let what = flag("floor", f);
+        let (slice, max) = f
+            .split_once('=')
+            .ok_or_else(|| format!("{what}: expected SLICE=MAX, e.g. eu=2.1"))?;
+        let slice = slice.trim();
+        let max_bits_per_byte: f64 = max
+            .trim()
+            .parse()
+            .map_err(|_| format!("{what}: {max:?} is not a number of bits per byte"))?;
+        if !(capacity::MIN_BITS_PER_BYTE..=capacity::MAX_BITS_PER_BYTE).contains(&max_bits_per_byte)
+        {
+            return Err(format!(
+                "{what}: expected a number of bits per byte from {} to {}, got {}",
+                shortest(capacity::MIN_BITS_PER_BYTE),
+                shortest(capacity::MAX_BITS_PER_BYTE),
+                shortest(max_bits_per_byte)
+            ));
+        }
+        if named.contains(&slice) {
+            return Err(format!("{what}: slice {slice:?} has a floor already"));
+        }
+        named.push(slice);
+        let measured = inputs
+            .quality
+            .slices
+            .iter()
+            .map(|s| format!("{:?}", s.slice))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let Some(floor) = inputs.quality_floors.iter_mut().find(|q| q.slice == slice) else {
+            return Err(format!(
+                "{what}: the quality profile measures no slice {slice:?}; it measures {measured}"
+            ));
+        };
+        floor.max_bits_per_byte = max_bits_per_byte;
+    }
+    Ok(())
+}
+
+/// Sweeps of more simulated requests than this announce themselves on standard error
+/// (about 5 s at 1 µs each); progress lines follow every 2 s once a sweep has run 2 s.
+const ANNOUNCE_WORK: u64 = 5_000_000;
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// One line on standard error. A closed or full standard error is no reason to stop the
+/// plan, so a failed write is ignored.
+fn note(line: &str) {
+    let _ = writeln!(std::io::stderr(), "capacity: {line}");
+}
+
 pub fn run(args: &CapacityArgs) -> Result<String, String> {
+    check_save_path(args)?;
     let inputs = inputs(args)?;
-    let report = Plan::run(&inputs).map_err(|e| e.to_string())?;
+    let requests = match &inputs.trace {
+        TraceSource::Generated { spec } => spec.requests,
+        TraceSource::Recorded { trace, .. } => trace.requests.len() as u64,
+    };
+    let s = &inputs.sweep;
+    let points =
+        (s.load_scales.len() * s.batchings.len() * s.max_sequences.len() * s.weights.len()) as u64;
+    let work = points.saturating_mul(requests);
+    if work > ANNOUNCE_WORK && work <= capacity::MAX_PLAN_WORK {
+        note(&format!(
+            "simulating {points} configurations of {requests} requests, {work} simulated requests: about {} s in a release build at about 1 µs each",
+            work.div_ceil(1_000_000)
+        ));
+    }
+    let start = Instant::now();
+    let mut last_note = start;
+    let mut progress = |done: usize, total: usize| {
+        let now = Instant::now();
+        if now.duration_since(last_note) < PROGRESS_EVERY {
+            return;
+        }
+        last_note = now;
+        let elapsed = now.duration_since(start).as_secs_f64();
+        let left = elapsed / done.max(1) as f64 * total.saturating_sub(done) as f64;
+        note(&format!(
+            "{done} of {total} configurations simulated in {elapsed:.0} s, about {left:.0} s left"
+        ));
+    };
+    let report = Plan::run_with_progress(&inputs, &mut progress).map_err(|e| {
+        use capacity::CapacityError::*;
+        match e {
+            TooMuchWork { .. } => format!(
+                "{e}; lower --requests, use a shorter trace, or sweep fewer --load-scales, --policy, --batch-limits or --weights"
+            ),
+            // What the trace itself holds: named by the flag that gave it.
+            BadRequest { .. }
+            | RequestTooLong { .. }
+            | NoArrivalRate { .. }
+            | RateTooHigh { .. }
+            | UngatedSlice { .. } => format!("{}: {e}", flag("trace", &args.trace)),
+            e => e.to_string(),
+        }
+    })?;
     if let Some(path) = &args.save_known_good {
         if report.decision.kind == capacity::DecisionKind::Release {
             let known = NamedPolicy {
@@ -233,8 +474,12 @@ pub fn run(args: &CapacityArgs) -> Result<String, String> {
                 policy: report.decision.policy.clone(),
             };
             let text = serde_json::to_string_pretty(&known).map_err(|e| e.to_string())?;
-            std::fs::write(path, text + "\n")
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            std::fs::write(path, text + "\n").map_err(|e| {
+                format!(
+                    "{}: cannot write it: {e}",
+                    flag("save-known-good", &path.display().to_string())
+                )
+            })?;
         }
     }
     Ok(if args.json || args.report == ReportFormat::Json {

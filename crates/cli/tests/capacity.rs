@@ -162,42 +162,126 @@ fn a_release_saved_as_known_good_is_what_an_unsafe_plan_degrades_to() {
 
 #[test]
 fn bad_numbers_and_names_are_one_line_errors() {
-    let cases: [(&[&str], &str); 6] = [
+    // Each names the flag, the value and what was expected (they named no flag before, and
+    // a batch limit of 0 exited 0 with a degraded plan though it can never admit a request).
+    let cases: [(&[&str], &str); 7] = [
         (
             &["capacity", "--rate", "-3"],
-            "error: arrival rate (requests/s) must be a finite number above zero, got -3\n",
+            "error: --rate -3: arrival rate (requests/s) must be a finite number above zero, got -3\n",
         ),
         (
             &["capacity", "--rate", "0"],
-            "error: arrival rate (requests/s) must be a finite number above zero, got 0\n",
+            "error: --rate 0: arrival rate (requests/s) must be a finite number above zero, got 0\n",
         ),
         (
             &["capacity", "--slo-ttft-p99", "0"],
-            "error: p99 TTFT SLO (s) must be a finite number above zero, got 0\n",
+            "error: --slo-ttft-p99 0: p99 TTFT SLO (s) must be a finite number above zero, got 0\n",
         ),
         (
             &["capacity", "--batch-limits", "0", "--requests", "10"],
-            "",
+            "error: --batch-limits 0: the policy can never admit a request: its batch limit (max_sequences) is 0, so no sequence can run; a batch limit must be at least 1\n",
         ),
         (
             &["capacity", "--hardware", "tpu"],
-            "error: unknown hardware preset \"tpu\"; known: a100-80gb, h100-sxm, h200, l4, lab-cpu\n",
+            "error: --hardware tpu: unknown hardware preset \"tpu\"; known: a100-80gb, h100-sxm, h200, l4, lab-cpu\n",
         ),
-        (&["capacity", "--policy", "greedy"], "error: policy \"greedy\" is not valid\n"),
+        (
+            &["capacity", "--policy", "greedy"],
+            "error: --policy greedy: \"greedy\" is not valid; expected static, continuous or chunked:BUDGET (BUDGET a whole number of tokens from 1 to 4294967295)\n",
+        ),
+        (
+            &["capacity", "--load-scales", "1e-300"],
+            "error: --load-scales 1e-300: load scale must lie in [1e-6, 1e6], got 1e-300\n",
+        ),
     ];
     for (args, expected) in cases {
-        if expected.is_empty() {
-            // A batch limit of 0 can never admit a request: every point says so; with no
-            // point left the baseline runs.
-            let out = ok(&[args, &["--json"]].concat());
-            let plan: serde_json::Value = serde_json::from_str(&out).unwrap();
-            let row = &plan["sweep"][0];
-            assert!(
-                row["error"].as_str().unwrap().contains("can never admit"),
-                "{row}"
-            );
-            continue;
-        }
         assert_eq!(fails(args), expected, "{args:?}");
     }
+}
+
+#[test]
+fn a_trace_without_a_rate_and_a_slice_without_quality_are_errors() {
+    let one = scratch("one.csv");
+    std::fs::write(
+        &one,
+        "arrival_s,prompt_tokens,output_tokens,slice\n0.5,10,5,en\n",
+    )
+    .unwrap();
+    let err = fails(&["capacity", "--trace", one.to_str().unwrap()]);
+    assert!(
+        err.contains("the trace's 1 request all arrive at 0.5 s, so it has no arrival rate"),
+        "{err}"
+    );
+    // An eval that measures English only, against a trace with Basque: no release with the
+    // Basque gate gone.
+    let eval: serde_json::Value = serde_json::from_str(capacity::TINY_EVAL_JSON).unwrap();
+    let mut english = eval.clone();
+    english["slices"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|s| s["slice"].as_str().unwrap().starts_with("en"));
+    let quality = scratch("english.json");
+    std::fs::write(&quality, english.to_string()).unwrap();
+    let err = fails(&[
+        "capacity",
+        "--requests",
+        "200",
+        "--quality",
+        quality.to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("the trace has slice \"eu\", but the quality profile"),
+        "{err}"
+    );
+}
+
+#[test]
+fn save_known_good_never_writes_over_a_file_the_run_reads() {
+    let dir = scratch("inputs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("trace.csv");
+    let mut text = String::from("arrival_s,prompt_tokens,output_tokens,slice\n");
+    for i in 0..100 {
+        text.push_str(&format!(
+            "{},{},8,{}\n",
+            i as f64 * 0.01,
+            20 + i % 7,
+            if i % 10 == 0 { "eu" } else { "en" }
+        ));
+    }
+    std::fs::write(&trace, &text).unwrap();
+    let hard = dir.join("hard.csv");
+    let soft = dir.join("soft.csv");
+    let _ = std::fs::remove_file(&hard);
+    let _ = std::fs::remove_file(&soft);
+    std::fs::hard_link(&trace, &hard).unwrap();
+    std::os::unix::fs::symlink(&trace, &soft).unwrap();
+    let dotted = dir.join("..").join("inputs").join(".").join("trace.csv");
+    for target in [&trace, &hard, &soft, &dotted] {
+        let err = fails(&[
+            "capacity",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--batch-limits",
+            "4",
+            "--save-known-good",
+            target.to_str().unwrap(),
+        ]);
+        assert!(err.contains("a run never writes over its input"), "{err}");
+        assert_eq!(std::fs::read_to_string(&trace).unwrap(), text);
+    }
+    let quality = dir.join("eval.json");
+    std::fs::write(&quality, capacity::TINY_EVAL_JSON).unwrap();
+    let err = fails(&[
+        "capacity",
+        "--quality",
+        quality.to_str().unwrap(),
+        "--save-known-good",
+        quality.to_str().unwrap(),
+    ]);
+    assert!(err.contains("is the file that --quality"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(&quality).unwrap(),
+        capacity::TINY_EVAL_JSON
+    );
 }
