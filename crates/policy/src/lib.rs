@@ -40,7 +40,8 @@ pub use pipeline::{
     Stepper, TokenProb, POLICY_VERSION,
 };
 pub use record::{
-    replay, ArtifactId, Backend, ReplayReport, RunConfig, RunRecord, SeedSource, StopConfig,
+    parse_records, replay, ArtifactId, Backend, RecordError, ReplayReport, RunConfig, RunRecord,
+    SeedSource, StopConfig,
 };
 pub use rng::NumpyRng;
 pub use shortest::Shortest;
