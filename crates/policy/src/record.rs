@@ -98,6 +98,7 @@ pub struct RunRecord {
     /// `sha256:` and the hex SHA-256 of everything above but the timings (see
     /// [`RunRecord::content_digest`]), written when the record is made, so that a record
     /// edited afterwards is told apart from a model or policy that now behaves differently.
+    /// It guards against edits, not forgery: whoever edits a record can write a new digest.
     /// Records made before digests existed have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_digest: Option<String>,

@@ -874,7 +874,7 @@ fn reported_numbers(outcome: &StepOutcome) -> Vec<(String, f64)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig::with_cases(1000))]
 
     /// For any finite logits and knobs a step either refuses with a typed error or reports
     /// only finite numbers (a chosen token's log-probability included), with and without
