@@ -112,8 +112,13 @@ impl fmt::Display for Constraint {
                 presence,
             } => write!(
                 f,
-                "frequency penalty {} (times {count} occurrences) with presence penalty {}",
+                "frequency penalty {} (for {count} {}) with presence penalty {}",
                 Shortest(frequency),
+                if count == 1 {
+                    "occurrence"
+                } else {
+                    "occurrences"
+                },
                 Shortest(presence)
             ),
         }

@@ -135,7 +135,9 @@ pub struct StepRecord {
     pub entropy: f64,
     /// Tokens with non-zero probability in the final distribution.
     pub survivors: usize,
-    /// The uniform draw that chose the token; `None` when greedy.
+    /// The uniform draw that chose the token; `None` (absent in JSON, never `null`) when
+    /// greedy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draw: Option<f64>,
     pub model_us: f64,
     pub policy_us: f64,

@@ -51,7 +51,8 @@ pub struct Policy {
     pub no_repeat_ngram: usize,
     /// The end-of-sequence token is masked until this many tokens have been generated.
     pub min_new_tokens: usize,
-    /// The end-of-sequence token, which `min_new_tokens` masks.
+    /// The end-of-sequence token, which `min_new_tokens` masks (absent in JSON when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub eos_token: Option<u32>,
     /// Divides the logits; 0 means greedy (argmax, ties to the lowest id).
     pub temperature: f64,
@@ -153,7 +154,8 @@ pub struct StepOutcome {
     pub token: u32,
     /// Probability of `token` under the final policy (1 for greedy).
     pub prob: f64,
-    /// The uniform draw in [0, 1) that picked the token; `None` for greedy.
+    /// The uniform draw in [0, 1) that picked the token; `None` (absent in JSON) for greedy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draw: Option<f64>,
     /// How many tokens had non-zero probability in the final distribution.
     pub survivors: usize,

@@ -92,8 +92,9 @@ pub struct RunRecord {
     #[serde(default = "Backend::cpu_reference")]
     pub backend: Backend,
     /// Why the run fell back to the `cpu-reference` baseline, if it did (the same words as
-    /// `backend.degraded_reason`, at the top level where a reader looks first).
-    #[serde(default)]
+    /// `backend.degraded_reason`, at the top level where a reader looks first). Absent in
+    /// JSON when the run did not fall back: the policy's JSON holds no `null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded_reason: Option<String>,
     /// `sha256:` and the hex SHA-256 of everything above but the timings (see
     /// [`RunRecord::content_digest`]), written when the record is made, so that a record
@@ -279,9 +280,9 @@ impl RunRecord {
     ///
     /// It covers every field but the timings (`ttft_us`, `token_latencies_us`, each step's
     /// `model_us` and `policy_us`) and the digest itself. The fields are hashed in a
-    /// canonical binary form (tagged values, floats by their bits, object keys sorted), not
-    /// as JSON text, so that neither a JSON writer's number format nor key order can change
-    /// it.
+    /// canonical binary form (tagged values, floats by their bits, object keys sorted, null
+    /// fields left out), not as JSON text, so that neither a JSON writer's number format,
+    /// nor key order, nor whether `None` is written as `null` or left out can change it.
     pub fn content_digest(&self) -> String {
         let content = DigestedRecord {
             app_version: &self.app_version,
@@ -548,7 +549,7 @@ struct DigestedStep<'a> {
 
 /// Feeds a JSON value to the hasher in a canonical binary form: a tag byte per value,
 /// lengths as 8 little-endian bytes, integers and floats by their 8 bytes (floats by their
-/// bits, so 0.1 is hashed exactly), object keys in sorted order.
+/// bits, so 0.1 is hashed exactly), object keys in sorted order, null fields left out.
 fn hash_value(hasher: &mut Sha256, value: &serde_json::Value) {
     use serde_json::Value;
     let length = |hasher: &mut Sha256, n: usize| hasher.update((n as u64).to_le_bytes());
@@ -580,9 +581,11 @@ fn hash_value(hasher: &mut Sha256, value: &serde_json::Value) {
             }
         }
         Value::Object(fields) => {
+            // A field that is null is hashed as absent, so that writing `None` as `null` or
+            // leaving it out (`skip_serializing_if`) is the same content.
+            let mut sorted: Vec<_> = fields.iter().filter(|(_, v)| !v.is_null()).collect();
             hasher.update(b"o");
-            length(hasher, fields.len());
-            let mut sorted: Vec<_> = fields.iter().collect();
+            length(hasher, sorted.len());
             sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
             for (key, item) in sorted {
                 hasher.update(b"s");

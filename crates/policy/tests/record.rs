@@ -290,12 +290,26 @@ fn one_line_pretty_and_jsonl_records_all_read_back() {
 }
 
 #[test]
+fn a_record_holds_no_null() {
+    // Greedy (no draws), no end of sequence, no fallback: every absent value is left out.
+    let greedy = Policy {
+        temperature: 0.0,
+        ..Policy::default()
+    };
+    let record = run(&mut Toy::new(64), &config(greedy, 6, StopConfig::default()));
+    assert!(record.steps.iter().all(|s| s.draw.is_none()));
+    let line = serde_json::to_string(&record).unwrap();
+    assert!(!line.contains("null"), "{line}");
+    assert_eq!(parse_records(&line).unwrap(), [record]);
+}
+
+#[test]
 fn the_digest_is_pinned() {
     // The canonical form is part of the record format: a change to it would report every
     // record written before as altered. Change this value only with a new DIGEST_DOMAIN.
     let record = record();
     assert_eq!(
         record.record_digest.as_deref(),
-        Some("sha256:8034fc1449ddafc8d7fb77852dcc59c71fefd56dc1ab655957b9980576928450")
+        Some("sha256:276214e8e4bb4e9317478cfdb040c7972a5be1140b187b7157596b76d767d146")
     );
 }
