@@ -156,6 +156,18 @@ pub enum GenerateError {
     PromptTooLong { prompt: usize, context: usize },
     #[error("the prompt is empty: the model needs at least one token to start from")]
     EmptyPrompt,
+    /// Refused before the prompt is rendered, so that no absurd size is ever allocated.
+    #[error(
+        "the prompt in its template would be {bytes} bytes, more than a context of {context} \
+         tokens can hold: at most {limit} bytes, since no token is longer than {token_bytes} bytes"
+    )]
+    PromptTooLarge {
+        /// `usize::MAX` when the size does not fit in a `usize`.
+        bytes: usize,
+        context: usize,
+        limit: usize,
+        token_bytes: usize,
+    },
     #[error("stop token id {id} is out of range for a vocabulary of {vocab} tokens")]
     StopTokenOutOfRange { id: u32, vocab: usize },
     #[error("this record was made with {kind} {recorded}, but {current} is loaded")]
@@ -226,6 +238,22 @@ impl<'v> Generation<'v> {
         config.policy.validate(vocab)?;
         if let Some(&id) = config.stop.tokens.iter().find(|&&id| id as usize >= vocab) {
             return Err(GenerateError::StopTokenOutOfRange { id, vocab });
+        }
+        // A prompt longer than the context times the longest token cannot fit; a template
+        // read from a file could otherwise ask for more memory than exists.
+        let token_bytes = (0..vocab)
+            .map(|id| vocabulary.token_bytes(id as u32).len())
+            .max()
+            .unwrap_or(0);
+        let limit = context_len.saturating_mul(token_bytes);
+        let bytes = config.rendered_len().unwrap_or(usize::MAX);
+        if bytes > limit {
+            return Err(GenerateError::PromptTooLarge {
+                bytes,
+                context: context_len,
+                limit,
+                token_bytes,
+            });
         }
         let rendered_prompt = config.rendered_prompt();
         let prompt = vocabulary.encode(&rendered_prompt);

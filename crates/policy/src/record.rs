@@ -61,9 +61,42 @@ pub struct RunConfig {
     pub stop: StopConfig,
 }
 
+/// Where the prompt goes in a template.
+const PROMPT_SLOT: &str = "{prompt}";
+
 impl RunConfig {
+    /// The template with every `{prompt}` replaced by the prompt.
     pub fn rendered_prompt(&self) -> String {
-        self.prompt_template.replace("{prompt}", &self.prompt)
+        self.prompt_template.replace(PROMPT_SLOT, &self.prompt)
+    }
+
+    /// How many bytes [`rendered_prompt`](Self::rendered_prompt) makes, without making it
+    /// (a template of many slots times a long prompt could not be held); `None` when the
+    /// count passes `usize::MAX`.
+    pub fn rendered_len(&self) -> Option<usize> {
+        let slots = self.prompt_template.matches(PROMPT_SLOT).count();
+        let fixed = self.prompt_template.len() - slots * PROMPT_SLOT.len();
+        fixed.checked_add(slots.checked_mul(self.prompt.len())?)
+    }
+
+    /// Whether `rendered` is [`rendered_prompt`](Self::rendered_prompt), compared piece by
+    /// piece without making it.
+    fn renders_to(&self, rendered: &str) -> bool {
+        let mut pieces = self.prompt_template.split(PROMPT_SLOT);
+        let first = pieces.next().unwrap_or("");
+        let Some(mut rest) = rendered.strip_prefix(first) else {
+            return false;
+        };
+        for piece in pieces {
+            match rest
+                .strip_prefix(self.prompt.as_str())
+                .and_then(|r| r.strip_prefix(piece))
+            {
+                Some(r) => rest = r,
+                None => return false,
+            }
+        }
+        rest.is_empty()
     }
 }
 
@@ -203,10 +236,10 @@ pub enum RecordError {
     #[error("the record's prompt_tokens is empty, but every run starts from at least one token")]
     EmptyPrompt,
     #[error(
-        "the record's rendered_prompt is {recorded}, but its prompt_template with its prompt \
-         is {expected}"
+        "the record's rendered_prompt is {recorded}, which is not its prompt_template with \
+         its prompt in place of {{prompt}}"
     )]
-    RenderedPrompt { recorded: String, expected: String },
+    RenderedPrompt { recorded: String },
     #[error("the record holds {steps} steps, more than its max_tokens of {max_tokens}")]
     TooManySteps { steps: usize, max_tokens: usize },
     #[error(
@@ -358,11 +391,9 @@ impl RunRecord {
         if self.prompt_tokens.is_empty() {
             return Err(RecordError::EmptyPrompt);
         }
-        let expected = config.rendered_prompt();
-        if self.rendered_prompt != expected {
+        if !config.renders_to(&self.rendered_prompt) {
             return Err(RecordError::RenderedPrompt {
                 recorded: quoted(&self.rendered_prompt),
-                expected: quoted(&expected),
             });
         }
         if self.steps.len() > config.max_tokens {
@@ -819,4 +850,58 @@ fn alternative(alternative: Option<&Alternative>) -> String {
         || "nothing".to_string(),
         |t| format!("{} {} {}", t.id, quoted(&t.text), Shortest(t.prob)),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn with(template: &str, prompt: &str) -> RunConfig {
+        RunConfig {
+            app_version: "test".into(),
+            prompt_template: template.into(),
+            prompt: prompt.into(),
+            policy: Policy::default(),
+            seed: 0,
+            seed_source: SeedSource::User,
+            max_tokens: 1,
+            stop: StopConfig::default(),
+        }
+    }
+
+    /// Text made of the pieces a template and a prompt can confuse: slots, braces, letters.
+    fn tricky() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop::sample::select(vec!["{prompt}", "{", "}", "prompt", "p", "a", "é"]),
+            0..8,
+        )
+        .prop_map(|pieces| pieces.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn a_rendering_is_measured_and_recognised_without_being_made(
+            template in tricky(),
+            prompt in tricky(),
+            other in tricky(),
+        ) {
+            let config = with(&template, &prompt);
+            let rendered = config.rendered_prompt();
+            prop_assert_eq!(config.rendered_len(), Some(rendered.len()));
+            prop_assert!(config.renders_to(&rendered));
+            prop_assert_eq!(config.renders_to(&other), other == rendered);
+            let longer = format!("{rendered}a");
+            prop_assert!(!config.renders_to(&longer));
+        }
+    }
+
+    #[test]
+    fn a_huge_rendering_is_counted_not_made() {
+        let config = with(&"{prompt}".repeat(1 << 20), &"x".repeat(1 << 20));
+        assert_eq!(config.rendered_len(), Some(1 << 40));
+        let config = with("{prompt}{prompt}", &"x".repeat(8));
+        assert_eq!(config.rendered_len(), Some(16));
+    }
 }

@@ -290,6 +290,37 @@ fn one_line_pretty_and_jsonl_records_all_read_back() {
 }
 
 #[test]
+fn an_absurd_template_is_refused_before_it_is_rendered() {
+    // A million slots times a megabyte of prompt would be a terabyte.
+    let mut config = config(Policy::default(), 4, StopConfig::default());
+    config.prompt_template = "{prompt}".repeat(1 << 20);
+    config.prompt = "a".repeat(1 << 20);
+    let err = policy::generate(
+        &mut Toy::new(64),
+        &Bytes,
+        &config,
+        &mut Ticks(0.0),
+        &mut policy::generate::Unobserved,
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the prompt in its template would be 1099511627776 bytes, more than a context of 64 \
+         tokens can hold: at most 64 bytes, since no token is longer than 1 bytes"
+    );
+    // The same in a record to replay: its check compares the recorded rendering with the
+    // template piece by piece, without rendering, and refuses it.
+    let mut record = record();
+    record.config = config;
+    record.record_digest = None;
+    let err = replayed(&record).unwrap_err().to_string();
+    assert!(
+        err.contains("rendered_prompt is \"a b\", which is not"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_record_holds_no_null() {
     // Greedy (no draws), no end of sequence, no fallback: every absent value is left out.
     let greedy = Policy {
