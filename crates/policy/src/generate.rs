@@ -133,7 +133,7 @@ pub struct StepRecord {
     pub top: Vec<Alternative>,
     /// Entropy of the final distribution, in nats.
     pub entropy: f64,
-    /// Tokens with non-zero probability in the final distribution.
+    /// Tokens that survived every filter (see [`StepOutcome::survivors`]).
     pub survivors: usize,
     /// The uniform draw that chose the token; `None` (absent in JSON, never `null`) when
     /// greedy.

@@ -157,7 +157,8 @@ pub struct StepOutcome {
     /// The uniform draw in [0, 1) that picked the token; `None` (absent in JSON) for greedy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draw: Option<f64>,
-    /// How many tokens had non-zero probability in the final distribution.
+    /// How many tokens survived every filter into the final distribution. At a tiny
+    /// temperature a survivor's probability can round to exactly 0; it still counts.
     pub survivors: usize,
     /// Entropy of the final distribution, in nats.
     pub entropy: f64,
