@@ -278,6 +278,10 @@ pub fn replay(dir: &Path, request: BackendRequest, file: &Path) -> Result<(Strin
                 }
                 line
             }
+            altered @ ReplayReport::Altered { .. } => {
+                all_identical = false;
+                altered.to_string()
+            }
         });
     }
     if lines.is_empty() {

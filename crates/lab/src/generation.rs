@@ -348,6 +348,7 @@ pub fn replay_verdict(recorded: &RunRecord, replayed: &RunRecord) -> (bool, Stri
         ReplayReport::Differs { step, detail, .. } => {
             (false, format!("Replay differs first at step {step}: {detail}."))
         }
+        altered @ ReplayReport::Altered { .. } => (false, format!("This record was {altered}.")),
     }
 }
 
@@ -885,6 +886,14 @@ mod tests {
             }
             let mut altered = record.clone();
             altered.steps[3].token ^= 1;
+            let (same, words) = replay_verdict(&altered, &record);
+            assert!(!same);
+            assert!(
+                words.starts_with("This record was altered after it was written"),
+                "{words}"
+            );
+            // Without its digest (as a record written before digests), the step is named.
+            altered.record_digest = None;
             let (same, words) = replay_verdict(&altered, &record);
             assert!(!same);
             assert!(
