@@ -283,19 +283,14 @@ fn stop_tokens(text: &str) -> Result<Vec<u32>, String> {
         .collect()
 }
 
-/// A run record read from an exported file, or what is wrong with it in words.
+/// A run record read from an exported file (the first, when a JSONL export holds several),
+/// or what is wrong with it in words. `decode-lab replay` reads files the same way.
 pub fn parse_record(text: &str) -> Result<RunRecord, String> {
-    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    // A JSONL export holds one record per line; a pretty export is one document.
-    let parsed = serde_json::from_str::<RunRecord>(text)
-        .or_else(|e| serde_json::from_str::<RunRecord>(first).map_err(|_| e));
-    parsed.map_err(|e| {
-        format!(
-            "This file is not a run record the lab can read: {e} (line {}, column {}).",
-            e.line(),
-            e.column()
-        )
-    })
+    policy::parse_records(text)
+        .map_err(|e| format!("This file is not a run record the lab can read: {e}."))?
+        .into_iter()
+        .next()
+        .ok_or_else(|| "This file holds no run record.".to_string())
 }
 
 /// The request that replays `record`: its own configuration, on the weights it names, on

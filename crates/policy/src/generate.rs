@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::pipeline::{Snapshots, StepContext, Stepper};
-use crate::record::{ArtifactId, Backend, RecordError, RunConfig, RunRecord};
+use crate::record::{ArtifactId, Backend, RecordError, RunConfig, RunRecord, PROMPT_SLOT};
 use crate::{NumpyRng, Policy, PolicyError, Shortest, StepOutcome, POLICY_VERSION};
 
 /// A model that gives next-token logits: the whole prompt first, then one token at a time.
@@ -170,6 +170,16 @@ pub enum GenerateError {
     },
     #[error("stop token id {id} is out of range for a vocabulary of {vocab} tokens")]
     StopTokenOutOfRange { id: u32, vocab: usize },
+    /// A template without the slot would drop the prompt; two slots would repeat it.
+    #[error(
+        "the prompt template holds {{prompt}} {slots} times: it must hold it exactly once, \
+         where the prompt goes"
+    )]
+    TemplateSlots { slots: usize },
+    #[error("stop string {index} is empty: a stop string must hold at least one character")]
+    EmptyStopString { index: usize },
+    #[error("max tokens is 0: a run must be allowed at least 1 new token")]
+    NoNewTokens,
     #[error("this record was made with {kind} {recorded}, but {current} is loaded")]
     ArtifactMismatch {
         kind: &'static str,
@@ -236,8 +246,18 @@ impl<'v> Generation<'v> {
         now_us: f64,
     ) -> Result<Generation<'v>, GenerateError> {
         config.policy.validate(vocab)?;
+        let slots = config.prompt_template.matches(PROMPT_SLOT).count();
+        if slots != 1 {
+            return Err(GenerateError::TemplateSlots { slots });
+        }
         if let Some(&id) = config.stop.tokens.iter().find(|&&id| id as usize >= vocab) {
             return Err(GenerateError::StopTokenOutOfRange { id, vocab });
+        }
+        if let Some(index) = config.stop.strings.iter().position(String::is_empty) {
+            return Err(GenerateError::EmptyStopString { index });
+        }
+        if config.max_tokens == 0 {
+            return Err(GenerateError::NoNewTokens);
         }
         // A prompt longer than the context times the longest token cannot fit; a template
         // read from a file could otherwise ask for more memory than exists.

@@ -62,7 +62,7 @@ pub struct RunConfig {
 }
 
 /// Where the prompt goes in a template.
-const PROMPT_SLOT: &str = "{prompt}";
+pub(crate) const PROMPT_SLOT: &str = "{prompt}";
 
 impl RunConfig {
     /// The template with every `{prompt}` replaced by the prompt.

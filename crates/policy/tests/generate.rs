@@ -335,3 +335,37 @@ fn steps_taken_on_a_device_with_the_peeked_draw_match_host_steps() {
     .unwrap();
     assert_eq!(device.device_steps, 0);
 }
+
+#[test]
+fn a_run_refuses_a_template_without_one_slot_an_empty_stop_string_and_no_new_tokens() {
+    let refused = |config: &policy::RunConfig| {
+        generate(
+            &mut Toy::new(64),
+            &Bytes,
+            config,
+            &mut Ticks(0.0),
+            &mut Unobserved,
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let ok = config(sampled(), 4, StopConfig::default());
+    for (template, slots) in [("no slot", 0), ("{prompt} and {prompt}", 2)] {
+        let message = refused(&policy::RunConfig {
+            prompt_template: template.into(),
+            ..ok.clone()
+        });
+        assert!(
+            message.contains(&format!("template holds {{prompt}} {slots} times")),
+            "{message}"
+        );
+    }
+    let stop = StopConfig {
+        strings: vec!["x".into(), String::new()],
+        tokens: vec![],
+    };
+    let message = refused(&config(sampled(), 4, stop));
+    assert!(message.contains("stop string 1 is empty"), "{message}");
+    let message = refused(&config(sampled(), 0, StopConfig::default()));
+    assert!(message.contains("max tokens is 0"), "{message}");
+}

@@ -291,21 +291,35 @@ fn one_line_pretty_and_jsonl_records_all_read_back() {
 
 #[test]
 fn an_absurd_template_is_refused_before_it_is_rendered() {
-    // A million slots times a megabyte of prompt would be a terabyte.
+    // A million slots times a megabyte of prompt would be a terabyte: refused for its
+    // slots, before anything is rendered.
     let mut config = config(Policy::default(), 4, StopConfig::default());
     config.prompt_template = "{prompt}".repeat(1 << 20);
     config.prompt = "a".repeat(1 << 20);
-    let err = policy::generate(
-        &mut Toy::new(64),
-        &Bytes,
-        &config,
-        &mut Ticks(0.0),
-        &mut policy::generate::Unobserved,
-    )
-    .unwrap_err();
+    let generated = |config: &policy::RunConfig| {
+        policy::generate(
+            &mut Toy::new(64),
+            &Bytes,
+            config,
+            &mut Ticks(0.0),
+            &mut policy::generate::Unobserved,
+        )
+        .unwrap_err()
+        .to_string()
+    };
     assert_eq!(
-        err.to_string(),
-        "the prompt in its template would be 1099511627776 bytes, more than a context of 64 \
+        generated(&config),
+        "the prompt template holds {prompt} 1048576 times: it must hold it exactly once, \
+         where the prompt goes"
+    );
+    // One slot in a megabyte of template, and a megabyte of prompt: measured, not rendered.
+    let one_slot = policy::RunConfig {
+        prompt_template: "x".repeat(1 << 20) + "{prompt}",
+        ..config.clone()
+    };
+    assert_eq!(
+        generated(&one_slot),
+        "the prompt in its template would be 2097152 bytes, more than a context of 64 \
          tokens can hold: at most 64 bytes, since no token is longer than 1 bytes"
     );
     // The same in a record to replay: its check compares the recorded rendering with the
