@@ -1,6 +1,8 @@
 //! Peers and floors for the policy benchmarks: the shared, deterministic input that the
 //! policy crate, candle's `LogitsProcessor` and a plain memory-read floor all measure on.
 
+#![forbid(unsafe_code)]
+
 /// Deterministic pseudo-random logits of length `vocab`, roughly normal with mean 0 and
 /// standard deviation `std` (a real model's final-position spread is about 2).
 ///

@@ -25,6 +25,10 @@ const SLICES: [(&str, &str, &str); 2] = [
 const PROMPTS: [&str; 4] = ["The ", "To insert a ", "You can ", "Hautatu "];
 const SEEDS: [u64; 3] = [0, 1, 2];
 
+/// Fewer predicted tokens than this in a slice give a bits-per-byte figure that measures
+/// nothing; the evaluation refuses rather than print it.
+pub const MIN_PREDICTED_TOKENS: usize = 32;
+
 #[derive(Serialize)]
 pub struct PolicyScore {
     pub policy: String,
@@ -91,6 +95,18 @@ pub fn evaluate(
     max_tokens: usize,
     new_tokens: usize,
 ) -> Result<Report, String> {
+    if max_tokens <= MIN_PREDICTED_TOKENS {
+        return Err(format!(
+            "--max-tokens {max_tokens} is too few: a slice needs more than \
+             {MIN_PREDICTED_TOKENS} held-out tokens for its bits per byte to mean anything"
+        ));
+    }
+    if new_tokens < 2 {
+        return Err(format!(
+            "--new-tokens {new_tokens} is too few: distinct-2 and the repetition rate need \
+             at least 2 generated tokens"
+        ));
+    }
     let mut report = Report {
         model: model_dir::config(dir)?.name,
         slices: Vec::new(),
@@ -105,6 +121,15 @@ pub fn evaluate(
             let tokens = loaded.tokenizer.encode(&text);
             let tokens = &tokens[..tokens.len().min(max_tokens)];
             let score = teacher_forced(&mut loaded, tokens)?;
+            if score.0 < MIN_PREDICTED_TOKENS {
+                return Err(format!(
+                    "{} is too short to evaluate: {} bytes give {} predicted tokens, and a \
+                     slice needs at least {MIN_PREDICTED_TOKENS}",
+                    path.display(),
+                    text.len(),
+                    score.0
+                ));
+            }
             report.slices.push(EvalSlice {
                 slice: format!("{code}: {name}"),
                 precision: precision_name(precision).into(),
@@ -152,11 +177,17 @@ pub fn evaluate(
                     }
                 }
             }
+            if bigrams.is_empty() {
+                return Err(format!(
+                    "policy {name} generated no two consecutive tokens for any prompt, so its \
+                     distinct-2 is undefined: raise --new-tokens {new_tokens}"
+                ));
+            }
             let distinct: HashSet<_> = bigrams.iter().collect();
             report.policies.push(PolicyScore {
                 policy: name.into(),
                 precision: precision_name(precision).into(),
-                distinct_2: distinct.len() as f64 / bigrams.len().max(1) as f64,
+                distinct_2: distinct.len() as f64 / bigrams.len() as f64,
                 repetition_rate: repeated as f64 / fourgrams.max(1) as f64,
             });
         }

@@ -6,9 +6,12 @@
 //! CPU or, with `--backend gpu`, on WebGPU (falling back to `cpu-reference`); `eval` on the
 //! CPU; `capacity` plans serving capacity (the `capacity` crate).
 
+#![forbid(unsafe_code)]
+
 mod capacity_plan;
 mod eval;
 mod model_dir;
+mod output;
 mod run;
 
 use std::io::Read;
@@ -17,6 +20,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use model::Precision;
+use output::Failure;
 use policy::chapter::{self, Argpartition};
 use policy::{
     NumpyRng, Policy, RunConfig, SeedSource, Snapshots, StageOrder, StepContext, StopConfig,
@@ -78,10 +82,12 @@ impl LogitsSource {
                         .map_err(|e| format!("cannot read standard input: {e}"))?;
                     text
                 } else {
-                    std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?
+                    std::fs::read_to_string(path)
+                        .map_err(|e| format!("cannot read --logits-file {path}: {e}"))?
                 };
+                let source = if path == "-" { "standard input" } else { path };
                 serde_json::from_str(&text)
-                    .map_err(|e| format!("{path} is not one JSON array of numbers: {e}"))
+                    .map_err(|e| format!("{source} is not one JSON array of numbers: {e}"))
             }
             (None, None) => Err("no logits given: use --logits or --logits-file".into()),
         }
@@ -119,12 +125,12 @@ fn parse_seed(text: &str) -> Result<SeedArg, String> {
 struct ChooseArgs {
     #[command(flatten)]
     logits: LogitsSource,
-    #[arg(long, default_value_t = 0.7)]
+    #[arg(long, default_value_t = 0.7, allow_hyphen_values = true)]
     temperature: f64,
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, allow_hyphen_values = true)]
     top_k: usize,
     /// A whole number, or `fresh`.
-    #[arg(long, default_value = "7", value_parser = parse_seed)]
+    #[arg(long, default_value = "7", value_parser = parse_seed, allow_hyphen_values = true)]
     seed: SeedArg,
     /// Which NumPy argpartition to reproduce (the kept order, and so the token, depend on it).
     #[arg(long, value_enum, default_value_t = PathArg::X86Avx2)]
@@ -163,7 +169,7 @@ struct PolicyArgs {
     /// 0 is greedy [default: 1 for pipeline, 0.7 for generate].
     #[arg(long, allow_hyphen_values = true)]
     temperature: Option<f64>,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     top_k: usize,
     #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
     top_p: f64,
@@ -181,13 +187,13 @@ struct PolicyArgs {
     /// Additive logit bias as `id:bias` pairs, comma-separated.
     #[arg(long, value_name = "ID:BIAS,...", allow_hyphen_values = true)]
     bias: Option<String>,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     no_repeat_ngram: usize,
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     min_new_tokens: usize,
     /// The end-of-sequence token id (masked until min-new-tokens are generated); `generate`
     /// uses the tokenizer's end-of-text token when this is not given.
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     eos: Option<u32>,
     #[arg(long, value_enum, default_value_t = OrderArg::Hf)]
     order: OrderArg,
@@ -231,12 +237,12 @@ struct PipelineArgs {
     context: Option<String>,
     /// How many of the context ids are the prompt; frequency and presence penalties and
     /// min-new-tokens count only the rest.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     prompt_len: usize,
     #[command(flatten)]
     policy: PolicyArgs,
     /// A whole number, or `fresh`.
-    #[arg(long, default_value = "7", value_parser = parse_seed)]
+    #[arg(long, default_value = "7", value_parser = parse_seed, allow_hyphen_values = true)]
     seed: SeedArg,
     /// Print JSON (the only output format; accepted for symmetry with `choose`).
     #[arg(long)]
@@ -317,15 +323,15 @@ struct GenerateArgs {
     #[command(flatten)]
     policy: PolicyArgs,
     /// A whole number, or `fresh`.
-    #[arg(long, default_value = "7", value_parser = parse_seed)]
+    #[arg(long, default_value = "7", value_parser = parse_seed, allow_hyphen_values = true)]
     seed: SeedArg,
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, allow_hyphen_values = true)]
     max_tokens: usize,
     /// A stop string (repeat the flag for several); matched across token boundaries.
     #[arg(long = "stop", value_name = "TEXT")]
     stop: Vec<String>,
     /// A stop token id (repeat the flag for several).
-    #[arg(long = "stop-token", value_name = "ID")]
+    #[arg(long = "stop-token", value_name = "ID", allow_hyphen_values = true)]
     stop_tokens: Vec<u32>,
     #[arg(long, value_enum, default_value_t = WeightsArg::F32)]
     weights: WeightsArg,
@@ -357,10 +363,10 @@ struct EvalArgs {
     #[arg(long, default_value = "corpus")]
     corpus: PathBuf,
     /// Evaluate at most this many held-out tokens per slice.
-    #[arg(long, default_value_t = usize::MAX)]
+    #[arg(long, default_value_t = usize::MAX, allow_hyphen_values = true)]
     max_tokens: usize,
     /// Tokens each policy generates per prompt and seed.
-    #[arg(long, default_value_t = 48)]
+    #[arg(long, default_value_t = 48, allow_hyphen_values = true)]
     new_tokens: usize,
     #[arg(long)]
     json: bool,
@@ -409,7 +415,7 @@ fn run_choose(args: &ChooseArgs) -> Result<String, String> {
     )
     .map_err(|e| e.to_string())?;
     if matches!(args.seed, SeedArg::Fresh) {
-        eprintln!("seed: {seed}");
+        output::note(&format!("seed: {seed}"));
     }
     Ok(if args.json {
         // Field order as the chapter's `return token, probs` reads: token, kept, probs.
@@ -471,7 +477,7 @@ fn run_pipeline(args: &PipelineArgs) -> Result<String, String> {
     .to_string())
 }
 
-fn run_generate(args: &GenerateArgs) -> Result<String, String> {
+fn run_generate(args: &GenerateArgs) -> Result<String, Failure> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     let seed = args.seed.resolve()?;
     let config = RunConfig {
@@ -506,38 +512,42 @@ fn run_eval(args: &EvalArgs) -> Result<String, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match &cli.command {
-        Command::Choose(args) => run_choose(args),
-        Command::Pipeline(args) => run_pipeline(args),
-        Command::Generate(args) => run_generate(args),
-        Command::Eval(args) => run_eval(args),
-        Command::Capacity(args) => capacity_plan::run(args),
-        Command::Replay(args) => {
-            let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
-            match args
-                .backend
-                .choice()
-                .and_then(|backend| run::replay(&dir, backend, &args.record))
-            {
-                Ok((text, true)) => Ok(text),
-                Ok((text, false)) => {
-                    println!("{text}");
-                    return ExitCode::from(1);
-                }
-                Err(e) => Err(e),
-            }
+    match run_command(&cli.command) {
+        Ok(code) => code,
+        Err(Failure::Write(e)) if output::reader_gone(&e) => ExitCode::SUCCESS,
+        Err(failure @ Failure::Write(_)) => {
+            output::note(&format!("error: {failure}"));
+            ExitCode::from(1)
         }
-    };
-    match result {
-        Ok(out) => {
-            if !out.is_empty() {
-                println!("{out}");
-            }
-            ExitCode::SUCCESS
-        }
-        Err(message) => {
-            eprintln!("error: {message}");
+        Err(Failure::Input(message)) => {
+            output::note(&format!("error: {message}"));
             ExitCode::from(2)
         }
     }
+}
+
+/// Runs one subcommand and prints its output; the exit code is 1 when a replay differs.
+fn run_command(command: &Command) -> Result<ExitCode, Failure> {
+    let out = match command {
+        Command::Choose(args) => run_choose(args)?,
+        Command::Pipeline(args) => run_pipeline(args)?,
+        Command::Generate(args) => run_generate(args)?,
+        Command::Eval(args) => run_eval(args)?,
+        Command::Capacity(args) => capacity_plan::run(args)?,
+        Command::Replay(args) => {
+            let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+            let backend = args.backend.choice()?;
+            let (text, identical) = run::replay(&dir, backend, &args.record)?;
+            output::print_line(&text)?;
+            return Ok(if identical {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            });
+        }
+    };
+    if !out.is_empty() {
+        output::print_line(&out)?;
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -82,7 +82,9 @@ fn verified(dir: &Path, config: &ModelConfig, role: &str) -> Result<Vec<u8>, Str
 
 fn load_weights(dir: &Path, config: &ModelConfig, role: &str) -> Result<Transformer, String> {
     let weights = verified(dir, config, role)?;
-    Transformer::from_safetensors(config.clone(), &weights).map_err(|e| format!("{role}: {e}"))
+    let path = config.file(role).map_err(|e| e.to_string())?.path.clone();
+    Transformer::from_safetensors(config.clone(), &weights)
+        .map_err(|e| format!("{} ({role}): {e}", dir.join(path).display()))
 }
 
 /// The tokenizer first: it is small, and a tokenizer of another vocabulary than the model's

@@ -13,6 +13,7 @@ use policy::{Backend, Clock, ReplayReport, RunConfig, RunRecord, Vocabulary};
 use tokenizer::Tokenizer;
 
 use crate::model_dir;
+use crate::output::{self, Failure};
 
 /// The forward pass a run asks for, and the faults to inject into its GPU path.
 #[derive(Clone, Copy)]
@@ -81,13 +82,15 @@ impl Clock for WallClock {
 }
 
 /// Prints generated text as it arrives, holding back what a stop string could still claim
-/// and any unfinished UTF-8 character.
+/// and any unfinished UTF-8 character. A failed write cancels the run: nobody is reading
+/// (`| head -1`), or the disk is full, and either way the rest would be lost.
 struct Streamer<'a> {
     vocabulary: &'a dyn Vocabulary,
     silent: Vec<u32>,
     holdback: usize,
     bytes: Vec<u8>,
     printed: usize,
+    failed: Option<std::io::Error>,
 }
 
 impl Streamer<'_> {
@@ -98,16 +101,16 @@ impl Streamer<'_> {
             Err(e) => e.valid_up_to(),
         };
         let mut out = std::io::stdout().lock();
-        // A closed pipe (`| head`) is not an error worth stopping the run for.
-        let _ = out.write_all(&pending[..valid]);
-        let _ = out.flush();
-        self.printed += valid;
+        match out.write_all(&pending[..valid]).and_then(|()| out.flush()) {
+            Ok(()) => self.printed += valid,
+            Err(e) => self.failed = Some(e),
+        }
     }
 }
 
 impl Observer for Streamer<'_> {
     fn on_step(&mut self, step: &StepRecord) {
-        if self.silent.contains(&step.token) {
+        if self.failed.is_some() || self.silent.contains(&step.token) {
             return;
         }
         self.bytes
@@ -119,6 +122,10 @@ impl Observer for Streamer<'_> {
             .max(self.printed);
         self.flush_up_to(end);
     }
+
+    fn cancelled(&mut self) -> bool {
+        self.failed.is_some()
+    }
 }
 
 /// Generates one run. With `json`, returns the run record; otherwise streams the text to
@@ -129,7 +136,7 @@ pub fn generate(
     request: BackendRequest,
     mut config: RunConfig,
     json: bool,
-) -> Result<String, String> {
+) -> Result<String, Failure> {
     let (mut model, tokenizer) = start(dir, precision, request)?;
     config
         .policy
@@ -160,8 +167,12 @@ pub fn generate(
                 .unwrap_or(0),
             bytes: Vec::new(),
             printed: 0,
+            failed: None,
         };
         let record = policy::generate(&mut model, &tokenizer, config, &mut clock, &mut streamer);
+        if let Some(e) = streamer.failed {
+            return Err(Failure::Write(e));
+        }
         if let Ok(record) = &record {
             // What was held back and survived the stop string (the printed bytes are a
             // valid UTF-8 prefix of the output text).
@@ -169,25 +180,24 @@ pub fn generate(
                 .output_text
                 .get(streamer.printed..)
                 .unwrap_or_default();
-            print!("{rest}");
-            println!();
+            output::print_line(rest)?;
         }
         record
     }
     .map_err(|e| e.to_string())?;
     if json {
         // Standard output holds only the record; what ran it goes beside it.
-        eprintln!("{}", describe_backend(&record.backend));
+        output::note(&describe_backend(&record.backend));
         if request.choice == BackendChoice::Gpu {
-            eprintln!("{}", describe_sampling(&model, &record));
+            output::note(&describe_sampling(&model, &record));
         }
-        return serde_json::to_string(&record).map_err(|e| e.to_string());
+        return serde_json::to_string(&record).map_err(|e| Failure::Input(e.to_string()));
     }
     // Standard output holds only the generated text; the summary goes beside it.
-    eprintln!("{}", summary(&record));
-    eprintln!("{}", describe_backend(&record.backend));
+    output::note(&summary(&record));
+    output::note(&describe_backend(&record.backend));
     if request.choice == BackendChoice::Gpu {
-        eprintln!("{}", describe_sampling(&model, &record));
+        output::note(&describe_sampling(&model, &record));
     }
     Ok(String::new())
 }
@@ -250,7 +260,7 @@ pub fn replay(dir: &Path, request: BackendRequest, file: &Path) -> Result<(Strin
         let report = policy::replay(&record, &mut model, &tokenizer, &mut WallClock::new())
             .map_err(|e| e.to_string())?;
         let replayed = model.backend().clone();
-        eprintln!("{}", describe_backend(&replayed));
+        output::note(&describe_backend(&replayed));
         lines.push(match report {
             ReplayReport::Identical { steps } => format!("identical ({steps} steps)"),
             ReplayReport::Differs { step, detail, .. } => {

@@ -21,6 +21,8 @@
 //!
 //! The shaders are `.wgsl` files beside this crate's sources, one job each.
 
+#![forbid(unsafe_code)]
+
 mod device;
 mod kernels;
 pub mod ops;

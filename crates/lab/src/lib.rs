@@ -2,6 +2,8 @@
 //! [`engine`] (the decoding step) and [`generation`] (every run of the model, which the
 //! model worker drives), so the UI never depends on the core's internals. [`web`] is the little that talks to the browser itself.
 
+#![forbid(unsafe_code)]
+
 mod app;
 mod capacity_panel;
 mod capacity_view;

@@ -14,6 +14,8 @@
 //! wasm build nor the default test run compiles it. `tests/parity.rs` checks that the candle
 //! graph and `model::Transformer` give the same logits for the same weights.
 
+#![forbid(unsafe_code)]
+
 pub mod data;
 mod error;
 pub mod eval;

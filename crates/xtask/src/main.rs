@@ -4,6 +4,8 @@
 //! wasm-bindgen CLI that matches Cargo.lock, Chromium, Mesa's lavapipe Vulkan driver, the
 //! npm packages of `e2e/`) and skip what is already there, so a repeated run costs seconds.
 
+#![forbid(unsafe_code)]
+
 use std::env;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
