@@ -70,8 +70,8 @@ pub struct ModelConfig {
 
 impl ModelConfig {
     pub fn from_json(text: &str) -> Result<ModelConfig, ModelError> {
-        let config: ModelConfig =
-            serde_json::from_str(text).map_err(|e| ModelError::ConfigJson(e.to_string()))?;
+        let config: ModelConfig = serde_json::from_str(text)
+            .map_err(|e| ModelError::ConfigJson(field_error(text).unwrap_or(e.to_string())))?;
         config.validate()?;
         Ok(config)
     }
@@ -274,6 +274,46 @@ impl ModelConfig {
     }
 }
 
+/// serde's message for a value of the wrong type or range names the value but not the
+/// field ("invalid value: integer `-1`, expected usize"): the first field of `text` whose
+/// value does not fit its type, named with its value.
+fn field_error(text: &str) -> Option<String> {
+    use serde::de::IntoDeserializer;
+    use serde_json::Value;
+    let value: Value = serde_json::from_str(text).ok()?;
+    let shown = |v: &Value| {
+        let text = match v.as_f64() {
+            Some(x) if v.is_f64() => shortest(format!("{x}"), format!("{x:e}")),
+            _ => v.to_string(),
+        };
+        match text.char_indices().nth(40) {
+            Some((cut, _)) => format!("{}…", &text[..cut]),
+            None => text,
+        }
+    };
+    value.as_object()?.iter().find_map(|(field, v)| {
+        let fits = match field.as_str() {
+            "vocab_size" | "d_model" | "n_layers" | "n_heads" | "n_kv_heads" | "d_ff"
+            | "context_len" => usize::deserialize(v.clone().into_deserializer())
+                .map(drop)
+                .map_err(|e: serde_json::Error| e.to_string()),
+            "rope_theta" | "norm_eps" => match v.as_f64() {
+                Some(x) if x.abs() > f64::from(f32::MAX) => {
+                    Err("it does not fit in a 32-bit float".to_string())
+                }
+                Some(_) => Ok(()),
+                None => Err("expected a number".to_string()),
+            },
+            "name" => v
+                .is_string()
+                .then_some(())
+                .ok_or_else(|| "expected a string".to_string()),
+            _ => Ok(()),
+        };
+        fits.err().map(|why| format!("{field} {}: {why}", shown(v)))
+    })
+}
+
 /// The sum of `terms`, `None` on overflow.
 fn sum(terms: &[u64]) -> Option<u64> {
     terms
@@ -284,7 +324,10 @@ fn sum(terms: &[u64]) -> Option<u64> {
 /// `x` in the shorter of its plain and exponent forms, both shortest round-trip (`1e12`,
 /// not `1000000000000`; `0.5`, not `5e-1`).
 pub(crate) fn short(x: f32) -> String {
-    let (plain, exponent) = (format!("{x}"), format!("{x:e}"));
+    shortest(format!("{x}"), format!("{x:e}"))
+}
+
+fn shortest(plain: String, exponent: String) -> String {
     if exponent.len() < plain.len() {
         exponent
     } else {

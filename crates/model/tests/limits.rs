@@ -294,3 +294,59 @@ fn weights_must_match_the_config_and_their_own_format_exactly() {
         }
     );
 }
+
+#[test]
+fn a_value_of_the_wrong_type_is_named_with_its_field() {
+    for (field, value, expected) in [
+        (
+            "context_len",
+            "-1",
+            "context_len -1: invalid value: integer `-1`, expected usize",
+        ),
+        (
+            "n_layers",
+            "18446744073709551616",
+            "n_layers 18446744073709552000: invalid type: floating point \
+             `1.8446744073709552e+19`, expected usize",
+        ),
+        (
+            "d_model",
+            "\"wide\"",
+            "d_model \"wide\": invalid type: string \"wide\", expected usize",
+        ),
+        (
+            "norm_eps",
+            "1e300",
+            "norm_eps 1e300: it does not fit in a 32-bit float",
+        ),
+        ("rope_theta", "null", "rope_theta null: expected a number"),
+    ] {
+        assert_eq!(
+            message(field, value),
+            format!("the model config is not valid JSON for this model: {expected}")
+        );
+    }
+    // A missing field or a broken text keeps serde's own message.
+    assert!(message("name", "3").contains("name 3: expected a string"));
+    assert!(ModelConfig::from_json("{")
+        .unwrap_err()
+        .to_string()
+        .contains("EOF"));
+}
+
+/// The bad-input table's fixture model (`decode-lab generate --model` on it must fail): the
+/// released tokenizer, a config of the same vocabulary, and every matrix 3e38.
+#[test]
+fn the_bad_input_tables_huge_weights_fixture_fails_at_position_0() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../cli/tests/bad_input/files/huge-weights");
+    let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    let c = ModelConfig::from_json(&text).unwrap();
+    let bytes = std::fs::read(dir.join("model.f32.safetensors")).unwrap();
+    c.verify("weights-f32", &bytes).unwrap();
+    let mut m = Transformer::from_safetensors(c, &bytes).unwrap();
+    assert!(matches!(
+        m.prefill(&[71, 72]),
+        Err(ModelError::NonFiniteLogit { position: 1, .. })
+    ));
+}
