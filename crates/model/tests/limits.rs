@@ -337,7 +337,7 @@ fn a_value_of_the_wrong_type_is_named_with_its_field() {
 /// The bad-input table's fixture model (`decode-lab generate --model` on it must fail): the
 /// released tokenizer, a config of the same vocabulary, and every matrix 3e38.
 #[test]
-fn the_bad_input_tables_huge_weights_fixture_fails_at_position_0() {
+fn the_bad_input_tables_huge_weights_fixture_is_a_non_finite_logit_error() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../cli/tests/bad_input/files/huge-weights");
     let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
