@@ -391,6 +391,9 @@ pub async fn load_model(
         .map_err(|_| "tokenizer.json is not UTF-8 text.".to_string())?;
     let tokenizer =
         Tokenizer::from_json(&json).map_err(|e| sentence(format!("tokenizer.json: {e}")))?;
+    config
+        .check_vocabulary(tokenizer.vocab_size())
+        .map_err(|e| sentence(format!("tokenizer.json: {e}")))?;
     Ok(ModelFiles {
         config,
         tokenizer,
