@@ -462,7 +462,7 @@ fn run_pipeline(args: &PipelineArgs) -> Result<String, String> {
         .iter()
         .map(|t| json!({ "id": t.id, "prob": t.prob }))
         .collect();
-    Ok(json!({
+    let mut printed = json!({
         "policy_version": policy::POLICY_VERSION,
         "policy": policy,
         "seed": seed,
@@ -473,8 +473,14 @@ fn run_pipeline(args: &PipelineArgs) -> Result<String, String> {
         "draw": outcome.draw,
         "survivors": outcome.survivors,
         "entropy": outcome.entropy,
-    })
-    .to_string())
+    });
+    // A greedy step draws nothing: the field is absent, never null.
+    if outcome.draw.is_none() {
+        if let Some(fields) = printed.as_object_mut() {
+            fields.remove("draw");
+        }
+    }
+    Ok(printed.to_string())
 }
 
 fn run_generate(args: &GenerateArgs) -> Result<String, Failure> {

@@ -87,11 +87,16 @@ fn load_weights(dir: &Path, config: &ModelConfig, role: &str) -> Result<Transfor
         .map_err(|e| format!("{} ({role}): {e}", dir.join(path).display()))
 }
 
+/// The tokenizer first: it is small, and a tokenizer of another vocabulary than the model's
+/// is refused before the weights are read.
 fn load_role(dir: &Path, config: ModelConfig, role: &str) -> Result<Loaded, String> {
     let tokenizer_bytes = verified(dir, &config, "tokenizer")?;
-    let model = load_weights(dir, &config, role)?;
     let json = String::from_utf8(tokenizer_bytes)
         .map_err(|_| "tokenizer.json is not UTF-8".to_string())?;
     let tokenizer = Tokenizer::from_json(&json).map_err(|e| format!("tokenizer.json: {e}"))?;
+    config
+        .check_vocabulary(tokenizer.vocab_size())
+        .map_err(|e| format!("tokenizer.json: {e}"))?;
+    let model = load_weights(dir, &config, role)?;
     Ok(Loaded { model, tokenizer })
 }

@@ -236,16 +236,17 @@ fn summary(record: &RunRecord) -> String {
 pub fn replay(dir: &Path, request: BackendRequest, file: &Path) -> Result<(String, bool), String> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    // One record, pretty or on one line, or JSONL: one reader for the CLI and the lab.
+    let records = policy::parse_records(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     let mut lines = Vec::new();
     let mut all_identical = true;
-    for (i, line) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {
-        let record: RunRecord = serde_json::from_str(line).map_err(|e| {
-            format!(
-                "line {} of {} is not a run record: {e}",
-                i + 1,
-                file.display()
-            )
-        })?;
+    for record in records {
+        // An edited record is reported before any model is loaded for it.
+        if let Some(altered) = record.alteration() {
+            all_identical = false;
+            lines.push(altered.to_string());
+            continue;
+        }
         let precision = model_dir::precision_by_hash(dir, &record.model.hash)?;
         let (mut model, tokenizer) = start(dir, precision, request)?;
         if let Some(reason) = &model.backend().degraded_reason {
@@ -278,10 +279,11 @@ pub fn replay(dir: &Path, request: BackendRequest, file: &Path) -> Result<(Strin
                 }
                 line
             }
+            altered @ ReplayReport::Altered { .. } => {
+                all_identical = false;
+                altered.to_string()
+            }
         });
-    }
-    if lines.is_empty() {
-        return Err(format!("{} holds no run record", file.display()));
     }
     Ok((lines.join("\n"), all_identical))
 }

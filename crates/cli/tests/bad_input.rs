@@ -13,8 +13,8 @@
 //! ARGS splits on whitespace; 'single quotes' group. `{model}` is a per-case copy of the
 //! released model (its files linked until a step changes one), `{tmp}` a per-case empty
 //! folder, `{files}` the checked-in fixtures in `tests/bad_input/files/`, `{corpus}` the
-//! repository's corpus. PHRASE must appear in standard error (in standard output too when
-//! EXIT is 0 or 1). SETUP is `;`-separated steps:
+//! repository's corpus. PHRASE (`\n` is a newline) must appear in standard error (in
+//! standard output too when EXIT is 0 or 1). SETUP is `;`-separated steps:
 //! - `set FILE /json/pointer JSON`: edits a JSON file of `{model}`;
 //! - `truncate FILE BYTES`: cuts a file of `{model}` short;
 //! - `delete FILE`: removes a file of `{model}`;
@@ -77,7 +77,7 @@ fn cases() -> Vec<Case> {
                     .parse()
                     .unwrap_or_else(|_| panic!("{name}:{}: exit code {:?}", i + 1, fields[0])),
                 args: fields[1].to_string(),
-                phrase: fields[2].to_string(),
+                phrase: unescape(fields[2]),
                 setup: fields.get(3).copied().unwrap_or_default().to_string(),
             });
         }

@@ -30,6 +30,10 @@ pub enum GpuError {
         call: usize,
         logit: usize,
     },
+    /// Wrong numbers from the GPU: the CPU reference takes over, and says whether the
+    /// weights themselves overflow.
+    #[error("the GPU's logits are not finite numbers: {0}")]
+    NonFiniteLogits(model::ModelError),
     #[error(transparent)]
     Model(#[from] model::ModelError),
 }

@@ -281,6 +281,12 @@ impl Runtime {
                 Call::Prefill => gpu.prefill(&self.history).await,
                 Call::Decode(token) => gpu.decode_step(token).await,
             };
+            let position = self.history.len().saturating_sub(1);
+            let result = result.and_then(|logits| {
+                model::check_logits(logits, logits.len(), position)
+                    .map_err(GpuError::NonFiniteLogits)?;
+                Ok(logits)
+            });
             match result {
                 Ok(logits) => {
                     self.logits.copy_from_slice(logits);

@@ -283,19 +283,14 @@ fn stop_tokens(text: &str) -> Result<Vec<u32>, String> {
         .collect()
 }
 
-/// A run record read from an exported file, or what is wrong with it in words.
+/// A run record read from an exported file (the first, when a JSONL export holds several),
+/// or what is wrong with it in words. `decode-lab replay` reads files the same way.
 pub fn parse_record(text: &str) -> Result<RunRecord, String> {
-    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    // A JSONL export holds one record per line; a pretty export is one document.
-    let parsed = serde_json::from_str::<RunRecord>(text)
-        .or_else(|e| serde_json::from_str::<RunRecord>(first).map_err(|_| e));
-    parsed.map_err(|e| {
-        format!(
-            "This file is not a run record the lab can read: {e} (line {}, column {}).",
-            e.line(),
-            e.column()
-        )
-    })
+    policy::parse_records(text)
+        .map_err(|e| format!("This file is not a run record the lab can read: {e}."))?
+        .into_iter()
+        .next()
+        .ok_or_else(|| "This file holds no run record.".to_string())
 }
 
 /// The request that replays `record`: its own configuration, on the weights it names, on
@@ -348,6 +343,7 @@ pub fn replay_verdict(recorded: &RunRecord, replayed: &RunRecord) -> (bool, Stri
         ReplayReport::Differs { step, detail, .. } => {
             (false, format!("Replay differs first at step {step}: {detail}."))
         }
+        altered @ ReplayReport::Altered { .. } => (false, format!("This record was {altered}.")),
     }
 }
 
@@ -395,6 +391,9 @@ pub async fn load_model(
         .map_err(|_| "tokenizer.json is not UTF-8 text.".to_string())?;
     let tokenizer =
         Tokenizer::from_json(&json).map_err(|e| sentence(format!("tokenizer.json: {e}")))?;
+    config
+        .check_vocabulary(tokenizer.vocab_size())
+        .map_err(|e| sentence(format!("tokenizer.json: {e}")))?;
     Ok(ModelFiles {
         config,
         tokenizer,
@@ -885,6 +884,14 @@ mod tests {
             }
             let mut altered = record.clone();
             altered.steps[3].token ^= 1;
+            let (same, words) = replay_verdict(&altered, &record);
+            assert!(!same);
+            assert!(
+                words.starts_with("This record was altered after it was written"),
+                "{words}"
+            );
+            // Without its digest (as a record written before digests), the step is named.
+            altered.record_digest = None;
             let (same, words) = replay_verdict(&altered, &record);
             assert!(!same);
             assert!(

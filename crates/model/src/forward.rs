@@ -121,7 +121,9 @@ impl Transformer {
         Ok(Transformer::new(config, weights, hash))
     }
 
-    /// Wraps weights that are already checked against `config`; `weights_hash` names them.
+    /// Wraps weights that are already checked against `config` (a config that passed
+    /// [`ModelConfig::validate`]), as [`Weights::from_safetensors`] checks them;
+    /// `weights_hash` names them.
     pub fn new(config: ModelConfig, weights: Weights, weights_hash: String) -> Transformer {
         Transformer {
             cache: KvCache::new(&config),
@@ -247,8 +249,26 @@ impl Transformer {
         } else {
             task(0, 1, &Barrier::new(1));
         }
+        // On an error the positions are not added to the cache: the next call writes them
+        // again.
+        check_logits(&self.logits, c.vocab_size, start + first)?;
         self.cache.advance(n);
         Ok(&self.logits)
+    }
+}
+
+/// Checks that every logit is finite: `logits` is `[positions][vocab]`, its first row the
+/// logits after position `first_position`. A non-finite logit (weights or activations that
+/// overflowed f32) is an error naming the first such position, never a distribution.
+/// Every forward pass (CPU and GPU) checks its logits with this before returning them.
+pub fn check_logits(logits: &[f32], vocab: usize, first_position: usize) -> Result<(), ModelError> {
+    match logits.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(at) => Err(ModelError::NonFiniteLogit {
+            position: first_position + at / vocab.max(1),
+            id: at % vocab.max(1),
+            value: logits[at],
+        }),
     }
 }
 
@@ -774,9 +794,16 @@ fn norm_block(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     }
 }
 
+/// A mean square beyond f32 (activations near f32's limit, from absurd weights) would make
+/// the scale exactly 0 and the output exactly 0, a silently uniform distribution downstream;
+/// NaN instead carries the overflow to the logits, where [`check_logits`] names it.
 fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     let mean_square = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
-    let scale = 1.0 / (mean_square + eps).sqrt();
+    let scale = if mean_square.is_finite() {
+        1.0 / (mean_square + eps).sqrt()
+    } else {
+        f32::NAN
+    };
     for ((o, &v), &w) in out.iter_mut().zip(x).zip(weight) {
         *o = v * scale * w;
     }

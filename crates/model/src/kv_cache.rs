@@ -18,6 +18,8 @@ pub struct KvCache {
 }
 
 impl KvCache {
+    /// The cache for `config`, which must have passed [`ModelConfig::validate`] (as every
+    /// config read from a file has): the size comes from its shapes, bounded there.
     pub fn new(config: &ModelConfig) -> KvCache {
         let size = config.n_layers * config.n_kv_heads * config.context_len * config.head_dim();
         KvCache {

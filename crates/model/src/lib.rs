@@ -11,7 +11,10 @@
 //! written once over eight f32 lanes (`simd`), compiled plain and with AVX (chosen at run
 //! time), and every sum has one fixed order, so the logits are bit-identical on every CPU,
 //! with one thread or two (`parallel`: long prefills are split over a second thread), and
-//! between prefill and decode. It is pure (weights come in as bytes) and builds for wasm32,
+//! between prefill and decode. Nothing read from a file is trusted: every shape is held to a
+//! stated maximum ([`MAX_CONTEXT_LEN`] and the others, see [`ModelConfig::validate`]) and the
+//! weights to the config's shapes before anything is allocated, and a forward pass whose
+//! logits are not all finite is an error ([`check_logits`]), never a distribution. It is pure (weights come in as bytes) and builds for wasm32,
 //! where it runs on one thread.
 
 mod config;
@@ -23,8 +26,12 @@ mod parallel;
 mod simd;
 mod weights;
 
-pub use config::{sha256_hex, ModelConfig, ModelFile};
+pub use config::{
+    sha256_hex, ModelConfig, ModelFile, MAX_CONTEXT_LEN, MAX_D_FF, MAX_D_MODEL, MAX_HEADS,
+    MAX_LAYERS, MAX_NORM_EPS, MAX_PARAMETER_BYTES, MAX_ROPE_THETA, MAX_VOCAB_SIZE,
+    MAX_WORKING_BYTES,
+};
 pub use error::ModelError;
-pub use forward::Transformer;
+pub use forward::{check_logits, Transformer};
 pub use kv_cache::KvCache;
 pub use weights::{Layer, Linear, Precision, Weights};

@@ -135,7 +135,10 @@ impl Lanes for Portable {
 pub(crate) fn exp<V: Lanes>(x: V) -> V {
     // Adding then subtracting 1.5 · 2^23 rounds to the nearest whole number.
     const ROUND: f32 = 12_582_912.0;
-    let x = x.max(V::splat(-87.0)).min(V::splat(88.0));
+    // The bound first, so that a NaN lane stays NaN (`max` and `min` return their second
+    // operand when a lane compares false) instead of becoming e^-87: attention over a NaN
+    // score must not quietly turn into an average. Finite lanes are unchanged.
+    let x = V::splat(88.0).min(V::splat(-87.0).max(x));
     let n = x
         .mul(V::splat(std::f32::consts::LOG2_E))
         .add(V::splat(ROUND))
@@ -185,6 +188,9 @@ mod tests {
         assert_eq!(exp(Portable::splat(0.0)).to_array()[0], 1.0);
         assert!(exp(Portable::splat(-1000.0)).to_array()[0] > 0.0);
         assert!(exp(Portable::splat(1000.0)).to_array()[0].is_finite());
+        // A NaN stays NaN (attention over a NaN score must not look like an average).
+        assert!(exp(Portable::splat(f32::NAN)).to_array()[0].is_nan());
+        assert!(exp(Portable::splat(f32::INFINITY)).to_array()[0].is_finite());
     }
 
     #[cfg(target_arch = "x86_64")]

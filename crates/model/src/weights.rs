@@ -127,7 +127,10 @@ impl Linear {
                 let mut scales = Vec::with_capacity(*rows);
                 for row in data.chunks_exact(*cols) {
                     let max = row.iter().fold(0.0f32, |m, &w| m.max(w.abs()));
-                    let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+                    // A row too small for its scale to be a positive f32 is stored as zeros
+                    // with scale 1, like an all-zero row: a loader rejects scales <= 0.
+                    let scale = max / 127.0;
+                    let scale = if scale > 0.0 { scale } else { 1.0 };
                     scales.push(scale);
                     q.extend(
                         row.iter()
@@ -395,24 +398,55 @@ impl Reader<'_> {
         Ok(values)
     }
 
-    fn linear(&self, name: &str, rows: usize, cols: usize) -> Result<Linear, ModelError> {
+    /// A matrix stored as `precision` (every matrix of a file is stored alike, so that the
+    /// precision a run record names is that of all of them).
+    fn linear(
+        &self,
+        name: &str,
+        rows: usize,
+        cols: usize,
+        precision: Precision,
+    ) -> Result<Linear, ModelError> {
         let weight = format!("{name}.weight");
         let view = self.view(&weight, &[rows, cols])?;
-        match view.dtype() {
-            Dtype::F32 => Ok(Linear::F32 {
+        match (view.dtype(), precision) {
+            (Dtype::F32, Precision::F32) => Ok(Linear::F32 {
                 rows,
                 cols,
                 data: self.f32s(&weight, &[rows, cols])?,
             }),
-            Dtype::I8 => Ok(Linear::Int8 {
-                rows,
-                cols,
-                data: view.data().iter().map(|&b| b as i8).collect(),
-                scales: self.f32s(&format!("{name}.scale"), &[rows])?,
-            }),
-            other => Err(ModelError::Dtype {
+            (Dtype::I8, Precision::Int8) => {
+                let data: Vec<i8> = view.data().iter().map(|&b| b as i8).collect();
+                // The quantiser is symmetric: -128 has no positive twin, and never comes
+                // out of it.
+                if let Some(index) = data.iter().position(|&q| q == i8::MIN) {
+                    return Err(ModelError::Int8OutOfRange {
+                        name: weight,
+                        index,
+                    });
+                }
+                let scale = format!("{name}.scale");
+                let scales = self.f32s(&scale, &[rows])?;
+                if let Some((index, &value)) = scales.iter().enumerate().find(|(_, &s)| s <= 0.0) {
+                    return Err(ModelError::NonPositiveScale {
+                        name: scale,
+                        index,
+                        value,
+                    });
+                }
+                Ok(Linear::Int8 {
+                    rows,
+                    cols,
+                    data,
+                    scales,
+                })
+            }
+            (other, _) => Err(ModelError::Dtype {
                 name: weight,
-                expected: "F32 or I8",
+                expected: match precision {
+                    Precision::F32 => "F32, as embed.weight is",
+                    Precision::Int8 => "I8, as embed.weight is",
+                },
                 got: format!("{other:?}"),
             }),
         }
@@ -427,27 +461,69 @@ impl Weights {
             SafeTensors::deserialize(bytes).map_err(|e| ModelError::Safetensors(e.to_string()))?;
         let read = Reader { tensors };
         let (d, kv, ff) = (config.d_model, config.kv_dim(), config.d_ff);
+        // The embedding's dtype decides the file's precision.
+        let precision = match read.view("embed.weight", &[config.vocab_size, d])?.dtype() {
+            Dtype::F32 => Precision::F32,
+            Dtype::I8 => Precision::Int8,
+            other => {
+                return Err(ModelError::Dtype {
+                    name: "embed.weight".to_string(),
+                    expected: "F32 or I8",
+                    got: format!("{other:?}"),
+                })
+            }
+        };
+        let embed = read.linear("embed", config.vocab_size, d, precision)?;
         let layers = (0..config.n_layers)
             .map(|i| {
                 let p = format!("layers.{i}");
                 Ok(Layer {
                     attn_norm: read.f32s(&format!("{p}.attn_norm.weight"), &[d])?,
-                    q: read.linear(&format!("{p}.attn.q"), d, d)?,
-                    k: read.linear(&format!("{p}.attn.k"), kv, d)?,
-                    v: read.linear(&format!("{p}.attn.v"), kv, d)?,
-                    o: read.linear(&format!("{p}.attn.o"), d, d)?,
+                    q: read.linear(&format!("{p}.attn.q"), d, d, precision)?,
+                    k: read.linear(&format!("{p}.attn.k"), kv, d, precision)?,
+                    v: read.linear(&format!("{p}.attn.v"), kv, d, precision)?,
+                    o: read.linear(&format!("{p}.attn.o"), d, d, precision)?,
                     mlp_norm: read.f32s(&format!("{p}.mlp_norm.weight"), &[d])?,
-                    gate: read.linear(&format!("{p}.mlp.gate"), ff, d)?,
-                    up: read.linear(&format!("{p}.mlp.up"), ff, d)?,
-                    down: read.linear(&format!("{p}.mlp.down"), d, ff)?,
+                    gate: read.linear(&format!("{p}.mlp.gate"), ff, d, precision)?,
+                    up: read.linear(&format!("{p}.mlp.up"), ff, d, precision)?,
+                    down: read.linear(&format!("{p}.mlp.down"), d, ff, precision)?,
                 })
             })
             .collect::<Result<Vec<Layer>, ModelError>>()?;
-        Ok(Weights {
-            embed: read.linear("embed", config.vocab_size, d)?,
+        let weights = Weights {
+            embed,
             layers,
             norm: read.f32s("norm.weight", &[d])?,
-        })
+        };
+        // Every tensor was read; one more is a file for another model (or a damaged name).
+        let expected = weights.tensor_names();
+        let mut names = read.tensors.names();
+        names.sort_unstable();
+        if let Some(extra) = names.iter().find(|n| !expected.iter().any(|e| e == *n)) {
+            return Err(ModelError::UnexpectedTensor(extra.to_string()));
+        }
+        Ok(weights)
+    }
+
+    /// The names of the tensors that store these weights.
+    fn tensor_names(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        let matrix = |names: &mut Vec<String>, name: &str, m: &Linear| {
+            names.push(format!("{name}.weight"));
+            if let Linear::Int8 { .. } = m {
+                names.push(format!("{name}.scale"));
+            }
+        };
+        matrix(&mut names, "embed", &self.embed);
+        for (i, layer) in self.layers.iter().enumerate() {
+            names.push(format!("layers.{i}.attn_norm.weight"));
+            names.push(format!("layers.{i}.mlp_norm.weight"));
+            for (name, m) in layer.matrices() {
+                matrix(&mut names, &format!("layers.{i}.{name}"), m);
+            }
+        }
+        names.push("norm.weight".to_string());
+        names
     }
 
     pub fn precision(&self) -> Precision {

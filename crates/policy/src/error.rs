@@ -1,33 +1,70 @@
-//! The one error type of the policy crate: every variant names the offending value.
+//! The one error type of a policy step: every variant names the offending value, each number
+//! in its shortest round-trip form.
+
+use std::fmt;
 
 use thiserror::Error;
+
+use crate::Shortest;
 
 /// Why a policy step (or a policy configuration) was refused.
 #[derive(Clone, Debug, Error, PartialEq)]
 pub enum PolicyError {
     #[error("the vocabulary is empty: there are no logits to choose from")]
     EmptyVocabulary,
-    #[error("logit {index} is {value}, but every logit must be a finite number")]
+    #[error("logit {index} is {}, but every logit must be a finite number", Shortest(*.value))]
     NonFiniteLogit { index: usize, value: f64 },
+    /// A constraint (bias or penalty) took a finite logit beyond the range of a float.
     #[error(
-        "logit {index} divided by temperature {temperature} is {value}, too large for a float"
+        "{constraint} takes logit {index} from {} to {}, beyond the range of a float: \
+         every constrained logit must stay a finite number (at most 1.8e308 in size)",
+        Shortest(*.logit),
+        Shortest(*.value)
     )]
-    ScaledLogitOverflow {
+    ConstraintOverflow {
+        constraint: Constraint,
         index: usize,
+        logit: f64,
         value: f64,
-        temperature: f64,
     },
-    #[error("temperature {0} is invalid: it must be a number at least 0 (0 means greedy)")]
+    /// Dividing by the temperature took a finite logit beyond the range of a float.
+    #[error(
+        "temperature {} scales logit {index} ({}) to {}, beyond the range of a float: \
+         every scaled logit must stay a finite number, so raise the temperature or lower the logits",
+        Shortest(*.temperature),
+        Shortest(*.logit),
+        Shortest(*.value)
+    )]
+    TemperatureOverflow {
+        temperature: f64,
+        index: usize,
+        logit: f64,
+        value: f64,
+    },
+    #[error(
+        "temperature {} is invalid: it must be a finite number, at least 0 (0 means greedy)",
+        Shortest(*.0)
+    )]
     InvalidTemperature(f64),
-    #[error("top-p {0} is invalid: it must be greater than 0 and at most 1")]
+    /// The chapter's `choose` divides by the temperature, so it has no greedy 0.
+    #[error(
+        "temperature {} is invalid for the chapter's choose: it must be a finite number greater \
+         than 0, because decode.py divides the logits by it (it has no greedy temperature 0)",
+        Shortest(*.0)
+    )]
+    ChapterTemperature(f64),
+    #[error("top-p {} is invalid: it must be greater than 0 and at most 1", Shortest(*.0))]
     InvalidTopP(f64),
-    #[error("min-p {0} is invalid: it must be between 0 and 1")]
+    #[error("min-p {} is invalid: it must be between 0 and 1", Shortest(*.0))]
     InvalidMinP(f64),
     #[error("top-k {top_k} is invalid here: it must be between 1 and the vocabulary size {vocab}")]
     InvalidTopK { top_k: usize, vocab: usize },
-    #[error("repetition penalty {0} is invalid: it must be a number greater than 0 (1 is off)")]
+    #[error(
+        "repetition penalty {} is invalid: it must be a finite number greater than 0 (1 is off)",
+        Shortest(*.0)
+    )]
     InvalidRepetitionPenalty(f64),
-    #[error("{name} {value} is invalid: it must be a finite number")]
+    #[error("{name} {} is invalid: it must be a finite number", Shortest(*.value))]
     NonFiniteParameter { name: &'static str, value: f64 },
     #[error("{role} token id {id} is out of range for a vocabulary of {vocab} tokens")]
     TokenOutOfRange {
@@ -37,4 +74,53 @@ pub enum PolicyError {
     },
     #[error("every one of the {vocab} tokens is forbidden or masked, so nothing can be chosen")]
     AllTokensMasked { vocab: usize },
+    /// A draw handed in from outside (a device's step) that no generator could give.
+    #[error(
+        "draw {} is invalid: a uniform draw must be a number from 0 up to, not including, 1",
+        Shortest(*.0)
+    )]
+    InvalidDraw(f64),
+}
+
+/// The constraint whose arithmetic overflowed, with its setting.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Constraint {
+    LogitBias {
+        bias: f64,
+    },
+    RepetitionPenalty {
+        penalty: f64,
+    },
+    /// `count * frequency + presence` is subtracted from a generated token's logit.
+    FrequencyPresence {
+        frequency: f64,
+        count: usize,
+        presence: f64,
+    },
+}
+
+impl fmt::Display for Constraint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Constraint::LogitBias { bias } => write!(f, "logit bias {}", Shortest(bias)),
+            Constraint::RepetitionPenalty { penalty } => {
+                write!(f, "repetition penalty {}", Shortest(penalty))
+            }
+            Constraint::FrequencyPresence {
+                frequency,
+                count,
+                presence,
+            } => write!(
+                f,
+                "frequency penalty {} (for {count} {}) with presence penalty {}",
+                Shortest(frequency),
+                if count == 1 {
+                    "occurrence"
+                } else {
+                    "occurrences"
+                },
+                Shortest(presence)
+            ),
+        }
+    }
 }

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::pipeline::{Snapshots, StepContext, Stepper};
-use crate::record::{ArtifactId, Backend, RunConfig, RunRecord};
-use crate::{NumpyRng, Policy, PolicyError, StepOutcome, POLICY_VERSION};
+use crate::record::{ArtifactId, Backend, RecordError, RunConfig, RunRecord, PROMPT_SLOT};
+use crate::{NumpyRng, Policy, PolicyError, Shortest, StepOutcome, POLICY_VERSION};
 
 /// A model that gives next-token logits: the whole prompt first, then one token at a time.
 pub trait LanguageModel {
@@ -87,6 +87,18 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// The reason's name in a record: `max_tokens`, `eos`, …
+    pub fn name(self) -> &'static str {
+        match self {
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::Eos => "eos",
+            StopReason::StopToken => "stop_token",
+            StopReason::StopSequence => "stop_sequence",
+            StopReason::ContextFull => "context_full",
+            StopReason::Cancelled => "cancelled",
+        }
+    }
+
     /// The reason in words, for people.
     pub fn describe(self) -> &'static str {
         match self {
@@ -121,9 +133,11 @@ pub struct StepRecord {
     pub top: Vec<Alternative>,
     /// Entropy of the final distribution, in nats.
     pub entropy: f64,
-    /// Tokens with non-zero probability in the final distribution.
+    /// Tokens that survived every filter (see [`StepOutcome::survivors`]).
     pub survivors: usize,
-    /// The uniform draw that chose the token; `None` when greedy.
+    /// The uniform draw that chose the token; `None` (absent in JSON, never `null`) when
+    /// greedy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draw: Option<f64>,
     pub model_us: f64,
     pub policy_us: f64,
@@ -142,13 +156,48 @@ pub enum GenerateError {
     PromptTooLong { prompt: usize, context: usize },
     #[error("the prompt is empty: the model needs at least one token to start from")]
     EmptyPrompt,
+    /// Refused before the prompt is rendered, so that no absurd size is ever allocated.
+    #[error(
+        "the prompt in its template would be {bytes} bytes, more than a context of {context} \
+         tokens can hold: at most {limit} bytes, since no token is longer than {token_bytes} bytes"
+    )]
+    PromptTooLarge {
+        /// `usize::MAX` when the size does not fit in a `usize`.
+        bytes: usize,
+        context: usize,
+        limit: usize,
+        token_bytes: usize,
+    },
     #[error("stop token id {id} is out of range for a vocabulary of {vocab} tokens")]
     StopTokenOutOfRange { id: u32, vocab: usize },
+    /// A template without the slot would drop the prompt; two slots would repeat it.
+    #[error(
+        "the prompt template holds {{prompt}} {slots} times: it must hold it exactly once, \
+         where the prompt goes"
+    )]
+    TemplateSlots { slots: usize },
+    #[error("stop string {index} is empty: a stop string must hold at least one character")]
+    EmptyStopString { index: usize },
+    #[error("max tokens is 0: a run must be allowed at least 1 new token")]
+    NoNewTokens,
     #[error("this record was made with {kind} {recorded}, but {current} is loaded")]
     ArtifactMismatch {
         kind: &'static str,
         recorded: String,
         current: String,
+    },
+    /// A record that no run could have written, refused before replaying it.
+    #[error("this run record is inconsistent: {0}")]
+    Record(#[from] RecordError),
+    /// A step taken on a device reported a number that no step gives.
+    #[error(
+        "the device's step reported {field} {}, but it must be {expected}",
+        Shortest(*.value)
+    )]
+    DeviceOutcome {
+        field: &'static str,
+        value: f64,
+        expected: &'static str,
     },
 }
 
@@ -182,6 +231,8 @@ pub struct Generation<'v> {
     ttft_us: Option<f64>,
     start_us: f64,
     stop_reason: Option<StopReason>,
+    /// The stop string that ended the run, if one did.
+    stop_string: Option<String>,
 }
 
 impl<'v> Generation<'v> {
@@ -195,8 +246,34 @@ impl<'v> Generation<'v> {
         now_us: f64,
     ) -> Result<Generation<'v>, GenerateError> {
         config.policy.validate(vocab)?;
+        let slots = config.prompt_template.matches(PROMPT_SLOT).count();
+        if slots != 1 {
+            return Err(GenerateError::TemplateSlots { slots });
+        }
         if let Some(&id) = config.stop.tokens.iter().find(|&&id| id as usize >= vocab) {
             return Err(GenerateError::StopTokenOutOfRange { id, vocab });
+        }
+        if let Some(index) = config.stop.strings.iter().position(String::is_empty) {
+            return Err(GenerateError::EmptyStopString { index });
+        }
+        if config.max_tokens == 0 {
+            return Err(GenerateError::NoNewTokens);
+        }
+        // A prompt longer than the context times the longest token cannot fit; a template
+        // read from a file could otherwise ask for more memory than exists.
+        let token_bytes = (0..vocab)
+            .map(|id| vocabulary.token_bytes(id as u32).len())
+            .max()
+            .unwrap_or(0);
+        let limit = context_len.saturating_mul(token_bytes);
+        let bytes = config.rendered_len().unwrap_or(usize::MAX);
+        if bytes > limit {
+            return Err(GenerateError::PromptTooLarge {
+                bytes,
+                context: context_len,
+                limit,
+                token_bytes,
+            });
         }
         let rendered_prompt = config.rendered_prompt();
         let prompt = vocabulary.encode(&rendered_prompt);
@@ -225,6 +302,7 @@ impl<'v> Generation<'v> {
             ttft_us: None,
             start_us: now_us,
             stop_reason: None,
+            stop_string: None,
         })
     }
 
@@ -316,6 +394,7 @@ impl<'v> Generation<'v> {
             }
             .into());
         }
+        check_device_outcome(&outcome)?;
         if let Some(draw) = outcome.draw {
             let taken = self.rng.random();
             debug_assert_eq!(taken, draw, "the device used the stream's next draw");
@@ -371,19 +450,21 @@ impl<'v> Generation<'v> {
         } else {
             let appended_from = self.output.len();
             self.output.extend_from_slice(vocabulary.token_bytes(token));
-            if let Some(at) =
+            if let Some((at, which)) =
                 find_stop_string(&self.output, appended_from, &self.config.stop.strings)
             {
                 self.output.truncate(at);
                 self.stop_reason = Some(StopReason::StopSequence);
+                self.stop_string = self.config.stop.strings.get(which).cloned();
             }
         }
         Ok(self.steps.last().expect("a step was just pushed"))
     }
 
-    /// The record of the stopped run. `model` names the weights and `backend` what ran them.
+    /// The record of the stopped run, with its content digest. `model` names the weights and
+    /// `backend` what ran them.
     pub fn finish(self, model: ArtifactId, backend: Backend) -> RunRecord {
-        RunRecord {
+        let mut record = RunRecord {
             app_version: self.config.app_version.clone(),
             policy_version: POLICY_VERSION.to_string(),
             model,
@@ -396,11 +477,15 @@ impl<'v> Generation<'v> {
             // `next_call` names a reason before it returns `None`; a run finished early
             // (an error, or a driver that stopped asking) counts as cancelled.
             stop_reason: self.stop_reason.unwrap_or(StopReason::Cancelled),
+            stop_string: self.stop_string,
             ttft_us: self.ttft_us.unwrap_or(0.0),
             token_latencies_us: self.latencies,
             degraded_reason: backend.degraded_reason.clone(),
             backend,
-        }
+            record_digest: None,
+        };
+        record.record_digest = Some(record.content_digest());
+        record
     }
 }
 
@@ -443,18 +528,56 @@ pub fn generate(
 }
 
 /// The earliest start of a stop string that ends in the bytes appended at `appended_from`
-/// (a stop string may span token boundaries, so the search reaches back before them).
-fn find_stop_string(output: &[u8], appended_from: usize, stops: &[String]) -> Option<usize> {
+/// (a stop string may span token boundaries, so the search reaches back before them), and
+/// which string it is (the first listed, when two start there).
+fn find_stop_string(
+    output: &[u8],
+    appended_from: usize,
+    stops: &[String],
+) -> Option<(usize, usize)> {
     stops
         .iter()
-        .filter(|s| !s.is_empty())
-        .filter_map(|s| {
+        .enumerate()
+        .filter(|(_, s)| !s.is_empty())
+        .filter_map(|(which, s)| {
             let s = s.as_bytes();
             let from = appended_from.saturating_sub(s.len() - 1);
             output[from..]
                 .windows(s.len())
                 .position(|w| w == s)
-                .map(|p| from + p)
+                .map(|p| (from + p, which))
         })
-        .min()
+        .min_by_key(|&(at, _)| at)
+}
+
+/// A step a device took must report what a host step would: finite numbers, probabilities
+/// in range, a chosen token with a positive probability (its log-probability is recorded).
+fn check_device_outcome(outcome: &StepOutcome) -> Result<(), GenerateError> {
+    let bad = |field, value, expected| GenerateError::DeviceOutcome {
+        field,
+        value,
+        expected,
+    };
+    if !(outcome.prob > 0.0 && outcome.prob <= 1.0) {
+        return Err(bad(
+            "probability",
+            outcome.prob,
+            "greater than 0 and at most 1",
+        ));
+    }
+    if !outcome.entropy.is_finite() {
+        return Err(bad("entropy", outcome.entropy, "a finite number"));
+    }
+    if let Some(draw) = outcome.draw.filter(|d| !(0.0..1.0).contains(d)) {
+        return Err(bad("draw", draw, "at least 0 and below 1"));
+    }
+    for t in &outcome.top {
+        if !(0.0..=1.0).contains(&t.prob) {
+            return Err(bad("a top probability", t.prob, "between 0 and 1"));
+        }
+        if !t.logit.is_finite() {
+            return Err(bad("a top logit", t.logit, "a finite number"));
+        }
+    }
+    Ok(())
 }

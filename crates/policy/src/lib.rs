@@ -21,14 +21,17 @@
 //! # Ok::<(), policy::PolicyError>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod chapter;
 mod error;
 pub mod generate;
 mod pipeline;
 pub mod record;
 pub mod rng;
+mod shortest;
 
-pub use error::PolicyError;
+pub use error::{Constraint, PolicyError};
 pub use generate::{
     generate, Clock, Generation, LanguageModel, ModelCall, Observer, StopReason, Vocabulary,
 };
@@ -37,6 +40,8 @@ pub use pipeline::{
     Stepper, TokenProb, POLICY_VERSION,
 };
 pub use record::{
-    replay, ArtifactId, Backend, ReplayReport, RunConfig, RunRecord, SeedSource, StopConfig,
+    parse_records, replay, ArtifactId, Backend, RecordError, ReplayReport, RunConfig, RunRecord,
+    SeedSource, StopConfig,
 };
 pub use rng::NumpyRng;
+pub use shortest::Shortest;

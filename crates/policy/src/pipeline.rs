@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Constraint;
 use crate::rng::{choice_index, NumpyRng};
 use crate::PolicyError;
 
@@ -50,7 +51,8 @@ pub struct Policy {
     pub no_repeat_ngram: usize,
     /// The end-of-sequence token is masked until this many tokens have been generated.
     pub min_new_tokens: usize,
-    /// The end-of-sequence token, which `min_new_tokens` masks.
+    /// The end-of-sequence token, which `min_new_tokens` masks (absent in JSON when none).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub eos_token: Option<u32>,
     /// Divides the logits; 0 means greedy (argmax, ties to the lowest id).
     pub temperature: f64,
@@ -152,9 +154,11 @@ pub struct StepOutcome {
     pub token: u32,
     /// Probability of `token` under the final policy (1 for greedy).
     pub prob: f64,
-    /// The uniform draw in [0, 1) that picked the token; `None` for greedy.
+    /// The uniform draw in [0, 1) that picked the token; `None` (absent in JSON) for greedy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draw: Option<f64>,
-    /// How many tokens had non-zero probability in the final distribution.
+    /// How many tokens survived every filter into the final distribution. At a tiny
+    /// temperature a survivor's probability can round to exactly 0; it still counts.
     pub survivors: usize,
     /// Entropy of the final distribution, in nats.
     pub entropy: f64,
@@ -173,6 +177,9 @@ impl StepOutcome {
 
 /// A logit as a model hands it over: f32 from a model, f64 from NumPy.
 pub trait Logit: Copy {
+    /// The largest finite value of the type: no logit of it is larger in size.
+    const LARGEST: f64;
+
     fn to_f64(self) -> f64;
 
     /// The largest value of `chunk`, or `None` when one is not finite. Written over
@@ -184,6 +191,8 @@ pub trait Logit: Copy {
 macro_rules! impl_logit {
     ($float:ty) => {
         impl Logit for $float {
+            const LARGEST: f64 = <$float>::MAX as f64;
+
             fn to_f64(self) -> f64 {
                 f64::from(self)
             }
@@ -387,7 +396,7 @@ impl Stepper {
                 });
             }
         }
-        self.build_overrides(policy, logits, context);
+        self.build_overrides(policy, logits, context)?;
         let mut stages = (snapshots == Snapshots::Record).then(Vec::new);
 
         // Stage 1: constraints. Every logit is read here: validated, and filtered by top-k
@@ -416,6 +425,9 @@ impl Stepper {
             })?;
         }
         // From here on candidates are in ascending id order.
+        if !greedy && policy.order == StageOrder::TemperatureFirst {
+            check_scaled(logits, &self.overrides, policy.temperature)?;
+        }
         if let Some(stages) = stages.as_mut() {
             let mut all = Vec::with_capacity(live);
             scan_live(logits, &self.overrides, |id, logit| all.push((logit, id)))?;
@@ -495,6 +507,13 @@ impl Stepper {
         }
         if policy.order == StageOrder::TemperatureLast {
             let t = policy.temperature;
+            // Here the temperature scales the survivors only; see `check_scaled`.
+            if t < 1.0 {
+                if let Some(&(logit, id)) = self.candidates.iter().find(|c| !(c.0 / t).is_finite())
+                {
+                    return Err(temperature_overflow(t, id, logit));
+                }
+            }
             self.weights.clear();
             self.weights
                 .extend(self.candidates.iter().map(|c| ((c.0 - max) / t).exp()));
@@ -506,6 +525,9 @@ impl Stepper {
         // Stages 4 and 5: normalise the survivors and draw as `Generator.choice` does.
         let total: f64 = self.weights.iter().sum();
         let draw = draw();
+        if !(0.0..1.0).contains(&draw) {
+            return Err(PolicyError::InvalidDraw(draw));
+        }
         let chosen = choice_index(self.weights.iter().map(|w| w / total), draw);
         let entropy = 0.0
             - self
@@ -540,13 +562,14 @@ impl Stepper {
         self.weights.truncate(kept);
     }
 
-    /// Collects the constrained logits as sparse overrides, sorted by id.
+    /// Collects the constrained logits as sparse overrides, sorted by id; fails at the first
+    /// constraint whose result leaves the range of a float.
     fn build_overrides<L: Logit>(
         &mut self,
         policy: &Policy,
         logits: &[L],
         context: StepContext<'_>,
-    ) {
+    ) -> Result<(), PolicyError> {
         let overrides = &mut self.overrides;
         overrides.clear();
         let base = |id: u32| Some(logits[id as usize].to_f64());
@@ -565,9 +588,18 @@ impl Stepper {
         overrides.dedup_by_key(|o| o.0);
 
         // Logit bias, then the repetition penalty, then frequency and presence.
+        // Each stage's results are checked before the next stage reads them, so an overflow
+        // is blamed on the stage that made it.
         for &(id, bias) in &policy.logit_bias {
             if let Ok(at) = overrides.binary_search_by_key(&id, |o| o.0) {
-                overrides[at].1 = overrides[at].1.map(|l| l + bias);
+                if let Some(l) = overrides[at].1 {
+                    overrides[at].1 = Some(constrained(
+                        Constraint::LogitBias { bias },
+                        id,
+                        l,
+                        l + bias,
+                    )?);
+                }
             }
         }
         if penalised {
@@ -577,8 +609,10 @@ impl Stepper {
             seen.extend_from_slice(context.tokens);
             seen.sort_unstable();
             for o in overrides.iter_mut() {
-                if seen.binary_search(&o.0).is_ok() {
-                    o.1 = o.1.map(|l| if l > 0.0 { l / r } else { l * r });
+                if let (Ok(_), Some(l)) = (seen.binary_search(&o.0), o.1) {
+                    let value = if l > 0.0 { l / r } else { l * r };
+                    let constraint = Constraint::RepetitionPenalty { penalty: r };
+                    o.1 = Some(constrained(constraint, o.0, l, value)?);
                 }
             }
         }
@@ -591,10 +625,16 @@ impl Stepper {
                 let at = overrides
                     .binary_search_by_key(&run[0], |o| o.0)
                     .expect("generated tokens were added as overrides");
-                let n = run.len() as f64;
-                overrides[at].1 = overrides[at]
-                    .1
-                    .map(|l| l - n * policy.frequency_penalty - policy.presence_penalty);
+                if let Some(l) = overrides[at].1 {
+                    let n = run.len() as f64;
+                    let value = l - n * policy.frequency_penalty - policy.presence_penalty;
+                    let constraint = Constraint::FrequencyPresence {
+                        frequency: policy.frequency_penalty,
+                        count: run.len(),
+                        presence: policy.presence_penalty,
+                    };
+                    overrides[at].1 = Some(constrained(constraint, run[0], l, value)?);
+                }
             }
         }
 
@@ -612,6 +652,63 @@ impl Stepper {
                 Err(at) => overrides.insert(at, (id, None)),
             }
         }
+        Ok(())
+    }
+}
+
+/// A constraint's result for token `id`, or the error that names the constraint when the
+/// result is not a finite number.
+fn constrained(
+    constraint: Constraint,
+    id: u32,
+    logit: f64,
+    value: f64,
+) -> Result<f64, PolicyError> {
+    if value.is_finite() {
+        Ok(value)
+    } else {
+        Err(PolicyError::ConstraintOverflow {
+            constraint,
+            index: id as usize,
+            logit,
+            value,
+        })
+    }
+}
+
+fn temperature_overflow(temperature: f64, id: u32, logit: f64) -> PolicyError {
+    PolicyError::TemperatureOverflow {
+        temperature,
+        index: id as usize,
+        logit,
+        value: logit / temperature,
+    }
+}
+
+/// In Hugging Face's order the temperature divides every live logit, and each quotient is
+/// reported (the temperature snapshot, top five), so each must be finite. |l| / t can exceed
+/// `f64::MAX` only when t < 1; then the overrides (few) are checked one by one, and the raw
+/// logits only when the type's largest value would overflow (f64 logits, or an f32 logit
+/// over a temperature below 2e-270), in one more pass over the vocabulary.
+fn check_scaled<L: Logit>(logits: &[L], overrides: &[Override], t: f64) -> Result<(), PolicyError> {
+    if t >= 1.0 {
+        return Ok(());
+    }
+    let mut first = None;
+    if (L::LARGEST / t).is_finite() {
+        first = overrides
+            .iter()
+            .find_map(|&(id, v)| v.filter(|v| !(v / t).is_finite()).map(|v| (id, v)));
+    } else {
+        scan_live(logits, overrides, |id, logit| {
+            if first.is_none() && !(logit / t).is_finite() {
+                first = Some((id, logit));
+            }
+        })?;
+    }
+    match first {
+        Some((id, logit)) => Err(temperature_overflow(t, id, logit)),
+        None => Ok(()),
     }
 }
 

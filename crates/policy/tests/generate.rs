@@ -3,123 +3,13 @@
 
 use policy::generate::{Observer, StepRecord, Unobserved};
 use policy::{
-    generate, replay, ArtifactId, Clock, LanguageModel, Policy, ReplayReport, RunConfig, RunRecord,
-    SeedSource, StopConfig, StopReason, Vocabulary,
+    generate, replay, ArtifactId, LanguageModel, Policy, ReplayReport, RunRecord, StopConfig,
+    StopReason,
 };
 
-/// Byte tokens, including the two halves of "é" so that text can split a character.
-const TOKENS: [&[u8]; 8] = [b"", b"a", b"b", b"c", b" ", b"\xc3", b"\xa9", b"."];
-const EOS: u32 = 0;
+mod support;
 
-/// Logits are a fixed function of the position and the previous token.
-struct Toy {
-    context_len: usize,
-    position: usize,
-    logits: Vec<f32>,
-    bias: Option<(u32, f32)>,
-}
-
-impl Toy {
-    fn new(context_len: usize) -> Toy {
-        Toy {
-            context_len,
-            position: 0,
-            logits: vec![0.0; TOKENS.len()],
-            bias: None,
-        }
-    }
-
-    fn fill(&mut self, last: u32) {
-        for (i, l) in self.logits.iter_mut().enumerate() {
-            let h = (last as usize * 31 + i * 17 + self.position * 7) % 13;
-            *l = h as f32 / 3.0;
-        }
-        if let Some((id, bias)) = self.bias {
-            self.logits[id as usize] += bias;
-        }
-    }
-}
-
-impl LanguageModel for Toy {
-    fn id(&self) -> ArtifactId {
-        ArtifactId {
-            name: "toy".into(),
-            hash: "0".into(),
-        }
-    }
-    fn vocab_size(&self) -> usize {
-        TOKENS.len()
-    }
-    fn context_len(&self) -> usize {
-        self.context_len
-    }
-    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], String> {
-        self.position = prompt.len();
-        self.fill(*prompt.last().unwrap());
-        Ok(&self.logits)
-    }
-    fn decode_step(&mut self, token: u32) -> Result<&[f32], String> {
-        self.position += 1;
-        self.fill(token);
-        Ok(&self.logits)
-    }
-}
-
-struct Bytes;
-
-impl Vocabulary for Bytes {
-    fn id(&self) -> ArtifactId {
-        ArtifactId {
-            name: "bytes".into(),
-            hash: "1".into(),
-        }
-    }
-    fn encode(&self, text: &str) -> Vec<u32> {
-        text.bytes()
-            .filter_map(|b| TOKENS.iter().position(|t| t == &[b]).map(|p| p as u32))
-            .collect()
-    }
-    fn token_bytes(&self, id: u32) -> &[u8] {
-        TOKENS[id as usize]
-    }
-}
-
-/// Advances 10 µs per reading.
-struct Ticks(f64);
-
-impl Clock for Ticks {
-    fn now_us(&mut self) -> f64 {
-        self.0 += 10.0;
-        self.0
-    }
-}
-
-fn config(policy: Policy, max_tokens: usize, stop: StopConfig) -> RunConfig {
-    RunConfig {
-        app_version: "test".into(),
-        prompt_template: "a {prompt}".into(),
-        prompt: "b".into(),
-        policy,
-        seed: 7,
-        seed_source: SeedSource::User,
-        max_tokens,
-        stop,
-    }
-}
-
-fn sampled() -> Policy {
-    Policy {
-        temperature: 0.9,
-        top_k: 6,
-        eos_token: Some(EOS),
-        min_new_tokens: 1,
-        ..Policy::default()
-    }
-}
-
-fn run(model: &mut Toy, config: &RunConfig) -> RunRecord {
-    generate(model, &Bytes, config, &mut Ticks(0.0), &mut Unobserved).unwrap()
-}
+use support::{config, run, sampled, Bytes, Ticks, Toy, EOS, TOKENS};
 
 #[test]
 fn accounts_for_every_step() {
@@ -306,6 +196,8 @@ fn replay_names_the_first_differing_step() {
     );
     let original = record.steps[2].token;
     record.steps[2].token = (original + 1) % 8;
+    // As a record made before digests existed: the replay itself finds the difference.
+    record.record_digest = None;
     match replay(&record, &mut Toy::new(64), &Bytes, &mut Ticks(0.0)).unwrap() {
         ReplayReport::Differs {
             step,
@@ -329,6 +221,7 @@ fn replay_refuses_another_model() {
         &config(sampled(), 3, StopConfig::default()),
     );
     record.model.hash = "other".into();
+    record.record_digest = Some(record.content_digest());
     let err = replay(&record, &mut Toy::new(64), &Bytes, &mut Ticks(0.0)).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -441,4 +334,38 @@ fn steps_taken_on_a_device_with_the_peeked_draw_match_host_steps() {
     )
     .unwrap();
     assert_eq!(device.device_steps, 0);
+}
+
+#[test]
+fn a_run_refuses_a_template_without_one_slot_an_empty_stop_string_and_no_new_tokens() {
+    let refused = |config: &policy::RunConfig| {
+        generate(
+            &mut Toy::new(64),
+            &Bytes,
+            config,
+            &mut Ticks(0.0),
+            &mut Unobserved,
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let ok = config(sampled(), 4, StopConfig::default());
+    for (template, slots) in [("no slot", 0), ("{prompt} and {prompt}", 2)] {
+        let message = refused(&policy::RunConfig {
+            prompt_template: template.into(),
+            ..ok.clone()
+        });
+        assert!(
+            message.contains(&format!("template holds {{prompt}} {slots} times")),
+            "{message}"
+        );
+    }
+    let stop = StopConfig {
+        strings: vec!["x".into(), String::new()],
+        tokens: vec![],
+    };
+    let message = refused(&config(sampled(), 4, stop));
+    assert!(message.contains("stop string 1 is empty"), "{message}");
+    let message = refused(&config(sampled(), 0, StopConfig::default()));
+    assert!(message.contains("max tokens is 0"), "{message}");
 }

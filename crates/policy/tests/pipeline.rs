@@ -591,3 +591,338 @@ fn every_non_finite_logit_is_found_on_both_paths() {
         }
     }
 }
+
+/// A step from `logits` under `policy` with context `tokens` (all generated), snapshots on.
+fn try_step(policy: &Policy, logits: &[f64], tokens: &[u32]) -> Result<StepOutcome, PolicyError> {
+    step(
+        policy,
+        logits,
+        StepContext::new(tokens, 0),
+        &mut NumpyRng::new(7),
+        Snapshots::Record,
+    )
+}
+
+#[test]
+fn finite_extremes_that_overflow_name_the_stage_and_the_value() {
+    let cases: [(Policy, &[f64], &[u32], &str); 7] = [
+        (
+            Policy {
+                logit_bias: vec![(0, 1e308)],
+                ..Policy::default()
+            },
+            &[1e308, 1.0],
+            &[],
+            "logit bias 1e308 takes logit 0 from 1e308 to inf, beyond the range of a float",
+        ),
+        (
+            Policy {
+                presence_penalty: -1e308,
+                ..Policy::default()
+            },
+            &[1e308, 1.0],
+            &[0],
+            "frequency penalty 0 (for 1 occurrence) with presence penalty -1e308 takes \
+             logit 0 from 1e308 to inf",
+        ),
+        (
+            Policy {
+                frequency_penalty: 1e308,
+                ..Policy::default()
+            },
+            &[1.0, 2.0],
+            &[1, 1],
+            "frequency penalty 1e308 (for 2 occurrences) with presence penalty 0 takes \
+             logit 1 from 2 to -inf",
+        ),
+        (
+            Policy {
+                repetition_penalty: 1e-320,
+                ..Policy::default()
+            },
+            &[1.2, 0.5],
+            &[0],
+            "repetition penalty 1e-320 takes logit 0 from 1.2 to inf",
+        ),
+        (
+            Policy {
+                temperature: 1e-310,
+                ..Policy::default()
+            },
+            &[1.2, 0.5],
+            &[],
+            "temperature 1e-310 scales logit 0 (1.2) to inf, beyond the range of a float",
+        ),
+        (
+            Policy {
+                temperature: 0.5,
+                ..Policy::default()
+            },
+            &[1e308, 1.0],
+            &[],
+            "temperature 0.5 scales logit 0 (1e308) to inf",
+        ),
+        (
+            Policy {
+                temperature: 0.5,
+                top_k: 1,
+                order: StageOrder::TemperatureLast,
+                ..Policy::default()
+            },
+            &[-1e308, -1.7e308],
+            &[],
+            "temperature 0.5 scales logit 0 (-1e308) to -inf",
+        ),
+    ];
+    for (policy, logits, tokens, phrase) in cases {
+        for snapshots in [Snapshots::Record, Snapshots::Skip] {
+            let err = step(
+                &policy,
+                logits,
+                StepContext::new(tokens, 0),
+                &mut NumpyRng::new(7),
+                snapshots,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains(phrase), "{err:?} lacks {phrase:?}");
+        }
+    }
+}
+
+#[test]
+fn extremes_that_stay_finite_are_chosen_from() {
+    // A logit filtered out before the temperature is applied last is never scaled.
+    let policy = Policy {
+        temperature: 0.5,
+        top_k: 1,
+        order: StageOrder::TemperatureLast,
+        ..Policy::default()
+    };
+    let outcome = try_step(&policy, &[1.0, -1e308], &[]).unwrap();
+    assert_eq!((outcome.token, outcome.prob), (0, 1.0));
+    // A forbidden token's logit takes no part; huge gaps give exact zeros, not NaN.
+    let policy = Policy {
+        forbidden: vec![1],
+        temperature: 1e-300,
+        ..Policy::default()
+    };
+    let outcome = try_step(&policy, &[1e-10, 1e10, -1e-10], &[]).unwrap();
+    assert_eq!(
+        (outcome.token, outcome.prob, outcome.entropy),
+        (0, 1.0, 0.0)
+    );
+    // f32 logits at a tiny temperature: the largest f32 over it still overflows.
+    let policy = Policy {
+        temperature: 1e-300,
+        ..Policy::default()
+    };
+    let logits = [1.0f32, f32::MAX];
+    let err = step(
+        &policy,
+        &logits,
+        StepContext::default(),
+        &mut NumpyRng::new(0),
+        Snapshots::Skip,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, PolicyError::TemperatureOverflow { index: 1, .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_draw_from_outside_must_be_a_uniform() {
+    for draw in [1.0, -0.1, f64::NAN, f64::INFINITY] {
+        let err = policy::Stepper::default()
+            .step_with_draw(
+                &Policy::default(),
+                &[0.0f32, 1.0],
+                StepContext::default(),
+                draw,
+                Snapshots::Skip,
+            )
+            .unwrap_err();
+        assert!(matches!(err, PolicyError::InvalidDraw(_)), "{err}");
+    }
+}
+
+#[test]
+fn messages_print_numbers_in_their_shortest_form() {
+    let t = |temperature| Policy {
+        temperature,
+        ..Policy::default()
+    };
+    assert_eq!(
+        try_step(&t(-1e-310), &[0.0, 1.0], &[])
+            .unwrap_err()
+            .to_string(),
+        "temperature -1e-310 is invalid: it must be a finite number, at least 0 (0 means greedy)"
+    );
+    let policy = Policy {
+        logit_bias: vec![(0, f64::NAN)],
+        min_p: 1e300,
+        ..Policy::default()
+    };
+    assert_eq!(
+        try_step(&policy, &[0.0, 1.0], &[]).unwrap_err().to_string(),
+        "min-p 1e300 is invalid: it must be between 0 and 1"
+    );
+    assert_eq!(
+        try_step(&Policy::default(), &[0.0, f64::NEG_INFINITY], &[])
+            .unwrap_err()
+            .to_string(),
+        "logit 1 is -inf, but every logit must be a finite number"
+    );
+}
+
+/// Finite floats of every kind: zero, subnormal, normal, and the extremes.
+fn any_finite() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        3 => -20.0f64..20.0,
+        1 => prop::num::f64::POSITIVE
+            | prop::num::f64::NEGATIVE
+            | prop::num::f64::NORMAL
+            | prop::num::f64::SUBNORMAL
+            | prop::num::f64::ZERO,
+        1 => prop::sample::select(vec![
+            f64::MAX,
+            -f64::MAX,
+            1e308,
+            -1e308,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+            5e-324,
+            1e-310,
+            0.0,
+        ]),
+    ]
+}
+
+/// Positive finite floats, the extremes included.
+fn any_positive() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        2 => 0.05f64..3.0,
+        1 => prop::num::f64::POSITIVE | prop::num::f64::NORMAL | prop::num::f64::SUBNORMAL,
+        1 => prop::sample::select(vec![f64::MAX, 1e308, f64::MIN_POSITIVE, 5e-324, 1e-310, 1.0]),
+    ]
+    .prop_filter("positive", |x| *x > 0.0)
+}
+
+fn extreme_case() -> impl Strategy<Value = (Policy, Vec<f64>, Vec<u32>, usize)> {
+    prop_oneof![2 => 1usize..12, 1 => 250usize..300].prop_flat_map(|v| {
+        let knobs = (
+            prop_oneof![Just(0.0), any_positive()],
+            prop_oneof![Just(0usize), 1..v + 1],
+            prop_oneof![Just(1.0), 0.001f64..1.0],
+            prop_oneof![Just(0.0), 0.0f64..=1.0],
+            prop_oneof![Just(1.0), any_positive()],
+            (any_finite(), any_finite()),
+            any::<bool>(),
+            prop::collection::vec((0..v as u32, any_finite()), 0..3),
+        );
+        (
+            prop::collection::vec(any_finite(), v),
+            prop::collection::vec(0..v as u32, 0..6),
+            0usize..6,
+            knobs,
+        )
+            .prop_map(|(logits, tokens, prompt_len, knobs)| {
+                let (temperature, top_k, top_p, min_p, rep, (freq, pres), last, bias) = knobs;
+                let policy = Policy {
+                    logit_bias: bias,
+                    repetition_penalty: rep,
+                    frequency_penalty: freq,
+                    presence_penalty: pres,
+                    temperature,
+                    top_k,
+                    top_p,
+                    min_p,
+                    order: if last {
+                        StageOrder::TemperatureLast
+                    } else {
+                        StageOrder::TemperatureFirst
+                    },
+                    ..Policy::default()
+                };
+                let prompt_len = prompt_len.min(tokens.len());
+                (policy, logits, tokens, prompt_len)
+            })
+    })
+}
+
+/// Every number a step reports, with where it sits.
+fn reported_numbers(outcome: &StepOutcome) -> Vec<(String, f64)> {
+    let mut numbers = vec![
+        ("prob".to_string(), outcome.prob),
+        ("entropy".to_string(), outcome.entropy),
+        ("logprob".to_string(), outcome.logprob()),
+    ];
+    numbers.extend(outcome.draw.map(|d| ("draw".to_string(), d)));
+    for (i, t) in outcome.top.iter().enumerate() {
+        numbers.push((format!("top[{i}].logit"), t.logit));
+        numbers.push((format!("top[{i}].prob"), t.prob));
+    }
+    for s in outcome.stages.iter().flatten() {
+        for t in &s.tokens {
+            numbers.push((format!("{:?} {} logit", s.stage, t.id), t.logit));
+            numbers.push((format!("{:?} {} prob", s.stage, t.id), t.prob));
+        }
+    }
+    numbers
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1000))]
+
+    /// For any finite logits and knobs a step either refuses with a typed error or reports
+    /// only finite numbers (a chosen token's log-probability included), with and without
+    /// snapshots alike, so that no JSON it becomes holds a null.
+    #[test]
+    fn every_reported_number_is_finite((policy, logits, tokens, prompt_len) in extreme_case()) {
+        let context = StepContext::new(&tokens, prompt_len);
+        let recorded = step(&policy, &logits, context, &mut NumpyRng::new(3), Snapshots::Record);
+        let skipped = step(&policy, &logits, context, &mut NumpyRng::new(3), Snapshots::Skip);
+        match (&recorded, &skipped) {
+            (Ok(a), Ok(b)) => {
+                prop_assert_eq!((a.token, a.prob, a.draw, a.entropy), (b.token, b.prob, b.draw, b.entropy));
+                prop_assert_eq!(&a.top, &b.top);
+                for (name, value) in reported_numbers(a) {
+                    prop_assert!(value.is_finite(), "{} is {}", name, value);
+                }
+                prop_assert!(a.prob > 0.0 && a.prob <= 1.0);
+                let json = serde_json::to_string(a).unwrap();
+                prop_assert!(!json.contains("null"), "{}", json);
+            }
+            (Err(a), Err(b)) => {
+                prop_assert_eq!(a, b);
+                prop_assert!(!matches!(a, PolicyError::InvalidDraw(_)));
+            }
+            _ => prop_assert!(false, "snapshots changed the verdict: {:?} / {:?}", recorded, skipped),
+        }
+    }
+}
+
+#[test]
+fn a_chosen_token_never_has_probability_zero() {
+    // Tokens 0 and 1 have the subnormal weight exp(-744.4) = 5e-324 each, so over a total of
+    // 3 their probabilities round to 0 while their weights' sum over 3 does not. The lookup
+    // runs on the rounded probabilities, so even a draw of exactly 0 (which NumPy's stream
+    // can give) passes them by, and a chosen token's log-probability stays finite.
+    let logits = [-744.4, -744.4, 0.0, 0.0, 0.0];
+    let outcome = policy::Stepper::default()
+        .step_with_draw(
+            &Policy::default(),
+            &logits,
+            StepContext::default(),
+            0.0,
+            Snapshots::Skip,
+        )
+        .unwrap();
+    assert_eq!(outcome.token, 2);
+    assert!(
+        outcome.prob > 0.0 && outcome.logprob().is_finite(),
+        "{outcome:?}"
+    );
+}

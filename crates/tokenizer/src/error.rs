@@ -11,6 +11,16 @@ pub enum TokenizerError {
     /// A setting this tokenizer does not implement (so it could not encode like the file says).
     #[error("unsupported tokenizer.json setting {field} = {value}")]
     Unsupported { field: String, value: String },
+    /// A count beyond its stated maximum.
+    #[error("{what}: {count} entries, more than the maximum {max}")]
+    TooMany {
+        what: &'static str,
+        count: usize,
+        max: usize,
+    },
+    /// A token longer than [`crate::MAX_TOKEN_BYTES`].
+    #[error("token id {id} has {bytes} bytes, more than the maximum {max}")]
+    TokenTooLong { id: u32, bytes: usize, max: usize },
     /// Two vocabulary entries share an id.
     #[error("id {id} is given to both {first:?} and {second:?}")]
     DuplicateId {

@@ -3,8 +3,13 @@
 //! model over the byte-level alphabet, the `ByteLevel` pre-tokenizer (`add_prefix_space:
 //! false`, `use_regex: true`) and decoder, no normalizer, and added tokens that match
 //! anywhere (no `lstrip`, `rstrip` or `single_word`).
+//!
+//! Counts read from the file are held to stated maxima ([`MAX_VOCAB_SIZE`],
+//! [`MAX_ADDED_TOKENS`], [`MAX_MERGES`], [`MAX_TOKEN_BYTES`]) before the lookup tables are
+//! built, and ids must number `0..n` densely, so no id read from the file sizes an
+//! allocation.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use serde::de::{Deserializer, MapAccess, Visitor};
@@ -15,6 +20,16 @@ use serde_json::Value;
 use crate::bpe::{added_token_bytes, sha256_hex, AddedToken, Tokenizer, END_OF_TEXT};
 use crate::byte_level::{byte_to_char, from_chars, to_chars};
 use crate::error::TokenizerError;
+
+/// The most ids a `tokenizer.json` may have (the model crate's largest vocabulary too).
+pub const MAX_VOCAB_SIZE: usize = 262_144;
+/// The most `added_tokens`: each is looked for at every position of the text.
+pub const MAX_ADDED_TOKENS: usize = 4_096;
+/// The most `model.merges`: a merge makes a token, so a vocabulary has fewer merges than
+/// tokens (GPT-2: 50,000 for 50,257).
+pub const MAX_MERGES: usize = MAX_VOCAB_SIZE;
+/// The longest token, in bytes (GPT-2's longest is 128 characters).
+pub const MAX_TOKEN_BYTES: usize = 1_024;
 
 /// Everything a tokenizer is made of, before the lookup tables are built.
 pub(crate) struct Parts {
@@ -80,6 +95,15 @@ impl Tokenizer {
         let file: FileIn = serde_json::from_str(json)?;
         check_components(&file)?;
         let model = &file.model;
+        for (what, count, max) in [
+            ("model.vocab", model.vocab.0.len(), MAX_VOCAB_SIZE),
+            ("added_tokens", file.added_tokens.len(), MAX_ADDED_TOKENS),
+            ("model.merges", model.merges.len(), MAX_MERGES),
+        ] {
+            if count > max {
+                return Err(TokenizerError::TooMany { what, count, max });
+            }
+        }
 
         // Ids: model.vocab and added_tokens together must number 0..n exactly.
         let mut by_id: Vec<(u32, &str)> = model
@@ -150,13 +174,21 @@ impl Tokenizer {
             }
         }
         let n = by_id.len();
+        if n > MAX_VOCAB_SIZE {
+            return Err(TokenizerError::TooMany {
+                what: "model.vocab and added_tokens together",
+                count: n,
+                max: MAX_VOCAB_SIZE,
+            });
+        }
 
         // Bytes of every id.
         let mut tokens = vec![Vec::new(); n];
         let mut in_model = vec![false; n];
+        let added_ids: HashSet<u32> = added.iter().map(|a| a.id).collect();
         for (key, id) in &model.vocab.0 {
             in_model[*id as usize] = true;
-            if added.iter().any(|a| a.id == *id) {
+            if added_ids.contains(id) {
                 continue;
             }
             tokens[*id as usize] = from_chars(key).map_err(|ch| TokenizerError::NotByteLevel {
@@ -166,6 +198,17 @@ impl Tokenizer {
         }
         for a in &added {
             tokens[a.id as usize] = added_token_bytes(&a.content);
+        }
+        if let Some((id, bytes)) = tokens
+            .iter()
+            .enumerate()
+            .find(|(_, t)| t.len() > MAX_TOKEN_BYTES)
+        {
+            return Err(TokenizerError::TokenTooLong {
+                id: id as u32,
+                bytes: bytes.len(),
+                max: MAX_TOKEN_BYTES,
+            });
         }
 
         // Merges, by model.vocab key as the `tokenizers` crate reads them.

@@ -43,6 +43,8 @@
 //! `wasm32-unknown-unknown`. Bad input is a [`TokenizerError`] naming the value, never a
 //! panic.
 
+#![forbid(unsafe_code)]
+
 mod bpe;
 mod byte_level;
 mod error;
@@ -54,5 +56,6 @@ mod train;
 pub use bpe::{Tokenizer, END_OF_TEXT};
 pub use byte_level::{byte_to_char, char_to_byte};
 pub use error::TokenizerError;
+pub use json::{MAX_ADDED_TOKENS, MAX_MERGES, MAX_TOKEN_BYTES, MAX_VOCAB_SIZE};
 pub use stream::StreamDecoder;
 pub use train::{train, MIN_PAIR_COUNT};

@@ -368,3 +368,71 @@ fn legacy_string_merges_load() {
     let text = common::corpus();
     assert_eq!(t.encode(&text), common::trained().encode(&text));
 }
+
+#[test]
+fn counts_and_token_lengths_are_held_to_their_maxima() {
+    // More ids than any model here reads: MAX_VOCAB_SIZE ids in model.vocab, and the
+    // end-of-text token (as an added token only) one more.
+    let mut v = base();
+    let eot = v["model"]["vocab"]
+        .as_object_mut()
+        .unwrap()
+        .remove("<|endoftext|>")
+        .unwrap();
+    let vocab = v["model"]["vocab"].as_object_mut().unwrap();
+    assert_eq!(eot, json!(vocab.len()));
+    for id in vocab.len()..tokenizer::MAX_VOCAB_SIZE {
+        vocab.insert(format!("x{id}"), json!(id));
+    }
+    v["added_tokens"][0]["id"] = json!(tokenizer::MAX_VOCAB_SIZE);
+    assert_eq!(
+        load(&v).to_string(),
+        "model.vocab and added_tokens together: 262145 entries, more than the maximum 262144"
+    );
+    let vocab = v["model"]["vocab"].as_object_mut().unwrap();
+    vocab.insert("x262144".into(), json!(tokenizer::MAX_VOCAB_SIZE));
+    v["added_tokens"][0]["id"] = json!(tokenizer::MAX_VOCAB_SIZE + 1);
+    assert_eq!(
+        load(&v).to_string(),
+        "model.vocab: 262145 entries, more than the maximum 262144"
+    );
+
+    let mut v = base();
+    let merges: Vec<Value> = (0..=tokenizer::MAX_MERGES).map(|_| json!("a b")).collect();
+    v["model"]["merges"] = Value::Array(merges);
+    assert_eq!(
+        load(&v),
+        TokenizerError::TooMany {
+            what: "model.merges",
+            count: tokenizer::MAX_MERGES + 1,
+            max: tokenizer::MAX_MERGES
+        }
+    );
+
+    let mut v = base();
+    let added: Vec<Value> = (0..=tokenizer::MAX_ADDED_TOKENS)
+        .map(|i| json!({"id": 1000 + i, "content": format!("<{i}>"), "special": true}))
+        .collect();
+    v["added_tokens"] = Value::Array(added);
+    names(
+        &load(&v),
+        "added_tokens: 4097 entries, more than the maximum 4096",
+    );
+
+    // An added token of 1,025 bytes.
+    let mut v = base();
+    let next = common::trained().vocab_size();
+    v["added_tokens"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": next, "content": "a".repeat(tokenizer::MAX_TOKEN_BYTES + 1)}));
+    let id = json!(next);
+    assert_eq!(
+        load(&v),
+        TokenizerError::TokenTooLong {
+            id: id.as_u64().unwrap() as u32,
+            bytes: 1025,
+            max: 1024
+        }
+    );
+}

@@ -93,7 +93,7 @@ pub fn choose(
     // The chapter divides by the temperature: 0 would divide by zero, so it is refused here
     // (the general pipeline treats 0 as greedy).
     if !(temperature > 0.0 && temperature.is_finite()) {
-        return Err(PolicyError::InvalidTemperature(temperature));
+        return Err(PolicyError::ChapterTemperature(temperature));
     }
     if top_k == 0 || top_k > logits.len() {
         return Err(PolicyError::InvalidTopK {
@@ -104,10 +104,11 @@ pub fn choose(
     let scaled: Vec<f64> = logits.iter().map(|&l| l / temperature).collect();
     // NumPy would carry the infinity into NaN probabilities and refuse them in choice().
     if let Some((index, &value)) = scaled.iter().enumerate().find(|(_, v)| !v.is_finite()) {
-        return Err(PolicyError::ScaledLogitOverflow {
-            index,
-            value,
+        return Err(PolicyError::TemperatureOverflow {
             temperature,
+            index,
+            logit: logits[index],
+            value,
         });
     }
     let kth = scaled.len() - top_k;
@@ -422,7 +423,19 @@ mod tests {
         assert_eq!(choose(&[], 0.7, 1, 7, P), Err(PolicyError::EmptyVocabulary));
         assert_eq!(
             choose(&[1.0, 2.0], 0.0, 1, 7, P),
-            Err(PolicyError::InvalidTemperature(0.0))
+            Err(PolicyError::ChapterTemperature(0.0))
+        );
+        assert_eq!(
+            choose(&[1.0, 2.0], 0.0, 1, 7, P).unwrap_err().to_string(),
+            "temperature 0 is invalid for the chapter's choose: it must be a finite number \
+             greater than 0, because decode.py divides the logits by it (it has no greedy \
+             temperature 0)"
+        );
+        assert_eq!(
+            choose(&[1e308, 1.0], 0.5, 1, 7, P).unwrap_err().to_string(),
+            "temperature 0.5 scales logit 0 (1e308) to inf, beyond the range of a float: \
+             every scaled logit must stay a finite number, so raise the temperature or lower \
+             the logits"
         );
         assert_eq!(
             choose(&[1.0, 2.0], 0.7, 3, 7, P),
