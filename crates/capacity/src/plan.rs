@@ -1058,3 +1058,43 @@ pub(crate) fn pct(share: f64) -> String {
         format!("{sign}{} %", fmt(share.abs() * 100.0))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_non_finite_figure_is_named_not_printed() {
+        let mut inputs = PlanInputs::tiny_lab("poisson").unwrap();
+        if let TraceSource::Generated { spec } = &mut inputs.trace {
+            spec.requests = 50;
+        }
+        inputs.sweep.load_scales = vec![1.0];
+        let mut report = Plan::run(&inputs).unwrap();
+        report.check_finite().unwrap();
+        report.sweep[2].goodput_per_s = f64::NAN;
+        assert_eq!(
+            report.check_finite().unwrap_err(),
+            CapacityError::NotFinite {
+                figure: "sweep[2].goodput_per_s".into()
+            }
+        );
+        report.sweep[2].goodput_per_s = 1.0;
+        report.chosen.metrics.kv.timeline[7].headroom = f64::INFINITY;
+        assert!(report
+            .check_finite()
+            .unwrap_err()
+            .to_string()
+            .contains("chosen.metrics.kv.timeline[7].headroom"));
+    }
+
+    #[test]
+    fn percentages_and_figures_stay_short() {
+        assert_eq!(pct(0.5), "+50.0 %");
+        assert_eq!(pct(0.0001), "+0.010 %");
+        assert_eq!(pct(3e15), "+3.000e17 %");
+        assert_eq!(pct(-3e15), "-3.000e17 %");
+        assert_eq!(fmt(1e-300), "1.000e-300");
+        assert_eq!(fmt(1234.5678), "1235");
+    }
+}
