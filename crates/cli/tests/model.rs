@@ -148,10 +148,17 @@ fn generate_streams_text_and_int8_is_its_own_model() {
 #[test]
 fn bad_prompts_are_refused() {
     fails_with(&["generate", "--prompt", ""], "the prompt is empty");
-    let long = "word ".repeat(2000);
+    // 3,000 bytes could fit in 256 tokens of up to 13 bytes; these take more tokens.
+    let long = "word ".repeat(600);
     fails_with(
         &["generate", "--prompt", &long],
         "more than the context of 256 tokens",
+    );
+    // 10,000 bytes cannot fit whatever the tokens: refused before it is encoded.
+    let longer = "word ".repeat(2000);
+    fails_with(
+        &["generate", "--prompt", &longer],
+        "the prompt in its template would be 10000 bytes, more than a context of 256 tokens can hold",
     );
 }
 
