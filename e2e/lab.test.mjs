@@ -99,7 +99,7 @@ test('bad input is explained in words, not a crash', async () => {
   const step = stepPanel(page);
   await step.getByLabel('Temperature', { exact: true }).fill('-1');
   assert.equal(await step.getByRole('alert').textContent(),
-    'Temperature -1 is invalid: it must be a number at least 0 (0 means greedy).');
+    'Temperature -1 is invalid: it must be a finite number, at least 0 (0 means greedy).');
   await step.getByLabel('Temperature', { exact: true }).fill('0.7');
   await step.getByLabel('Logits').fill('1, NaN, 2');
   assert.match(await step.getByRole('alert').textContent(), /^Logit 1 is NaN/);

@@ -2,7 +2,6 @@
 //! line: presets or a trace file in, the plan as Markdown or JSON out. Reading and writing
 //! files happens here; the planner itself is pure.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -415,10 +414,9 @@ fn floors(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
 const ANNOUNCE_WORK: u64 = 5_000_000;
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
-/// One line on standard error. A closed or full standard error is no reason to stop the
-/// plan, so a failed write is ignored.
+/// One line on standard error, beside the plan.
 fn note(line: &str) {
-    let _ = writeln!(std::io::stderr(), "capacity: {line}");
+    crate::output::note(&format!("capacity: {line}"));
 }
 
 pub fn run(args: &CapacityArgs) -> Result<String, String> {

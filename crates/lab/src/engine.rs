@@ -345,7 +345,7 @@ mod tests {
         );
         assert_eq!(
             form(|f| f.temperature = "-1".into()),
-            "Temperature -1 is invalid: it must be a number at least 0 (0 means greedy)."
+            "Temperature -1 is invalid: it must be a finite number, at least 0 (0 means greedy)."
         );
         assert_eq!(
             form(|f| f.top_p = "0".into()),

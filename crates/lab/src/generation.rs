@@ -666,7 +666,7 @@ mod tests {
         );
         assert_eq!(
             error(|f| f.temperature = "-1".into()),
-            "Temperature -1 is invalid: it must be a number at least 0 (0 means greedy)."
+            "Temperature -1 is invalid: it must be a finite number, at least 0 (0 means greedy)."
         );
         assert_eq!(
             error(|f| f.top_p = "1.5".into()),
