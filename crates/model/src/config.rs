@@ -11,6 +11,8 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use policy::Shortest;
+
 use crate::ModelError;
 
 /// The largest `vocab_size` (Gemma's vocabulary is 256 Ki tokens).
@@ -118,15 +120,15 @@ impl ModelConfig {
         if !(self.rope_theta >= 1.0 && self.rope_theta <= MAX_ROPE_THETA) {
             return fail(format!(
                 "rope_theta {} must be a number from 1 to {}",
-                short(self.rope_theta),
-                short(MAX_ROPE_THETA)
+                Shortest(self.rope_theta),
+                Shortest(MAX_ROPE_THETA)
             ));
         }
         if !(self.norm_eps > 0.0 && self.norm_eps <= MAX_NORM_EPS) {
             return fail(format!(
                 "norm_eps {} must be a number above 0 and at most {}",
-                short(self.norm_eps),
-                short(MAX_NORM_EPS)
+                Shortest(self.norm_eps),
+                Shortest(MAX_NORM_EPS)
             ));
         }
         let parameters = self.parameter_bytes();
@@ -283,7 +285,7 @@ fn field_error(text: &str) -> Option<String> {
     let value: Value = serde_json::from_str(text).ok()?;
     let shown = |v: &Value| {
         let text = match v.as_f64() {
-            Some(x) if v.is_f64() => shortest(format!("{x}"), format!("{x:e}")),
+            Some(x) if v.is_f64() => Shortest(x).to_string(),
             _ => v.to_string(),
         };
         match text.char_indices().nth(40) {
@@ -319,20 +321,6 @@ fn sum(terms: &[u64]) -> Option<u64> {
     terms
         .iter()
         .try_fold(0u64, |total, &t| total.checked_add(t))
-}
-
-/// `x` in the shorter of its plain and exponent forms, both shortest round-trip (`1e12`,
-/// not `1000000000000`; `0.5`, not `5e-1`).
-pub(crate) fn short(x: f32) -> String {
-    shortest(format!("{x}"), format!("{x:e}"))
-}
-
-fn shortest(plain: String, exponent: String) -> String {
-    if exponent.len() < plain.len() {
-        exponent
-    } else {
-        plain
-    }
 }
 
 /// SHA-256 of `bytes` as lower-case hex, the form the config records.

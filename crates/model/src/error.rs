@@ -50,7 +50,7 @@ pub enum ModelError {
     },
     #[error(
         "tensor {name:?} holds the scale {} at index {index}, but scales are positive",
-        crate::config::short(*.value)
+        policy::Shortest(*.value)
     )]
     NonPositiveScale {
         name: String,

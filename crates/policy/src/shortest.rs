@@ -15,10 +15,19 @@ use std::fmt;
 /// assert_eq!(Shortest(100.0).to_string(), "100");
 /// assert_eq!(Shortest(f64::INFINITY).to_string(), "inf");
 /// ```
+///
+/// An f32 prints its own shortest form (`1e-5`, not the f64 widening's digits):
+///
+/// ```
+/// use policy::Shortest;
+///
+/// assert_eq!(Shortest(1e-5f32).to_string(), "1e-5");
+/// assert_eq!(Shortest(1e12f32).to_string(), "1e12");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Shortest(pub f64);
+pub struct Shortest<T = f64>(pub T);
 
-impl fmt::Display for Shortest {
+impl<T: fmt::Display + fmt::LowerExp> fmt::Display for Shortest<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let plain = format!("{}", self.0);
         let scientific = format!("{:e}", self.0);
