@@ -1,38 +1,15 @@
-//! The browser lab. Components live one per file; the only ways into the core are
-//! [`engine`] (the decoding step) and [`generation`] (every run of the model, which the
-//! model worker drives), so the UI never depends on the core's internals. [`web`] is the little that talks to the browser itself.
+//! The browser lab: two wasm binaries from one crate. The page (`main.rs`) is the [`shell`]
+//! and the [`panels`]; the model worker (`bin/worker.rs`) is [`worker::host`] and
+//! [`worker::runner`]. ARCHITECTURE.md has the map.
 
 #![forbid(unsafe_code)]
 
-mod app;
-mod capacity_panel;
-mod capacity_view;
-mod checkpoint;
-mod checkpoint_panel;
-mod distribution;
-pub mod engine;
-mod generate_panel;
-pub mod generation;
-mod kv_memory;
-mod kv_panel;
-mod latency_chart;
-mod ledger;
-mod ledger_panel;
-mod runner;
-mod step_panel;
+mod panels;
+mod shell;
 #[cfg(test)]
 mod test_support;
-mod url;
-mod web;
+mod widgets;
 pub mod worker;
-mod worker_link;
-mod your_turn;
-mod your_turn_panel;
 
-pub use app::App;
-pub use capacity_panel::CapacityPanel;
-pub use checkpoint_panel::CheckpointPanel;
-pub use kv_panel::KvPanel;
-pub use ledger_panel::LedgerPanel;
-pub use web::report_panic;
-pub use your_turn_panel::YourTurnPanel;
+pub use shell::app::App;
+pub use shell::web::report_panic;

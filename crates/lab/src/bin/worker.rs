@@ -3,5 +3,5 @@
 #![forbid(unsafe_code)]
 
 fn main() {
-    lab::worker::start();
+    lab::worker::host::start();
 }

@@ -1,11 +1,13 @@
 //! The checkpoint panel: the chapter's questions as radio groups, an explanation under each
 //! once answered, the score against the 80 % pass mark, and progress kept in localStorage
-//! (see [`crate::checkpoint`] for the format; a blocked or missing storage only means the
+//! (see [`crate::panels::checkpoint::view_model`] for the format; a blocked or missing storage only means the
 //! answers last as long as the page).
 
 use leptos::prelude::*;
 
-use crate::checkpoint::{restore, Progress, PASS_PERCENT, QUESTIONS, STORAGE_KEY};
+use crate::panels::checkpoint::view_model::{
+    restore, Progress, PASS_PERCENT, QUESTIONS, STORAGE_KEY,
+};
 
 fn storage() -> Result<web_sys::Storage, String> {
     web_sys::window()

@@ -13,7 +13,7 @@
 use model::{KvCache, ModelConfig};
 
 /// The lab's model configuration, compiled in.
-const TINY_CONFIG: &str = include_str!("../../../models/decode-lab-tiny-v1/config.json");
+const TINY_CONFIG: &str = include_str!("../../../../../models/decode-lab-tiny-v1/config.json");
 
 /// The agreement required between the exact integer product and the f64 reference, as a
 /// relative difference. f64 carries 53 bits, so a handful of roundings stays far below it.

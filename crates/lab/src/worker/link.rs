@@ -1,4 +1,4 @@
-//! The page's handle on the model worker ([`crate::worker`]): starts it, sends it [`Job`]s
+//! The page's handle on the model worker ([`crate::worker::host`]): starts it, sends it [`Job`]s
 //! and hands its [`Event`]s to the panel, both as typed values through `serde-wasm-bindgen`.
 //! Dropping the handle ends the worker. [`PanelWorker`] is the handle a panel keeps.
 
@@ -10,8 +10,8 @@ use leptos::task::spawn_local;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::runner::{Event, Job};
-use crate::worker::to_js;
+use crate::worker::host::to_js;
+use crate::worker::runner::{Event, Job};
 
 /// Trunk's loader for the worker build (`data-loader-shim`), beside the page.
 const WORKER_SCRIPT: &str = "worker_loader.js";

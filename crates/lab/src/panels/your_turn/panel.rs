@@ -2,18 +2,18 @@
 //! which of temperature 0.2 and 1.5 varies more, runs both over N seeds on the tiny model
 //! (CPU reference, in the model worker), and sees the outputs, their entropy, a chart with
 //! its table, the verdict, then the chapter's hint and reasoning. It only draws;
-//! [`crate::your_turn`] does the work, in the worker ([`crate::runner`]).
+//! [`crate::panels::your_turn::view_model`] does the work, in the worker ([`crate::worker::runner`]).
 
 use leptos::prelude::*;
 
-use crate::runner::{download_words, Event, Job};
-use crate::step_panel::{Field, TextArea};
-use crate::url;
-use crate::web::now_ms;
-use crate::worker_link::PanelWorker;
-use crate::your_turn::{
+use crate::panels::your_turn::view_model::{
     verdict, ExerciseForm, Finished, Prediction, Results, Summary, HINT, QUESTION, REASONING, TOP_K,
 };
+use crate::shell::url;
+use crate::shell::web::now_ms;
+use crate::widgets::field::{Field, TextArea};
+use crate::worker::link::PanelWorker;
+use crate::worker::runner::{download_words, Event, Job};
 
 /// What the panel is doing.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,13 +1,13 @@
 //! The GPU memory ledger panel: the chapter's training-memory budget, a row per transformer
 //! block with its cumulative memory against the usable budget, drawn as bars and listed as a
-//! table from the same rows. The arithmetic is [`crate::ledger`]; the URL keys are listed
+//! table from the same rows. The arithmetic is [`crate::panels::memory::view_model`]; the URL keys are listed
 //! there.
 
 use leptos::prelude::*;
 
-use crate::ledger::{compute, gb, BlockRow, LedgerForm, LedgerView};
-use crate::step_panel::Field;
-use crate::url;
+use crate::panels::memory::view_model::{compute, gb, BlockRow, LedgerForm, LedgerView};
+use crate::shell::url;
+use crate::widgets::field::Field;
 
 const WIDTH: f64 = 480.0;
 const HEIGHT: f64 = 220.0;

@@ -3,7 +3,7 @@
 //! logits, Your turn) sends its work here, so the page's own wasm carries no model, no
 //! tokenizer and no WebGPU runtime. It keeps what survives between jobs (the checked
 //! model files and the started runtime) and knows nothing of the DOM or of Leptos: the
-//! page draws the events, the worker posts them (see [`crate::worker`]).
+//! page draws the events, the worker posts them (see [`crate::worker::host`]).
 //!
 //! The job and the events are the typed values that cross between page and worker through
 //! `serde-wasm-bindgen`; a form travels as its URL query, so the worker parses exactly
@@ -16,14 +16,14 @@ use policy::{Backend, RunRecord};
 use serde::{Deserialize, Serialize};
 use tokenizer::StreamDecoder;
 
-use crate::generation::{
+use crate::panels::generate::view_model::{
     backend_name, generate, load_model, parse_backend, precision_name, prompt_logits,
     replay_request, speed, with_eos, GenerateForm, ModelFiles, Request,
 };
-use crate::web::{
+use crate::panels::your_turn::view_model::{run_exercise, ExerciseForm, Finished, RunProgress};
+use crate::shell::web::{
     adapter_info, fetch_model_file_with_progress, now_ms, yield_to_events, PageClock,
 };
-use crate::your_turn::{run_exercise, ExerciseForm, Finished, RunProgress};
 
 /// What the page asks the worker for.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -3,7 +3,7 @@
 //! distinct outputs and the entropy of each setting.
 //!
 //! Plain data and one driver over [`gpu::Runtime`] that reuses the Generate panel's loop
-//! ([`crate::generation::generate`]); nothing here touches the DOM, so the whole exercise
+//! ([`crate::panels::generate::view_model::generate`]); nothing here touches the DOM, so the whole exercise
 //! runs natively in the tests on the CPU backend.
 
 use std::collections::BTreeSet;
@@ -13,8 +13,8 @@ use policy::{Clock, Policy, RunConfig, RunRecord, SeedSource, StopConfig, StopRe
 use serde::{Deserialize, Serialize};
 use tokenizer::Tokenizer;
 
-use crate::engine::whole;
-use crate::generation::{generate, with_eos};
+use crate::panels::generate::view_model::{generate, with_eos};
+use crate::panels::step::view_model::whole;
 
 /// The two settings the chapter compares, low first.
 pub const TEMPERATURES: [f64; 2] = [0.2, 1.5];
@@ -460,13 +460,13 @@ pub async fn run_exercise(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generation::{load_model, GenerateForm};
+    use crate::panels::generate::view_model::{load_model, GenerateForm};
     use crate::test_support::{read, Ticks};
     use gpu::BackendChoice;
     use model::Transformer;
 
     /// The model files and a CPU runtime, as the panel starts them.
-    async fn start() -> (crate::generation::ModelFiles, Runtime) {
+    async fn start() -> (crate::panels::generate::view_model::ModelFiles, Runtime) {
         let mut files = load_model(&read, &mut |_| {}).await.unwrap();
         let request = GenerateForm {
             backend: BackendChoice::Cpu,

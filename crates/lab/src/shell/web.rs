@@ -3,13 +3,13 @@
 //! description, downloads, reading a chosen file and the page's panic report.
 //!
 //! These call into the browser and only work in it; everything they feed is plain data in
-//! [`crate::generation`].
+//! [`crate::panels::generate::view_model`].
 
 use policy::Clock;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
-use crate::generation::MODEL_DIR;
+use crate::panels::generate::view_model::MODEL_DIR;
 
 fn js_text(value: JsValue) -> String {
     value

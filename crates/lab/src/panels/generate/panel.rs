@@ -1,6 +1,6 @@
 //! The Generate panel: a prompt and a policy in, tokens streamed out of the tiny model on
 //! WebGPU (or the CPU reference), with the backend named, every step listed and the run
-//! record shown. It only draws; [`crate::generation`] does the work.
+//! record shown. It only draws; [`crate::panels::generate::view_model`] does the work.
 
 use gpu::BackendChoice;
 use leptos::prelude::*;
@@ -10,13 +10,15 @@ use policy::generate::StepRecord;
 use policy::{Backend, RunRecord};
 use wasm_bindgen::JsCast;
 
-use crate::generation::{backend_status, parse_record, replay_verdict, visible, GenerateForm};
-use crate::latency_chart::{LatencyChart, LatencyRow};
-use crate::runner::{download_words, Event, Job, RunFigures};
-use crate::step_panel::{Field, TextArea};
-use crate::url;
-use crate::web::{chosen_file_text, download, now_ms};
-use crate::worker_link::PanelWorker;
+use crate::panels::generate::latency_chart::{LatencyChart, LatencyRow};
+use crate::panels::generate::view_model::{
+    backend_status, parse_record, replay_verdict, visible, GenerateForm,
+};
+use crate::shell::url;
+use crate::shell::web::{chosen_file_text, download, now_ms};
+use crate::widgets::field::{Field, TextArea};
+use crate::worker::link::PanelWorker;
+use crate::worker::runner::{download_words, Event, Job, RunFigures};
 
 /// One generated token as the output shows it: its step and the text it completed (empty
 /// while the bytes of a character are still arriving).

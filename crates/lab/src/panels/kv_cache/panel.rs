@@ -1,14 +1,14 @@
 //! The KV-cache memory panel: six shapes in, the chapter's formula written out with every
 //! substitution, its independent check, and the presets compared as bars and as a table.
-//! The arithmetic is [`crate::kv_memory`]; the URL keys are listed there.
+//! The arithmetic is [`crate::panels::kv_cache::view_model`]; the URL keys are listed there.
 
 use leptos::prelude::*;
 
-use crate::kv_memory::{
+use crate::panels::kv_cache::view_model::{
     allocation_note, chart_rows, compute, grouped, significant, ChartRow, KvForm, KvView, Preset,
 };
-use crate::step_panel::Field;
-use crate::url;
+use crate::shell::url;
+use crate::widgets::field::Field;
 
 const WIDTH: f64 = 480.0;
 const ROW: f64 = 26.0;
@@ -18,7 +18,7 @@ const GIB: f64 = (1u64 << 30) as f64;
 #[component]
 pub fn KvPanel() -> impl IntoView {
     let (initial, url_messages) = KvForm::from_pairs(&url::pairs());
-    let (presets, preset_message) = crate::kv_memory::presets();
+    let (presets, preset_message) = crate::panels::kv_cache::view_model::presets();
     let presets = StoredValue::new(presets);
 
     let (layers, set_layers) = signal(initial.layers);
@@ -153,7 +153,7 @@ fn KvResult(view: KvView) -> impl IntoView {
     let agreement = if view.agrees {
         format!(
             "The two computations agree within a relative {:e}.",
-            crate::kv_memory::TOLERANCE
+            crate::panels::kv_cache::view_model::TOLERANCE
         )
     } else {
         "The two computations disagree: report this as a bug.".to_string()

@@ -11,7 +11,7 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::runner::{run, Engine, Event, Job};
+use crate::worker::runner::{run, Engine, Event, Job};
 
 /// Values cross as JavaScript objects; seeds are u64, so large numbers go as BigInt.
 pub(crate) fn to_js<T: Serialize>(value: &T) -> Result<JsValue, String> {

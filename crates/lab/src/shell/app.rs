@@ -1,19 +1,19 @@
 //! The lab's shell: the panel list, the table-view switch, embedding, and one open panel.
 //!
-//! Which panel is open and how it is shown lives in the URL ([`crate::url`]); Back and
+//! Which panel is open and how it is shown lives in the URL ([`crate::shell::url`]); Back and
 //! Forward re-create the open panel from the URL they land on.
 
 use leptos::ev;
 use leptos::prelude::*;
 
-use crate::capacity_panel::CapacityPanel;
-use crate::checkpoint_panel::CheckpointPanel;
-use crate::generate_panel::GeneratePanel;
-use crate::kv_panel::KvPanel;
-use crate::ledger_panel::LedgerPanel;
-use crate::step_panel::StepPanel;
-use crate::url::{self, PanelId, Shell};
-use crate::your_turn_panel::YourTurnPanel;
+use crate::panels::capacity::panel::CapacityPanel;
+use crate::panels::checkpoint::panel::CheckpointPanel;
+use crate::panels::generate::panel::GeneratePanel;
+use crate::panels::kv_cache::panel::KvPanel;
+use crate::panels::memory::panel::LedgerPanel;
+use crate::panels::step::panel::StepPanel;
+use crate::panels::your_turn::panel::YourTurnPanel;
+use crate::shell::url::{self, PanelId, Shell};
 
 fn read_shell() -> Shell {
     let pairs = url::pairs();

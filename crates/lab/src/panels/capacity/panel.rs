@@ -1,7 +1,7 @@
 //! The capacity planner's panel: presets, trace, serving policies, SLOs and quality floors
 //! in; on "Plan", the sweep as a throughput-against-p99-TTFT chart with its table mirror,
 //! the release decision in words, the report's four parts and its downloads. The logic and
-//! the URL keys are in [`crate::capacity_view`].
+//! the URL keys are in [`crate::panels::capacity::view_model`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,14 +9,14 @@ use std::time::Duration;
 use capacity::NamedPolicy;
 use leptos::prelude::*;
 
-use crate::capacity_view::{
+use crate::panels::capacity::view_model::{
     bottleneck_rows, contract_rows, decision_words, figure, hardware_options, known_good,
     model_options, percent, plan, report_file, seconds, trace_options, weight_options,
     CapacityForm, PlanView, SweepPoint, BATCHINGS,
 };
-use crate::step_panel::Field;
-use crate::url;
-use crate::web::{download, now_ms};
+use crate::shell::url;
+use crate::shell::web::{download, now_ms};
+use crate::widgets::field::Field;
 
 type Outcome = Result<Arc<PlanView>, Vec<String>>;
 

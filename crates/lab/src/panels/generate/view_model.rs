@@ -15,7 +15,7 @@ use policy::{
 };
 use tokenizer::Tokenizer;
 
-use crate::engine::{number, sentence, whole};
+use crate::panels::step::view_model::{number, sentence, whole};
 
 /// Where the page finds the model, relative to itself (Trunk copies the directory there).
 pub const MODEL_DIR: &str = "models/decode-lab-tiny-v1";
@@ -931,7 +931,8 @@ mod tests {
                 last = stepwise.decode_step(t).unwrap().to_vec();
             }
             assert_eq!(logits, last);
-            let parsed = crate::engine::parse_logits(&logits_text(&logits)).unwrap();
+            let parsed =
+                crate::panels::step::view_model::parse_logits(&logits_text(&logits)).unwrap();
             for (a, b) in parsed.iter().zip(&logits) {
                 assert!((a - f64::from(*b)).abs() <= 5e-5);
             }

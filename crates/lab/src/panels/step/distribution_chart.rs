@@ -3,7 +3,7 @@
 
 use leptos::prelude::*;
 
-use crate::engine::StageView;
+use crate::panels::step::view_model::StageView;
 
 const WIDTH: f64 = 320.0;
 const HEIGHT: f64 = 160.0;

@@ -4,69 +4,13 @@
 use leptos::prelude::*;
 use policy::StageOrder;
 
-use crate::distribution::Distribution;
-use crate::engine::{fresh_seed, run_step, StepForm, StepView};
-use crate::generation::logits_text;
-use crate::runner::{download_words, Event, Job};
-use crate::url;
-use crate::worker_link::PanelWorker;
-
-/// A labelled text field bound to one field of the form.
-#[component]
-pub(crate) fn Field(
-    id: &'static str,
-    label: &'static str,
-    hint: &'static str,
-    value: Signal<String>,
-    set: WriteSignal<String>,
-    #[prop(default = "decimal")] inputmode: &'static str,
-) -> impl IntoView {
-    let hint_id = format!("{id}-hint");
-    view! {
-        <div class="field">
-            <label for=id>{label}</label>
-            <input
-                id=id
-                name=id
-                type="text"
-                inputmode=inputmode
-                autocomplete="off"
-                aria-describedby=hint_id.clone()
-                prop:value=move || value.get()
-                on:input=move |ev| set.set(event_target_value(&ev))
-            />
-            <small id=hint_id>{hint}</small>
-        </div>
-    }
-}
-
-/// A labelled two-line text area bound to one field of the form; `wide` gives it the
-/// whole row.
-#[component]
-pub(crate) fn TextArea(
-    id: &'static str,
-    label: &'static str,
-    hint: &'static str,
-    value: Signal<String>,
-    set: WriteSignal<String>,
-    #[prop(default = false)] wide: bool,
-) -> impl IntoView {
-    let hint_id = format!("{id}-hint");
-    view! {
-        <div class=if wide { "field wide" } else { "field" }>
-            <label for=id>{label}</label>
-            <textarea
-                id=id
-                name=id
-                rows="2"
-                aria-describedby=hint_id.clone()
-                prop:value=move || value.get()
-                on:input=move |ev| set.set(event_target_value(&ev))
-            ></textarea>
-            <small id=hint_id>{hint}</small>
-        </div>
-    }
-}
+use crate::panels::generate::view_model::logits_text;
+use crate::panels::step::distribution_chart::Distribution;
+use crate::panels::step::view_model::{fresh_seed, run_step, StepForm, StepView};
+use crate::shell::url;
+use crate::widgets::field::Field;
+use crate::worker::link::PanelWorker;
+use crate::worker::runner::{download_words, Event, Job};
 
 #[component]
 pub fn StepPanel() -> impl IntoView {

@@ -1,0 +1,6 @@
+//! The page around the panels: the app (panel list, table view, embedding), the URL that holds
+//! all state, and the browser glue (fetch, clock, downloads, panic report).
+
+pub mod app;
+pub mod url;
+pub mod web;

@@ -1,0 +1,4 @@
+//! What every panel shares: form fields, the chart with its mirror table, number parsing and
+//! formatting.
+
+pub mod field;
