@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use policy::Clock;
 
-use crate::panels::generate::view_model::MODEL_DIR;
+use crate::worker::browser::MODEL_DIR;
 
 fn model_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -7,20 +7,11 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::worker::runner::{run, Engine, Event, Job};
-
-/// Values cross as JavaScript objects; seeds are u64, so large numbers go as BigInt.
-pub(crate) fn to_js<T: Serialize>(value: &T) -> Result<JsValue, String> {
-    value
-        .serialize(
-            &serde_wasm_bindgen::Serializer::new().serialize_large_number_types_as_bigints(true),
-        )
-        .map_err(|e| e.to_string())
-}
+use crate::worker::protocol::{to_js, Event, Job};
+use crate::worker::runner::{run, Engine};
 
 fn scope() -> Option<web_sys::DedicatedWorkerGlobalScope> {
     js_sys::global().dyn_into().ok()

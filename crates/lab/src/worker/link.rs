@@ -10,8 +10,8 @@ use leptos::task::spawn_local;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::worker::host::to_js;
-use crate::worker::runner::{Event, Job};
+use crate::worker::protocol::to_js;
+use crate::worker::protocol::{Event, Job};
 
 /// Trunk's loader for the worker build (`data-loader-shim`), beside the page.
 const WORKER_SCRIPT: &str = "worker_loader.js";

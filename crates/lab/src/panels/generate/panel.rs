@@ -18,7 +18,7 @@ use crate::shell::url;
 use crate::shell::web::{chosen_file_text, download, now_ms};
 use crate::widgets::field::{Field, TextArea};
 use crate::worker::link::PanelWorker;
-use crate::worker::runner::{download_words, Event, Job, RunFigures};
+use crate::worker::protocol::{download_words, Event, Job, RunFigures};
 
 /// One generated token as the output shows it: its step and the text it completed (empty
 /// while the bytes of a character are still arriving).

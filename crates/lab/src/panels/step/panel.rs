@@ -10,7 +10,7 @@ use crate::panels::step::view_model::{fresh_seed, run_step, StepForm, StepView};
 use crate::shell::url;
 use crate::widgets::field::Field;
 use crate::worker::link::PanelWorker;
-use crate::worker::runner::{download_words, Event, Job};
+use crate::worker::protocol::{download_words, Event, Job};
 
 #[component]
 pub fn StepPanel() -> impl IntoView {

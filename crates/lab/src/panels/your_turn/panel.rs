@@ -13,7 +13,7 @@ use crate::shell::url;
 use crate::shell::web::now_ms;
 use crate::widgets::field::{Field, TextArea};
 use crate::worker::link::PanelWorker;
-use crate::worker::runner::{download_words, Event, Job};
+use crate::worker::protocol::{download_words, Event, Job};
 
 /// What the panel is doing.
 #[derive(Clone, Debug, PartialEq)]

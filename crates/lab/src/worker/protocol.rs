@@ -1,0 +1,156 @@
+//! The one typed protocol between the page and the model worker: [`Job`]s from the page,
+//! [`Event`]s back, both crossing as JavaScript objects through `serde-wasm-bindgen`
+//! ([`to_js`]). This is the only worker file the page compiles.
+
+use gpu::{BackendChoice, Faults};
+use model::Precision;
+use policy::generate::StepRecord;
+use policy::{Backend, RunConfig, RunRecord};
+use serde::{Deserialize, Serialize};
+use wasm_bindgen::JsValue;
+
+use crate::panels::generate::view_model::{backend_name, GenerateForm};
+use crate::panels::your_turn::view_model::{ExerciseForm, Finished, RunProgress};
+
+/// A checked form: what to run, on which backend, with which faults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenerateRequest {
+    /// Everything that decides the tokens; `policy.eos_token` is set once the tokenizer is
+    /// loaded ([`crate::worker::generation::with_eos`]), as `decode-lab generate` does.
+    pub config: RunConfig,
+    pub precision: Precision,
+    pub backend: BackendChoice,
+    pub faults: Faults,
+    /// The URL's `fault=panic`: the run panics, to test that the page reports it.
+    pub inject_panic: bool,
+}
+
+/// What the page asks the worker for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Job {
+    /// A new run from the Generate form, as its URL query pairs.
+    Fresh { form: Vec<(String, String)> },
+    /// Regenerate a record on a backend (`gpu` or `cpu`) and compare.
+    Replay {
+        record: Box<RunRecord>,
+        backend: String,
+    },
+    /// The model's next-token logits after a prompt (f32, CPU reference), for the
+    /// decoding-step panel.
+    PromptLogits { prompt: String },
+    /// The Your-turn exercise, as its form's URL query pairs: both temperatures over every
+    /// seed on the CPU reference.
+    Exercise { form: Vec<(String, String)> },
+    /// Stop the run in progress before its next model call.
+    Cancel,
+}
+
+impl Job {
+    pub fn fresh(form: &GenerateForm) -> Job {
+        Job::Fresh {
+            form: owned(form.to_query()),
+        }
+    }
+
+    pub fn replay(record: RunRecord, backend: BackendChoice) -> Job {
+        Job::Replay {
+            record: Box::new(record),
+            backend: backend_name(backend).to_string(),
+        }
+    }
+
+    pub fn exercise(form: &ExerciseForm) -> Job {
+        Job::Exercise {
+            form: owned(form.to_query()),
+        }
+    }
+}
+
+/// A form's URL query as owned pairs, the way it travels to the worker.
+fn owned(query: Vec<(&'static str, String)>) -> Vec<(String, String)> {
+    query.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// The pairs of [`owned`] again, as a form's `from_query` reads them.
+pub(crate) fn borrowed(pairs: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
+    pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+}
+
+/// Mean GPU timings of a run's decode steps, in milliseconds (see [`gpu::StepTimings`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuTimings {
+    pub dispatch_ms: f64,
+    pub gpu_ms: f64,
+    pub readback_ms: f64,
+}
+
+/// The worker's figures of a finished run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunFigures {
+    /// Fetching and checking the model files in this run (0 when already loaded).
+    pub load_ms: f64,
+    /// Starting the backend: device, weight upload and canary on WebGPU.
+    pub start_ms: f64,
+    /// The record's time to first token (prefill plus the first policy step).
+    pub ttft_ms: f64,
+    pub decode_tok_s: Option<f64>,
+    pub gpu: Option<GpuTimings>,
+    /// GPU-to-CPU read-backs of the run (one per model call on WebGPU).
+    pub readbacks: u64,
+}
+
+/// What the worker tells the page, in the order it happens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Event {
+    /// The worker's wasm is running and listening; jobs sent before this are held by the page.
+    Ready,
+    /// Loading files or starting the backend; the words say which.
+    Working(String),
+    /// Bytes of a model file received so far, and the total the server announced.
+    Download {
+        file: String,
+        got: f64,
+        total: Option<f64>,
+    },
+    /// The backend now running the model, and what the browser says about its adapter.
+    Backend {
+        backend: Backend,
+        adapter: Option<String>,
+    },
+    Generating,
+    /// One chosen token and the text it completed.
+    Step {
+        step: Box<StepRecord>,
+        text: String,
+    },
+    Finished {
+        record: Box<RunRecord>,
+        figures: RunFigures,
+    },
+    /// The answer to [`Job::PromptLogits`].
+    Logits(Vec<f32>),
+    /// Run `index + 1` of the exercise is starting.
+    ExerciseRun(RunProgress),
+    /// The exercise is over: complete, or cancelled after some runs.
+    ExerciseDone(Box<Finished>),
+    Failed(String),
+    /// The worker's Rust code panicked; the worker is gone and the page starts another.
+    Panicked(String),
+}
+
+/// An [`Event::Download`] in words: the file and how many of its megabytes have arrived.
+pub fn download_words(file: &str, got: f64, total: Option<f64>) -> String {
+    match total {
+        Some(total) => format!("{file}: {:.1} of {:.1} MB", got / 1e6, total / 1e6),
+        None => format!("{file}: {:.1} MB", got / 1e6),
+    }
+}
+
+/// Values cross as JavaScript objects; seeds are u64, so large numbers go as BigInt.
+pub(crate) fn to_js<T: Serialize>(value: &T) -> Result<JsValue, String> {
+    value
+        .serialize(
+            &serde_wasm_bindgen::Serializer::new().serialize_large_number_types_as_bigints(true),
+        )
+        .map_err(|e| e.to_string())
+}
