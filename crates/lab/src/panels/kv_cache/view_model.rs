@@ -3,17 +3,27 @@
 //! d_head values of q bytes each), written out with every substitution and checked against
 //! an independent second computation.
 //!
-//! Presets: the lab's own model (shapes read from its `config.json` at compile time, and the
-//! bytes `model::KvCache` really allocates for it) and published MHA, GQA and MQA shapes.
+//! Presets: the lab's own model (shapes read from its `config.json` at build time, and the
+//! bytes `model::KvCache` really allocates for it, both by `build.rs`, so the page links no
+//! model code) and published MHA, GQA and MQA shapes.
 //!
 //! URL keys (the panel's own, read once and written back as the fields change): `kv_l`
 //! (layers), `kv_b` (batch), `kv_s` (sequence length), `kv_hkv` (KV heads), `kv_dh` (head
 //! dimension), `kv_q` (bytes per value).
 
-use model::{KvCache, ModelConfig};
+/// The lab's model as `build.rs` read it: its shapes and the bytes a `model::KvCache` built
+/// from its `config.json` allocates.
+struct TinyModel {
+    layers: usize,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    context_len: usize,
+    allocated: usize,
+}
 
-/// The lab's model configuration, compiled in.
-const TINY_CONFIG: &str = include_str!("../../../../../models/decode-lab-tiny-v1/config.json");
+/// What `build.rs` found: the model, or why its configuration could not be read.
+const TINY_MODEL: Result<TinyModel, &str> = include!(concat!(env!("OUT_DIR"), "/tiny_model.rs"));
 
 /// The agreement required between the exact integer product and the f64 reference, as a
 /// relative difference. f64 carries 53 bits, so a handful of roundings stays far below it.
@@ -396,19 +406,18 @@ const PUBLISHED: [(&str, &str, u64, u64, u64, u64); 5] = [
 /// what `model::KvCache` stores), with the bytes a cache built from that configuration
 /// really allocates. No weights are needed to build the cache.
 pub fn tiny_model() -> Result<Preset, String> {
-    let config = ModelConfig::from_json(TINY_CONFIG)
-        .map_err(|e| format!("The lab's model configuration could not be read: {e}."))?;
-    let allocated = KvCache::new(&config).allocated_bytes() as u64;
+    let model =
+        TINY_MODEL.map_err(|e| format!("The lab's model configuration could not be read: {e}."))?;
     Ok(Preset {
         slug: "tiny",
         name: "decode-lab-tiny-v1 (this lab)",
-        layers: config.n_layers as u64,
-        heads: config.n_heads as u64,
-        kv_heads: config.n_kv_heads as u64,
-        head_dim: config.head_dim() as u64,
-        seq_len: config.context_len as u64,
+        layers: model.layers as u64,
+        heads: model.heads as u64,
+        kv_heads: model.kv_heads as u64,
+        head_dim: model.head_dim as u64,
+        seq_len: model.context_len as u64,
         bytes_per_value: std::mem::size_of::<f32>() as u64,
-        allocated: Some(allocated),
+        allocated: Some(model.allocated as u64),
     })
 }
 
