@@ -98,11 +98,12 @@ test('bad input is explained in words, not a crash', async () => {
   await page.locator('figure.stage').first().waitFor();
   const step = stepPanel(page);
   await step.getByLabel('Temperature', { exact: true }).fill('-1');
-  assert.equal(await step.getByRole('alert').textContent(),
+  assert.equal(await step.locator('#temperature-problem').textContent(),
     'Temperature -1 is invalid: it must be a finite number, at least 0 (0 means greedy).');
+  assert.equal(await step.getByLabel('Temperature', { exact: true }).getAttribute('aria-invalid'), 'true');
   await step.getByLabel('Temperature', { exact: true }).fill('0.7');
   await step.getByLabel('Logits').fill('1, NaN, 2');
-  assert.match(await step.getByRole('alert').textContent(), /^Logit 1 is NaN/);
+  assert.match(await step.locator('#logits-problem').textContent(), /^Logit 1 is NaN/);
   await step.getByLabel('Logits').fill('1, 2, 3');
   await page.locator('figure.stage').first().waitFor();
   assert.deepEqual(errors, []);

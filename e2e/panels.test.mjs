@@ -266,6 +266,30 @@ test('the URL holds each panel\'s state: permalinks, Back and Forward, embed=1',
   await context.close();
 });
 
+test('a URL with three bad values names all three, each marked at its own field', async () => {
+  const { context, page, errors } = await open('?panel=step&temperature=abc&top_k=-3&logits=1,2,zz');
+  const summary = page.getByTestId('problem-summary');
+  await summary.waitFor();
+  const items = await summary.locator('li').allTextContents();
+  assert.equal(items.length, 3, items.join(' | '));
+  for (const id of ['logits', 'temperature', 'top-k']) {
+    const input = page.locator(`#${id}`);
+    assert.equal(await input.getAttribute('aria-invalid'), 'true', id);
+    assert.ok((await input.getAttribute('aria-describedby')).split(' ').includes(`${id}-problem`), id);
+    const message = await page.locator(`#${id}-problem`).textContent();
+    assert.ok(items.includes(message), `${id}: ${message}`);
+  }
+  assert.equal(await page.locator('#seed').getAttribute('aria-invalid'), null);
+  await assertAccessible(page, 'the step panel with three bad fields');
+  // Mending one field takes its mark and its line away and leaves the others.
+  await panel(page).getByLabel('Logits').fill('1, 2, 3');
+  await page.locator('#logits-problem').waitFor({ state: 'detached' });
+  assert.equal(await page.locator('#logits').getAttribute('aria-invalid'), null);
+  assert.equal(await summary.locator('li').count(), 2);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test('malformed URL state and malformed logits get inline messages, and the lab keeps working', async () => {
   const { context, page, errors } = await open('?panel=nowhere&view=3d');
   await page.locator('#step-title').waitFor();
@@ -273,7 +297,7 @@ test('malformed URL state and malformed logits get inline messages, and the lab 
   assert.ok(alerts.some((a) => a.includes('"nowhere"')), alerts.join(' | '));
   assert.ok(alerts.some((a) => a.includes('view="3d"')), alerts.join(' | '));
   await panel(page).getByLabel('Logits').fill('1, two, 3');
-  await page.getByText('Logit "two" is not a number.').waitFor();
+  await page.locator('#logits-problem').getByText('Logit "two" is not a number.').waitFor();
   await panel(page).getByLabel('Logits').fill('1, 2, 3');
   await page.locator('#chosen').waitFor();
   await page.goto(`${url}?panel=generate&backend=quantum&precision=f7`);

@@ -1,7 +1,29 @@
 //! The labelled form controls every panel uses: a one-line field and a text area, each with
-//! its hint.
+//! its hint and, when the form's check finds one, its problem: the input is marked
+//! `aria-invalid` and names the message in `aria-describedby`.
 
 use leptos::prelude::*;
+
+use crate::widgets::form::problem_id;
+
+/// The hint's id, then the problem's while there is one.
+fn described_by(id: &str, problem: Option<Signal<Option<String>>>) -> impl Fn() -> String {
+    let hint_id = format!("{id}-hint");
+    let problem_id = problem_id(id);
+    move || match problem.and_then(|p| p.get()) {
+        Some(_) => format!("{hint_id} {problem_id}"),
+        None => hint_id.clone(),
+    }
+}
+
+/// The message under a field while its form has a problem with it.
+fn problem_view(id: &'static str, problem: Option<Signal<Option<String>>>) -> impl IntoView {
+    move || {
+        problem.and_then(|p| p.get()).map(|message| {
+            view! { <small id=problem_id(id) class="field-problem error">{message}</small> }
+        })
+    }
+}
 
 /// A labelled text field bound to one field of the form.
 #[component]
@@ -12,8 +34,12 @@ pub fn Field(
     value: Signal<String>,
     set: WriteSignal<String>,
     #[prop(default = "decimal")] inputmode: &'static str,
+    /// The form's problem with this field, if it has one.
+    #[prop(optional, into)]
+    problem: Option<Signal<Option<String>>>,
 ) -> impl IntoView {
     let hint_id = format!("{id}-hint");
+    let invalid = move || problem.and_then(|p| p.get()).map(|_| "true");
     view! {
         <div class="field">
             <label for=id>{label}</label>
@@ -23,11 +49,13 @@ pub fn Field(
                 type="text"
                 inputmode=inputmode
                 autocomplete="off"
-                aria-describedby=hint_id.clone()
+                aria-invalid=invalid
+                aria-describedby=described_by(id, problem)
                 prop:value=move || value.get()
                 on:input=move |ev| set.set(event_target_value(&ev))
             />
             <small id=hint_id>{hint}</small>
+            {problem_view(id, problem)}
         </div>
     }
 }
@@ -42,8 +70,12 @@ pub fn TextArea(
     value: Signal<String>,
     set: WriteSignal<String>,
     #[prop(default = false)] wide: bool,
+    /// The form's problem with this field, if it has one.
+    #[prop(optional, into)]
+    problem: Option<Signal<Option<String>>>,
 ) -> impl IntoView {
     let hint_id = format!("{id}-hint");
+    let invalid = move || problem.and_then(|p| p.get()).map(|_| "true");
     view! {
         <div class=if wide { "field wide" } else { "field" }>
             <label for=id>{label}</label>
@@ -51,11 +83,13 @@ pub fn TextArea(
                 id=id
                 name=id
                 rows="2"
-                aria-describedby=hint_id.clone()
+                aria-invalid=invalid
+                aria-describedby=described_by(id, problem)
                 prop:value=move || value.get()
                 on:input=move |ev| set.set(event_target_value(&ev))
             ></textarea>
             <small id=hint_id>{hint}</small>
+            {problem_view(id, problem)}
         </div>
     }
 }

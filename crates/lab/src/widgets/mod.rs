@@ -2,3 +2,5 @@
 //! formatting.
 
 pub mod field;
+pub mod form;
+pub mod number;

@@ -12,7 +12,7 @@ use policy::{Clock, Generation, ModelCall, Observer, RunConfig, RunRecord};
 use tokenizer::Tokenizer;
 
 use crate::panels::generate::view_model::precision_name;
-use crate::panels::step::view_model::sentence;
+use crate::widgets::number::sentence;
 use crate::worker::protocol::GenerateRequest;
 
 /// The request that replays `record`: its own configuration, on the weights it names, on

@@ -6,7 +6,7 @@ use gpu::{BackendChoice, Faults};
 use model::Precision;
 use policy::{Backend, Policy, ReplayReport, RunConfig, RunRecord, SeedSource, StopConfig};
 
-use crate::panels::step::view_model::{number, sentence, whole};
+use crate::widgets::number::{number, sentence, whole};
 use crate::worker::protocol::GenerateRequest;
 
 /// The Generate form, as the learner typed it (or as the URL gave it).

@@ -9,6 +9,7 @@ use crate::panels::step::distribution_chart::Distribution;
 use crate::panels::step::view_model::{fresh_seed, run_step, StepForm, StepView};
 use crate::shell::url;
 use crate::widgets::field::Field;
+use crate::widgets::form::{Form, ProblemSummary};
 use crate::worker::link::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
 
@@ -17,6 +18,8 @@ pub fn StepPanel() -> impl IntoView {
     let pairs = url::pairs();
     let (defaults, url_problems) =
         StepForm::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    // The URL's problems with the order stay until the learner picks an order.
+    let url_problems = RwSignal::new(url_problems);
     let (logits, set_logits) = signal(defaults.logits);
     let (temperature, set_temperature) = signal(defaults.temperature);
     let (top_k, set_top_k) = signal(defaults.top_k);
@@ -43,6 +46,14 @@ pub fn StepPanel() -> impl IntoView {
     });
     Effect::new(move |_| url::write(&form.get().to_pairs()));
     let result = Memo::new(move |_| run_step(&form.get()));
+    let problems = Signal::derive(move || {
+        let mut all = url_problems.get();
+        if let Err(found) = result.get() {
+            all.extend(found);
+        }
+        all
+    });
+    let problem = move |field: &'static str| Signal::derive(move || problems.with(|p| p.of(field)));
     let other = Memo::new(move |_| run_step(&form.get().other_order()).ok());
 
     // The tiny model's logits for a prompt replace the typed ones (and so go into the URL).
@@ -129,8 +140,8 @@ pub fn StepPanel() -> impl IntoView {
             }
             .into_any()
         }
-        Err(message) => view! {
-            <p class="error" role="alert">{message}</p>
+        Err(_) => view! {
+            <p>"The step runs once every field reads."</p>
         }
         .into_any(),
     };
@@ -141,9 +152,9 @@ pub fn StepPanel() -> impl IntoView {
             <p>
                 "Start from the logits at the newest position, shape the distribution with temperature, top-k, top-p and min-p, then sample with a seeded generator. Each stage below is drawn as bars and listed as a table."
             </p>
-            {url_problems.into_iter().map(|p| view! { <p class="error">{p}</p> }).collect_view()}
+            <ProblemSummary problems=problems/>
             <form class="controls" on:submit=|ev| ev.prevent_default()>
-                <Field id="logits" label="Logits" hint="Comma-separated scores, one per token id." value=logits.into() set=set_logits inputmode="text"/>
+                <Field id="logits" problem=problem("logits") label="Logits" hint="Comma-separated scores, one per token id." value=logits.into() set=set_logits inputmode="text"/>
                 <div class="field">
                     <label for="model-prompt">"Or a prompt, scored by the model"</label>
                     <input
@@ -162,18 +173,20 @@ pub fn StepPanel() -> impl IntoView {
                         {move || model_status.get().map(|(_, words)| words)}
                     </p>
                 </div>
-                <Field id="temperature" label="Temperature" hint="0 is greedy; higher flattens." value=temperature.into() set=set_temperature/>
-                <Field id="top-k" label="Top-k" hint="Keep the k highest; 0 is off." value=top_k.into() set=set_top_k inputmode="numeric"/>
-                <Field id="top-p" label="Top-p" hint="Keep the smallest set with this much probability; 1 is off." value=top_p.into() set=set_top_p/>
-                <Field id="min-p" label="Min-p" hint="Keep tokens at least this fraction of the top probability; 0 is off." value=min_p.into() set=set_min_p/>
-                <Field id="seed" label="Seed" hint="The same seed gives the same draw." value=seed.into() set=set_seed inputmode="numeric"/>
-                <Field id="forbidden" label="Forbidden tokens" hint="Ids that can never be chosen, e.g. 2, 3." value=forbidden.into() set=set_forbidden inputmode="text"/>
-                <Field id="bias" label="Logit bias" hint="id:value pairs added to the logits first, e.g. 1:+2, 3:-1." value=bias.into() set=set_bias inputmode="text"/>
+                <Field id="temperature" problem=problem("temperature") label="Temperature" hint="0 is greedy; higher flattens." value=temperature.into() set=set_temperature/>
+                <Field id="top-k" problem=problem("top-k") label="Top-k" hint="Keep the k highest; 0 is off." value=top_k.into() set=set_top_k inputmode="numeric"/>
+                <Field id="top-p" problem=problem("top-p") label="Top-p" hint="Keep the smallest set with this much probability; 1 is off." value=top_p.into() set=set_top_p/>
+                <Field id="min-p" problem=problem("min-p") label="Min-p" hint="Keep tokens at least this fraction of the top probability; 0 is off." value=min_p.into() set=set_min_p/>
+                <Field id="seed" problem=problem("seed") label="Seed" hint="The same seed gives the same draw." value=seed.into() set=set_seed inputmode="numeric"/>
+                <Field id="forbidden" problem=problem("forbidden") label="Forbidden tokens" hint="Ids that can never be chosen, e.g. 2, 3." value=forbidden.into() set=set_forbidden inputmode="text"/>
+                <Field id="bias" problem=problem("bias") label="Logit bias" hint="id:value pairs added to the logits first, e.g. 1:+2, 3:-1." value=bias.into() set=set_bias inputmode="text"/>
                 <div class="field">
                     <label for="order">"Order"</label>
                     <select
                         id="order"
+                        aria-invalid=move || problem("order").get().map(|_| "true")
                         on:change=move |ev| {
+                            url_problems.update(|p| *p = p.without("order"));
                             set_order.set(if event_target_value(&ev) == "temperature-last" {
                                 StageOrder::TemperatureLast
                             } else {

@@ -3,7 +3,10 @@
 //! Everything here is plain data, so it is tested natively and the components only draw.
 
 use policy::chapter::{self, Argpartition};
-use policy::{NumpyRng, Policy, Snapshots, StageOrder, StepContext};
+use policy::{NumpyRng, Policy, PolicyError, Snapshots, StageOrder, StepContext};
+
+use crate::widgets::form::{Form, Problems};
+use crate::widgets::number::{number, sentence, whole};
 
 /// The decoding-step form, as the learner typed it.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,15 +49,15 @@ fn order_key(order: StageOrder) -> &'static str {
     }
 }
 
-impl StepForm {
+impl Form for StepForm {
+    type Checked = StepInput;
+
     /// The form a URL's query asks for: `logits`, `temperature`, `top_k`, `top_p`, `min_p`,
     /// `seed`, `order=hf|temperature-last`, `forbidden`, `bias`. Missing keys keep the
     /// chapter's defaults; the second value is what the URL held that could not be read.
-    pub fn from_pairs<'a>(
-        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
-    ) -> (StepForm, Vec<String>) {
+    fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> (StepForm, Problems) {
         let mut form = StepForm::default();
-        let mut problems = Vec::new();
+        let mut problems = Problems::default();
         for (key, value) in pairs {
             let value = value.to_string();
             match key {
@@ -69,7 +72,7 @@ impl StepForm {
                 "order" => match value.as_str() {
                     "hf" => form.order = StageOrder::TemperatureFirst,
                     "temperature-last" => form.order = StageOrder::TemperatureLast,
-                    _ => problems.push(format!(
+                    _ => problems.add("order", format!(
                         "The URL asks for order \"{value}\", which is not hf or temperature-last; using temperature first."
                     )),
                 },
@@ -80,7 +83,7 @@ impl StepForm {
     }
 
     /// The query that reproduces this form (the inverse of [`from_pairs`](Self::from_pairs)).
-    pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
         let mut pairs = vec![
             ("logits", self.logits.clone()),
             ("temperature", self.temperature.clone()),
@@ -99,6 +102,83 @@ impl StepForm {
         pairs
     }
 
+    /// Reads every field, so that a form with three bad values names all three.
+    fn check(&self) -> Result<StepInput, Problems> {
+        let mut problems = Problems::default();
+        let logits = problems.field("logits", parse_logits(&self.logits));
+        // Token ids are checked against the logits once they read; until then, only their
+        // syntax.
+        let vocab = logits.as_ref().map_or(u32::MAX as usize, Vec::len);
+        let forbidden = problems.field("forbidden", parse_forbidden(&self.forbidden, vocab));
+        let logit_bias = problems.field("bias", parse_bias(&self.bias, vocab));
+        let temperature = problems.field(
+            "temperature",
+            number(&self.temperature, "Temperature").and_then(|t| {
+                in_policy(Policy {
+                    temperature: t,
+                    ..Policy::default()
+                })
+                .map(|_| t)
+            }),
+        );
+        let top_k = problems.field("top-k", whole(&self.top_k, "Top-k"));
+        let top_p = problems.field(
+            "top-p",
+            number(&self.top_p, "Top-p").and_then(|p| {
+                in_policy(Policy {
+                    top_p: p,
+                    ..Policy::default()
+                })
+                .map(|_| p)
+            }),
+        );
+        let min_p = problems.field(
+            "min-p",
+            number(&self.min_p, "Min-p").and_then(|p| {
+                in_policy(Policy {
+                    min_p: p,
+                    ..Policy::default()
+                })
+                .map(|_| p)
+            }),
+        );
+        let seed = problems.field("seed", whole(&self.seed, "Seed"));
+        problems.or(|| {
+            Some(StepInput {
+                logits: logits?,
+                policy: Policy {
+                    forbidden: forbidden?,
+                    logit_bias: logit_bias?,
+                    temperature: temperature?,
+                    top_k: top_k? as usize,
+                    top_p: top_p?,
+                    min_p: min_p?,
+                    order: self.order,
+                    ..Policy::default()
+                },
+                seed: seed?,
+            })
+        })
+    }
+}
+
+/// A checked decoding-step form: the logits, the policy and the seed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepInput {
+    pub logits: Vec<f64>,
+    pub policy: Policy,
+    pub seed: u64,
+}
+
+/// A policy with one field set, checked by the policy core's own rule for it, so the lab
+/// states no range of its own.
+fn in_policy(policy: Policy) -> Result<(), String> {
+    policy
+        .validate(usize::MAX)
+        .map_err(|e| sentence(e.to_string()))
+}
+
+impl StepForm {
     /// The same form with the other stage order, for the side-by-side comparison.
     pub fn other_order(&self) -> StepForm {
         StepForm {
@@ -187,23 +267,6 @@ pub struct StepView {
     pub chapter_line: Option<String>,
 }
 
-/// `text` as a number, or a sentence naming the field and what it holds.
-pub(crate) fn number(text: &str, name: &str) -> Result<f64, String> {
-    text.trim()
-        .parse::<f64>()
-        .map_err(|_| format!("{name} must be a number, but it is \"{}\".", text.trim()))
-}
-
-/// `text` as a whole number, or a sentence naming the field and what it holds.
-pub(crate) fn whole(text: &str, name: &str) -> Result<u64, String> {
-    text.trim().parse::<u64>().map_err(|_| {
-        format!(
-            "{name} must be a whole number of at least 0, but it is \"{}\".",
-            text.trim()
-        )
-    })
-}
-
 /// Parses a comma- or space-separated list of logits.
 pub fn parse_logits(text: &str) -> Result<Vec<f64>, String> {
     let logits = text
@@ -220,20 +283,15 @@ pub fn parse_logits(text: &str) -> Result<Vec<f64>, String> {
     Ok(logits)
 }
 
-/// Runs one policy step for the form; errors are sentences for the learner.
-pub fn run_step(form: &StepForm) -> Result<StepView, String> {
-    let logits = parse_logits(&form.logits)?;
-    let policy = Policy {
-        forbidden: parse_forbidden(&form.forbidden, logits.len())?,
-        logit_bias: parse_bias(&form.bias, logits.len())?,
-        temperature: number(&form.temperature, "Temperature")?,
-        top_k: whole(&form.top_k, "Top-k")? as usize,
-        top_p: number(&form.top_p, "Top-p")?,
-        min_p: number(&form.min_p, "Min-p")?,
-        order: form.order,
-        ..Policy::default()
-    };
-    let seed = whole(&form.seed, "Seed")?;
+/// Runs one policy step for the form: every field's problem, or the step's stages. A
+/// problem the policy finds only when it runs (a temperature or bias that takes a logit
+/// beyond the range of a float) is the problem of the field that caused it.
+pub fn run_step(form: &StepForm) -> Result<StepView, Problems> {
+    let StepInput {
+        logits,
+        policy,
+        seed,
+    } = form.check()?;
     let mut rng = NumpyRng::new(seed);
     let outcome = policy::step(
         &policy,
@@ -242,7 +300,7 @@ pub fn run_step(form: &StepForm) -> Result<StepView, String> {
         &mut rng,
         Snapshots::Record,
     )
-    .map_err(|e| sentence(e.to_string()))?;
+    .map_err(|e| Problems::one(field_of(&e), sentence(e.to_string())))?;
     let stages = outcome
         .stages
         .unwrap_or_default()
@@ -295,12 +353,14 @@ pub fn run_step(form: &StepForm) -> Result<StepView, String> {
     })
 }
 
-/// A policy error as a sentence: capitalised, with a full stop.
-pub(crate) fn sentence(message: String) -> String {
-    let mut chars = message.chars();
-    match chars.next() {
-        Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
-        None => message,
+/// The field whose value caused a policy error found while the step ran.
+fn field_of(error: &PolicyError) -> &'static str {
+    match error {
+        PolicyError::TemperatureOverflow { .. } | PolicyError::InvalidTemperature(_) => {
+            "temperature"
+        }
+        PolicyError::ConstraintOverflow { .. } => "bias",
+        _ => "logits",
     }
 }
 
@@ -325,45 +385,75 @@ mod tests {
     }
 
     #[test]
-    fn bad_input_becomes_a_sentence() {
-        let form = |f: fn(&mut StepForm)| {
+    fn bad_input_becomes_a_sentence_at_its_field() {
+        let problem = |f: fn(&mut StepForm), field: &str| {
             let mut form = StepForm::default();
             f(&mut form);
-            run_step(&form).unwrap_err()
+            let problems = run_step(&form).unwrap_err();
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            problems
+                .of(field)
+                .unwrap_or_else(|| panic!("{field}: {problems:?}"))
         };
         assert_eq!(
-            form(|f| f.logits = "1, x".into()),
+            problem(|f| f.logits = "1, x".into(), "logits"),
             "Logit \"x\" is not a number."
         );
         assert_eq!(
-            form(|f| f.logits = " ".into()),
+            problem(|f| f.logits = " ".into(), "logits"),
             "Type at least one logit, for example 1.2, 0.1, 2.4, 1.7."
         );
         assert_eq!(
-            form(|f| f.temperature = "warm".into()),
+            problem(|f| f.temperature = "warm".into(), "temperature"),
             "Temperature must be a number, but it is \"warm\"."
         );
         assert_eq!(
-            form(|f| f.temperature = "-1".into()),
+            problem(|f| f.temperature = "-1".into(), "temperature"),
             "Temperature -1 is invalid: it must be a finite number, at least 0 (0 means greedy)."
         );
         assert_eq!(
-            form(|f| f.top_p = "0".into()),
+            problem(|f| f.top_p = "0".into(), "top-p"),
             "Top-p 0 is invalid: it must be greater than 0 and at most 1."
         );
         assert_eq!(
-            form(|f| f.seed = "-3".into()),
+            problem(|f| f.seed = "-3".into(), "seed"),
             "Seed must be a whole number of at least 0, but it is \"-3\"."
         );
-        assert!(form(|f| f.logits = "1, NaN".into()).starts_with("Logit 1 is NaN"));
+        assert!(problem(|f| f.logits = "1, NaN".into(), "logits").starts_with("Logit 1 is NaN"));
         assert_eq!(
-            form(|f| f.forbidden = "2, 9".into()),
+            problem(|f| f.forbidden = "2, 9".into(), "forbidden"),
             "Forbidden token 9 is not a token here: the logits have ids 0 to 3."
         );
         assert_eq!(
-            form(|f| f.bias = "2=1".into()),
+            problem(|f| f.bias = "2=1".into(), "bias"),
             "Logit bias \"2=1\" is not of the form id:value, for example 2:-1.5."
         );
+        assert!(problem(|f| f.temperature = "1e-320".into(), "temperature")
+            .contains("beyond the range of a float"));
+    }
+
+    /// The URL: three bad values, and all three are named, each at its field.
+    #[test]
+    fn every_bad_field_is_named() {
+        let (form, url) = StepForm::from_pairs([
+            ("panel", "step"),
+            ("temperature", "abc"),
+            ("top_k", "-3"),
+            ("logits", "1,2,zz"),
+            ("order", "sideways"),
+        ]);
+        let problems = run_step(&form).unwrap_err();
+        let fields: Vec<_> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["logits", "temperature", "top-k"]);
+        assert_eq!(
+            problems.of("logits").unwrap(),
+            "Logit \"zz\" is not a number."
+        );
+        assert_eq!(
+            problems.of("top-k").unwrap(),
+            "Top-k must be a whole number of at least 0, but it is \"-3\"."
+        );
+        assert_eq!(url.iter().map(|p| p.field).collect::<Vec<_>>(), ["order"]);
     }
 
     #[test]

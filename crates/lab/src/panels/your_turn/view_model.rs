@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use policy::{Policy, RunConfig, RunRecord, SeedSource, StopConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::panels::step::view_model::whole;
+use crate::widgets::number::whole;
 
 /// The two settings the chapter compares, low first.
 pub const TEMPERATURES: [f64; 2] = [0.2, 1.5];

@@ -1,0 +1,168 @@
+//! The one form model every panel uses. A panel's form is the text of its fields; it reads
+//! itself from the URL's pairs, writes itself back, and checks into the value it stands for
+//! or into [`Problems`]: every field that is wrong, each with a sentence naming its value.
+//! The components mark each wrong field at the field (`aria-invalid`, and
+//! `aria-describedby` pointing at its message) and list them all above the results
+//! ([`ProblemSummary`]), as WCAG 3.3.1 and 3.3.3 ask.
+
+use leptos::prelude::*;
+
+/// What a panel's form is.
+pub trait Form: Clone + Default + PartialEq + Send + Sync + 'static {
+    /// What the form stands for once every field reads.
+    type Checked;
+
+    /// The form a URL's pairs ask for. Keys it does not know belong to other parts of the
+    /// lab; a known key whose value the form cannot hold (an unknown name) is a problem of
+    /// that field, and the field keeps its default.
+    fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> (Self, Problems);
+
+    /// The pairs that give this form back through [`from_pairs`](Form::from_pairs).
+    fn to_pairs(&self) -> Vec<(&'static str, String)>;
+
+    /// The checked value, or every field's problem.
+    fn check(&self) -> Result<Self::Checked, Problems>;
+}
+
+/// One field's problem: the field (its input's id) and a sentence for the learner.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem {
+    pub field: &'static str,
+    pub message: String,
+}
+
+/// Every problem of a form, in the order of its fields.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Problems(Vec<Problem>);
+
+impl Problems {
+    /// One problem, for a form that found it alone.
+    pub fn one(field: &'static str, message: impl Into<String>) -> Problems {
+        let mut problems = Problems::default();
+        problems.add(field, message);
+        problems
+    }
+
+    pub fn add(&mut self, field: &'static str, message: impl Into<String>) {
+        self.0.push(Problem {
+            field,
+            message: message.into(),
+        });
+    }
+
+    /// `result`'s value, or `None` with its error kept against `field`.
+    pub fn field<T>(&mut self, field: &'static str, result: Result<T, String>) -> Option<T> {
+        result.map_err(|message| self.add(field, message)).ok()
+    }
+
+    /// The problems of another part of the form, after these.
+    pub fn extend(&mut self, other: Problems) {
+        self.0.extend(other.0);
+    }
+
+    /// These problems less those of `field`, once the learner has changed it.
+    pub fn without(&self, field: &str) -> Problems {
+        Problems(
+            self.0
+                .iter()
+                .filter(|p| p.field != field)
+                .cloned()
+                .collect(),
+        )
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Problem> {
+        self.0.iter()
+    }
+
+    /// The message shown at `field`: its problems, one after the other.
+    pub fn of(&self, field: &str) -> Option<String> {
+        let messages: Vec<&str> = self
+            .0
+            .iter()
+            .filter(|p| p.field == field)
+            .map(|p| p.message.as_str())
+            .collect();
+        (!messages.is_empty()).then(|| messages.join(" "))
+    }
+
+    /// `value` when no field had a problem; the problems otherwise.
+    pub fn or<T>(self, value: impl FnOnce() -> Option<T>) -> Result<T, Problems> {
+        if self.is_empty() {
+            // Every field read, so `value` has all it needs; if it still has nothing, the
+            // form failed to record a problem, which is worth saying rather than hiding.
+            value().ok_or_else(|| Problems::one("form", "The form could not be read."))
+        } else {
+            Err(self)
+        }
+    }
+}
+
+/// The id of the message element of `field`, which its input's `aria-describedby` names.
+pub fn problem_id(field: &str) -> String {
+    format!("{field}-problem")
+}
+
+/// The list of every problem above a panel's results: how many fields need a change, then
+/// each message as a link to its field. Nothing when the form reads.
+#[component]
+pub fn ProblemSummary(problems: Signal<Problems>) -> impl IntoView {
+    move || {
+        problems.with(|problems| {
+            (!problems.is_empty()).then(|| {
+                let heading = match problems.len() {
+                    1 => "One field needs a change:".to_string(),
+                    n => format!("{n} fields need a change:"),
+                };
+                let items = problems
+                    .iter()
+                    .map(|p| {
+                        let href = format!("#{}", p.field);
+                        view! { <li><a href=href>{p.message.clone()}</a></li> }
+                    })
+                    .collect_view();
+                view! {
+                    <div class="problem-summary error" role="alert" data-testid="problem-summary">
+                        <p>{heading}</p>
+                        <ul>{items}</ul>
+                    </div>
+                }
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_keep_every_field_in_order() {
+        let mut problems = Problems::default();
+        assert_eq!(problems.field("seed", Ok::<_, String>(7)), Some(7));
+        assert_eq!(
+            problems.field::<u64>("top-k", Err("Top-k is bad.".into())),
+            None
+        );
+        problems.add("logits", "Logit \"zz\" is not a number.");
+        problems.add("top-k", "Again.");
+        assert_eq!(problems.len(), 3);
+        assert_eq!(
+            problems.of("top-k").as_deref(),
+            Some("Top-k is bad. Again.")
+        );
+        assert_eq!(problems.of("seed"), None);
+        let fields: Vec<_> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["top-k", "logits", "top-k"]);
+        assert!(problems.or(|| Some(1)).is_err());
+        assert_eq!(Problems::default().or(|| Some(1)), Ok(1));
+    }
+}
