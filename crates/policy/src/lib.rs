@@ -26,6 +26,7 @@
 pub mod chapter;
 mod error;
 pub mod generate;
+mod logit_bias;
 mod pipeline;
 pub mod record;
 pub mod rng;
@@ -35,6 +36,7 @@ pub use error::{Constraint, PolicyError};
 pub use generate::{
     generate, Clock, Generation, LanguageModel, ModelCall, Observer, StopReason, Vocabulary,
 };
+pub use logit_bias::parse_logit_bias;
 pub use pipeline::{
     step, Logit, Policy, Snapshots, Stage, StageOrder, StageSnapshot, StepContext, StepOutcome,
     Stepper, TokenProb, POLICY_VERSION,
