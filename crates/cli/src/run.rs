@@ -254,7 +254,7 @@ pub fn replay(dir: &Path, request: BackendRequest, file: &Path) -> Result<(Strin
                 return Err(format!(
                     "the GPU path is unavailable ({reason}) and its fallback cpu-reference runs \
                      the f32 weights, not the recorded {}: replay with --backend cpu",
-                    model_dir::role(precision)
+                    precision.role()
                 ));
             }
         }

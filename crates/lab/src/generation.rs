@@ -74,36 +74,6 @@ pub struct Request {
     pub inject_panic: bool,
 }
 
-pub fn precision_name(p: Precision) -> &'static str {
-    match p {
-        Precision::F32 => "f32",
-        Precision::Int8 => "int8",
-    }
-}
-
-pub fn parse_precision(text: &str) -> Option<Precision> {
-    match text.trim() {
-        "f32" => Some(Precision::F32),
-        "int8" => Some(Precision::Int8),
-        _ => None,
-    }
-}
-
-pub fn backend_name(b: BackendChoice) -> &'static str {
-    match b {
-        BackendChoice::Gpu => "gpu",
-        BackendChoice::Cpu => "cpu",
-    }
-}
-
-pub fn parse_backend(text: &str) -> Option<BackendChoice> {
-    match text.trim() {
-        "gpu" | "webgpu" => Some(BackendChoice::Gpu),
-        "cpu" | "cpu-reference" => Some(BackendChoice::Cpu),
-        _ => None,
-    }
-}
-
 impl GenerateForm {
     /// The form a URL's query asks for: `backend=gpu|cpu`, `fault=…`, `prompt`, `max`,
     /// `temperature`, `top_k`, `top_p`, `seed`, `precision=f32|int8` (and `run=1`, which the
@@ -126,12 +96,12 @@ impl GenerateForm {
                 "stop_tokens" => form.stop_tokens = value.to_string(),
                 "seed" => form.seed = value.to_string(),
                 "precision" => {
-                    if let Some(p) = parse_precision(value) {
+                    if let Ok(p) = value.trim().parse() {
                         form.precision = p;
                     }
                 }
                 "backend" => {
-                    if let Some(b) = parse_backend(value) {
+                    if let Ok(b) = value.trim().parse() {
                         form.backend = b;
                     }
                 }
@@ -147,10 +117,10 @@ impl GenerateForm {
         let mut problems = Vec::new();
         for (key, value) in pairs {
             match key {
-                "backend" if parse_backend(value).is_none() => problems.push(format!(
+                "backend" if value.trim().parse::<BackendChoice>().is_err() => problems.push(format!(
                     "The URL asks for backend \"{value}\", which is not one of gpu or cpu; using WebGPU."
                 )),
-                "precision" if parse_precision(value).is_none() => problems.push(format!(
+                "precision" if value.trim().parse::<Precision>().is_err() => problems.push(format!(
                     "The URL asks for precision \"{value}\", which is not one of f32 or int8; using f32."
                 )),
                 _ => {}
@@ -162,8 +132,8 @@ impl GenerateForm {
     /// The query that reproduces this form (the inverse of [`from_query`](Self::from_query)).
     pub fn to_query(&self) -> Vec<(&'static str, String)> {
         let mut pairs = vec![
-            ("backend", backend_name(self.backend).to_string()),
-            ("precision", precision_name(self.precision).to_string()),
+            ("backend", self.backend.to_string()),
+            ("precision", self.precision.to_string()),
             ("prompt", self.prompt.clone()),
             ("max", self.max_tokens.trim().to_string()),
             ("temperature", self.temperature.trim().to_string()),
@@ -300,12 +270,12 @@ pub fn replay_request(
     config: &ModelConfig,
     backend: BackendChoice,
 ) -> Result<Request, String> {
-    let shipped = |precision| {
+    let shipped = |precision: Precision| {
         config
-            .file(role(precision))
+            .file(precision.role())
             .is_ok_and(|f| f.sha256 == record.model.hash)
     };
-    let precision = [Precision::F32, Precision::Int8]
+    let precision = Precision::ALL
         .into_iter()
         .find(|&p| shipped(p))
         .ok_or_else(|| {
@@ -355,14 +325,6 @@ pub fn with_eos(mut config: RunConfig, tokenizer: &Tokenizer) -> RunConfig {
         .eos_token
         .get_or_insert(tokenizer.end_of_text());
     config
-}
-
-/// The weights role a precision loads.
-pub fn role(precision: Precision) -> &'static str {
-    match precision {
-        Precision::F32 => "weights-f32",
-        Precision::Int8 => "weights-int8",
-    }
 }
 
 /// The model's files, fetched and checked against the SHA-256 its config records.
@@ -431,11 +393,11 @@ impl ModelFiles {
         let need_f32 = precision == Precision::F32 || backend == BackendChoice::Gpu;
         if need_f32 && self.f32.is_none() {
             self.f32 =
-                Some(fetch_verified(&self.config, role(Precision::F32), fetch, progress).await?);
+                Some(fetch_verified(&self.config, Precision::F32.role(), fetch, progress).await?);
         }
         if precision == Precision::Int8 && self.int8.is_none() {
             self.int8 =
-                Some(fetch_verified(&self.config, role(Precision::Int8), fetch, progress).await?);
+                Some(fetch_verified(&self.config, Precision::Int8.role(), fetch, progress).await?);
         }
         Ok(())
     }
@@ -446,14 +408,9 @@ impl ModelFiles {
             Precision::Int8 => &self.int8,
         }
         .as_ref()
-        .ok_or_else(|| {
-            format!(
-                "The {} weights are not loaded yet.",
-                precision_name(precision)
-            )
-        })?;
+        .ok_or_else(|| format!("The {precision} weights are not loaded yet."))?;
         Transformer::from_safetensors(self.config.clone(), bytes)
-            .map_err(|e| sentence(format!("{}: {e}", role(precision))))
+            .map_err(|e| sentence(format!("{}: {e}", precision.role())))
     }
 
     /// Starts the runtime a request asks for (after [`ensure_weights`](Self::ensure_weights)).

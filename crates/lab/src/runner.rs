@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use tokenizer::StreamDecoder;
 
 use crate::generation::{
-    backend_name, generate, load_model, parse_backend, precision_name, prompt_logits,
-    replay_request, speed, with_eos, GenerateForm, ModelFiles, Request,
+    generate, load_model, prompt_logits, replay_request, speed, with_eos, GenerateForm, ModelFiles,
+    Request,
 };
 use crate::web::{
     adapter_info, fetch_model_file_with_progress, now_ms, yield_to_events, PageClock,
@@ -55,7 +55,7 @@ impl Job {
     pub fn replay(record: RunRecord, backend: BackendChoice) -> Job {
         Job::Replay {
             record: Box::new(record),
-            backend: backend_name(backend).to_string(),
+            backend: backend.to_string(),
         }
     }
 
@@ -181,7 +181,7 @@ async fn runtime_for<'a>(
         progress(match request.backend {
             BackendChoice::Gpu => format!(
                 "Starting WebGPU: requesting a device, uploading the {} weights and checking them against the CPU reference…",
-                precision_name(request.precision)
+                request.precision
             ),
             BackendChoice::Cpu => "Preparing the CPU reference…".to_string(),
         });
@@ -230,7 +230,7 @@ pub async fn run(
     let request: Request = match job {
         Job::Fresh { form } => GenerateForm::from_query(borrowed(&form)).parse()?,
         Job::Replay { record, backend } => {
-            let backend = parse_backend(&backend).ok_or_else(|| {
+            let backend = backend.trim().parse().map_err(|_| {
                 format!("The replay asks for backend \"{backend}\", which is not gpu or cpu.")
             })?;
             replay_request(&record, &files.config, backend)?
