@@ -292,6 +292,6 @@ pub fn replay(dir: &Path, request: BackendRequest, file: &Path) -> Result<(Strin
 fn ran_on(backend: &Backend) -> String {
     match backend.degraded_at_step {
         Some(step) => format!("webgpu until step {step}, then cpu-reference"),
-        None => backend.name.clone(),
+        None => backend.name.to_string(),
     }
 }

@@ -7,7 +7,8 @@ use std::str::FromStr;
 
 use model::{ModelError, Transformer};
 use policy::{
-    ArtifactId, Backend, LanguageModel, Policy, Snapshots, StepContext, StepOutcome, Stepper,
+    ArtifactId, Backend, BackendKind, LanguageModel, Policy, Snapshots, StepContext, StepOutcome,
+    Stepper,
 };
 use serde::{Deserialize, Serialize};
 
@@ -65,11 +66,11 @@ impl BackendChoice {
         }
     }
 
-    /// The backend this choice runs when nothing falls back: the name a run record gives it.
-    pub fn runs(self) -> &'static str {
+    /// The backend this choice runs when nothing falls back.
+    pub fn runs(self) -> BackendKind {
         match self {
-            BackendChoice::Gpu => Backend::WEBGPU,
-            BackendChoice::Cpu => Backend::CPU_REFERENCE,
+            BackendChoice::Gpu => BackendKind::WebGpu,
+            BackendChoice::Cpu => BackendKind::CpuReference,
         }
     }
 }
@@ -88,7 +89,7 @@ impl FromStr for BackendChoice {
     fn from_str(name: &str) -> Result<BackendChoice, GpuError> {
         BackendChoice::ALL
             .into_iter()
-            .find(|choice| choice.name() == name || choice.runs() == name)
+            .find(|choice| choice.name() == name || choice.runs().name() == name)
             .ok_or_else(|| GpuError::UnknownBackend {
                 name: name.to_string(),
             })
@@ -148,7 +149,7 @@ impl Runtime {
             match runtime.start_gpu(faults).await {
                 Ok(gpu) => {
                     runtime.backend = Backend {
-                        name: Backend::WEBGPU.to_string(),
+                        name: BackendKind::WebGpu,
                         adapter: Some(gpu.gpu().adapter_name()),
                         driver: Some(gpu.gpu().driver()),
                         degraded_reason: None,
@@ -486,7 +487,7 @@ mod tests {
     fn a_choice_reads_back_from_its_name_and_from_the_backend_it_runs() {
         for choice in BackendChoice::ALL {
             assert_eq!(choice.to_string().parse::<BackendChoice>(), Ok(choice));
-            assert_eq!(choice.runs().parse::<BackendChoice>(), Ok(choice));
+            assert_eq!(choice.runs().name().parse::<BackendChoice>(), Ok(choice));
             assert_eq!(
                 serde_json::to_string(&choice).unwrap(),
                 format!("\"{choice}\""),

@@ -330,7 +330,7 @@ pub fn GeneratePanel() -> impl IntoView {
         match backend.get() {
         Some(b) => {
             let degraded = b.degraded_reason.is_some();
-            let (name, adapter) = (b.name.clone(), b.adapter.clone().unwrap_or_default());
+            let (name, adapter) = (b.name.name(), b.adapter.clone().unwrap_or_default());
             view! {
                 <p
                     class=if degraded { "backend degraded" } else { "backend" }

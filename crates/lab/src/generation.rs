@@ -10,8 +10,8 @@ use gpu::{BackendChoice, Faults, Runtime};
 use model::{ModelConfig, Precision, Transformer};
 use policy::generate::StepRecord;
 use policy::{
-    Backend, Clock, Generation, ModelCall, Observer, Policy, ReplayReport, RunConfig, RunRecord,
-    SeedSource, StopConfig,
+    Backend, BackendKind, Clock, Generation, ModelCall, Observer, Policy, ReplayReport, RunConfig,
+    RunRecord, SeedSource, StopConfig,
 };
 use tokenizer::Tokenizer;
 
@@ -535,7 +535,7 @@ pub async fn generate(
 /// The backend in words, for the status line. `browser_adapter` is what the browser itself
 /// says about its adapter, which names it better than wgpu does on the web.
 pub fn backend_status(backend: &Backend, browser_adapter: Option<&str>) -> String {
-    if backend.name == Backend::WEBGPU {
+    if backend.name == BackendKind::WebGpu {
         let adapter = browser_adapter
             .or(backend.adapter.as_deref())
             .unwrap_or("unnamed");
@@ -681,7 +681,7 @@ mod tests {
             "Running on the CPU reference (cpu-reference)."
         );
         let gpu = Backend {
-            name: Backend::WEBGPU.into(),
+            name: BackendKind::WebGpu,
             adapter: Some("swiftshader".into()),
             driver: None,
             degraded_reason: None,
@@ -772,7 +772,7 @@ mod tests {
                     &config,
                     &mut Ticks(0.0),
                     &|| false,
-                    &mut |step, runtime| seen.push((step.token, runtime.backend().name.clone())),
+                    &mut |step, runtime| seen.push((step.token, runtime.backend().name)),
                     &async || {},
                 )
                 .await
@@ -780,8 +780,10 @@ mod tests {
                 let tokens: Vec<u32> = record.steps.iter().map(|s| s.token).collect();
                 assert_eq!(tokens, expected, "{fault}");
                 assert_eq!(seen.len(), 12);
-                assert!(seen.iter().all(|(_, name)| name == "cpu-reference"));
-                assert_eq!(record.backend.name, "cpu-reference");
+                assert!(seen
+                    .iter()
+                    .all(|(_, name)| *name == BackendKind::CpuReference));
+                assert_eq!(record.backend.name, BackendKind::CpuReference);
                 assert_eq!(
                     record.degraded_reason.is_some(),
                     backend == BackendChoice::Gpu

@@ -12,7 +12,7 @@
 use gpu::{BackendChoice, Runtime};
 use model::Precision;
 use policy::generate::StepRecord;
-use policy::{Backend, RunRecord};
+use policy::{Backend, BackendKind, RunRecord};
 use serde::{Deserialize, Serialize};
 use tokenizer::StreamDecoder;
 
@@ -279,7 +279,7 @@ pub async fn run(
     let loaded = now_ms();
     let runtime = runtime_for(files, &mut state.started, &request, &mut progress).await?;
     let ready = now_ms();
-    let on_gpu = runtime.backend().name == Backend::WEBGPU;
+    let on_gpu = runtime.backend().name == BackendKind::WebGpu;
     let adapter = if on_gpu { adapter_info().await } else { None };
     emit(Event::Backend {
         backend: runtime.backend().clone(),

@@ -42,8 +42,8 @@ pub use pipeline::{
     Stepper, TokenProb, POLICY_VERSION,
 };
 pub use record::{
-    parse_records, replay, ArtifactId, Backend, RecordError, ReplayReport, RunConfig, RunRecord,
-    SeedSource, StopConfig,
+    parse_records, replay, ArtifactId, Backend, BackendKind, RecordError, ReplayReport, RunConfig,
+    RunRecord, SeedSource, StopConfig,
 };
 pub use rng::NumpyRng;
 pub use shortest::Shortest;

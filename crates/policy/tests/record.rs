@@ -5,8 +5,8 @@
 mod support;
 
 use policy::{
-    generate::GenerateError, parse_records, record::compare, replay, Policy, RecordError,
-    ReplayReport, RunRecord, StopConfig, StopReason,
+    generate::GenerateError, parse_records, record::compare, replay, BackendKind, Policy,
+    RecordError, ReplayReport, RunRecord, StopConfig, StopReason,
 };
 use support::{config, run, sampled, Bytes, Ticks, Toy};
 
@@ -367,7 +367,16 @@ fn the_digest_is_pinned() {
 fn records_written_before_the_backend_kind_still_load_and_match_their_digests() {
     let text = include_str!("fixtures/records-before-backend-kind.jsonl");
     let records = parse_records(text).unwrap();
-    assert_eq!(records.len(), 4);
+    let kinds: Vec<BackendKind> = records.iter().map(|r| r.backend.name).collect();
+    assert_eq!(
+        kinds,
+        [
+            BackendKind::CpuReference,
+            BackendKind::CpuReference,
+            BackendKind::WebGpu,
+            BackendKind::CpuReference
+        ]
+    );
     for (record, line) in records.iter().zip(text.lines()) {
         assert_eq!(record.alteration(), None, "{line}");
         assert!(record.record_digest.is_some(), "{line}");
