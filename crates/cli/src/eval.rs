@@ -32,7 +32,7 @@ pub const MIN_PREDICTED_TOKENS: usize = 32;
 #[derive(Serialize)]
 pub struct PolicyScore {
     pub policy: String,
-    pub precision: String,
+    pub precision: Precision,
     /// Distinct token bigrams over all bigrams of all generations.
     pub distinct_2: f64,
     /// Share of generated token 4-grams that already occurred earlier in the same generation.
@@ -82,13 +82,6 @@ fn policies() -> Vec<(&'static str, Policy)> {
     ]
 }
 
-fn precision_name(p: Precision) -> &'static str {
-    match p {
-        Precision::F32 => "f32",
-        Precision::Int8 => "int8",
-    }
-}
-
 pub fn evaluate(
     dir: &Path,
     corpus: &Path,
@@ -112,7 +105,7 @@ pub fn evaluate(
         slices: Vec::new(),
         policies: Vec::new(),
     };
-    for precision in [Precision::F32, Precision::Int8] {
+    for precision in Precision::ALL {
         let mut loaded = model_dir::load(dir, precision)?;
         for (code, name, file) in SLICES {
             let path = corpus.join(file);
@@ -132,7 +125,7 @@ pub fn evaluate(
             }
             report.slices.push(EvalSlice {
                 slice: format!("{code}: {name}"),
-                precision: precision_name(precision).into(),
+                precision: precision.to_string(),
                 tokens: score.0,
                 bytes: score.1,
                 bits_per_byte: score.2,
@@ -186,7 +179,7 @@ pub fn evaluate(
             let distinct: HashSet<_> = bigrams.iter().collect();
             report.policies.push(PolicyScore {
                 policy: name.into(),
-                precision: precision_name(precision).into(),
+                precision,
                 distinct_2: distinct.len() as f64 / bigrams.len() as f64,
                 repetition_rate: repeated as f64 / fourgrams.max(1) as f64,
             });
@@ -244,12 +237,12 @@ pub fn table(report: &Report) -> String {
             s.slice, s.precision, s.tokens, s.bits_per_byte, s.top1_accuracy
         );
     }
-    for precision in ["f32", "int8"] {
+    for precision in Precision::ALL {
         let find = |code: &str| {
             report
                 .slices
                 .iter()
-                .find(|s| s.precision == precision && s.slice.starts_with(code))
+                .find(|s| s.precision == precision.name() && s.slice.starts_with(code))
         };
         if let (Some(en), Some(eu)) = (find("en"), find("eu")) {
             out += &format!(

@@ -17,8 +17,11 @@ mod run;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::str::FromStr;
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use gpu::BackendChoice;
 use model::Precision;
 use output::Failure;
 use policy::chapter::{self, Argpartition};
@@ -157,12 +160,6 @@ impl From<PathArg> for Argpartition {
     }
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum OrderArg {
-    Hf,
-    TemperatureLast,
-}
-
 /// Every knob of the policy, shared by `pipeline` and `generate`.
 #[derive(Args)]
 struct PolicyArgs {
@@ -195,8 +192,8 @@ struct PolicyArgs {
     /// uses the tokenizer's end-of-text token when this is not given.
     #[arg(long, allow_hyphen_values = true)]
     eos: Option<u32>,
-    #[arg(long, value_enum, default_value_t = OrderArg::Hf)]
-    order: OrderArg,
+    #[arg(long, default_value_t = StageOrder::TemperatureFirst, value_parser = named::<StageOrder>(StageOrder::ALL.map(StageOrder::name)))]
+    order: StageOrder,
 }
 
 impl PolicyArgs {
@@ -207,7 +204,7 @@ impl PolicyArgs {
                 None => Vec::new(),
             },
             logit_bias: match &self.bias {
-                Some(pairs) => parse_bias(pairs)?,
+                Some(pairs) => policy::parse_logit_bias(pairs).map_err(|e| e.to_string())?,
                 None => Vec::new(),
             },
             repetition_penalty: self.repetition_penalty,
@@ -220,10 +217,7 @@ impl PolicyArgs {
             top_k: self.top_k,
             top_p: self.top_p,
             min_p: self.min_p,
-            order: match self.order {
-                OrderArg::Hf => StageOrder::TemperatureFirst,
-                OrderArg::TemperatureLast => StageOrder::TemperatureLast,
-            },
+            order: self.order,
         })
     }
 }
@@ -249,35 +243,11 @@ struct PipelineArgs {
     json: bool,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum WeightsArg {
-    F32,
-    Int8,
-}
-
-impl From<WeightsArg> for Precision {
-    fn from(w: WeightsArg) -> Precision {
-        match w {
-            WeightsArg::F32 => Precision::F32,
-            WeightsArg::Int8 => Precision::Int8,
-        }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum BackendArg {
-    /// WebGPU on whatever adapter wgpu finds (natively Vulkan: a GPU, or lavapipe),
-    /// checked against the CPU with a canary; falls back to cpu-reference.
-    Gpu,
-    /// The CPU reference forward pass.
-    Cpu,
-}
-
 /// Which forward pass runs the model, shared by `generate` and `replay`.
 #[derive(Args)]
 struct BackendArgs {
-    #[arg(long, value_enum, default_value_t = BackendArg::Cpu)]
-    backend: BackendArg,
+    #[arg(long, default_value_t = BackendChoice::Cpu, value_parser = named::<BackendChoice>(BackendChoice::ALL.map(backend_help)))]
+    backend: BackendChoice,
     /// For testing the fallback: faults to inject into the GPU path, comma-separated, from
     /// no-webgpu, no-adapter, device-request, canary, device-lost (after the prefill) and
     /// device-lost@N (before model call N; 0 is the prefill). Needs --backend gpu.
@@ -289,14 +259,22 @@ struct BackendArgs {
     host_sampling: bool,
 }
 
+/// A backend's line in `--help`.
+fn backend_help(choice: BackendChoice) -> PossibleValue {
+    PossibleValue::new(choice.name()).help(match choice {
+        BackendChoice::Gpu => {
+            "WebGPU on whatever adapter wgpu finds (natively Vulkan: a GPU, or lavapipe), \
+             checked against the CPU with a canary; falls back to cpu-reference"
+        }
+        BackendChoice::Cpu => "The CPU reference forward pass",
+    })
+}
+
 impl BackendArgs {
     fn choice(&self) -> Result<run::BackendRequest, String> {
-        let choice = match self.backend {
-            BackendArg::Gpu => gpu::BackendChoice::Gpu,
-            BackendArg::Cpu => gpu::BackendChoice::Cpu,
-        };
+        let choice = self.backend;
         let faults = self.inject_fault.unwrap_or_default();
-        if choice == gpu::BackendChoice::Cpu && faults != gpu::Faults::default() {
+        if choice == BackendChoice::Cpu && faults != gpu::Faults::default() {
             return Err(
                 "--inject-fault injects faults into the GPU path: add --backend gpu".into(),
             );
@@ -333,8 +311,8 @@ struct GenerateArgs {
     /// A stop token id (repeat the flag for several).
     #[arg(long = "stop-token", value_name = "ID", allow_hyphen_values = true)]
     stop_tokens: Vec<u32>,
-    #[arg(long, value_enum, default_value_t = WeightsArg::F32)]
-    weights: WeightsArg,
+    #[arg(long, default_value_t = Precision::F32, value_parser = named::<Precision>(Precision::ALL.map(Precision::name)))]
+    weights: Precision,
     /// The model directory [default: models/decode-lab-tiny-v1].
     #[arg(long)]
     model: Option<PathBuf>,
@@ -372,33 +350,25 @@ struct EvalArgs {
     json: bool,
 }
 
-fn parse_list<T: std::str::FromStr>(text: &str, what: &str) -> Result<Vec<T>, String> {
+/// The parser of a flag that takes one of a domain type's names: clap lists `names` in
+/// `--help` and in its errors, and the type's own `FromStr` reads the one given.
+fn named<T>(
+    names: impl IntoIterator<Item = impl Into<PossibleValue>>,
+) -> impl TypedValueParser<Value = T>
+where
+    T: FromStr + Clone + Send + Sync + 'static,
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    PossibleValuesParser::new(names).try_map(|name| name.parse::<T>())
+}
+
+fn parse_list<T: FromStr>(text: &str, what: &str) -> Result<Vec<T>, String> {
     text.split(',')
         .map(|s| s.trim())
         .filter(|s| !s.is_empty())
         .map(|s| {
             s.parse()
                 .map_err(|_| format!("{what} {s:?} is not a valid number"))
-        })
-        .collect()
-}
-
-fn parse_bias(text: &str) -> Result<Vec<(u32, f64)>, String> {
-    text.split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|pair| {
-            let (id, bias) = pair
-                .split_once(':')
-                .ok_or_else(|| format!("bias {pair:?} is not of the form id:bias"))?;
-            let id = id
-                .trim()
-                .parse()
-                .map_err(|_| format!("bias token id {id:?} is not a token id"))?;
-            let bias = bias
-                .trim()
-                .parse()
-                .map_err(|_| format!("bias {bias:?} is not a number"))?;
-            Ok((id, bias))
         })
         .collect()
 }
@@ -503,7 +473,7 @@ fn run_generate(args: &GenerateArgs) -> Result<String, Failure> {
         },
     };
     let backend = args.backend.choice()?;
-    run::generate(&dir, args.weights.into(), backend, config, args.json)
+    run::generate(&dir, args.weights, backend, config, args.json)
 }
 
 fn run_eval(args: &EvalArgs) -> Result<String, String> {

@@ -27,13 +27,6 @@ pub fn default_dir() -> PathBuf {
     }
 }
 
-pub fn role(precision: Precision) -> &'static str {
-    match precision {
-        Precision::F32 => "weights-f32",
-        Precision::Int8 => "weights-int8",
-    }
-}
-
 fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
@@ -48,7 +41,7 @@ pub fn config(dir: &Path) -> Result<ModelConfig, String> {
 /// Loads the model in `precision` with its tokenizer.
 pub fn load(dir: &Path, precision: Precision) -> Result<Loaded, String> {
     let config = config(dir)?;
-    load_role(dir, config, role(precision))
+    load_role(dir, config, precision.role())
 }
 
 /// The precision of whichever weights file has the SHA-256 `hash` (a run record names its
@@ -60,9 +53,9 @@ pub fn precision_by_hash(dir: &Path, hash: &str) -> Result<Precision, String> {
         .iter()
         .find(|f| f.sha256 == hash && f.role.starts_with("weights-"))
         .ok_or_else(|| format!("{} holds no weights with SHA-256 {hash}", dir.display()))?;
-    [Precision::F32, Precision::Int8]
+    Precision::ALL
         .into_iter()
-        .find(|&p| role(p) == file.role)
+        .find(|p| p.role() == file.role)
         .ok_or_else(|| format!("{}: unknown weights role {:?}", dir.display(), file.role))
 }
 
@@ -70,7 +63,7 @@ pub fn precision_by_hash(dir: &Path, hash: &str) -> Result<Precision, String> {
 /// asked for other weights.
 pub fn load_baseline(dir: &Path) -> Result<Transformer, String> {
     let config = config(dir)?;
-    load_weights(dir, &config, role(Precision::F32))
+    load_weights(dir, &config, Precision::F32.role())
 }
 
 fn verified(dir: &Path, config: &ModelConfig, role: &str) -> Result<Vec<u8>, String> {

@@ -254,7 +254,7 @@ pub fn replay(dir: &Path, request: BackendRequest, file: &Path) -> Result<(Strin
                 return Err(format!(
                     "the GPU path is unavailable ({reason}) and its fallback cpu-reference runs \
                      the f32 weights, not the recorded {}: replay with --backend cpu",
-                    model_dir::role(precision)
+                    precision.role()
                 ));
             }
         }
@@ -292,6 +292,6 @@ pub fn replay(dir: &Path, request: BackendRequest, file: &Path) -> Result<(Strin
 fn ran_on(backend: &Backend) -> String {
     match backend.degraded_at_step {
         Some(step) => format!("webgpu until step {step}, then cpu-reference"),
-        None => backend.name.clone(),
+        None => backend.name.to_string(),
     }
 }

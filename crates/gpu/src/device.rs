@@ -4,6 +4,8 @@ use std::sync::{Arc, Mutex};
 
 use thiserror::Error;
 
+use crate::BackendChoice;
+
 /// Why the GPU path cannot run (or stopped running). The words end up in a run record's
 /// `degraded_reason` and on the lab's page.
 #[derive(Clone, Debug, Error, PartialEq)]
@@ -36,6 +38,11 @@ pub enum GpuError {
     NonFiniteLogits(model::ModelError),
     #[error(transparent)]
     Model(#[from] model::ModelError),
+    #[error(
+        "backend {name:?} is not known: expected {}",
+        BackendChoice::ALL.map(BackendChoice::name).join(" or ")
+    )]
+    UnknownBackend { name: String },
 }
 
 /// Faults to inject, so that tests (and `decode-lab generate --inject-fault`) can force

@@ -713,7 +713,7 @@ impl policy::LanguageModel for GpuTransformer {
 
     fn backend(&self) -> policy::Backend {
         policy::Backend {
-            name: policy::Backend::WEBGPU.to_string(),
+            name: policy::BackendKind::WebGpu,
             adapter: Some(self.gpu.adapter_name()),
             driver: Some(self.gpu.driver()),
             degraded_reason: None,

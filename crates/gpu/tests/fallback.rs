@@ -7,6 +7,7 @@ mod common;
 
 use common::{argmax, cpu_model, gpu};
 use gpu::{BackendChoice, Faults, Runtime};
+use policy::BackendKind;
 
 const PROMPT: &[u8] = b"Choose Format - Cells and";
 const STEPS: usize = 12;
@@ -50,13 +51,13 @@ fn a_healthy_gpu_passes_the_canary_and_runs_the_model() {
     }
     let mut runtime = start(Faults::default());
     let backend = runtime.backend().clone();
-    assert_eq!(backend.name, "webgpu", "{backend:?}");
+    assert_eq!(backend.name, BackendKind::WebGpu, "{backend:?}");
     assert!(backend.adapter.as_deref().is_some_and(|a| !a.is_empty()));
     assert_eq!(backend.degraded_reason, None);
     assert_eq!(runtime_tokens(&mut runtime), cpu_tokens());
     // The canary's calls plus this run's, one read-back each.
     assert_eq!(runtime.readbacks(), 5 + STEPS as u64);
-    assert_eq!(runtime.backend().name, "webgpu");
+    assert_eq!(runtime.backend().name, BackendKind::WebGpu);
 }
 
 #[test]
@@ -75,9 +76,9 @@ fn int8_on_the_gpu_falls_back_to_the_f32_baseline() {
         faults,
     ));
     let int8_id = runtime.id();
-    assert_eq!(runtime.backend().name, "webgpu");
+    assert_eq!(runtime.backend().name, BackendKind::WebGpu);
     runtime_tokens(&mut runtime);
-    assert_eq!(runtime.backend().name, "cpu-reference");
+    assert_eq!(runtime.backend().name, BackendKind::CpuReference);
     assert_ne!(
         runtime.id(),
         int8_id,
@@ -90,7 +91,11 @@ fn assert_falls_back(faults: Faults, reason_mentions: &str, at_step: Option<usiz
     let mut runtime = start(faults);
     let tokens = runtime_tokens(&mut runtime);
     let backend = runtime.backend().clone();
-    assert_eq!(backend.name, "cpu-reference", "{faults:?}: {backend:?}");
+    assert_eq!(
+        backend.name,
+        BackendKind::CpuReference,
+        "{faults:?}: {backend:?}"
+    );
     let reason = backend.degraded_reason.clone().expect("a reason");
     assert!(
         reason.contains(reason_mentions),

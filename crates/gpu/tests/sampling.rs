@@ -8,7 +8,7 @@ mod common;
 use common::{cpu_model, gpu, Random};
 use gpu::ops::Ops;
 use gpu::{BackendChoice, Faults, Runtime, CHECK_EVERY};
-use policy::{NumpyRng, Policy, Snapshots, StepContext, StepOutcome, Stepper};
+use policy::{BackendKind, NumpyRng, Policy, Snapshots, StepContext, StepOutcome, Stepper};
 
 fn policies() -> Vec<Policy> {
     let p = |temperature, top_k, top_p, min_p| Policy {
@@ -166,7 +166,7 @@ fn a_run_sampled_on_the_gpu_equals_the_run_stepped_on_the_host() {
         sampled,
     ] {
         let mut on_device = start();
-        assert_eq!(on_device.backend().name, "webgpu");
+        assert_eq!(on_device.backend().name, BackendKind::WebGpu);
         let before = on_device.readbacks();
         let device_tokens = run(&mut on_device, &policy, steps, 3);
         let report = on_device.sampling();
@@ -239,7 +239,7 @@ fn a_device_lost_while_sampling_finishes_the_step_on_the_cpu() {
         ..Faults::default()
     });
     let tokens = run(&mut lost, &policy, 12, 9);
-    assert_eq!(lost.backend().name, "cpu-reference");
+    assert_eq!(lost.backend().name, BackendKind::CpuReference);
     assert_eq!(lost.backend().degraded_at_step, Some(5));
     let mut healthy = start(Faults::default());
     // Same draws, so the same tokens before the loss; after it the CPU's logits decide,

@@ -5,7 +5,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-use crate::Shortest;
+use crate::{Shortest, StageOrder};
 
 /// Why a policy step (or a policy configuration) was refused.
 #[derive(Clone, Debug, Error, PartialEq)]
@@ -80,6 +80,18 @@ pub enum PolicyError {
         Shortest(*.0)
     )]
     InvalidDraw(f64),
+    #[error(
+        "order {name:?} is not known: expected {}",
+        StageOrder::ALL.map(StageOrder::name).join(" or ")
+    )]
+    UnknownOrder { name: String },
+    /// A logit-bias entry without the `:` between token id and value.
+    #[error("logit bias {0:?} is not of the form id:value, for example 2:-1.5")]
+    LogitBiasEntry(String),
+    #[error("logit bias token {0:?} is not a token id (a whole number)")]
+    LogitBiasToken(String),
+    #[error("logit bias for token {id} must be a finite number, but it is {value:?}")]
+    LogitBiasValue { id: u32, value: String },
 }
 
 /// The constraint whose arithmetic overflowed, with its setting.

@@ -26,6 +26,7 @@
 pub mod chapter;
 mod error;
 pub mod generate;
+mod logit_bias;
 mod pipeline;
 pub mod record;
 pub mod rng;
@@ -35,13 +36,14 @@ pub use error::{Constraint, PolicyError};
 pub use generate::{
     generate, Clock, Generation, LanguageModel, ModelCall, Observer, StopReason, Vocabulary,
 };
+pub use logit_bias::parse_logit_bias;
 pub use pipeline::{
     step, Logit, Policy, Snapshots, Stage, StageOrder, StageSnapshot, StepContext, StepOutcome,
     Stepper, TokenProb, POLICY_VERSION,
 };
 pub use record::{
-    parse_records, replay, ArtifactId, Backend, RecordError, ReplayReport, RunConfig, RunRecord,
-    SeedSource, StopConfig,
+    parse_records, replay, ArtifactId, Backend, BackendKind, RecordError, ReplayReport, RunConfig,
+    RunRecord, SeedSource, StopConfig,
 };
 pub use rng::NumpyRng;
 pub use shortest::Shortest;

@@ -7,6 +7,9 @@
 //! finds its cut-off from a logarithmic histogram of the weights. Everything is computed
 //! in f64.
 
+use std::fmt;
+use std::str::FromStr;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::Constraint;
@@ -29,6 +32,40 @@ pub enum StageOrder {
     /// temperature applied to the survivors last.
     #[serde(rename = "temperature-last")]
     TemperatureLast,
+}
+
+impl StageOrder {
+    /// Every order, Hugging Face's first.
+    pub const ALL: [StageOrder; 2] = [StageOrder::TemperatureFirst, StageOrder::TemperatureLast];
+
+    /// The order's name wherever it is written: `--order`, the lab's `order=` key and the
+    /// run record's `policy.order`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StageOrder::TemperatureFirst => "hf",
+            StageOrder::TemperatureLast => "temperature-last",
+        }
+    }
+}
+
+impl fmt::Display for StageOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for StageOrder {
+    type Err = PolicyError;
+
+    /// Reads an order by its [`name`](StageOrder::name).
+    fn from_str(name: &str) -> Result<StageOrder, PolicyError> {
+        StageOrder::ALL
+            .into_iter()
+            .find(|order| order.name() == name)
+            .ok_or_else(|| PolicyError::UnknownOrder {
+                name: name.to_string(),
+            })
+    }
 }
 
 /// A decoding policy: every knob of one step. The defaults switch every stage off
@@ -1005,4 +1042,28 @@ fn top_five(candidates: &[(f64, u32)], weights: &[f64], total: f64, t: f64) -> V
         best.truncate(5);
     }
     best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_order_reads_back_from_its_name_in_text_and_in_json() {
+        for order in StageOrder::ALL {
+            assert_eq!(order.to_string().parse::<StageOrder>(), Ok(order));
+            assert_eq!(
+                serde_json::to_string(&order).unwrap(),
+                format!("\"{order}\"")
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_order_is_named_with_the_known_ones() {
+        assert_eq!(
+            "llama".parse::<StageOrder>().unwrap_err().to_string(),
+            "order \"llama\" is not known: expected hf or temperature-last"
+        );
+    }
 }

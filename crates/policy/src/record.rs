@@ -138,11 +138,38 @@ pub struct RunRecord {
     pub record_digest: Option<String>,
 }
 
-/// What ran the model's forward pass: the backend's name and, for a GPU, which adapter.
+/// Which forward pass ran a model, by the name a run record gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BackendKind {
+    /// The CPU reference forward pass: the baseline every faster path falls back to.
+    #[serde(rename = "cpu-reference")]
+    CpuReference,
+    /// WebGPU: in the browser, or natively through wgpu on Vulkan.
+    #[serde(rename = "webgpu")]
+    WebGpu,
+}
+
+impl BackendKind {
+    /// The kind's name in a record: `cpu-reference` or `webgpu`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::CpuReference => "cpu-reference",
+            BackendKind::WebGpu => "webgpu",
+        }
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What ran the model's forward pass: the backend's kind and, for a GPU, which adapter.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Backend {
-    /// `cpu-reference` or `webgpu`.
-    pub name: String,
+    /// `cpu-reference` or `webgpu` (the field keeps the name records have always used).
+    pub name: BackendKind,
     /// The adapter's name and driver, for a GPU backend.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter: Option<String>,
@@ -157,14 +184,10 @@ pub struct Backend {
 }
 
 impl Backend {
-    /// The name of the CPU reference forward pass: the baseline every faster path falls
-    /// back to.
-    pub const CPU_REFERENCE: &'static str = "cpu-reference";
-    pub const WEBGPU: &'static str = "webgpu";
-
+    /// The CPU reference forward pass, with nothing to say about an adapter or a fallback.
     pub fn cpu_reference() -> Backend {
         Backend {
-            name: Backend::CPU_REFERENCE.to_string(),
+            name: BackendKind::CpuReference,
             adapter: None,
             driver: None,
             degraded_reason: None,
@@ -862,6 +885,17 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn a_backend_kind_is_written_by_its_name_and_an_unknown_one_is_refused() {
+        for kind in [BackendKind::CpuReference, BackendKind::WebGpu] {
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{kind}\""));
+            assert_eq!(serde_json::from_str::<BackendKind>(&json).unwrap(), kind);
+        }
+        let unknown = serde_json::from_str::<Backend>(r#"{"name": "tpu"}"#).unwrap_err();
+        assert!(unknown.to_string().contains("tpu"), "{unknown}");
+    }
 
     fn with(template: &str, prompt: &str) -> RunConfig {
         RunConfig {

@@ -5,8 +5,8 @@
 mod support;
 
 use policy::{
-    generate::GenerateError, parse_records, record::compare, replay, Policy, RecordError,
-    ReplayReport, RunRecord, StopConfig, StopReason,
+    generate::GenerateError, parse_records, record::compare, replay, BackendKind, Policy,
+    RecordError, ReplayReport, RunRecord, StopConfig, StopReason,
 };
 use support::{config, run, sampled, Bytes, Ticks, Toy};
 
@@ -357,4 +357,33 @@ fn the_digest_is_pinned() {
         record.record_digest.as_deref(),
         Some("sha256:276214e8e4bb4e9317478cfdb040c7972a5be1140b187b7157596b76d767d146")
     );
+}
+
+/// Run records as they were written before the record's backend became an enum: the CLI's
+/// `cpu-reference` record of the shipped model (from `decode-lab generate --json`), and
+/// toy records on `webgpu` and fallen back to `cpu-reference` mid-run. Each must still
+/// load, match its digest and write its backend back as it was written.
+#[test]
+fn records_written_before_the_backend_kind_still_load_and_match_their_digests() {
+    let text = include_str!("fixtures/records-before-backend-kind.jsonl");
+    let records = parse_records(text).unwrap();
+    let kinds: Vec<BackendKind> = records.iter().map(|r| r.backend.name).collect();
+    assert_eq!(
+        kinds,
+        [
+            BackendKind::CpuReference,
+            BackendKind::CpuReference,
+            BackendKind::WebGpu,
+            BackendKind::CpuReference
+        ]
+    );
+    for (record, line) in records.iter().zip(text.lines()) {
+        assert_eq!(record.alteration(), None, "{line}");
+        assert!(record.record_digest.is_some(), "{line}");
+        let written: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            serde_json::to_value(&record.backend).unwrap(),
+            written["backend"]
+        );
+    }
 }

@@ -11,7 +11,6 @@ use policy::generate::StepRecord;
 use policy::{Clock, Generation, ModelCall, Observer, RunConfig, RunRecord};
 use tokenizer::Tokenizer;
 
-use crate::panels::generate::view_model::precision_name;
 use crate::widgets::number::sentence;
 use crate::worker::protocol::GenerateRequest;
 
@@ -22,12 +21,12 @@ pub fn replay_request(
     config: &ModelConfig,
     backend: BackendChoice,
 ) -> Result<GenerateRequest, String> {
-    let shipped = |precision| {
+    let shipped = |precision: Precision| {
         config
-            .file(role(precision))
+            .file(precision.role())
             .is_ok_and(|f| f.sha256 == record.model.hash)
     };
-    let precision = [Precision::F32, Precision::Int8]
+    let precision = Precision::ALL
         .into_iter()
         .find(|&p| shipped(p))
         .ok_or_else(|| {
@@ -53,14 +52,6 @@ pub fn with_eos(mut config: RunConfig, tokenizer: &Tokenizer) -> RunConfig {
         .eos_token
         .get_or_insert(tokenizer.end_of_text());
     config
-}
-
-/// The weights role a precision loads.
-pub fn role(precision: Precision) -> &'static str {
-    match precision {
-        Precision::F32 => "weights-f32",
-        Precision::Int8 => "weights-int8",
-    }
 }
 
 /// The model's files, fetched and checked against the SHA-256 its config records.
@@ -129,11 +120,11 @@ impl ModelFiles {
         let need_f32 = precision == Precision::F32 || backend == BackendChoice::Gpu;
         if need_f32 && self.f32.is_none() {
             self.f32 =
-                Some(fetch_verified(&self.config, role(Precision::F32), fetch, progress).await?);
+                Some(fetch_verified(&self.config, Precision::F32.role(), fetch, progress).await?);
         }
         if precision == Precision::Int8 && self.int8.is_none() {
             self.int8 =
-                Some(fetch_verified(&self.config, role(Precision::Int8), fetch, progress).await?);
+                Some(fetch_verified(&self.config, Precision::Int8.role(), fetch, progress).await?);
         }
         Ok(())
     }
@@ -144,14 +135,9 @@ impl ModelFiles {
             Precision::Int8 => &self.int8,
         }
         .as_ref()
-        .ok_or_else(|| {
-            format!(
-                "The {} weights are not loaded yet.",
-                precision_name(precision)
-            )
-        })?;
+        .ok_or_else(|| format!("The {precision} weights are not loaded yet."))?;
         Transformer::from_safetensors(self.config.clone(), bytes)
-            .map_err(|e| sentence(format!("{}: {e}", role(precision))))
+            .map_err(|e| sentence(format!("{}: {e}", precision.role())))
     }
 
     /// Starts the runtime a request asks for (after [`ensure_weights`](Self::ensure_weights)).
@@ -284,6 +270,7 @@ pub fn speed(record: &RunRecord) -> Speed {
 mod tests {
     use super::*;
     use crate::test_support::{read, Ticks};
+    use policy::BackendKind;
 
     use crate::panels::generate::view_model::{
         logits_text, parse_record, replay_verdict, GenerateForm,
@@ -342,7 +329,7 @@ mod tests {
                     &config,
                     &mut Ticks(0.0),
                     &|| false,
-                    &mut |step, runtime| seen.push((step.token, runtime.backend().name.clone())),
+                    &mut |step, runtime| seen.push((step.token, runtime.backend().name)),
                     &async || {},
                 )
                 .await
@@ -350,8 +337,10 @@ mod tests {
                 let tokens: Vec<u32> = record.steps.iter().map(|s| s.token).collect();
                 assert_eq!(tokens, expected, "{fault}");
                 assert_eq!(seen.len(), 12);
-                assert!(seen.iter().all(|(_, name)| name == "cpu-reference"));
-                assert_eq!(record.backend.name, "cpu-reference");
+                assert!(seen
+                    .iter()
+                    .all(|(_, name)| *name == BackendKind::CpuReference));
+                assert_eq!(record.backend.name, BackendKind::CpuReference);
                 assert_eq!(
                     record.degraded_reason.is_some(),
                     backend == BackendChoice::Gpu

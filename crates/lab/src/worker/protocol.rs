@@ -9,7 +9,7 @@ use policy::{Backend, RunConfig, RunRecord};
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::JsValue;
 
-use crate::panels::generate::view_model::{backend_name, GenerateForm};
+use crate::panels::generate::view_model::GenerateForm;
 use crate::panels::your_turn::view_model::{ExerciseForm, Finished, RunProgress};
 
 /// A checked form: what to run, on which backend, with which faults.
@@ -55,7 +55,7 @@ impl Job {
     pub fn replay(record: RunRecord, backend: BackendChoice) -> Job {
         Job::Replay {
             record: Box::new(record),
-            backend: backend_name(backend).to_string(),
+            backend: backend.to_string(),
         }
     }
 

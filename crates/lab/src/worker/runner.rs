@@ -12,10 +12,10 @@
 use gpu::{BackendChoice, Runtime};
 use model::Precision;
 use policy::generate::StepRecord;
-use policy::Backend;
+use policy::BackendKind;
 use tokenizer::StreamDecoder;
 
-use crate::panels::generate::view_model::{parse_backend, precision_name, GenerateForm};
+use crate::panels::generate::view_model::GenerateForm;
 use crate::panels::your_turn::view_model::ExerciseForm;
 use crate::shell::web::now_ms;
 use crate::worker::browser::{
@@ -62,7 +62,7 @@ async fn runtime_for<'a>(
         progress(match request.backend {
             BackendChoice::Gpu => format!(
                 "Starting WebGPU: requesting a device, uploading the {} weights and checking them against the CPU reference…",
-                precision_name(request.precision)
+                request.precision
             ),
             BackendChoice::Cpu => "Preparing the CPU reference…".to_string(),
         });
@@ -111,7 +111,7 @@ pub async fn run(
     let request: GenerateRequest = match job {
         Job::Fresh { form } => GenerateForm::from_query(borrowed(&form)).parse()?,
         Job::Replay { record, backend } => {
-            let backend = parse_backend(&backend).ok_or_else(|| {
+            let backend = backend.trim().parse().map_err(|_| {
                 format!("The replay asks for backend \"{backend}\", which is not gpu or cpu.")
             })?;
             replay_request(&record, &files.config, backend)?
@@ -160,7 +160,7 @@ pub async fn run(
     let loaded = now_ms();
     let runtime = runtime_for(files, &mut state.started, &request, &mut progress).await?;
     let ready = now_ms();
-    let on_gpu = runtime.backend().name == Backend::WEBGPU;
+    let on_gpu = runtime.backend().name == BackendKind::WebGpu;
     let adapter = if on_gpu { adapter_info().await } else { None };
     emit(Event::Backend {
         backend: runtime.backend().clone(),

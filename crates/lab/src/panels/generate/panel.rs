@@ -332,7 +332,7 @@ pub fn GeneratePanel() -> impl IntoView {
         match backend.get() {
         Some(b) => {
             let degraded = b.degraded_reason.is_some();
-            let (name, adapter) = (b.name.clone(), b.adapter.clone().unwrap_or_default());
+            let (name, adapter) = (b.name.name(), b.adapter.clone().unwrap_or_default());
             view! {
                 <p
                     class=if degraded { "backend degraded" } else { "backend" }
@@ -493,11 +493,13 @@ pub fn GeneratePanel() -> impl IntoView {
                     <select
                         id="gen-precision"
                         on:change=move |ev| {
-                            set_precision.set(if event_target_value(&ev) == "int8" { Precision::Int8 } else { Precision::F32 })
+                            if let Ok(chosen) = event_target_value(&ev).parse() {
+                                set_precision.set(chosen)
+                            }
                         }
                     >
-                        <option value="f32" selected=move || precision.get() == Precision::F32>"f32"</option>
-                        <option value="int8" selected=move || precision.get() == Precision::Int8>"int8 (quantised)"</option>
+                        <option value=Precision::F32.name() selected=move || precision.get() == Precision::F32>"f32"</option>
+                        <option value=Precision::Int8.name() selected=move || precision.get() == Precision::Int8>"int8 (quantised)"</option>
                     </select>
                 </div>
                 <div class="field">
@@ -505,11 +507,13 @@ pub fn GeneratePanel() -> impl IntoView {
                     <select
                         id="gen-backend"
                         on:change=move |ev| {
-                            set_backend_choice.set(if event_target_value(&ev) == "cpu" { BackendChoice::Cpu } else { BackendChoice::Gpu })
+                            if let Ok(chosen) = event_target_value(&ev).parse() {
+                                set_backend_choice.set(chosen)
+                            }
                         }
                     >
-                        <option value="gpu" selected=move || backend_choice.get() == BackendChoice::Gpu>"WebGPU"</option>
-                        <option value="cpu" selected=move || backend_choice.get() == BackendChoice::Cpu>"CPU reference"</option>
+                        <option value=BackendChoice::Gpu.name() selected=move || backend_choice.get() == BackendChoice::Gpu>"WebGPU"</option>
+                        <option value=BackendChoice::Cpu.name() selected=move || backend_choice.get() == BackendChoice::Cpu>"CPU reference"</option>
                     </select>
                 </div>
                 <Field id="gen-fault" label="Injected faults" hint="For testing the fallback: no-webgpu, no-adapter, device-request, canary, device-lost@N." value=fault.into() set=set_fault inputmode="text"/>

@@ -4,7 +4,9 @@
 
 use gpu::{BackendChoice, Faults};
 use model::Precision;
-use policy::{Backend, Policy, ReplayReport, RunConfig, RunRecord, SeedSource, StopConfig};
+use policy::{
+    Backend, BackendKind, Policy, ReplayReport, RunConfig, RunRecord, SeedSource, StopConfig,
+};
 
 use crate::widgets::number::{number, sentence, whole};
 use crate::worker::protocol::GenerateRequest;
@@ -50,36 +52,6 @@ impl Default for GenerateForm {
     }
 }
 
-pub fn precision_name(p: Precision) -> &'static str {
-    match p {
-        Precision::F32 => "f32",
-        Precision::Int8 => "int8",
-    }
-}
-
-pub fn parse_precision(text: &str) -> Option<Precision> {
-    match text.trim() {
-        "f32" => Some(Precision::F32),
-        "int8" => Some(Precision::Int8),
-        _ => None,
-    }
-}
-
-pub fn backend_name(b: BackendChoice) -> &'static str {
-    match b {
-        BackendChoice::Gpu => "gpu",
-        BackendChoice::Cpu => "cpu",
-    }
-}
-
-pub fn parse_backend(text: &str) -> Option<BackendChoice> {
-    match text.trim() {
-        "gpu" | "webgpu" => Some(BackendChoice::Gpu),
-        "cpu" | "cpu-reference" => Some(BackendChoice::Cpu),
-        _ => None,
-    }
-}
-
 impl GenerateForm {
     /// The form a URL's query asks for: `backend=gpu|cpu`, `fault=…`, `prompt`, `max`,
     /// `temperature`, `top_k`, `top_p`, `seed`, `precision=f32|int8` (and `run=1`, which the
@@ -102,12 +74,12 @@ impl GenerateForm {
                 "stop_tokens" => form.stop_tokens = value.to_string(),
                 "seed" => form.seed = value.to_string(),
                 "precision" => {
-                    if let Some(p) = parse_precision(value) {
+                    if let Ok(p) = value.trim().parse() {
                         form.precision = p;
                     }
                 }
                 "backend" => {
-                    if let Some(b) = parse_backend(value) {
+                    if let Ok(b) = value.trim().parse() {
                         form.backend = b;
                     }
                 }
@@ -123,10 +95,10 @@ impl GenerateForm {
         let mut problems = Vec::new();
         for (key, value) in pairs {
             match key {
-                "backend" if parse_backend(value).is_none() => problems.push(format!(
+                "backend" if value.trim().parse::<BackendChoice>().is_err() => problems.push(format!(
                     "The URL asks for backend \"{value}\", which is not one of gpu or cpu; using WebGPU."
                 )),
-                "precision" if parse_precision(value).is_none() => problems.push(format!(
+                "precision" if value.trim().parse::<Precision>().is_err() => problems.push(format!(
                     "The URL asks for precision \"{value}\", which is not one of f32 or int8; using f32."
                 )),
                 _ => {}
@@ -138,8 +110,8 @@ impl GenerateForm {
     /// The query that reproduces this form (the inverse of [`from_query`](Self::from_query)).
     pub fn to_query(&self) -> Vec<(&'static str, String)> {
         let mut pairs = vec![
-            ("backend", backend_name(self.backend).to_string()),
-            ("precision", precision_name(self.precision).to_string()),
+            ("backend", self.backend.to_string()),
+            ("precision", self.precision.to_string()),
             ("prompt", self.prompt.clone()),
             ("max", self.max_tokens.trim().to_string()),
             ("temperature", self.temperature.trim().to_string()),
@@ -301,7 +273,7 @@ pub fn logits_text(logits: &[f32]) -> String {
 /// The backend in words, for the status line. `browser_adapter` is what the browser itself
 /// says about its adapter, which names it better than wgpu does on the web.
 pub fn backend_status(backend: &Backend, browser_adapter: Option<&str>) -> String {
-    if backend.name == Backend::WEBGPU {
+    if backend.name == BackendKind::WebGpu {
         let adapter = browser_adapter
             .or(backend.adapter.as_deref())
             .unwrap_or("unnamed");
@@ -427,7 +399,7 @@ mod tests {
             "Running on the CPU reference (cpu-reference)."
         );
         let gpu = Backend {
-            name: Backend::WEBGPU.into(),
+            name: BackendKind::WebGpu,
             adapter: Some("swiftshader".into()),
             driver: None,
             degraded_reason: None,

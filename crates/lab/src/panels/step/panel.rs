@@ -187,17 +187,15 @@ pub fn StepPanel() -> impl IntoView {
                         aria-invalid=move || problem("order").get().map(|_| "true")
                         on:change=move |ev| {
                             url_problems.update(|p| *p = p.without("order"));
-                            set_order.set(if event_target_value(&ev) == "temperature-last" {
-                                StageOrder::TemperatureLast
-                            } else {
-                                StageOrder::TemperatureFirst
-                            })
+                            if let Ok(chosen) = event_target_value(&ev).parse() {
+                                set_order.set(chosen)
+                            }
                         }
                     >
-                        <option value="hf" selected=move || order.get() == StageOrder::TemperatureFirst>
+                        <option value=StageOrder::TemperatureFirst.name() selected=move || order.get() == StageOrder::TemperatureFirst>
                             "Temperature first (Hugging Face)"
                         </option>
-                        <option value="temperature-last" selected=move || order.get() == StageOrder::TemperatureLast>
+                        <option value=StageOrder::TemperatureLast.name() selected=move || order.get() == StageOrder::TemperatureLast>
                             "Temperature last (llama.cpp)"
                         </option>
                     </select>

@@ -41,14 +41,6 @@ impl Default for StepForm {
     }
 }
 
-/// The order's name in the URL.
-fn order_key(order: StageOrder) -> &'static str {
-    match order {
-        StageOrder::TemperatureFirst => "hf",
-        StageOrder::TemperatureLast => "temperature-last",
-    }
-}
-
 impl Form for StepForm {
     type Checked = StepInput;
 
@@ -69,10 +61,9 @@ impl Form for StepForm {
                 "seed" => form.seed = value,
                 "forbidden" => form.forbidden = value,
                 "bias" => form.bias = value,
-                "order" => match value.as_str() {
-                    "hf" => form.order = StageOrder::TemperatureFirst,
-                    "temperature-last" => form.order = StageOrder::TemperatureLast,
-                    _ => problems.add("order", format!(
+                "order" => match value.parse() {
+                    Ok(order) => form.order = order,
+                    Err(_) => problems.add("order", format!(
                         "The URL asks for order \"{value}\", which is not hf or temperature-last; using temperature first."
                     )),
                 },
@@ -91,7 +82,7 @@ impl Form for StepForm {
             ("top_p", self.top_p.clone()),
             ("min_p", self.min_p.clone()),
             ("seed", self.seed.clone()),
-            ("order", order_key(self.order).to_string()),
+            ("order", self.order.to_string()),
         ];
         if !self.forbidden.trim().is_empty() {
             pairs.push(("forbidden", self.forbidden.clone()));
@@ -199,41 +190,31 @@ fn parse_forbidden(text: &str, vocab: usize) -> Result<Vec<u32>, String> {
         .collect()
 }
 
-/// Parses a logit bias: `2:-1.5, 0:+3`.
+/// Parses a logit bias (`2:-1.5, 0:+3`, the syntax of [`policy::parse_logit_bias`]) whose
+/// ids are all among the logits.
 fn parse_bias(text: &str, vocab: usize) -> Result<Vec<(u32, f64)>, String> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|pair| {
-            let (id, value) = pair.split_once(':').ok_or_else(|| {
-                format!("Logit bias \"{pair}\" is not of the form id:value, for example 2:-1.5.")
-            })?;
-            let id = token_id(id.trim(), vocab, "Logit bias token")?;
-            let value = value.trim().trim_start_matches('+');
-            let value = value
-                .parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite())
-                .ok_or_else(|| {
-                    format!(
-                        "Logit bias for token {id} must be a finite number, but it is \"{value}\"."
-                    )
-                })?;
-            Ok((id, value))
-        })
-        .collect()
+    let bias = policy::parse_logit_bias(text).map_err(|e| sentence(e.to_string()))?;
+    for &(id, _) in &bias {
+        in_vocab(id, vocab, "Logit bias token")?;
+    }
+    Ok(bias)
 }
 
 fn token_id(text: &str, vocab: usize, name: &str) -> Result<u32, String> {
-    match text.parse::<u32>() {
-        Ok(id) if (id as usize) < vocab => Ok(id),
-        Ok(id) => Err(format!(
+    let id = text
+        .parse::<u32>()
+        .map_err(|_| format!("{name} \"{text}\" is not a token id (a whole number)."))?;
+    in_vocab(id, vocab, name)
+}
+
+fn in_vocab(id: u32, vocab: usize, name: &str) -> Result<u32, String> {
+    if (id as usize) < vocab {
+        Ok(id)
+    } else {
+        Err(format!(
             "{name} {id} is not a token here: the logits have ids 0 to {}.",
             vocab - 1
-        )),
-        Err(_) => Err(format!(
-            "{name} \"{text}\" is not a token id (a whole number)."
-        )),
+        ))
     }
 }
 
@@ -427,6 +408,14 @@ mod tests {
         assert_eq!(
             problem(|f| f.bias = "2=1".into(), "bias"),
             "Logit bias \"2=1\" is not of the form id:value, for example 2:-1.5."
+        );
+        assert_eq!(
+            problem(|f| f.bias = "1:x".into(), "bias"),
+            "Logit bias for token 1 must be a finite number, but it is \"x\"."
+        );
+        assert_eq!(
+            problem(|f| f.bias = "1:1, 9:1".into(), "bias"),
+            "Logit bias token 9 is not a token here: the logits have ids 0 to 3."
         );
         assert!(problem(|f| f.temperature = "1e-320".into(), "temperature")
             .contains("beyond the range of a float"));
