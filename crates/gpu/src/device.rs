@@ -38,6 +38,9 @@ pub enum GpuError {
     NonFiniteLogits(model::ModelError),
     #[error(transparent)]
     Model(#[from] model::ModelError),
+    /// The CPU policy's step on the GPU's logits, when the runtime re-takes one.
+    #[error(transparent)]
+    Policy(#[from] policy::PolicyError),
     #[error(
         "backend {name:?} is not known: expected {}",
         BackendChoice::ALL.map(BackendChoice::name).join(" or ")

@@ -235,14 +235,15 @@ impl Runtime {
     /// policy re-takes the step with the same draw; a different token is counted, the
     /// CPU's choice stands, and the rest of the run steps on the host. A GPU failure falls
     /// back to the CPU reference as in [`prefill`](Self::prefill), and the step is taken
-    /// on the CPU with the same draw.
+    /// on the CPU with the same draw. What fails after that is the CPU model's error
+    /// ([`GpuError::Model`]) or the CPU policy's ([`GpuError::Policy`]).
     pub async fn choose(
         &mut self,
         prompt: Option<&[u32]>,
         token: u32,
         policy: &Policy,
         draw: Option<f64>,
-    ) -> Option<Result<StepOutcome, String>> {
+    ) -> Option<Result<StepOutcome, GpuError>> {
         let eligible = self.device_sampling
             && policy.is_filter_only()
             && self.gpu.as_ref().is_some_and(|g| g.can_sample());
@@ -287,14 +288,14 @@ impl Runtime {
             Err(GpuError::Model(error)) => {
                 self.calls -= 1;
                 self.history.pop_if_decode(&call);
-                Some(Err(error.to_string()))
+                Some(Err(GpuError::Model(error)))
             }
             Err(error) => {
                 self.degrade(error);
                 self.backend.degraded_at_step = Some(step);
                 let logits = match self.cpu_call(&call) {
                     Ok(logits) => logits.to_vec(),
-                    Err(error) => return Some(Err(error.to_string())),
+                    Err(error) => return Some(Err(error.into())),
                 };
                 Some(self.host_step(policy, &logits, draw))
             }
@@ -307,16 +308,14 @@ impl Runtime {
         policy: &Policy,
         logits: &[f32],
         draw: Option<f64>,
-    ) -> Result<StepOutcome, String> {
-        self.stepper
-            .step_with_draw(
-                policy,
-                logits,
-                StepContext::default(),
-                draw.unwrap_or(0.0),
-                Snapshots::Skip,
-            )
-            .map_err(|e| e.to_string())
+    ) -> Result<StepOutcome, GpuError> {
+        Ok(self.stepper.step_with_draw(
+            policy,
+            logits,
+            StepContext::default(),
+            draw.unwrap_or(0.0),
+            Snapshots::Skip,
+        )?)
     }
 
     /// Appends one token and returns the logits that follow it.
@@ -441,6 +440,8 @@ async fn canary(gpu: &mut GpuTransformer, cpu: &mut Transformer) -> Result<(), G
 
 #[cfg(not(target_arch = "wasm32"))]
 impl LanguageModel for Runtime {
+    type Error = GpuError;
+
     fn id(&self) -> ArtifactId {
         Runtime::id(self)
     }
@@ -453,12 +454,12 @@ impl LanguageModel for Runtime {
         Runtime::context_len(self)
     }
 
-    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], String> {
-        pollster::block_on(Runtime::prefill(self, prompt)).map_err(|e| e.to_string())
+    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], GpuError> {
+        Ok(pollster::block_on(Runtime::prefill(self, prompt))?)
     }
 
-    fn decode_step(&mut self, token: u32) -> Result<&[f32], String> {
-        pollster::block_on(Runtime::decode_step(self, token)).map_err(|e| e.to_string())
+    fn decode_step(&mut self, token: u32) -> Result<&[f32], GpuError> {
+        Ok(pollster::block_on(Runtime::decode_step(self, token))?)
     }
 
     fn backend(&self) -> Backend {
@@ -470,7 +471,7 @@ impl LanguageModel for Runtime {
         call: policy::ModelCall<'_>,
         policy: &Policy,
         draw: Option<f64>,
-    ) -> Option<Result<StepOutcome, String>> {
+    ) -> Option<Result<StepOutcome, GpuError>> {
         let (prompt, token) = match call {
             policy::ModelCall::Prefill(prompt) => (Some(prompt), 0),
             policy::ModelCall::Decode(token) => (None, token),

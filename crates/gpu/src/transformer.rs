@@ -691,6 +691,8 @@ pub(crate) fn now_ms() -> f64 {
 
 #[cfg(not(target_arch = "wasm32"))]
 impl policy::LanguageModel for GpuTransformer {
+    type Error = GpuError;
+
     fn id(&self) -> ArtifactId {
         self.id.clone()
     }
@@ -703,12 +705,12 @@ impl policy::LanguageModel for GpuTransformer {
         self.config.context_len
     }
 
-    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], String> {
-        pollster::block_on(GpuTransformer::prefill(self, prompt)).map_err(|e| e.to_string())
+    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], GpuError> {
+        pollster::block_on(GpuTransformer::prefill(self, prompt))
     }
 
-    fn decode_step(&mut self, token: u32) -> Result<&[f32], String> {
-        pollster::block_on(GpuTransformer::decode_step(self, token)).map_err(|e| e.to_string())
+    fn decode_step(&mut self, token: u32) -> Result<&[f32], GpuError> {
+        pollster::block_on(GpuTransformer::decode_step(self, token))
     }
 
     fn backend(&self) -> policy::Backend {

@@ -810,6 +810,8 @@ fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
 }
 
 impl policy::LanguageModel for Transformer {
+    type Error = ModelError;
+
     fn id(&self) -> policy::ArtifactId {
         policy::ArtifactId {
             name: self.config.name.clone(),
@@ -825,12 +827,12 @@ impl policy::LanguageModel for Transformer {
         self.config.context_len
     }
 
-    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], String> {
-        Transformer::prefill(self, prompt).map_err(|e| e.to_string())
+    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], ModelError> {
+        Transformer::prefill(self, prompt)
     }
 
-    fn decode_step(&mut self, token: u32) -> Result<&[f32], String> {
-        Transformer::decode_step(self, token).map_err(|e| e.to_string())
+    fn decode_step(&mut self, token: u32) -> Result<&[f32], ModelError> {
+        Transformer::decode_step(self, token)
     }
 }
 

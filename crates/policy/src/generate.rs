@@ -5,6 +5,8 @@
 //! the clock ([`Clock`], so that this crate reads no time itself) and an [`Observer`] that
 //! sees each step as it happens and may cancel the run.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -14,14 +16,18 @@ use crate::{NumpyRng, Policy, PolicyError, Shortest, StepOutcome, POLICY_VERSION
 
 /// A model that gives next-token logits: the whole prompt first, then one token at a time.
 pub trait LanguageModel {
+    /// Why a call of the model failed: the model's own error, which the loop hands on
+    /// whole in [`GenerateError::Model`] (this crate knows no model's errors).
+    type Error: std::error::Error + Send + Sync + 'static;
+
     fn id(&self) -> ArtifactId;
     fn vocab_size(&self) -> usize;
     /// The most tokens (prompt plus generated) the model can attend over.
     fn context_len(&self) -> usize;
     /// Runs the prompt and returns the logits at its last position.
-    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], String>;
+    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], Self::Error>;
     /// Appends one token and returns the logits that follow it.
-    fn decode_step(&mut self, token: u32) -> Result<&[f32], String>;
+    fn decode_step(&mut self, token: u32) -> Result<&[f32], Self::Error>;
     /// What runs the model, for the run record.
     fn backend(&self) -> Backend {
         Backend::cpu_reference()
@@ -37,7 +43,7 @@ pub trait LanguageModel {
         _call: ModelCall<'_>,
         _policy: &Policy,
         _draw: Option<f64>,
-    ) -> Option<Result<StepOutcome, String>> {
+    ) -> Option<Result<StepOutcome, Self::Error>> {
         None
     }
 }
@@ -144,12 +150,14 @@ pub struct StepRecord {
 }
 
 /// Why a run could not be generated or replayed.
-#[derive(Clone, Debug, Error, PartialEq)]
+#[derive(Clone, Debug, Error)]
 pub enum GenerateError {
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    /// The model's own [`LanguageModel::Error`], kept whole (`downcast_ref` gives it back).
+    /// Its words are in this error's own, so it is not repeated as the `source`.
     #[error("the model failed: {0}")]
-    Model(String),
+    Model(Arc<dyn std::error::Error + Send + Sync>),
     #[error("the model returned {got} logits, but its vocabulary has {expected} tokens")]
     LogitCount { expected: usize, got: usize },
     #[error("the prompt is {prompt} tokens long, more than the context of {context} tokens")]
@@ -199,6 +207,13 @@ pub enum GenerateError {
         value: f64,
         expected: &'static str,
     },
+}
+
+impl GenerateError {
+    /// A model's failure, as [`GenerateError::Model`].
+    pub fn model(error: impl std::error::Error + Send + Sync + 'static) -> GenerateError {
+        GenerateError::Model(Arc::new(error))
+    }
 }
 
 /// What the model must run next.
@@ -490,8 +505,8 @@ impl<'v> Generation<'v> {
 }
 
 /// Generates one run and returns its record.
-pub fn generate(
-    model: &mut dyn LanguageModel,
+pub fn generate<M: LanguageModel + ?Sized>(
+    model: &mut M,
     vocabulary: &dyn Vocabulary,
     config: &RunConfig,
     clock: &mut dyn Clock,
@@ -513,7 +528,7 @@ pub fn generate(
             break;
         };
         if let Some(outcome) = model.choose_on_device(call, &policy, draw) {
-            let outcome = outcome.map_err(GenerateError::Model)?;
+            let outcome = outcome.map_err(GenerateError::model)?;
             run.accept_outcome(outcome, before_model, clock, observer)?;
             continue;
         }
@@ -521,7 +536,7 @@ pub fn generate(
             ModelCall::Prefill(prompt) => model.prefill(prompt),
             ModelCall::Decode(token) => model.decode_step(token),
         }
-        .map_err(GenerateError::Model)?;
+        .map_err(GenerateError::model)?;
         run.accept(logits, before_model, clock, observer)?;
     }
     Ok(run.finish(model.id(), model.backend()))

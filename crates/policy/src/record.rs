@@ -656,9 +656,9 @@ fn hash_value(hasher: &mut Sha256, value: &serde_json::Value) {
 /// A record whose digest no longer matches its content is reported as
 /// [`ReplayReport::Altered`] before anything runs; a record that no run could have written
 /// (see [`RunRecord::check`]) is an error.
-pub fn replay(
+pub fn replay<M: LanguageModel + ?Sized>(
     record: &RunRecord,
-    model: &mut dyn LanguageModel,
+    model: &mut M,
     vocabulary: &dyn Vocabulary,
     clock: &mut dyn Clock,
 ) -> Result<ReplayReport, GenerateError> {

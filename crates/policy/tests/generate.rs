@@ -1,10 +1,10 @@
 //! The generation loop over a small deterministic model: every stop reason, stop strings
 //! across token boundaries, accounting, JSON round trips and replay.
 
-use policy::generate::{Observer, StepRecord, Unobserved};
+use policy::generate::{GenerateError, Observer, StepRecord, Unobserved};
 use policy::{
-    generate, replay, ArtifactId, LanguageModel, Policy, ReplayReport, RunRecord, StopConfig,
-    StopReason,
+    generate, replay, ArtifactId, LanguageModel, Policy, PolicyError, ReplayReport, RunRecord,
+    StopConfig, StopReason,
 };
 
 mod support;
@@ -236,6 +236,9 @@ struct DeviceToy {
 }
 
 impl LanguageModel for DeviceToy {
+    /// The toy never fails; a step on its "device" can.
+    type Error = PolicyError;
+
     fn id(&self) -> ArtifactId {
         self.toy.id()
     }
@@ -245,27 +248,28 @@ impl LanguageModel for DeviceToy {
     fn context_len(&self) -> usize {
         self.toy.context_len()
     }
-    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], String> {
-        self.toy.prefill(prompt)
+    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], PolicyError> {
+        let Ok(logits) = self.toy.prefill(prompt);
+        Ok(logits)
     }
-    fn decode_step(&mut self, token: u32) -> Result<&[f32], String> {
-        self.toy.decode_step(token)
+    fn decode_step(&mut self, token: u32) -> Result<&[f32], PolicyError> {
+        let Ok(logits) = self.toy.decode_step(token);
+        Ok(logits)
     }
     fn choose_on_device(
         &mut self,
         call: policy::ModelCall<'_>,
         policy: &Policy,
         draw: Option<f64>,
-    ) -> Option<Result<policy::StepOutcome, String>> {
+    ) -> Option<Result<policy::StepOutcome, PolicyError>> {
         if !policy.is_filter_only() {
             return None;
         }
-        let logits = match call {
+        let Ok(logits) = match call {
             policy::ModelCall::Prefill(prompt) => self.toy.prefill(prompt),
             policy::ModelCall::Decode(token) => self.toy.decode_step(token),
-        }
-        .ok()?
-        .to_vec();
+        };
+        let logits = logits.to_vec();
         self.device_steps += 1;
         let outcome = policy::Stepper::default().step_with_draw(
             policy,
@@ -274,7 +278,7 @@ impl LanguageModel for DeviceToy {
             draw.unwrap_or(0.0),
             policy::Snapshots::Skip,
         );
-        Some(outcome.map_err(|e| e.to_string()))
+        Some(outcome)
     }
 }
 
@@ -368,4 +372,75 @@ fn a_run_refuses_a_template_without_one_slot_an_empty_stop_string_and_no_new_tok
     assert!(message.contains("stop string 1 is empty"), "{message}");
     let message = refused(&config(sampled(), 0, StopConfig::default()));
     assert!(message.contains("max tokens is 0"), "{message}");
+}
+
+/// The toy model, failing at its `fail_at`-th call (0 is the prefill).
+struct Breaking {
+    toy: Toy,
+    calls: usize,
+    fail_at: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the toy broke at call {0}")]
+struct Broke(usize);
+
+impl Breaking {
+    fn call(&mut self) -> Result<(), Broke> {
+        self.calls += 1;
+        if self.calls > self.fail_at {
+            return Err(Broke(self.calls - 1));
+        }
+        Ok(())
+    }
+}
+
+impl LanguageModel for Breaking {
+    type Error = Broke;
+
+    fn id(&self) -> ArtifactId {
+        self.toy.id()
+    }
+    fn vocab_size(&self) -> usize {
+        self.toy.vocab_size()
+    }
+    fn context_len(&self) -> usize {
+        self.toy.context_len()
+    }
+    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], Broke> {
+        self.call()?;
+        let Ok(logits) = self.toy.prefill(prompt);
+        Ok(logits)
+    }
+    fn decode_step(&mut self, token: u32) -> Result<&[f32], Broke> {
+        self.call()?;
+        let Ok(logits) = self.toy.decode_step(token);
+        Ok(logits)
+    }
+}
+
+#[test]
+fn a_model_s_own_error_reaches_the_caller_whole() {
+    let mut model = Breaking {
+        toy: Toy::new(64),
+        calls: 0,
+        fail_at: 3,
+    };
+    let policy = Policy {
+        temperature: 0.9,
+        ..Policy::default()
+    };
+    let err = generate(
+        &mut model,
+        &Bytes,
+        &config(policy, 8, StopConfig::default()),
+        &mut Ticks(0.0),
+        &mut Unobserved,
+    )
+    .unwrap_err();
+    assert_eq!(err.to_string(), "the model failed: the toy broke at call 3");
+    let GenerateError::Model(source) = &err else {
+        panic!("not the model's error: {err:?}");
+    };
+    assert_eq!(source.downcast_ref::<Broke>().map(|b| b.0), Some(3));
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test file uses its own part of it
 
+use std::convert::Infallible;
+
 use policy::generate::Unobserved;
 use policy::{
     generate, ArtifactId, Clock, LanguageModel, Policy, RunConfig, RunRecord, SeedSource,
@@ -43,6 +45,8 @@ impl Toy {
 }
 
 impl LanguageModel for Toy {
+    type Error = Infallible;
+
     fn id(&self) -> ArtifactId {
         ArtifactId {
             name: "toy".into(),
@@ -55,12 +59,12 @@ impl LanguageModel for Toy {
     fn context_len(&self) -> usize {
         self.context_len
     }
-    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], String> {
+    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], Infallible> {
         self.position = prompt.len();
         self.fill(*prompt.last().unwrap());
         Ok(&self.logits)
     }
-    fn decode_step(&mut self, token: u32) -> Result<&[f32], String> {
+    fn decode_step(&mut self, token: u32) -> Result<&[f32], Infallible> {
         self.position += 1;
         self.fill(token);
         Ok(&self.logits)
