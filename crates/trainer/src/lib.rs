@@ -2,6 +2,7 @@
 //! CPU, and exports what the lab ships: f32 and int8 safetensors, config, tokenizer and a
 //! training report.
 //!
+//! * [`args`]: the `train` command line and the settings it implies.
 //! * [`net`]: the model as a differentiable candle graph over a `VarMap` that uses the
 //!   model crate's tensor names; [`Net::to_weights`] exports it as `model::Weights`.
 //! * [`optim`]: AdamW, warm-up plus cosine schedule, gradient clipping.
@@ -16,6 +17,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod args;
 pub mod data;
 mod error;
 pub mod eval;

@@ -11,122 +11,31 @@
 //! `loss.svg` and `report.md`. After a linear warm-up the learning rate decays along a cosine
 //! that follows wall-clock time, ending when the `--minutes` budget does; `--steps N`
 //! makes it a fixed schedule of N steps instead (step-for-step reproducible). `--probe N`
-//! times N steps and exits without writing anything.
+//! times N steps and exits without writing anything. `--help` lists every flag
+//! ([`trainer::args::TrainArgs`]).
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use candle_core::Tensor;
+use clap::Parser;
 use model::{sha256_hex, ModelConfig, ModelFile, Transformer};
 use policy::Policy;
+use trainer::args::{TrainArgs, CONTEXT_LEN, MODEL_NAME};
 use trainer::data::{read_split, token_stream, windows, Sampler, Slice};
 use trainer::eval::{sample, score_stream, SliceScore};
 use trainer::net::parameter_count;
 use trainer::svg::{line_chart, Mark, Series};
-use trainer::{Init, Net, Optim, OptimConfig, Rng, Schedule, TrainError};
+use trainer::{Init, Net, Optim, Rng, TrainError};
 
-/// Everything the command line sets.
-#[derive(Clone, Debug)]
-struct Args {
-    corpus: PathBuf,
-    out: PathBuf,
-    minutes: f64,
-    seed: u64,
-    steps: Option<usize>,
-    probe: Option<usize>,
-    batch: usize,
-    lr: f64,
-    warmup: usize,
-    d_model: usize,
-    n_layers: usize,
-    n_heads: usize,
-    n_kv_heads: usize,
-    d_ff: usize,
-    vocab: usize,
-    eval_every: usize,
-    threads: usize,
-}
-
-impl Default for Args {
-    fn default() -> Args {
-        Args {
-            corpus: PathBuf::from("corpus"),
-            out: PathBuf::from("models/decode-lab-tiny-v1"),
-            minutes: 15.0,
-            seed: 1234,
-            steps: None,
-            probe: None,
-            batch: 8,
-            lr: 3e-3,
-            warmup: 50,
-            d_model: 128,
-            n_layers: 4,
-            n_heads: 4,
-            n_kv_heads: 2,
-            d_ff: 352,
-            vocab: 768,
-            eval_every: 100,
-            threads: 2,
-        }
-    }
-}
-
-const CONTEXT: usize = 256;
-const NAME: &str = "decode-lab-tiny-v1";
 /// Held-out windows per language for the validation points of the loss curve.
 const PROBE_WINDOWS: usize = 16;
 
-fn parse_args() -> Result<Args, TrainError> {
-    let mut args = Args::default();
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .ok_or_else(|| TrainError::Args(format!("{flag} needs a value")))
-        };
-        fn num<T: std::str::FromStr>(flag: &str, v: String) -> Result<T, TrainError> {
-            v.parse()
-                .map_err(|_| TrainError::Args(format!("{flag}: {v:?} is not a valid number")))
-        }
-        match flag.as_str() {
-            "--corpus" => args.corpus = PathBuf::from(value()?),
-            "--out" => args.out = PathBuf::from(value()?),
-            "--minutes" => args.minutes = num(&flag, value()?)?,
-            "--seed" => args.seed = num(&flag, value()?)?,
-            "--steps" => args.steps = Some(num(&flag, value()?)?),
-            "--probe" => args.probe = Some(num(&flag, value()?)?),
-            "--batch" => args.batch = num(&flag, value()?)?,
-            "--lr" => args.lr = num(&flag, value()?)?,
-            "--warmup" => args.warmup = num(&flag, value()?)?,
-            "--d-model" => args.d_model = num(&flag, value()?)?,
-            "--layers" => args.n_layers = num(&flag, value()?)?,
-            "--heads" => args.n_heads = num(&flag, value()?)?,
-            "--kv-heads" => args.n_kv_heads = num(&flag, value()?)?,
-            "--d-ff" => args.d_ff = num(&flag, value()?)?,
-            "--vocab" => args.vocab = num(&flag, value()?)?,
-            "--eval-every" => args.eval_every = num(&flag, value()?)?,
-            "--threads" => args.threads = num(&flag, value()?)?,
-            other => return Err(TrainError::Args(format!("unknown flag {other:?}"))),
-        }
-    }
-    if args.batch == 0 || args.minutes <= 0.0 || args.threads == 0 || args.eval_every == 0 {
-        return Err(TrainError::Args(
-            "--batch, --minutes, --threads and --eval-every must be positive".into(),
-        ));
-    }
-    Ok(args)
-}
-
 fn main() {
     tune_allocator();
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("train: {e}");
-            std::process::exit(2);
-        }
-    };
+    // Bad flags and values end here, with clap's usage message and exit status 2.
+    let args = TrainArgs::parse();
     // candle's CPU kernels (gemm, rayon) size their pools from this variable.
     if std::env::var_os("RAYON_NUM_THREADS").is_none() {
         std::env::set_var("RAYON_NUM_THREADS", args.threads.to_string());
@@ -143,7 +52,7 @@ struct ValPoint {
     losses: Vec<f64>,
 }
 
-fn run(args: &Args) -> Result<(), TrainError> {
+fn run(args: &TrainArgs) -> Result<(), TrainError> {
     let started = Instant::now();
     let train = read_split(&args.corpus, "train")?;
     let valid = read_split(&args.corpus, "valid")?;
@@ -162,7 +71,7 @@ fn run(args: &Args) -> Result<(), TrainError> {
         .iter()
         .flat_map(|s| s.pages.iter().map(String::as_str))
         .collect();
-    let tokenizer = tokenizer::train(&texts, args.vocab).with_name(NAME);
+    let tokenizer = tokenizer::train(&texts, args.vocab).with_name(MODEL_NAME);
     let tokenizer_json = tokenizer.to_json();
     let tokenizer_secs = t.elapsed().as_secs_f64();
     let eot = tokenizer.end_of_text();
@@ -183,19 +92,7 @@ fn run(args: &Args) -> Result<(), TrainError> {
         );
     }
 
-    let config = ModelConfig {
-        name: NAME.to_string(),
-        vocab_size: tokenizer.vocab_size(),
-        d_model: args.d_model,
-        n_layers: args.n_layers,
-        n_heads: args.n_heads,
-        n_kv_heads: args.n_kv_heads,
-        d_ff: args.d_ff,
-        context_len: CONTEXT,
-        rope_theta: 10_000.0,
-        norm_eps: 1e-5,
-        files: Vec::new(),
-    };
+    let config = args.model_config(tokenizer.vocab_size());
     config.validate()?;
     let params = parameter_count(&config);
     println!("model: {params} parameters");
@@ -209,36 +106,22 @@ fn run(args: &Args) -> Result<(), TrainError> {
         Rng::derive(args.seed, 2),
     )?;
     // With `--steps` the cosine runs over steps; otherwise over the time left after warm-up.
-    let schedule = Schedule {
-        peak: args.lr,
-        floor: args.lr / 10.0,
-        warmup: args.warmup,
-        total: args.steps.unwrap_or(usize::MAX),
-    };
-    let mut optim = Optim::new(
-        &net,
-        OptimConfig {
-            schedule,
-            weight_decay: 0.1,
-            beta1: 0.9,
-            beta2: 0.95,
-            clip_norm: 1.0,
-        },
-    )?;
+    let schedule = args.schedule();
+    let mut optim = Optim::new(&net, args.optim_config())?;
 
     // Fixed held-out windows for the curve's validation points, evenly spread.
     let probes: Vec<(Tensor, Tensor)> = valid_streams
         .iter()
         .map(|stream| {
-            let all = windows(stream, CONTEXT);
-            let full: Vec<_> = all.iter().filter(|(i, _)| i.len() == CONTEXT).collect();
+            let all = windows(stream, CONTEXT_LEN);
+            let full: Vec<_> = all.iter().filter(|(i, _)| i.len() == CONTEXT_LEN).collect();
             let n = PROBE_WINDOWS.min(full.len());
             let pick: Vec<&(&[u32], &[u32])> = (0..n).map(|k| full[k * full.len() / n]).collect();
             let x: Vec<u32> = pick.iter().flat_map(|(i, _)| i.iter().copied()).collect();
             let y: Vec<u32> = pick.iter().flat_map(|(_, t)| t.iter().copied()).collect();
             Ok((
-                Tensor::from_vec(x, (n, CONTEXT), net.device())?,
-                Tensor::from_vec(y, (n, CONTEXT), net.device())?,
+                Tensor::from_vec(x, (n, CONTEXT_LEN), net.device())?,
+                Tensor::from_vec(y, (n, CONTEXT_LEN), net.device())?,
             ))
         })
         .collect::<Result<_, TrainError>>()?;
@@ -269,7 +152,7 @@ fn run(args: &Args) -> Result<(), TrainError> {
             time_capped = total.is_some();
             break;
         }
-        if probe_steps.is_none() && step % args.eval_every == 0 {
+        if probe_steps.is_none() && step.is_multiple_of(args.eval_every) {
             let t = Instant::now();
             let v = validate(&net)?;
             eval_secs += t.elapsed().as_secs_f64();
@@ -287,15 +170,15 @@ fn run(args: &Args) -> Result<(), TrainError> {
                 schedule.decayed((now - start) / (budget - start).max(1.0))
             }
         };
-        let (x, y) = sampler.batch(args.batch, CONTEXT)?;
-        let x = Tensor::from_vec(x, (args.batch, CONTEXT), net.device())?;
-        let y = Tensor::from_vec(y, (args.batch, CONTEXT), net.device())?;
+        let (x, y) = sampler.batch(args.batch, CONTEXT_LEN)?;
+        let x = Tensor::from_vec(x, (args.batch, CONTEXT_LEN), net.device())?;
+        let y = Tensor::from_vec(y, (args.batch, CONTEXT_LEN), net.device())?;
         let loss = net.loss(&x, &y)?;
         let stats = optim.step_at(&loss, lr)?;
         losses.push(stats.loss);
         let done = optim.steps();
         let elapsed = train_start.elapsed().as_secs_f64();
-        if done % 10 == 0 || probe_steps.is_some() {
+        if done.is_multiple_of(10) || probe_steps.is_some() {
             let recent = &losses[losses.len().saturating_sub(10)..];
             let mean = recent.iter().sum::<f32>() / recent.len() as f32;
             println!(
@@ -314,7 +197,7 @@ fn run(args: &Args) -> Result<(), TrainError> {
             "probe: {p} steps of batch {} in {train_secs:.1} s: {:.3} s/step, {:.0} tokens/s",
             args.batch,
             train_secs / p as f64,
-            (p * args.batch * CONTEXT) as f64 / train_secs
+            (p * args.batch * CONTEXT_LEN) as f64 / train_secs
         );
         return Ok(());
     }
@@ -474,7 +357,7 @@ fn run(args: &Args) -> Result<(), TrainError> {
         },
     ];
     let svg = line_chart(
-        &format!("{NAME}: cross-entropy during training"),
+        &format!("{MODEL_NAME}: cross-entropy during training"),
         "optimizer step",
         "loss (nats per token)",
         &series,
@@ -482,13 +365,13 @@ fn run(args: &Args) -> Result<(), TrainError> {
     write(&args.out.join("loss.svg"), svg.as_bytes())?;
 
     // Report.
-    let tokens_seen = steps * args.batch * CONTEXT;
+    let tokens_seen = steps * args.batch * CONTEXT_LEN;
     let final_train = {
         let recent = &losses[losses.len().saturating_sub(50)..];
         recent.iter().sum::<f32>() / recent.len().max(1) as f32
     };
     let mut md = String::new();
-    let _ = writeln!(md, "# {NAME}: training report\n");
+    let _ = writeln!(md, "# {MODEL_NAME}: training report\n");
     let _ = writeln!(
         md,
         "A {params}-parameter decoder-only transformer (the `model` crate's architecture) and a \
@@ -497,26 +380,7 @@ fn run(args: &Args) -> Result<(), TrainError> {
         tokenizer.vocab_size()
     );
     let _ = writeln!(md, "## Reproduce\n\n```sh");
-    let _ = writeln!(
-        md,
-        "cargo run --release -p trainer --bin train -- --corpus {} --out {} --minutes {} --seed {}{} --batch {} --lr {} --warmup {} --d-model {} --layers {} --heads {} --kv-heads {} --d-ff {} --vocab {} --eval-every {} --threads {}",
-        args.corpus.display(),
-        args.out.display(),
-        args.minutes,
-        args.seed,
-        args.steps.map_or(String::new(), |n| format!(" --steps {n}")),
-        args.batch,
-        args.lr,
-        args.warmup,
-        args.d_model,
-        args.n_layers,
-        args.n_heads,
-        args.n_kv_heads,
-        args.d_ff,
-        args.vocab,
-        args.eval_every,
-        args.threads
-    );
+    let _ = writeln!(md, "{}", args.command_line());
     let _ = writeln!(md, "```\n");
     let _ = writeln!(
         md,
@@ -591,9 +455,9 @@ fn run(args: &Args) -> Result<(), TrainError> {
         (
             "batch",
             format!(
-                "{} windows × {CONTEXT} tokens = {} tokens/step",
+                "{} windows × {CONTEXT_LEN} tokens = {} tokens/step",
                 args.batch,
-                args.batch * CONTEXT
+                args.batch * CONTEXT_LEN
             ),
         ),
         (
@@ -658,7 +522,7 @@ fn run(args: &Args) -> Result<(), TrainError> {
         md,
         "Computed with the reference forward pass (`model::Transformer`, the code the lab runs) \
          on the validation pages: each slice's token stream (`<|endoftext|>` before every page) \
-         is cut into non-overlapping windows of {CONTEXT} inputs, every text token is predicted \
+         is cut into non-overlapping windows of {CONTEXT_LEN} inputs, every text token is predicted \
          once from the tokens before it in its window, and bpb = Σ NLL (nats) / ln 2 / Σ UTF-8 \
          bytes of the pages (the `<|endoftext|>` targets carry no bytes and are left out).\n"
     );
