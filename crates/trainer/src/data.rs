@@ -1,5 +1,6 @@
 //! The corpus: pages read from the four text files, token streams with `<|endoftext|>`
-//! before every page, and seeded sampling of training windows.
+//! before every page, seeded sampling of training windows, and the fixed held-out windows
+//! of the loss curve.
 //!
 //! The corpus files hold one page after another, each page's lines followed by an empty
 //! line, so a page is what lies between blank lines.
@@ -25,6 +26,52 @@ impl Slice {
     pub fn bytes(&self) -> usize {
         self.pages.iter().map(String::len).sum()
     }
+}
+
+/// Both splits of the corpus, each a slice per language in [`LANGUAGES`] order.
+#[derive(Clone, Debug)]
+pub struct Corpus {
+    pub train: Vec<Slice>,
+    pub valid: Vec<Slice>,
+}
+
+impl Corpus {
+    /// Reads `train.*.txt` and `valid.*.txt` from `dir`.
+    pub fn read(dir: &Path) -> Result<Corpus, TrainError> {
+        Ok(Corpus {
+            train: read_split(dir, "train")?,
+            valid: read_split(dir, "valid")?,
+        })
+    }
+
+    /// Every training page of both languages: the tokenizer's training text.
+    pub fn training_pages(&self) -> Vec<&str> {
+        self.train
+            .iter()
+            .flat_map(|s| s.pages.iter().map(String::as_str))
+            .collect()
+    }
+
+    /// Each slice of both splits as a [`token_stream`].
+    pub fn token_streams(&self, encode: impl Fn(&str) -> Vec<u32>, end_of_text: u32) -> Streams {
+        let split = |slices: &[Slice]| -> Vec<Vec<u32>> {
+            slices
+                .iter()
+                .map(|s| token_stream(s, &encode, end_of_text))
+                .collect()
+        };
+        Streams {
+            train: split(&self.train),
+            valid: split(&self.valid),
+        }
+    }
+}
+
+/// The token streams of a [`Corpus`], slice for slice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Streams {
+    pub train: Vec<Vec<u32>>,
+    pub valid: Vec<Vec<u32>>,
 }
 
 /// Splits a corpus file into pages: runs of non-empty lines, each line ended by `\n`.
@@ -158,6 +205,17 @@ pub fn windows(stream: &[u32], len: usize) -> Vec<(&[u32], &[u32])> {
     out
 }
 
+/// `count` full-length [`windows`] of `stream`, evenly spread over it (fewer when the
+/// stream has fewer): the loss curve measures the same held-out text at every point.
+pub fn spread_windows(stream: &[u32], len: usize, count: usize) -> Vec<(&[u32], &[u32])> {
+    let full: Vec<_> = windows(stream, len)
+        .into_iter()
+        .filter(|(inputs, _)| inputs.len() == len)
+        .collect();
+    let n = count.min(full.len());
+    (0..n).map(|k| full[k * full.len() / n]).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +236,34 @@ mod tests {
             assert_eq!(i.len(), t.len());
             assert_eq!(i[1..], t[..t.len() - 1]);
         }
+    }
+
+    #[test]
+    fn spread_windows_are_full_and_evenly_spaced() {
+        let stream: Vec<u32> = (0..42).collect();
+        // Ten full windows of 4 (the eleventh is short); three of them, one in every three.
+        let picked = spread_windows(&stream, 4, 3);
+        let starts: Vec<u32> = picked.iter().map(|(i, _)| i[0]).collect();
+        assert_eq!(starts, vec![0, 12, 24]);
+        assert!(picked.iter().all(|(i, t)| i.len() == 4 && t.len() == 4));
+        assert_eq!(spread_windows(&stream, 4, 50).len(), 10);
+        assert!(spread_windows(&stream[..3], 4, 2).is_empty());
+    }
+
+    #[test]
+    fn streams_follow_the_slices() {
+        let slice = |language: &str, pages: &[&str]| Slice {
+            language: language.into(),
+            pages: pages.iter().map(|p| p.to_string()).collect(),
+        };
+        let corpus = Corpus {
+            train: vec![slice("en", &["ab\n", "c\n"]), slice("eu", &["d\n"])],
+            valid: vec![slice("en", &["e\n"]), slice("eu", &["fg\n"])],
+        };
+        assert_eq!(corpus.training_pages(), vec!["ab\n", "c\n", "d\n"]);
+        let streams = corpus.token_streams(|page| page.bytes().map(u32::from).collect(), 0);
+        assert_eq!(streams.train[0], vec![0, 97, 98, 10, 0, 99, 10]);
+        assert_eq!(streams.valid[1], vec![0, 102, 103, 10]);
     }
 
     #[test]

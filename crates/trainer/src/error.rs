@@ -20,6 +20,12 @@ pub enum TrainError {
     Corpus(String),
     #[error("bad argument: {0}")]
     Args(String),
+    /// A command-line value its flag does not take.
+    #[error("{value:?} is not {expected}")]
+    BadValue {
+        value: String,
+        expected: &'static str,
+    },
     #[error("the training state is broken: {0}")]
     State(String),
 }

@@ -6,12 +6,15 @@
 //! from the tokens before it in its window. `bpb = Σ NLL (nats) / ln 2 / Σ UTF-8 bytes` of
 //! the predicted tokens, which are exactly the bytes of the slice's pages (the
 //! `<|endoftext|>` targets carry no bytes and are left out of both sums).
+//!
+//! The report's samples are [`release_samples`]: fixed prompts and policies, seeded.
 
 use model::{ModelConfig, Transformer, Weights};
 use policy::{NumpyRng, Policy, Snapshots, StepContext, Stepper};
 use tokenizer::Tokenizer;
 
-use crate::data::windows;
+use crate::data::{windows, Slice};
+use crate::release::Release;
 use crate::TrainError;
 
 /// One slice's held-out score.
@@ -31,6 +34,50 @@ impl SliceScore {
 
     pub fn nats_per_token(&self) -> f64 {
         self.nll_nats / self.tokens as f64
+    }
+}
+
+/// A validation slice scored under both released weight files.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeldOutScore {
+    pub language: String,
+    pub f32: SliceScore,
+    pub int8: SliceScore,
+}
+
+impl HeldOutScore {
+    /// Scores `slice`, whose token stream is `stream`, under the f32 and int8 weights, and
+    /// checks that the predicted tokens cover exactly the slice's bytes.
+    pub fn of(
+        slice: &Slice,
+        stream: &[u32],
+        config: &ModelConfig,
+        release: &Release,
+        tokenizer: &Tokenizer,
+        threads: usize,
+    ) -> Result<HeldOutScore, TrainError> {
+        let language = &slice.language;
+        let f = score_stream(
+            language,
+            config,
+            &release.weights,
+            tokenizer,
+            stream,
+            threads,
+        )?;
+        let q = score_stream(language, config, &release.int8, tokenizer, stream, threads)?;
+        if f.bytes != slice.bytes() {
+            return Err(TrainError::State(format!(
+                "valid.{language}: scored {} bytes of {}",
+                f.bytes,
+                slice.bytes()
+            )));
+        }
+        Ok(HeldOutScore {
+            language: language.clone(),
+            f32: f,
+            int8: q,
+        })
     }
 }
 
@@ -147,9 +194,86 @@ pub fn sample(
         .map_err(|e| TrainError::Tokenizer(e.to_string()))
 }
 
+/// One text sample of the report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sample {
+    /// Weights and policy, e.g. `f32, greedy`; a label ending in `seed` takes the seed's
+    /// value after it in the report.
+    pub how: &'static str,
+    pub prompt: &'static str,
+    /// The prompt followed by the generated text.
+    pub text: String,
+}
+
+impl Sample {
+    /// The sample's heading label: `how`, with the seed's value after a final `seed`.
+    pub fn label(&self, seed: u64) -> String {
+        if self.how.ends_with("seed") {
+            format!("{} {seed}", self.how)
+        } else {
+            self.how.to_string()
+        }
+    }
+}
+
+/// Tokens generated after the prompt of each sample.
+pub const SAMPLE_TOKENS: usize = 200;
+
+/// The report's samples, from the released files as the lab loads them: greedy and at
+/// temperature 0.7 in English from the f32 weights, the same warm policy from the int8
+/// weights, and one in Basque.
+pub fn release_samples(
+    config: &ModelConfig,
+    release: &Release,
+    tokenizer: &Tokenizer,
+    seed: u64,
+) -> Result<Vec<Sample>, TrainError> {
+    const F32: usize = 0;
+    const INT8: usize = 1;
+    let mut models = [
+        Transformer::from_safetensors(config.clone(), &release.f32_bytes)?,
+        Transformer::from_safetensors(config.clone(), &release.int8_bytes)?,
+    ];
+    let greedy = Policy {
+        temperature: 0.0,
+        ..Policy::default()
+    };
+    let warm = Policy {
+        temperature: 0.7,
+        ..Policy::default()
+    };
+    let plan = [
+        ("f32, greedy", F32, "The ", &greedy),
+        ("f32, temperature 0.7, seed", F32, "The ", &warm),
+        ("int8, temperature 0.7, seed", INT8, "The ", &warm),
+        ("f32, temperature 0.7, seed", F32, "Hautatu ", &warm),
+    ];
+    plan.into_iter()
+        .map(|(how, model, prompt, policy)| {
+            let model = &mut models[model];
+            let text = sample(model, tokenizer, prompt, SAMPLE_TOKENS, policy, seed)?;
+            Ok(Sample { how, prompt, text })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_seeded_label_names_the_seed() {
+        let sample = |how| Sample {
+            how,
+            prompt: "The ",
+            text: String::new(),
+        };
+        assert_eq!(sample("f32, greedy").label(7), "f32, greedy");
+        assert_eq!(
+            sample("int8, temperature 0.7, seed").label(7),
+            "int8, temperature 0.7, seed 7"
+        );
+    }
 
     #[test]
     fn nll_of_uniform_logits_is_ln_vocab() {

@@ -11,122 +11,33 @@
 //! `loss.svg` and `report.md`. After a linear warm-up the learning rate decays along a cosine
 //! that follows wall-clock time, ending when the `--minutes` budget does; `--steps N`
 //! makes it a fixed schedule of N steps instead (step-for-step reproducible). `--probe N`
-//! times N steps and exits without writing anything.
+//! times N steps and exits without writing anything. `--help` lists every flag
+//! ([`trainer::args::TrainArgs`]).
+//!
+//! A run is a sequence of steps, each a function below: load the corpus, build the
+//! tokenizer, initialise the model, train, write the released files, score them on the
+//! held-out pages, draw samples, write the report. Progress goes to stdout.
 
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
-use candle_core::Tensor;
-use model::{sha256_hex, ModelConfig, ModelFile, Transformer};
-use policy::Policy;
-use trainer::data::{read_split, token_stream, windows, Sampler, Slice};
-use trainer::eval::{sample, score_stream, SliceScore};
+use clap::Parser;
+use model::ModelConfig;
+use tokenizer::Tokenizer;
+use trainer::args::{TrainArgs, CONTEXT_LEN, MODEL_NAME};
+use trainer::data::{Corpus, Sampler, Streams};
+use trainer::eval::{release_samples, HeldOutScore, Sample};
 use trainer::net::parameter_count;
-use trainer::svg::{line_chart, Mark, Series};
-use trainer::{Init, Net, Optim, OptimConfig, Rng, Schedule, TrainError};
-
-/// Everything the command line sets.
-#[derive(Clone, Debug)]
-struct Args {
-    corpus: PathBuf,
-    out: PathBuf,
-    minutes: f64,
-    seed: u64,
-    steps: Option<usize>,
-    probe: Option<usize>,
-    batch: usize,
-    lr: f64,
-    warmup: usize,
-    d_model: usize,
-    n_layers: usize,
-    n_heads: usize,
-    n_kv_heads: usize,
-    d_ff: usize,
-    vocab: usize,
-    eval_every: usize,
-    threads: usize,
-}
-
-impl Default for Args {
-    fn default() -> Args {
-        Args {
-            corpus: PathBuf::from("corpus"),
-            out: PathBuf::from("models/decode-lab-tiny-v1"),
-            minutes: 15.0,
-            seed: 1234,
-            steps: None,
-            probe: None,
-            batch: 8,
-            lr: 3e-3,
-            warmup: 50,
-            d_model: 128,
-            n_layers: 4,
-            n_heads: 4,
-            n_kv_heads: 2,
-            d_ff: 352,
-            vocab: 768,
-            eval_every: 100,
-            threads: 2,
-        }
-    }
-}
-
-const CONTEXT: usize = 256;
-const NAME: &str = "decode-lab-tiny-v1";
-/// Held-out windows per language for the validation points of the loss curve.
-const PROBE_WINDOWS: usize = 16;
-
-fn parse_args() -> Result<Args, TrainError> {
-    let mut args = Args::default();
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .ok_or_else(|| TrainError::Args(format!("{flag} needs a value")))
-        };
-        fn num<T: std::str::FromStr>(flag: &str, v: String) -> Result<T, TrainError> {
-            v.parse()
-                .map_err(|_| TrainError::Args(format!("{flag}: {v:?} is not a valid number")))
-        }
-        match flag.as_str() {
-            "--corpus" => args.corpus = PathBuf::from(value()?),
-            "--out" => args.out = PathBuf::from(value()?),
-            "--minutes" => args.minutes = num(&flag, value()?)?,
-            "--seed" => args.seed = num(&flag, value()?)?,
-            "--steps" => args.steps = Some(num(&flag, value()?)?),
-            "--probe" => args.probe = Some(num(&flag, value()?)?),
-            "--batch" => args.batch = num(&flag, value()?)?,
-            "--lr" => args.lr = num(&flag, value()?)?,
-            "--warmup" => args.warmup = num(&flag, value()?)?,
-            "--d-model" => args.d_model = num(&flag, value()?)?,
-            "--layers" => args.n_layers = num(&flag, value()?)?,
-            "--heads" => args.n_heads = num(&flag, value()?)?,
-            "--kv-heads" => args.n_kv_heads = num(&flag, value()?)?,
-            "--d-ff" => args.d_ff = num(&flag, value()?)?,
-            "--vocab" => args.vocab = num(&flag, value()?)?,
-            "--eval-every" => args.eval_every = num(&flag, value()?)?,
-            "--threads" => args.threads = num(&flag, value()?)?,
-            other => return Err(TrainError::Args(format!("unknown flag {other:?}"))),
-        }
-    }
-    if args.batch == 0 || args.minutes <= 0.0 || args.threads == 0 || args.eval_every == 0 {
-        return Err(TrainError::Args(
-            "--batch, --minutes, --threads and --eval-every must be positive".into(),
-        ));
-    }
-    Ok(args)
-}
+use trainer::optim::StepStats;
+use trainer::release::{write_file, Release};
+use trainer::report::{loss_chart, Report, Timings};
+use trainer::training::{train_step, HeldOut, Pacing, TrainLog, ValPoint};
+use trainer::{Init, Net, Optim, Rng, TrainError};
 
 fn main() {
     tune_allocator();
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("train: {e}");
-            std::process::exit(2);
-        }
-    };
+    // Bad flags and values end here, with clap's usage message and exit status 2.
+    let args = TrainArgs::parse();
     // candle's CPU kernels (gemm, rayon) size their pools from this variable.
     if std::env::var_os("RAYON_NUM_THREADS").is_none() {
         std::env::set_var("RAYON_NUM_THREADS", args.threads.to_string());
@@ -137,17 +48,43 @@ fn main() {
     }
 }
 
-/// A validation point of the loss curve: held-out loss per language (nats/token, candle).
-struct ValPoint {
-    step: usize,
-    losses: Vec<f64>,
+/// One run, step by step; a probe stops after training, since it only times steps.
+fn run(args: &TrainArgs) -> Result<(), TrainError> {
+    let started = Instant::now();
+    let corpus = load_corpus(&args.corpus)?;
+    let (tokenizer, tokenizer_secs) = build_tokenizer(&corpus, args.vocab);
+    let streams = encode_corpus(&corpus, &tokenizer);
+    let (config, net) = init_model(args, tokenizer.vocab_size())?;
+    let Some(log) = train(args, &net, &corpus, &streams)? else {
+        return Ok(());
+    };
+    let release = Release::of(&net)?;
+    release.write(&args.out, &config, &tokenizer.to_json())?;
+    let (scores, scoring_secs) =
+        score_held_out(args, &config, &release, &tokenizer, &corpus, &streams)?;
+    let samples = draw_samples(args, &config, &release, &tokenizer)?;
+    write_report(&Report {
+        args,
+        config: &config,
+        corpus: &corpus,
+        streams: &streams,
+        log: &log,
+        release: &release,
+        scores: &scores,
+        samples: &samples,
+        timings: Timings {
+            tokenizer: tokenizer_secs,
+            scoring: scoring_secs,
+            run: started.elapsed().as_secs_f64(),
+        },
+        machine: machine(),
+    })
 }
 
-fn run(args: &Args) -> Result<(), TrainError> {
-    let started = Instant::now();
-    let train = read_split(&args.corpus, "train")?;
-    let valid = read_split(&args.corpus, "valid")?;
-    for s in train.iter().chain(&valid) {
+/// Both splits of the corpus, each slice's size printed.
+fn load_corpus(dir: &Path) -> Result<Corpus, TrainError> {
+    let corpus = Corpus::read(dir)?;
+    for s in corpus.train.iter().chain(&corpus.valid) {
         println!(
             "{}: {} pages, {} bytes",
             s.language,
@@ -155,26 +92,27 @@ fn run(args: &Args) -> Result<(), TrainError> {
             s.bytes()
         );
     }
+    Ok(corpus)
+}
 
-    // Tokenizer: trained on every training page of both languages.
+/// The tokenizer, trained on every training page of both languages, and the seconds
+/// that took.
+fn build_tokenizer(corpus: &Corpus, vocab: usize) -> (Tokenizer, f64) {
     let t = Instant::now();
-    let texts: Vec<&str> = train
-        .iter()
-        .flat_map(|s| s.pages.iter().map(String::as_str))
-        .collect();
-    let tokenizer = tokenizer::train(&texts, args.vocab).with_name(NAME);
-    let tokenizer_json = tokenizer.to_json();
-    let tokenizer_secs = t.elapsed().as_secs_f64();
-    let eot = tokenizer.end_of_text();
+    let tokenizer = tokenizer::train(&corpus.training_pages(), vocab).with_name(MODEL_NAME);
+    let secs = t.elapsed().as_secs_f64();
     println!(
-        "tokenizer: {} ids ({} merges) in {tokenizer_secs:.1} s",
+        "tokenizer: {} ids ({} merges) in {secs:.1} s",
         tokenizer.vocab_size(),
         tokenizer.merge_count()
     );
-    let encode = |s: &Slice| token_stream(s, |text| tokenizer.encode(text), eot);
-    let train_streams: Vec<Vec<u32>> = train.iter().map(encode).collect();
-    let valid_streams: Vec<Vec<u32>> = valid.iter().map(encode).collect();
-    for (s, stream) in train.iter().zip(&train_streams) {
+    (tokenizer, secs)
+}
+
+/// Every slice as a token stream, with the training slices' compression.
+fn encode_corpus(corpus: &Corpus, tokenizer: &Tokenizer) -> Streams {
+    let streams = corpus.token_streams(|text| tokenizer.encode(text), tokenizer.end_of_text());
+    for (s, stream) in corpus.train.iter().zip(&streams.train) {
         println!(
             "train.{}: {} tokens, {:.3} bytes/token",
             s.language,
@@ -182,540 +120,162 @@ fn run(args: &Args) -> Result<(), TrainError> {
             s.bytes() as f64 / stream.len() as f64
         );
     }
+    streams
+}
 
-    let config = ModelConfig {
-        name: NAME.to_string(),
-        vocab_size: tokenizer.vocab_size(),
-        d_model: args.d_model,
-        n_layers: args.n_layers,
-        n_heads: args.n_heads,
-        n_kv_heads: args.n_kv_heads,
-        d_ff: args.d_ff,
-        context_len: CONTEXT,
-        rope_theta: 10_000.0,
-        norm_eps: 1e-5,
-        files: Vec::new(),
-    };
+/// The model the flags describe, initialised from the seed's first stream.
+fn init_model(args: &TrainArgs, vocab_size: usize) -> Result<(ModelConfig, Net), TrainError> {
+    let config = args.model_config(vocab_size);
     config.validate()?;
-    let params = parameter_count(&config);
-    println!("model: {params} parameters");
-
+    println!("model: {} parameters", parameter_count(&config));
     let mut init_rng = Rng::derive(args.seed, 1);
     let net = Net::new(&config, &Init::training(&config), &mut init_rng)?;
-    let weights_by_bytes: Vec<f64> = train.iter().map(|s| s.bytes() as f64).collect();
+    Ok((config, net))
+}
+
+/// Trains `net` on batches drawn from the seed's second stream, the language in
+/// proportion to its training bytes, and ends with a last held-out point. A probe
+/// (`--probe`) prints its speed and gives no log, since it writes nothing.
+fn train(
+    args: &TrainArgs,
+    net: &Net,
+    corpus: &Corpus,
+    streams: &Streams,
+) -> Result<Option<TrainLog>, TrainError> {
+    let weights_by_bytes: Vec<f64> = corpus.train.iter().map(|s| s.bytes() as f64).collect();
     let mut sampler = Sampler::new(
-        train_streams.clone(),
+        streams.train.clone(),
         &weights_by_bytes,
         Rng::derive(args.seed, 2),
     )?;
-    // With `--steps` the cosine runs over steps; otherwise over the time left after warm-up.
-    let schedule = Schedule {
-        peak: args.lr,
-        floor: args.lr / 10.0,
-        warmup: args.warmup,
-        total: args.steps.unwrap_or(usize::MAX),
-    };
-    let mut optim = Optim::new(
-        &net,
-        OptimConfig {
-            schedule,
-            weight_decay: 0.1,
-            beta1: 0.9,
-            beta2: 0.95,
-            clip_norm: 1.0,
-        },
-    )?;
-
-    // Fixed held-out windows for the curve's validation points, evenly spread.
-    let probes: Vec<(Tensor, Tensor)> = valid_streams
-        .iter()
-        .map(|stream| {
-            let all = windows(stream, CONTEXT);
-            let full: Vec<_> = all.iter().filter(|(i, _)| i.len() == CONTEXT).collect();
-            let n = PROBE_WINDOWS.min(full.len());
-            let pick: Vec<&(&[u32], &[u32])> = (0..n).map(|k| full[k * full.len() / n]).collect();
-            let x: Vec<u32> = pick.iter().flat_map(|(i, _)| i.iter().copied()).collect();
-            let y: Vec<u32> = pick.iter().flat_map(|(_, t)| t.iter().copied()).collect();
-            Ok((
-                Tensor::from_vec(x, (n, CONTEXT), net.device())?,
-                Tensor::from_vec(y, (n, CONTEXT), net.device())?,
-            ))
-        })
-        .collect::<Result<_, TrainError>>()?;
-    let validate = |net: &Net| -> Result<Vec<f64>, TrainError> {
-        probes
-            .iter()
-            .map(|(x, y)| Ok(f64::from(net.loss(x, y)?.to_scalar::<f32>()?)))
-            .collect()
-    };
-
-    // Training.
-    let budget = args.minutes * 60.0;
-    let train_start = Instant::now();
-    let mut losses: Vec<f32> = Vec::new();
-    let mut val_points: Vec<ValPoint> = Vec::new();
-    let total = args.steps;
-    let mut time_capped = false;
-    let mut eval_secs = 0.0;
-    let mut warmup_end: Option<f64> = None;
-    let probe_steps = args.probe;
-    loop {
-        let step = optim.steps();
-        if total.is_some_and(|t| step >= t) || probe_steps.is_some_and(|p| step >= p) {
-            break;
-        }
-        let now = train_start.elapsed().as_secs_f64();
-        if now >= budget {
-            time_capped = total.is_some();
-            break;
-        }
-        if probe_steps.is_none() && step % args.eval_every == 0 {
-            let t = Instant::now();
-            let v = validate(&net)?;
-            eval_secs += t.elapsed().as_secs_f64();
-            println!(
-                "step {step:5}  held-out loss en {:.4}  eu {:.4}",
-                v[0], v[1]
-            );
-            val_points.push(ValPoint { step, losses: v });
-        }
-        let lr = match total {
-            Some(_) => schedule.lr(step),
-            None if step < schedule.warmup => schedule.lr(step),
-            None => {
-                let start = *warmup_end.get_or_insert(now);
-                schedule.decayed((now - start) / (budget - start).max(1.0))
-            }
-        };
-        let (x, y) = sampler.batch(args.batch, CONTEXT)?;
-        let x = Tensor::from_vec(x, (args.batch, CONTEXT), net.device())?;
-        let y = Tensor::from_vec(y, (args.batch, CONTEXT), net.device())?;
-        let loss = net.loss(&x, &y)?;
-        let stats = optim.step_at(&loss, lr)?;
-        losses.push(stats.loss);
-        let done = optim.steps();
-        let elapsed = train_start.elapsed().as_secs_f64();
-        if done % 10 == 0 || probe_steps.is_some() {
-            let recent = &losses[losses.len().saturating_sub(10)..];
-            let mean = recent.iter().sum::<f32>() / recent.len() as f32;
-            println!(
-                "step {done:5}  loss {mean:.4}  lr {:.2e}  |g| {:.3}  {:.2} s/step  {:.0} s",
-                stats.lr,
-                stats.grad_norm,
-                elapsed / done as f64,
-                elapsed
-            );
-        }
-    }
-    let steps = optim.steps();
-    let train_secs = train_start.elapsed().as_secs_f64();
-    if let Some(p) = probe_steps {
+    let mut optim = Optim::new(net, args.optim_config())?;
+    let held_out = HeldOut::new(&streams.valid, CONTEXT_LEN, net)?;
+    let mut log = train_loop(args, net, &mut optim, &mut sampler, &held_out)?;
+    if let Some(p) = args.probe {
+        let secs = log.train_secs;
         println!(
-            "probe: {p} steps of batch {} in {train_secs:.1} s: {:.3} s/step, {:.0} tokens/s",
+            "probe: {p} steps of batch {} in {secs:.1} s: {:.3} s/step, {:.0} tokens/s",
             args.batch,
-            train_secs / p as f64,
-            (p * args.batch * CONTEXT) as f64 / train_secs
+            secs / p as f64,
+            (p * args.batch * CONTEXT_LEN) as f64 / secs
         );
-        return Ok(());
+        return Ok(None);
     }
-    let final_val = validate(&net)?;
-    val_points.push(ValPoint {
-        step: steps,
-        losses: final_val,
+    log.val_points.push(ValPoint {
+        step: log.steps,
+        losses: held_out.losses(net)?,
     });
-
-    // Export.
-    std::fs::create_dir_all(&args.out).map_err(|e| TrainError::io("create", &args.out, e))?;
-    let weights = net.to_weights()?;
-    let int8 = weights.quantized();
-    let f32_bytes = weights.to_safetensors()?;
-    let int8_bytes = int8.to_safetensors()?;
-    let files = [
-        ("weights-f32", "model.f32.safetensors", f32_bytes.as_slice()),
-        (
-            "weights-int8",
-            "model.int8.safetensors",
-            int8_bytes.as_slice(),
-        ),
-        ("tokenizer", "tokenizer.json", tokenizer_json.as_bytes()),
-    ];
-    let mut released = config.clone();
-    for (role, path, bytes) in files {
-        write(&args.out.join(path), bytes)?;
-        released.files.push(ModelFile {
-            role: role.to_string(),
-            path: path.to_string(),
-            sha256: sha256_hex(bytes),
-        });
-    }
-    let config_json = serde_json::to_string_pretty(&released)
-        .map_err(|e| TrainError::State(format!("config JSON: {e}")))?
-        + "\n";
-    write(&args.out.join("config.json"), config_json.as_bytes())?;
-    // The files read back as the lab reads them.
-    let reread = ModelConfig::from_json(&config_json)?;
-    reread.verify("weights-f32", &f32_bytes)?;
-
-    // Held-out bits per byte with the reference forward pass.
-    let t = Instant::now();
-    let mut scores: Vec<(String, SliceScore, SliceScore)> = Vec::new();
-    for (s, stream) in valid.iter().zip(&valid_streams) {
-        let f = score_stream(
-            &s.language,
-            &config,
-            &weights,
-            &tokenizer,
-            stream,
-            args.threads,
-        )?;
-        let q = score_stream(
-            &s.language,
-            &config,
-            &int8,
-            &tokenizer,
-            stream,
-            args.threads,
-        )?;
-        if f.bytes != s.bytes() {
-            return Err(TrainError::State(format!(
-                "valid.{}: scored {} bytes of {}",
-                s.language,
-                f.bytes,
-                s.bytes()
-            )));
-        }
-        println!(
-            "valid.{}: {:.4} bpb (f32), {:.4} bpb (int8), {} tokens, {} bytes",
-            s.language,
-            f.bits_per_byte(),
-            q.bits_per_byte(),
-            f.tokens,
-            f.bytes
-        );
-        scores.push((s.language.clone(), f, q));
-    }
-    let bpb_secs = t.elapsed().as_secs_f64();
-
-    // Samples.
-    let mut reference = Transformer::from_safetensors(config.clone(), &f32_bytes)?;
-    let greedy = Policy {
-        temperature: 0.0,
-        ..Policy::default()
-    };
-    let warm = Policy {
-        temperature: 0.7,
-        ..Policy::default()
-    };
-    let mut int8_model = Transformer::from_safetensors(config.clone(), &int8_bytes)?;
-    let samples = vec![
-        (
-            "f32, greedy",
-            "The ",
-            sample(&mut reference, &tokenizer, "The ", 200, &greedy, args.seed)?,
-        ),
-        (
-            "f32, temperature 0.7, seed",
-            "The ",
-            sample(&mut reference, &tokenizer, "The ", 200, &warm, args.seed)?,
-        ),
-        (
-            "int8, temperature 0.7, seed",
-            "The ",
-            sample(&mut int8_model, &tokenizer, "The ", 200, &warm, args.seed)?,
-        ),
-        (
-            "f32, temperature 0.7, seed",
-            "Hautatu ",
-            sample(
-                &mut reference,
-                &tokenizer,
-                "Hautatu ",
-                200,
-                &warm,
-                args.seed,
-            )?,
-        ),
-    ];
-    for (how, _, text) in &samples {
-        println!("--- sample ({how}) ---\n{text}\n");
-    }
-
-    // Loss curve.
-    let chunk = 10usize;
-    let train_curve: Vec<(f64, f64)> = losses
-        .chunks(chunk)
-        .enumerate()
-        .map(|(i, c)| {
-            let x = (i * chunk + c.len()) as f64;
-            (x, f64::from(c.iter().sum::<f32>()) / c.len() as f64)
-        })
-        .collect();
-    let series = vec![
-        Series {
-            label: format!("train (mean of {chunk} steps)"),
-            points: train_curve,
-            mark: Mark::Solid,
-        },
-        Series {
-            label: "held-out English".into(),
-            points: val_points
-                .iter()
-                .map(|p| (p.step as f64, p.losses[0]))
-                .collect(),
-            mark: Mark::DashedCircles,
-        },
-        Series {
-            label: "held-out Basque".into(),
-            points: val_points
-                .iter()
-                .map(|p| (p.step as f64, p.losses[1]))
-                .collect(),
-            mark: Mark::DottedSquares,
-        },
-    ];
-    let svg = line_chart(
-        &format!("{NAME}: cross-entropy during training"),
-        "optimizer step",
-        "loss (nats per token)",
-        &series,
-    );
-    write(&args.out.join("loss.svg"), svg.as_bytes())?;
-
-    // Report.
-    let tokens_seen = steps * args.batch * CONTEXT;
-    let final_train = {
-        let recent = &losses[losses.len().saturating_sub(50)..];
-        recent.iter().sum::<f32>() / recent.len().max(1) as f32
-    };
-    let mut md = String::new();
-    let _ = writeln!(md, "# {NAME}: training report\n");
-    let _ = writeln!(
-        md,
-        "A {params}-parameter decoder-only transformer (the `model` crate's architecture) and a \
-         {}-id byte-level BPE tokenizer, trained from scratch on the LibreOffice help corpus \
-         (English and Basque) with candle on the CPU by `crates/trainer`.\n",
-        tokenizer.vocab_size()
-    );
-    let _ = writeln!(md, "## Reproduce\n\n```sh");
-    let _ = writeln!(
-        md,
-        "cargo run --release -p trainer --bin train -- --corpus {} --out {} --minutes {} --seed {}{} --batch {} --lr {} --warmup {} --d-model {} --layers {} --heads {} --kv-heads {} --d-ff {} --vocab {} --eval-every {} --threads {}",
-        args.corpus.display(),
-        args.out.display(),
-        args.minutes,
-        args.seed,
-        args.steps.map_or(String::new(), |n| format!(" --steps {n}")),
-        args.batch,
-        args.lr,
-        args.warmup,
-        args.d_model,
-        args.n_layers,
-        args.n_heads,
-        args.n_kv_heads,
-        args.d_ff,
-        args.vocab,
-        args.eval_every,
-        args.threads
-    );
-    let _ = writeln!(md, "```\n");
-    let _ = writeln!(
-        md,
-        "{}\n",
-        match args.steps {
-            Some(n) => format!(
-                "The learning rate followed a fixed schedule of {n} steps, so the same command \
-                 on the same thread count repeats the run step for step."
-            ),
-            None => format!(
-                "Weights are initialised and batches drawn from the seed alone, but the \
-                 learning rate's cosine decay followed wall-clock time (it ends when the \
-                 {}-minute budget does), so a rerun on a differently loaded machine takes a \
-                 different number of steps and ends near, not exactly at, these numbers. \
-                 Add `--steps {steps}` to decay over this run's step count instead.",
-                args.minutes
-            ),
-        }
-    );
-    let _ = writeln!(md, "## Model\n\n| setting | value |\n|---|---|");
-    for (k, v) in [
-        ("vocab_size", config.vocab_size.to_string()),
-        ("d_model", config.d_model.to_string()),
-        ("n_layers", config.n_layers.to_string()),
-        (
-            "n_heads / n_kv_heads",
-            format!("{} / {}", config.n_heads, config.n_kv_heads),
-        ),
-        ("head_dim", config.head_dim().to_string()),
-        ("d_ff (SwiGLU)", config.d_ff.to_string()),
-        ("context_len", config.context_len.to_string()),
-        ("rope_theta", config.rope_theta.to_string()),
-        ("norm_eps", format!("{:e}", config.norm_eps)),
-        (
-            "parameters (embedding tied, counted once)",
-            params.to_string(),
-        ),
-        (
-            "model.f32.safetensors",
-            format!("{} bytes", f32_bytes.len()),
-        ),
-        (
-            "model.int8.safetensors",
-            format!("{} bytes", int8_bytes.len()),
-        ),
-    ] {
-        let _ = writeln!(md, "| {k} | {v} |");
-    }
-    let _ = writeln!(md, "\n## Training\n\n| setting | value |\n|---|---|");
-    let machine = machine();
-    for (k, v) in [
-        ("seed", args.seed.to_string()),
-        (
-            "optimizer",
-            "AdamW (β1 0.9, β2 0.95, ε 1e-8, weight decay 0.1 on matrices, 0 on norms), \
-             global gradient norm clipped at 1.0"
-                .to_string(),
-        ),
-        (
-            "learning rate",
-            format!(
-                "linear warm-up to {:.1e} over {} steps, then cosine to {:.1e} over {}",
-                schedule.peak,
-                schedule.warmup,
-                schedule.floor,
-                match args.steps {
-                    Some(n) => format!("steps {}..{n}", schedule.warmup),
-                    None => "the rest of the time budget (wall clock)".to_string(),
-                }
-            ),
-        ),
-        (
-            "batch",
-            format!(
-                "{} windows × {CONTEXT} tokens = {} tokens/step",
-                args.batch,
-                args.batch * CONTEXT
-            ),
-        ),
-        (
-            "sampling",
-            "random windows; language drawn in proportion to its training bytes".to_string(),
-        ),
-        (
-            "steps",
-            format!(
-                "{steps}{}",
-                if time_capped {
-                    " (stopped by the time budget)"
-                } else {
-                    ""
-                }
-            ),
-        ),
-        ("tokens seen", tokens_seen.to_string()),
-        (
-            "training wall time",
-            format!("{train_secs:.0} s ({eval_secs:.0} s of it on validation points)"),
-        ),
-        ("tokenizer training", format!("{tokenizer_secs:.1} s")),
-        (
-            "held-out scoring (reference forward pass)",
-            format!("{bpb_secs:.0} s"),
-        ),
-        (
-            "whole run",
-            format!("{:.0} s", started.elapsed().as_secs_f64()),
-        ),
-        (
-            "final train loss (mean of last 50 steps)",
-            format!("{final_train:.4} nats/token"),
-        ),
-        ("machine", machine),
-    ] {
-        let _ = writeln!(md, "| {k} | {v} |");
-    }
-    let _ = writeln!(
-        md,
-        "\n### Corpus\n\n| file | pages | bytes | tokens | bytes/token |\n|---|---|---|---|---|"
-    );
-    for (split, slices, streams) in [
-        ("train", &train, &train_streams),
-        ("valid", &valid, &valid_streams),
-    ] {
-        for (s, stream) in slices.iter().zip(streams.iter()) {
-            let _ = writeln!(
-                md,
-                "| {split}.{}.txt | {} | {} | {} | {:.3} |",
-                s.language,
-                s.pages.len(),
-                s.bytes(),
-                stream.len(),
-                s.bytes() as f64 / stream.len() as f64
-            );
-        }
-    }
-    let _ = writeln!(md, "\n## Held-out bits per byte\n");
-    let _ = writeln!(
-        md,
-        "Computed with the reference forward pass (`model::Transformer`, the code the lab runs) \
-         on the validation pages: each slice's token stream (`<|endoftext|>` before every page) \
-         is cut into non-overlapping windows of {CONTEXT} inputs, every text token is predicted \
-         once from the tokens before it in its window, and bpb = Σ NLL (nats) / ln 2 / Σ UTF-8 \
-         bytes of the pages (the `<|endoftext|>` targets carry no bytes and are left out).\n"
-    );
-    let _ = writeln!(md, "| slice | bytes | tokens | f32 bpb | int8 bpb | f32 nats/token |\n|---|---|---|---|---|---|");
-    for (lang, f, q) in &scores {
-        let _ = writeln!(
-            md,
-            "| valid.{lang} | {} | {} | {:.4} | {:.4} | {:.4} |",
-            f.bytes,
-            f.tokens,
-            f.bits_per_byte(),
-            q.bits_per_byte(),
-            f.nats_per_token()
-        );
-    }
-    let _ = writeln!(
-        md,
-        "\n## Loss curve\n\n![Training and held-out loss](loss.svg)\n"
-    );
-    let _ = writeln!(
-        md,
-        "The solid line is the training loss (mean of each {chunk} steps); the dashed line with \
-         circles and the dotted line with squares are the held-out English and Basque losses \
-         on {PROBE_WINDOWS} fixed validation windows each (candle graph, nats per token, \
-         `<|endoftext|>` targets included).\n"
-    );
-    let _ = writeln!(md, "| step | held-out en | held-out eu |\n|---|---|---|");
-    for p in &val_points {
-        let _ = writeln!(
-            md,
-            "| {} | {:.4} | {:.4} |",
-            p.step, p.losses[0], p.losses[1]
-        );
-    }
-    let _ = writeln!(
-        md,
-        "\n## Samples\n\n200 tokens after the prompt, reference forward pass, `policy` steps.\n"
-    );
-    for (how, prompt, text) in &samples {
-        let how = if how.ends_with("seed") {
-            format!("{how} {}", args.seed)
-        } else {
-            how.to_string()
-        };
-        let _ = writeln!(
-            md,
-            "### {how}, prompt {prompt:?}\n\n```text\n{}\n```\n",
-            text.replace("```", "'''")
-        );
-    }
-    write(&args.out.join("report.md"), md.as_bytes())?;
-    println!("wrote {}", args.out.display());
-    Ok(())
+    Ok(Some(log))
 }
 
-fn write(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
-    std::fs::write(path, bytes).map_err(|e| TrainError::io("write", path, e))
+/// The training loop: steps until `--steps`, `--probe` or the time budget runs out, with a
+/// held-out point every `--eval-every` steps (none in a probe).
+fn train_loop(
+    args: &TrainArgs,
+    net: &Net,
+    optim: &mut Optim,
+    sampler: &mut Sampler,
+    held_out: &HeldOut,
+) -> Result<TrainLog, TrainError> {
+    let budget = args.minutes * 60.0;
+    let mut pacing = Pacing::new(args.schedule(), args.steps, budget);
+    let mut log = TrainLog::default();
+    let clock = Instant::now();
+    loop {
+        let step = optim.steps();
+        if args.steps.is_some_and(|t| step >= t) || args.probe.is_some_and(|p| step >= p) {
+            break;
+        }
+        let now = clock.elapsed().as_secs_f64();
+        if now >= budget {
+            log.time_capped = args.steps.is_some();
+            break;
+        }
+        if args.probe.is_none() && step.is_multiple_of(args.eval_every) {
+            let t = Instant::now();
+            let losses = held_out.losses(net)?;
+            log.eval_secs += t.elapsed().as_secs_f64();
+            println!(
+                "step {step:5}  held-out loss en {:.4}  eu {:.4}",
+                losses[0], losses[1]
+            );
+            log.val_points.push(ValPoint { step, losses });
+        }
+        let lr = pacing.lr(step, now);
+        let stats = train_step(net, optim, sampler, args.batch, CONTEXT_LEN, lr)?;
+        log.losses.push(stats.loss);
+        let done = optim.steps();
+        if done.is_multiple_of(10) || args.probe.is_some() {
+            print_progress(done, &log, &stats, clock.elapsed().as_secs_f64());
+        }
+    }
+    log.steps = optim.steps();
+    log.train_secs = clock.elapsed().as_secs_f64();
+    Ok(log)
+}
+
+/// One progress line: the mean loss of the last ten steps, the step's rate and gradient
+/// norm, and the pace so far.
+fn print_progress(done: usize, log: &TrainLog, stats: &StepStats, elapsed: f64) {
+    println!(
+        "step {done:5}  loss {:.4}  lr {:.2e}  |g| {:.3}  {:.2} s/step  {:.0} s",
+        log.recent_loss(10),
+        stats.lr,
+        stats.grad_norm,
+        elapsed / done as f64,
+        elapsed
+    );
+}
+
+/// Held-out bits per byte of both weight files with the reference forward pass, and
+/// the seconds that took.
+fn score_held_out(
+    args: &TrainArgs,
+    config: &ModelConfig,
+    release: &Release,
+    tokenizer: &Tokenizer,
+    corpus: &Corpus,
+    streams: &Streams,
+) -> Result<(Vec<HeldOutScore>, f64), TrainError> {
+    let t = Instant::now();
+    let mut scores = Vec::new();
+    for (s, stream) in corpus.valid.iter().zip(&streams.valid) {
+        let score = HeldOutScore::of(s, stream, config, release, tokenizer, args.threads)?;
+        println!(
+            "valid.{}: {:.4} bpb (f32), {:.4} bpb (int8), {} tokens, {} bytes",
+            score.language,
+            score.f32.bits_per_byte(),
+            score.int8.bits_per_byte(),
+            score.f32.tokens,
+            score.f32.bytes
+        );
+        scores.push(score);
+    }
+    Ok((scores, t.elapsed().as_secs_f64()))
+}
+
+/// The report's samples, then printed.
+fn draw_samples(
+    args: &TrainArgs,
+    config: &ModelConfig,
+    release: &Release,
+    tokenizer: &Tokenizer,
+) -> Result<Vec<Sample>, TrainError> {
+    let samples = release_samples(config, release, tokenizer, args.seed)?;
+    for s in &samples {
+        println!("--- sample ({}) ---\n{}\n", s.how, s.text);
+    }
+    Ok(samples)
+}
+
+/// `loss.svg` and `report.md`, beside the released files.
+fn write_report(report: &Report) -> Result<(), TrainError> {
+    let out = &report.args.out;
+    let chart = loss_chart(&report.config.name, report.log);
+    write_file(&out.join("loss.svg"), chart.as_bytes())?;
+    write_file(&out.join("report.md"), report.to_markdown().as_bytes())?;
+    println!("wrote {}", out.display());
+    Ok(())
 }
 
 /// glibc returns freed blocks of more than 128 KiB to the kernel at once, so every step's
