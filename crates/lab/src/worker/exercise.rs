@@ -63,6 +63,7 @@ mod tests {
     use crate::panels::generate::view_model::GenerateForm;
     use crate::panels::your_turn::view_model::{ExerciseForm, Prediction, TEMPERATURES};
     use crate::test_support::{read, Ticks};
+    use crate::widgets::form::Form;
     use crate::worker::generation::{load_model, ModelFiles};
     use gpu::BackendChoice;
     use model::Transformer;
@@ -111,7 +112,7 @@ mod tests {
         pollster::block_on(async {
             let (files, mut runtime) = start().await;
             let tokenizer = &files.tokenizer;
-            let exercise = ExerciseForm::default().parse().unwrap();
+            let exercise = ExerciseForm::default().check().unwrap();
             let mut progress = Vec::new();
             let finished = run_exercise(
                 &mut runtime,
@@ -226,7 +227,7 @@ mod tests {
                 max_tokens: "4".into(),
                 ..ExerciseForm::default()
             }
-            .parse()
+            .check()
             .unwrap();
             let started = std::cell::Cell::new(0);
             let finished = run_exercise(

@@ -11,6 +11,7 @@ use wasm_bindgen::JsValue;
 
 use crate::panels::generate::view_model::GenerateForm;
 use crate::panels::your_turn::view_model::{ExerciseForm, Finished, RunProgress};
+use crate::widgets::form::Form;
 
 /// A checked form: what to run, on which backend, with which faults.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,7 +62,7 @@ impl Job {
 
     pub fn exercise(form: &ExerciseForm) -> Job {
         Job::Exercise {
-            form: owned(form.to_query()),
+            form: owned(form.to_pairs()),
         }
     }
 }
@@ -71,7 +72,7 @@ fn owned(query: Vec<(&'static str, String)>) -> Vec<(String, String)> {
     query.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
-/// The pairs of [`owned`] again, as a form's `from_query` reads them.
+/// The pairs of [`owned`] again, as a form's `from_query` or `from_pairs` reads them.
 pub(crate) fn borrowed(pairs: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
     pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))
 }

@@ -18,6 +18,7 @@ use tokenizer::StreamDecoder;
 use crate::panels::generate::view_model::GenerateForm;
 use crate::panels::your_turn::view_model::ExerciseForm;
 use crate::shell::web::now_ms;
+use crate::widgets::form::Form;
 use crate::worker::browser::{
     adapter_info, fetch_model_file_with_progress, yield_to_events, WorkerClock,
 };
@@ -122,7 +123,17 @@ pub async fn run(
             return Ok(());
         }
         Job::Exercise { form } => {
-            let exercise = ExerciseForm::from_query(borrowed(&form)).parse()?;
+            // Every field of the exercise is text, so its pairs alone hold no problem; the
+            // page checked the same form before it sent it, so any problem here is the
+            // job's own, said in the form's words.
+            let (form, _) = ExerciseForm::from_pairs(borrowed(&form));
+            let exercise = form.check().map_err(|problems| {
+                problems
+                    .iter()
+                    .map(|p| p.message.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })?;
             // Only the backend, precision and faults of a request decide what starts.
             let request = GenerateForm {
                 backend: BackendChoice::Cpu,

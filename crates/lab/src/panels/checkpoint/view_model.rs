@@ -7,6 +7,11 @@
 //! anything else found there is ignored with a message. An answer is final until Reset,
 //! because its explanation gives the right one away. The checkpoint keeps nothing in the
 //! URL: a shared link should not carry someone's answers.
+//!
+//! So it has no [`Form`](crate::widgets::form::Form): nothing is typed (an answer is a
+//! radio button, so every choice is an option), and nothing comes from or goes to the
+//! URL. What can be wrong is the saved text, which is not a field the learner can fix:
+//! [`restore`] turns it into one notice and a fresh start.
 
 use serde_json::{json, Map, Value};
 

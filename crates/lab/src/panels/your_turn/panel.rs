@@ -12,6 +12,7 @@ use crate::panels::your_turn::view_model::{
 use crate::shell::url;
 use crate::shell::web::now_ms;
 use crate::widgets::field::{Field, TextArea};
+use crate::widgets::form::{Form, ProblemSummary};
 use crate::worker::link::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
 
@@ -50,14 +51,10 @@ const ANNOUNCE_EVERY_MS: f64 = 1500.0;
 #[component]
 pub fn YourTurnPanel() -> impl IntoView {
     let pairs = url::pairs();
-    let pairs_ref = || pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-    let initial = ExerciseForm::from_query(pairs_ref());
-    let url_problem = pairs
-        .iter()
-        .any(|(k, _)| k.starts_with("yt_"))
-        .then(|| initial.parse().err())
-        .flatten()
-        .map(|e| format!("The URL's settings for this exercise do not work: {e}"));
+    // Every field is text, so the URL's pairs alone hold no problem: a bad value stays in
+    // its field and the check below names it there.
+    let (initial, _) =
+        ExerciseForm::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
 
     let (prompt, set_prompt) = signal(initial.prompt);
     let (seeds, set_seeds) = signal(initial.seeds);
@@ -75,21 +72,24 @@ pub fn YourTurnPanel() -> impl IntoView {
     let predicted = StoredValue::new(None::<Prediction>);
     let announced_at = StoredValue::new(f64::NEG_INFINITY);
 
-    let form = move || ExerciseForm {
+    let form = Memo::new(move |_| ExerciseForm {
         prompt: prompt.get(),
         seeds: seeds.get(),
         max_tokens: max_tokens.get(),
         first_seed: first_seed.get(),
-    };
+    });
 
     // The fields in the URL whenever they change (not on creation: opening the panel
     // should not add a history entry).
     Effect::new(move |written: Option<()>| {
-        let query = form().to_query();
+        let pairs = form.get().to_pairs();
         if written.is_some() {
-            url::write(&query);
+            url::write(&pairs);
         }
     });
+    let checked = Memo::new(move |_| form.get().check());
+    let problems = Signal::derive(move || checked.get().err().unwrap_or_default());
+    let problem = move |field: &'static str| Signal::derive(move || problems.with(|p| p.of(field)));
 
     let busy = move || phase.with(Phase::busy);
 
@@ -154,12 +154,12 @@ pub fn YourTurnPanel() -> impl IntoView {
             ));
             return;
         };
-        // Checked here so a mistake is named at once; the worker parses the same query.
-        let form = untrack(form);
-        if let Err(message) = form.parse() {
-            phase.set(Phase::Failed(message));
+        // Run waits while a field has a problem (each is named at its field and above the
+        // form); the worker checks the same query again.
+        if checked.with_untracked(Result::is_err) {
             return;
         }
+        let form = form.get_untracked();
         predicted.set_value(Some(p));
         results.set(None);
         progress.set(None);
@@ -195,6 +195,9 @@ pub fn YourTurnPanel() -> impl IntoView {
     let run_note = move || {
         match prediction.get() {
         None => "Choose a prediction above to enable Run.".to_string(),
+        Some(_) if checked.with(Result::is_err) => {
+            "Run waits until every field reads; the fields to change are listed above.".to_string()
+        }
         Some(p) => format!(
             "Your prediction: {}. Run compares both temperatures over the same seeds on the CPU reference.",
             p.label().to_lowercase()
@@ -234,8 +237,6 @@ pub fn YourTurnPanel() -> impl IntoView {
             .map(|(r, p)| view! { <Reveal results=r prediction=p/> })
     };
 
-    let problem = url_problem.map(|p| view! { <p class="error" role="alert">{p}</p> });
-
     view! {
         <section
             class="panel your-turn"
@@ -245,7 +246,7 @@ pub fn YourTurnPanel() -> impl IntoView {
         >
             <h2 id="your-turn-title">"Your turn"</h2>
             <p>"Pause and predict before revealing the answer."</p>
-            {problem}
+            <ProblemSummary problems=problems/>
             <form class="yt-form" on:submit=move |ev| {
                 ev.prevent_default();
                 start_run();
@@ -266,17 +267,17 @@ pub fn YourTurnPanel() -> impl IntoView {
                         )}
                     </p>
                     <div class="controls">
-                        <TextArea id="yt-prompt" label="Prompt" hint="The text the model continues in every run." value=prompt.into() set=set_prompt wide=true/>
-                        <Field id="yt-n" label="Seeds per temperature" hint="How many runs each setting gets (1 to 32)." value=seeds.into() set=set_seeds inputmode="numeric"/>
-                        <Field id="yt-max" label="Max new tokens" hint="Per run (1 to 64). Long outputs all differ, even at 0.2." value=max_tokens.into() set=set_max_tokens inputmode="numeric"/>
-                        <Field id="yt-seed" label="First seed" hint="Seeds run from this one upwards, the same for both settings." value=first_seed.into() set=set_first_seed inputmode="numeric"/>
+                        <TextArea id="yt-prompt" problem=problem("yt-prompt") label="Prompt" hint="The text the model continues in every run." value=prompt.into() set=set_prompt wide=true/>
+                        <Field id="yt-n" problem=problem("yt-n") label="Seeds per temperature" hint="How many runs each setting gets (1 to 32)." value=seeds.into() set=set_seeds inputmode="numeric"/>
+                        <Field id="yt-max" problem=problem("yt-max") label="Max new tokens" hint="Per run (1 to 64). Long outputs all differ, even at 0.2." value=max_tokens.into() set=set_max_tokens inputmode="numeric"/>
+                        <Field id="yt-seed" problem=problem("yt-seed") label="First seed" hint="Seeds run from this one upwards, the same for both settings." value=first_seed.into() set=set_first_seed inputmode="numeric"/>
                     </div>
                 </fieldset>
                 <div class="field buttons">
                     <button
                         type="submit"
                         aria-describedby="yt-run-note"
-                        disabled=move || busy() || prediction.get().is_none()
+                        disabled=move || busy() || prediction.get().is_none() || checked.with(Result::is_err)
                     >
                         "3. Run both"
                     </button>

@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 use policy::{Policy, RunConfig, RunRecord, SeedSource, StopConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::widgets::number::whole;
+use crate::widgets::form::{Form, Problems};
+use crate::widgets::number::{whole, whole_in};
 
 /// The two settings the chapter compares, low first.
 pub const TEMPERATURES: [f64; 2] = [0.2, 1.5];
@@ -94,10 +95,15 @@ impl Default for ExerciseForm {
     }
 }
 
-impl ExerciseForm {
-    /// The form a URL's query asks for: `yt_prompt`, `yt_n`, `yt_max`, `yt_seed`; missing
-    /// keys keep the defaults, and [`parse`](Self::parse) names any bad value.
-    pub fn from_query<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> ExerciseForm {
+impl Form for ExerciseForm {
+    type Checked = Exercise;
+
+    /// The form a URL's query asks for: `yt_prompt`, `yt_n`, `yt_max`, `yt_seed`. Missing
+    /// keys keep the defaults; every field is text, so any value is kept for
+    /// [`check`](Form::check) to name and no key is a problem here.
+    fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> (ExerciseForm, Problems) {
         let mut form = ExerciseForm::default();
         for (key, value) in pairs {
             match key {
@@ -108,11 +114,11 @@ impl ExerciseForm {
                 _ => {}
             }
         }
-        form
+        (form, Problems::default())
     }
 
-    /// The query that reproduces this form (the inverse of [`from_query`](Self::from_query)).
-    pub fn to_query(&self) -> Vec<(&'static str, String)> {
+    /// The query that reproduces this form (the inverse of [`from_pairs`](Form::from_pairs)).
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
         vec![
             ("yt_prompt", self.prompt.clone()),
             ("yt_n", self.seeds.trim().to_string()),
@@ -121,36 +127,44 @@ impl ExerciseForm {
         ]
     }
 
-    /// Checks every field; an error is one sentence naming the value.
-    pub fn parse(&self) -> Result<Exercise, String> {
+    /// Reads every field, so that a form with three bad values names all three, each
+    /// against its input's id.
+    fn check(&self) -> Result<Exercise, Problems> {
+        let mut problems = Problems::default();
         if self.prompt.trim().is_empty() {
-            return Err(
-                "Type a prompt: the model needs at least one token to start from.".to_string(),
+            problems.add(
+                "yt-prompt",
+                "Type a prompt: the model needs at least one token to start from.",
             );
         }
-        let seeds = whole(&self.seeds, "Number of seeds")?;
-        if !(1..=MAX_SEEDS).contains(&seeds) {
-            return Err(format!(
-                "Number of seeds must be from 1 to {MAX_SEEDS}, but it is {seeds}."
-            ));
-        }
-        let max_tokens = whole(&self.max_tokens, "Max new tokens")?;
-        if !(1..=MAX_NEW_TOKENS).contains(&max_tokens) {
-            return Err(format!(
-                "Max new tokens must be from 1 to {MAX_NEW_TOKENS}, but it is {max_tokens}."
-            ));
-        }
-        let first_seed = whole(&self.first_seed, "First seed")?;
-        if first_seed.checked_add(seeds - 1).is_none() {
-            return Err(format!(
-                "First seed {first_seed} leaves no room for {seeds} consecutive seeds; use a smaller one."
-            ));
-        }
-        Ok(Exercise {
-            prompt: self.prompt.clone(),
-            seeds: seeds as usize,
-            max_tokens: max_tokens as usize,
-            first_seed,
+        let seeds = problems.field(
+            "yt-n",
+            whole_in(&self.seeds, "Seeds per temperature", 1, MAX_SEEDS),
+        );
+        let max_tokens = problems.field(
+            "yt-max",
+            whole_in(&self.max_tokens, "Max new tokens", 1, MAX_NEW_TOKENS),
+        );
+        // The seeds run from the first one upwards, so the last must still be a u64; until
+        // the number of seeds reads, one seed is all the first one needs room for.
+        let first_seed = problems.field(
+            "yt-seed",
+            whole(&self.first_seed, "First seed").and_then(|first| {
+                let n = seeds.unwrap_or(1);
+                first.checked_add(n - 1).map(|_| first).ok_or_else(|| {
+                    format!(
+                        "First seed {first} leaves no room for {n} consecutive seeds; use a smaller one."
+                    )
+                })
+            }),
+        );
+        problems.or(|| {
+            Some(Exercise {
+                prompt: self.prompt.clone(),
+                seeds: seeds? as usize,
+                max_tokens: max_tokens? as usize,
+                first_seed: first_seed?,
+            })
         })
     }
 }
@@ -423,7 +437,7 @@ mod tests {
 
     #[test]
     fn the_form_checks_every_field_and_round_trips_the_url() {
-        let exercise = ExerciseForm::default().parse().unwrap();
+        let exercise = ExerciseForm::default().check().unwrap();
         assert_eq!(
             exercise,
             Exercise {
@@ -433,38 +447,53 @@ mod tests {
                 first_seed: 7
             }
         );
-        let error = |f: fn(&mut ExerciseForm)| {
+        let problem = |f: fn(&mut ExerciseForm), field: &str| {
             let mut form = ExerciseForm::default();
             f(&mut form);
-            form.parse().unwrap_err()
+            let problems = form.check().unwrap_err();
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            problems
+                .of(field)
+                .unwrap_or_else(|| panic!("{field}: {problems:?}"))
         };
         assert_eq!(
-            error(|f| f.prompt = " ".into()),
+            problem(|f| f.prompt = " ".into(), "yt-prompt"),
             "Type a prompt: the model needs at least one token to start from."
         );
         assert_eq!(
-            error(|f| f.seeds = "33".into()),
-            "Number of seeds must be from 1 to 32, but it is 33."
+            problem(|f| f.seeds = "33".into(), "yt-n"),
+            "Seeds per temperature must be a whole number from 1 to 32, but it is \"33\"."
         );
         assert_eq!(
-            error(|f| f.seeds = "0".into()),
-            "Number of seeds must be from 1 to 32, but it is 0."
+            problem(|f| f.seeds = "0".into(), "yt-n"),
+            "Seeds per temperature must be a whole number from 1 to 32, but it is \"0\"."
         );
         assert_eq!(
-            error(|f| f.max_tokens = "lots".into()),
-            "Max new tokens must be a whole number of at least 0, but it is \"lots\"."
+            problem(|f| f.max_tokens = "lots".into(), "yt-max"),
+            "Max new tokens must be a whole number from 1 to 64, but it is \"lots\"."
         );
         assert_eq!(
-            error(|f| f.max_tokens = "65".into()),
-            "Max new tokens must be from 1 to 64, but it is 65."
+            problem(|f| f.max_tokens = "65".into(), "yt-max"),
+            "Max new tokens must be a whole number from 1 to 64, but it is \"65\"."
         );
         assert_eq!(
-            error(|f| f.first_seed = u64::MAX.to_string()),
+            problem(|f| f.first_seed = "-1".into(), "yt-seed"),
+            "First seed must be a whole number of at least 0, but it is \"-1\"."
+        );
+        assert_eq!(
+            problem(|f| f.first_seed = u64::MAX.to_string(), "yt-seed"),
             format!(
                 "First seed {} leaves no room for 8 consecutive seeds; use a smaller one.",
                 u64::MAX
             )
         );
+        // One seed needs no room beyond the first, even the largest.
+        let one = ExerciseForm {
+            seeds: "1".into(),
+            first_seed: u64::MAX.to_string(),
+            ..ExerciseForm::default()
+        };
+        assert_eq!(one.check().unwrap().first_seed, u64::MAX);
 
         let form = ExerciseForm {
             prompt: "Once upon".into(),
@@ -472,14 +501,39 @@ mod tests {
             max_tokens: "5".into(),
             first_seed: "40".into(),
         };
-        let query = form.to_query();
-        let keys: Vec<&str> = query.iter().map(|(k, _)| *k).collect();
+        let pairs = form.to_pairs();
+        let keys: Vec<&str> = pairs.iter().map(|(k, _)| *k).collect();
         assert_eq!(keys, ["yt_prompt", "yt_n", "yt_max", "yt_seed"]);
-        let back = ExerciseForm::from_query(query.iter().map(|(k, v)| (*k, v.as_str())));
+        let (back, problems) =
+            ExerciseForm::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
         assert_eq!(back, form);
+        assert!(problems.is_empty());
+        let (other, problems) = ExerciseForm::from_pairs([("panel", "your-turn")]);
+        assert_eq!(other, ExerciseForm::default());
+        assert!(problems.is_empty());
+    }
+
+    #[test]
+    fn a_url_with_bad_values_names_every_field() {
+        let (form, url) = ExerciseForm::from_pairs([
+            ("panel", "your-turn"),
+            ("yt_prompt", ""),
+            ("yt_n", "many"),
+            ("yt_max", "0"),
+            ("yt_seed", "x"),
+        ]);
+        assert!(url.is_empty(), "a bad value stays in its field: {url:?}");
+        assert_eq!(form.seeds, "many");
+        let problems = form.check().unwrap_err();
+        let fields: Vec<_> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["yt-prompt", "yt-n", "yt-max", "yt-seed"]);
         assert_eq!(
-            ExerciseForm::from_query([("panel", "your-turn")]),
-            ExerciseForm::default()
+            problems.of("yt-n").unwrap(),
+            "Seeds per temperature must be a whole number from 1 to 32, but it is \"many\"."
+        );
+        assert_eq!(
+            problems.of("yt-seed").unwrap(),
+            "First seed must be a whole number of at least 0, but it is \"x\"."
         );
     }
 
@@ -490,7 +544,7 @@ mod tests {
             first_seed: "10".into(),
             ..ExerciseForm::default()
         }
-        .parse()
+        .check()
         .unwrap();
         let plan = exercise.plan();
         assert_eq!(plan.len(), exercise.total_runs());
@@ -549,7 +603,7 @@ mod tests {
 
     #[test]
     fn the_verdict_judges_the_prediction_and_reports_the_runs() {
-        let exercise = ExerciseForm::default().parse().unwrap();
+        let exercise = ExerciseForm::default().check().unwrap();
         let low: Vec<Sample> = (0..2)
             .map(|i| sample(i, "same", 1, &[0.01], &[0.99]))
             .collect();
