@@ -4,8 +4,6 @@ use std::sync::{Arc, Mutex};
 
 use thiserror::Error;
 
-use crate::BackendChoice;
-
 /// Why the GPU path cannot run (or stopped running). The words end up in a run record's
 /// `degraded_reason` and on the lab's page.
 #[derive(Clone, Debug, Error, PartialEq)]
@@ -41,11 +39,6 @@ pub enum GpuError {
     /// The CPU policy's step on the GPU's logits, when the runtime re-takes one.
     #[error(transparent)]
     Policy(#[from] policy::PolicyError),
-    #[error(
-        "backend {name:?} is not known: expected {}",
-        BackendChoice::ALL.map(BackendChoice::name).join(" or ")
-    )]
-    UnknownBackend { name: String },
 }
 
 /// Faults to inject, so that tests (and `decode-lab generate --inject-fault`) can force

@@ -2,15 +2,11 @@
 //! reference, the named baseline `cpu-reference` otherwise, switching mid-run without
 //! losing a token.
 
-use std::fmt;
-use std::str::FromStr;
-
 use model::{ModelError, Transformer};
 use policy::{
     ArtifactId, Backend, BackendKind, LanguageModel, Policy, Snapshots, StepContext, StepOutcome,
     Stepper,
 };
-use serde::{Deserialize, Serialize};
 
 use crate::device::{Faults, Gpu, GpuError};
 use crate::transformer::GpuTransformer;
@@ -40,61 +36,7 @@ pub struct SamplingReport {
     pub mismatches: usize,
 }
 
-/// Which forward pass a run asks for: `gpu` or `cpu` on the command line (`--backend`), in
-/// the lab's `backend=` key and in the worker's messages. Reading also takes the name of
-/// the backend each one runs (`webgpu`, `cpu-reference`), as a run record writes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendChoice {
-    /// WebGPU (natively: whatever adapter wgpu finds), falling back to `cpu-reference`.
-    #[serde(alias = "webgpu")]
-    Gpu,
-    /// The CPU reference pass.
-    #[serde(alias = "cpu-reference")]
-    Cpu,
-}
-
-impl BackendChoice {
-    /// Both choices, the GPU first.
-    pub const ALL: [BackendChoice; 2] = [BackendChoice::Gpu, BackendChoice::Cpu];
-
-    /// The choice's name: `gpu` or `cpu`.
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendChoice::Gpu => "gpu",
-            BackendChoice::Cpu => "cpu",
-        }
-    }
-
-    /// The backend this choice runs when nothing falls back.
-    pub fn runs(self) -> BackendKind {
-        match self {
-            BackendChoice::Gpu => BackendKind::WebGpu,
-            BackendChoice::Cpu => BackendKind::CpuReference,
-        }
-    }
-}
-
-impl fmt::Display for BackendChoice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for BackendChoice {
-    type Err = GpuError;
-
-    /// Reads a choice by its [`name`](BackendChoice::name) or by the name of the backend it
-    /// [`runs`](BackendChoice::runs).
-    fn from_str(name: &str) -> Result<BackendChoice, GpuError> {
-        BackendChoice::ALL
-            .into_iter()
-            .find(|choice| choice.name() == name || choice.runs().name() == name)
-            .ok_or_else(|| GpuError::UnknownBackend {
-                name: name.to_string(),
-            })
-    }
-}
+pub use policy::BackendChoice;
 
 enum Call {
     Prefill,
@@ -477,30 +419,5 @@ impl LanguageModel for Runtime {
             policy::ModelCall::Decode(token) => (None, token),
         };
         pollster::block_on(self.choose(prompt, token, policy, draw))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_choice_reads_back_from_its_name_and_from_the_backend_it_runs() {
-        for choice in BackendChoice::ALL {
-            assert_eq!(choice.to_string().parse::<BackendChoice>(), Ok(choice));
-            assert_eq!(choice.runs().name().parse::<BackendChoice>(), Ok(choice));
-            assert_eq!(
-                serde_json::to_string(&choice).unwrap(),
-                format!("\"{choice}\""),
-                "serde writes the same name"
-            );
-            let read: BackendChoice = serde_json::from_str(&format!("\"{}\"", choice.runs()))
-                .expect("serde reads the backend's name too");
-            assert_eq!(read, choice);
-        }
-        assert_eq!(
-            "tpu".parse::<BackendChoice>().unwrap_err().to_string(),
-            "backend \"tpu\" is not known: expected gpu or cpu"
-        );
     }
 }

@@ -6,7 +6,7 @@
 
 mod panels;
 mod shell;
-#[cfg(test)]
+#[cfg(all(test, feature = "worker"))]
 mod test_support;
 mod widgets;
 pub mod worker;

@@ -2,8 +2,6 @@
 
 use thiserror::Error;
 
-use crate::Precision;
-
 #[derive(Clone, Debug, Error, PartialEq)]
 pub enum ModelError {
     #[error("the model config is not valid JSON for this model: {0}")]
@@ -86,11 +84,6 @@ pub enum ModelError {
     },
     #[error("{needed} tokens do not fit in the context of {context} tokens")]
     ContextFull { needed: usize, context: usize },
-    #[error(
-        "precision {name:?} is not known: expected {}",
-        Precision::ALL.map(Precision::name).join(" or ")
-    )]
-    UnknownPrecision { name: String },
 }
 
 fn bytes_text(bytes: &Option<u64>) -> String {

@@ -8,66 +8,13 @@
 //! matrix as I8 `X.weight` plus F32 `X.scale` `[out]`; norm weights stay f32.
 
 use std::collections::HashMap;
-use std::fmt;
-use std::str::FromStr;
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
-use serde::{Deserialize, Serialize};
 
 use crate::simd::{finish, Lanes, Portable};
 use crate::{ModelConfig, ModelError};
 
-/// How the matrices are stored. Named `f32` and `int8` on the command line (`--weights`),
-/// in the lab's `precision=` key and in the worker's messages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Precision {
-    F32,
-    /// Symmetric per-output-row int8: `w[r][c] ≈ scale[r] · q[r][c]`, q in −127..=127.
-    Int8,
-}
-
-impl Precision {
-    /// Every precision the model ships in, f32 first.
-    pub const ALL: [Precision; 2] = [Precision::F32, Precision::Int8];
-
-    /// The precision's name: `f32` or `int8`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::F32 => "f32",
-            Precision::Int8 => "int8",
-        }
-    }
-
-    /// The role of its weights file in the model's `config.json` (`weights-f32`,
-    /// `weights-int8`).
-    pub fn role(self) -> &'static str {
-        match self {
-            Precision::F32 => "weights-f32",
-            Precision::Int8 => "weights-int8",
-        }
-    }
-}
-
-impl fmt::Display for Precision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Precision {
-    type Err = ModelError;
-
-    /// Reads a precision by its [`name`](Precision::name).
-    fn from_str(name: &str) -> Result<Precision, ModelError> {
-        Precision::ALL
-            .into_iter()
-            .find(|precision| precision.name() == name)
-            .ok_or_else(|| ModelError::UnknownPrecision {
-                name: name.to_string(),
-            })
-    }
-}
+pub use policy::Precision;
 
 /// A `[rows, cols]` weight matrix, row-major.
 #[derive(Clone, Debug, PartialEq)]
@@ -667,22 +614,6 @@ impl Weights {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_precision_reads_back_from_its_name_in_text_and_in_json() {
-        for precision in Precision::ALL {
-            assert_eq!(precision.to_string().parse::<Precision>(), Ok(precision));
-            assert_eq!(
-                serde_json::to_string(&precision).unwrap(),
-                format!("\"{precision}\"")
-            );
-            assert_eq!(precision.role(), format!("weights-{precision}"));
-        }
-        assert_eq!(
-            "fp16".parse::<Precision>().unwrap_err().to_string(),
-            "precision \"fp16\" is not known: expected f32 or int8"
-        );
-    }
 
     fn matrix(rows: usize, cols: usize, seed: u32) -> Linear {
         let data = (0..rows * cols)

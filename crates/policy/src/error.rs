@@ -5,7 +5,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-use crate::{Shortest, StageOrder};
+use crate::{BackendChoice, Precision, Shortest, StageOrder};
 
 /// Why a policy step (or a policy configuration) was refused.
 #[derive(Clone, Debug, Error, PartialEq)]
@@ -85,6 +85,16 @@ pub enum PolicyError {
         StageOrder::ALL.map(StageOrder::name).join(" or ")
     )]
     UnknownOrder { name: String },
+    #[error(
+        "precision {name:?} is not known: expected {}",
+        Precision::ALL.map(Precision::name).join(" or ")
+    )]
+    UnknownPrecision { name: String },
+    #[error(
+        "backend {name:?} is not known: expected {}",
+        BackendChoice::ALL.map(BackendChoice::name).join(" or ")
+    )]
+    UnknownBackend { name: String },
     /// A logit-bias entry without the `:` between token id and value.
     #[error("logit bias {0:?} is not of the form id:value, for example 2:-1.5")]
     LogitBiasEntry(String),

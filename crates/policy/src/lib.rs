@@ -29,6 +29,7 @@ pub mod generate;
 mod logit_bias;
 mod pipeline;
 pub mod record;
+mod request;
 pub mod rng;
 mod shortest;
 
@@ -45,5 +46,6 @@ pub use record::{
     parse_records, replay, ArtifactId, Backend, BackendKind, RecordError, ReplayReport, RunConfig,
     RunRecord, SeedSource, StopConfig,
 };
+pub use request::{BackendChoice, Precision};
 pub use rng::NumpyRng;
 pub use shortest::Shortest;

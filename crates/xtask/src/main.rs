@@ -213,17 +213,17 @@ fn serve(root: &Path, args: &[String]) -> Result<(), String> {
 
 /// Fails when `krate`'s normal or build dependencies include any of `banned`.
 fn check_boundary(krate: &str, banned: &[&str]) -> Result<(), String> {
-    let tree = output(cargo().args([
-        "tree",
-        "-p",
-        krate,
-        "-e",
-        "normal,build",
-        "--prefix",
-        "none",
-        "--format",
-        "{p}",
-    ]))
+    check_tree(krate, &["-e", "normal,build"], banned)
+}
+
+/// Fails when `cargo tree -p krate` with `args` lists any of `banned`.
+fn check_tree(krate: &str, args: &[&str], banned: &[&str]) -> Result<(), String> {
+    let tree = output(
+        cargo()
+            .args(["tree", "-p", krate])
+            .args(args)
+            .args(["--prefix", "none", "--format", "{p}"]),
+    )
     .ok_or(format!("cargo tree -p {krate} failed"))?;
     for name in banned {
         if tree
@@ -244,7 +244,19 @@ fn test(root: &Path) -> Result<(), String> {
     let path = tool_path(root);
 
     run(cargo().args(["fmt", "--all", "--check"]))?;
+    // The lab twice: the page alone, and with the model worker's code (`worker` feature).
     run(cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
+    run(cargo().args([
+        "clippy",
+        "-p",
+        "lab",
+        "--features",
+        "worker",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     // The trainer (candle) is outside the default members; its parity test still runs here.
     run(cargo().args([
         "clippy",
@@ -272,6 +284,26 @@ fn test(root: &Path) -> Result<(), String> {
     ] {
         check_boundary(krate, banned)?;
     }
+    // The page's wasm (the lab without its `worker` feature) links no model, tokenizer or GPU
+    // runtime; its build script may read the model's config natively, so only normal
+    // dependencies count. Then the page builds for the browser on its own.
+    check_tree(
+        "lab",
+        &["-e", "normal", "--target", WASM_TARGET],
+        &["model", "tokenizer", "gpu", "wgpu"],
+    )?;
+    run(cargo().args([
+        "clippy",
+        "-p",
+        "lab",
+        "--bin",
+        "lab",
+        "--target",
+        WASM_TARGET,
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     run(cargo().args([
         "build",
         "-p",
@@ -299,7 +331,7 @@ fn test(root: &Path) -> Result<(), String> {
         "warnings",
     ]))?;
 
-    run(cargo().args(["test"]))?;
+    run(cargo().args(["test", "--features", "lab/worker"]))?;
     run(cargo().args(["test", "-p", "trainer"]))?;
 
     run(Command::new("trunk")

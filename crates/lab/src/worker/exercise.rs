@@ -2,11 +2,73 @@
 //! Generate loop on one runtime, each summarised as a [`Sample`].
 
 use gpu::Runtime;
-use policy::{Clock, StopReason};
+use policy::{Clock, Policy, RunConfig, RunRecord, SeedSource, StopConfig, StopReason};
 use tokenizer::Tokenizer;
 
-use crate::panels::your_turn::view_model::{Exercise, Finished, Results, RunProgress, Sample};
+use crate::panels::your_turn::view_model::{
+    Exercise, Finished, RunProgress, Sample, TEMPERATURES, TOP_K,
+};
 use crate::worker::generation::{generate, with_eos};
+
+/// One of the exercise's runs: which setting (an index into [`TEMPERATURES`]) and what to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedRun {
+    pub setting: usize,
+    pub config: RunConfig,
+}
+
+/// The exercise's runs, planned where they run.
+impl Exercise {
+    pub fn seed_list(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.seeds as u64).map(|i| self.first_seed + i)
+    }
+
+    /// What one setting runs with one seed: the chapter's top-k, nothing else filtered.
+    pub fn config(&self, temperature: f64, seed: u64) -> RunConfig {
+        RunConfig {
+            app_version: env!("CARGO_PKG_VERSION").into(),
+            prompt_template: "{prompt}".into(),
+            prompt: self.prompt.clone(),
+            policy: Policy {
+                temperature,
+                top_k: TOP_K,
+                ..Policy::default()
+            },
+            seed,
+            seed_source: SeedSource::User,
+            max_tokens: self.max_tokens,
+            stop: StopConfig::default(),
+        }
+    }
+
+    /// Every run, seed by seed with both settings in turn, so that a run stopped early has
+    /// as many samples of one setting as of the other (give or take one).
+    pub fn plan(&self) -> Vec<PlannedRun> {
+        self.seed_list()
+            .flat_map(|seed| {
+                TEMPERATURES
+                    .iter()
+                    .enumerate()
+                    .map(move |(setting, &t)| PlannedRun {
+                        setting,
+                        config: self.config(t, seed),
+                    })
+            })
+            .collect()
+    }
+}
+
+impl Sample {
+    pub fn from_record(record: &RunRecord) -> Sample {
+        Sample {
+            seed: record.config.seed,
+            text: record.output_text.clone(),
+            tokens: record.steps.iter().map(|s| s.token).collect(),
+            entropies: record.steps.iter().map(|s| s.entropy).collect(),
+            probs: record.steps.iter().map(|s| s.prob).collect(),
+        }
+    }
+}
 
 /// Runs every planned run on `runtime` through the Generate panel's loop. `on_run` hears
 /// each run before it starts; `cancelled` is asked before each run and each model call;
@@ -49,10 +111,10 @@ pub async fn run_exercise(
         }
         samples[run.setting].push(Sample::from_record(&record));
     }
-    Ok(Finished::Complete(Box::new(Results::new(
-        exercise.clone(),
+    Ok(Finished::Complete {
+        exercise: Box::new(exercise.clone()),
         samples,
-    ))))
+    })
 }
 
 #[cfg(test)]
@@ -61,10 +123,10 @@ mod tests {
     use std::collections::BTreeSet;
 
     use crate::panels::generate::view_model::GenerateForm;
-    use crate::panels::your_turn::view_model::{ExerciseForm, Prediction, TEMPERATURES};
+    use crate::panels::your_turn::view_model::{ExerciseForm, Prediction, Results};
     use crate::test_support::{read, Ticks};
     use crate::widgets::form::Form;
-    use crate::worker::generation::{load_model, ModelFiles};
+    use crate::worker::generation::{load_model, ModelFiles, Start};
     use gpu::BackendChoice;
     use model::Transformer;
 
@@ -75,13 +137,13 @@ mod tests {
             backend: BackendChoice::Cpu,
             ..GenerateForm::default()
         }
-        .parse()
+        .check()
         .unwrap();
         files
             .ensure_weights(request.precision, request.backend, &read, &mut |_| {})
             .await
             .unwrap();
-        let runtime = files.start(&request).await.unwrap();
+        let runtime = files.start(Start::of(&request).unwrap()).await.unwrap();
         (files, runtime)
     }
 
@@ -98,7 +160,7 @@ mod tests {
         .await
         .unwrap()
         {
-            Finished::Complete(results) => *results,
+            Finished::Complete { exercise, samples } => Results::new(*exercise, samples),
             other => panic!("not complete: {other:?}"),
         }
     }
@@ -107,6 +169,40 @@ mod tests {
     /// match a recount from the samples, each step's entropy matches the one recomputed
     /// from its top five (top-k 3 keeps at most three, so they are all there), one output
     /// matches `policy::generate` over the reference transformer, the same seeds give the
+    #[test]
+    fn the_plan_pairs_the_seeds_across_the_settings() {
+        let exercise = ExerciseForm {
+            seeds: "3".into(),
+            first_seed: "10".into(),
+            ..ExerciseForm::default()
+        }
+        .check()
+        .unwrap();
+        let plan = exercise.plan();
+        assert_eq!(plan.len(), exercise.total_runs());
+        let shape: Vec<(usize, f64, u64)> = plan
+            .iter()
+            .map(|r| (r.setting, r.config.policy.temperature, r.config.seed))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (0, 0.2, 10),
+                (1, 1.5, 10),
+                (0, 0.2, 11),
+                (1, 1.5, 11),
+                (0, 0.2, 12),
+                (1, 1.5, 12)
+            ]
+        );
+        for run in &plan {
+            assert_eq!(run.config.policy.top_k, 3);
+            assert_eq!(run.config.policy.top_p, 1.0);
+            assert_eq!(run.config.max_tokens, 8);
+            run.config.policy.validate(768).unwrap();
+        }
+    }
+
     #[test]
     fn the_exercise_on_the_model_matches_independent_counts() {
         pollster::block_on(async {
@@ -125,9 +221,15 @@ mod tests {
             )
             .await
             .unwrap();
-            let Finished::Complete(results) = finished else {
+            let Finished::Complete {
+                exercise: ran,
+                samples,
+            } = finished
+            else {
                 panic!("not complete: {finished:?}");
             };
+            assert_eq!(*ran, exercise);
+            let results = Results::new(*ran, samples);
             assert_eq!(progress.len(), 16);
             assert_eq!(progress[3], (3, 16, 1.5, 8));
 
@@ -199,7 +301,7 @@ mod tests {
             assert_eq!(results.samples[1][2].text, expected.output_text);
 
             let again = run(&mut runtime, tokenizer, &exercise).await;
-            assert_eq!(again, *results);
+            assert_eq!(again, results);
 
             let [low, high] = &results.summaries;
             eprintln!(

@@ -5,22 +5,44 @@
 //! Nothing here touches the browser: fetching, the clock and yielding come in as arguments,
 //! so the whole path runs natively in the tests (on the CPU backend).
 
-use gpu::{BackendChoice, Faults, Runtime};
-use model::{ModelConfig, Precision, Transformer};
+use gpu::{Faults, Runtime};
+use model::{ModelConfig, Transformer};
 use policy::generate::StepRecord;
-use policy::{Clock, Generation, ModelCall, Observer, RunConfig, RunRecord};
+use policy::{
+    BackendChoice, Clock, Generation, ModelCall, Observer, Precision, RunConfig, RunRecord,
+};
 use tokenizer::Tokenizer;
 
 use crate::widgets::number::sentence;
 use crate::worker::protocol::GenerateRequest;
 
-/// The request that replays `record`: its own configuration, on the weights it names, on
-/// `backend`.
+/// What decides which runtime a run starts: the backend, the weights and the faults.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Start {
+    pub backend: BackendChoice,
+    pub precision: Precision,
+    pub faults: Faults,
+}
+
+impl Start {
+    /// What a Generate request starts; its fault names are read here, where the GPU runtime
+    /// that knows them is.
+    pub fn of(request: &GenerateRequest) -> Result<Start, String> {
+        Ok(Start {
+            backend: request.backend,
+            precision: request.precision,
+            faults: Faults::parse(&request.faults)
+                .map_err(|e| sentence(format!("the URL's fault: {e}")))?,
+        })
+    }
+}
+
+/// What replays `record`: its own configuration, on the weights it names, on `backend`.
 pub fn replay_request(
     record: &RunRecord,
     config: &ModelConfig,
     backend: BackendChoice,
-) -> Result<GenerateRequest, String> {
+) -> Result<(RunConfig, Start), String> {
     let shipped = |precision: Precision| {
         config
             .file(precision.role())
@@ -36,14 +58,14 @@ pub fn replay_request(
                 config.name
             )
         })?;
-    Ok(GenerateRequest {
-        config: record.config.clone(),
-        precision,
+    let start = Start {
         backend,
+        precision,
         faults: Faults::default(),
-        inject_panic: false,
-    })
+    };
+    Ok((record.config.clone(), start))
 }
+
 /// The run configuration with the tokenizer's end-of-text token as the end of sequence, as
 /// `decode-lab generate` sets it when `--eos` is not given.
 pub fn with_eos(mut config: RunConfig, tokenizer: &Tokenizer) -> RunConfig {
@@ -143,13 +165,13 @@ impl ModelFiles {
     /// Starts the runtime a request asks for (after [`ensure_weights`](Self::ensure_weights)).
     /// On the GPU this requests a device, uploads the weights and runs the canary; it falls
     /// back to `cpu-reference` (f32) rather than fail.
-    pub async fn start(&self, request: &GenerateRequest) -> Result<Runtime, String> {
-        let reference = self.transformer(request.precision)?;
-        let baseline = match (request.precision, request.backend) {
+    pub async fn start(&self, start: Start) -> Result<Runtime, String> {
+        let reference = self.transformer(start.precision)?;
+        let baseline = match (start.precision, start.backend) {
             (Precision::Int8, BackendChoice::Gpu) => Some(self.transformer(Precision::F32)?),
             _ => None,
         };
-        Ok(Runtime::start(request.backend, reference, baseline, request.faults).await)
+        Ok(Runtime::start(start.backend, reference, baseline, start.faults).await)
     }
 }
 
@@ -275,6 +297,7 @@ mod tests {
     use crate::panels::generate::view_model::{
         logits_text, parse_record, replay_verdict, GenerateForm,
     };
+    use crate::widgets::form::Form;
 
     /// The panel's loop, on the CPU backend, makes the same tokens as the CLI's
     /// `policy::generate` over the CPU reference; a GPU request without a GPU (the `no-webgpu`
@@ -289,7 +312,7 @@ mod tests {
                 backend: BackendChoice::Cpu,
                 ..GenerateForm::default()
             };
-            let request = form.parse().unwrap();
+            let request = form.check().unwrap();
             files
                 .ensure_weights(request.precision, request.backend, &read, &mut |m| {
                     progress.push(m)
@@ -319,9 +342,9 @@ mod tests {
                     fault: fault.into(),
                     ..form.clone()
                 }
-                .parse()
+                .check()
                 .unwrap();
-                let mut runtime = files.start(&request).await.unwrap();
+                let mut runtime = files.start(Start::of(&request).unwrap()).await.unwrap();
                 let mut seen = Vec::new();
                 let record = generate(
                     &mut runtime,
@@ -364,15 +387,15 @@ mod tests {
                 min_p: "0.05".into(),
                 ..GenerateForm::default()
             };
-            let request = form.parse().unwrap();
+            let request = form.check().unwrap();
             assert_eq!(request.config.stop.strings, ["\n\n", "The end"]);
             files
                 .ensure_weights(request.precision, request.backend, &read, &mut |_| {})
                 .await
                 .unwrap();
-            let run = async |files: &ModelFiles, request: GenerateRequest| {
-                let config = with_eos(request.config.clone(), &files.tokenizer);
-                let mut runtime = files.start(&request).await.unwrap();
+            let run = async |files: &ModelFiles, (config, start): (RunConfig, Start)| {
+                let config = with_eos(config, &files.tokenizer);
+                let mut runtime = files.start(start).await.unwrap();
                 generate(
                     &mut runtime,
                     &files.tokenizer,
@@ -385,14 +408,15 @@ mod tests {
                 .await
                 .unwrap()
             };
-            let record = run(&files, request).await;
+            let start = Start::of(&request).unwrap();
+            let record = run(&files, (request.config, start)).await;
             for text in [
                 serde_json::to_string_pretty(&record).unwrap(),
                 format!("{}\n", serde_json::to_string(&record).unwrap()),
             ] {
                 let imported = parse_record(&text).unwrap();
                 let again = replay_request(&imported, &files.config, BackendChoice::Cpu).unwrap();
-                assert_eq!(again.precision, Precision::Int8);
+                assert_eq!(again.1.precision, Precision::Int8);
                 let replayed = run(&files, again).await;
                 let (same, words) = replay_verdict(&imported, &replayed);
                 assert!(same, "{words}");
@@ -485,13 +509,13 @@ mod tests {
                 backend: BackendChoice::Cpu,
                 ..GenerateForm::default()
             }
-            .parse()
+            .check()
             .unwrap();
             files
                 .ensure_weights(request.precision, request.backend, &read, &mut |_| {})
                 .await
                 .unwrap();
-            let mut runtime = files.start(&request).await.unwrap();
+            let mut runtime = files.start(Start::of(&request).unwrap()).await.unwrap();
             let count = std::cell::Cell::new(0);
             let record = generate(
                 &mut runtime,

@@ -1,12 +1,19 @@
 //! The model worker and the page's link to it. [`protocol`] is the one typed seam both
-//! binaries compile; [`link`] is the page's handle on the worker; [`host`] is the worker's
-//! global scope (jobs in, events posted out), [`runner`] runs one job, [`generation`] and
-//! [`exercise`] drive the model, and [`browser`] is the worker's fetch, clock and yield.
+//! binaries compile, and [`link`] is the page's handle on the worker. The rest is the
+//! worker's alone, built only with the `worker` feature (which brings the model, the
+//! tokenizer and the GPU runtime): [`host`] is its global scope (jobs in, events posted
+//! out), [`runner`] runs one job, [`generation`] and [`exercise`] drive the model, and
+//! [`browser`] is its fetch, clock and yield.
 
+#[cfg(feature = "worker")]
 pub(crate) mod browser;
+#[cfg(feature = "worker")]
 pub(crate) mod exercise;
+#[cfg(feature = "worker")]
 pub(crate) mod generation;
+#[cfg(feature = "worker")]
 pub mod host;
 pub(crate) mod link;
 pub(crate) mod protocol;
+#[cfg(feature = "worker")]
 pub(crate) mod runner;

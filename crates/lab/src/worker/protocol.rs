@@ -1,27 +1,27 @@
 //! The one typed protocol between the page and the model worker: [`Job`]s from the page,
 //! [`Event`]s back, both crossing as JavaScript objects through `serde-wasm-bindgen`
-//! ([`to_js`]). This is the only worker file the page compiles.
+//! ([`to_js`]). Forms are checked on the page; a job carries checked values, so the worker
+//! parses no form text. This and [`crate::worker::link`] are the only worker files the page
+//! compiles; the rest needs the `worker` feature (the model, the tokenizer, the GPU runtime).
 
-use gpu::{BackendChoice, Faults};
-use model::Precision;
 use policy::generate::StepRecord;
-use policy::{Backend, RunConfig, RunRecord};
+use policy::{Backend, BackendChoice, Precision, RunConfig, RunRecord};
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::JsValue;
 
-use crate::panels::generate::view_model::GenerateForm;
-use crate::panels::your_turn::view_model::{ExerciseForm, Finished, RunProgress};
-use crate::widgets::form::Form;
+use crate::panels::your_turn::view_model::{Exercise, Finished, RunProgress};
 
-/// A checked form: what to run, on which backend, with which faults.
-#[derive(Clone, Debug, PartialEq)]
+/// A checked Generate form: what to run, on which backend, with which faults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GenerateRequest {
     /// Everything that decides the tokens; `policy.eos_token` is set once the tokenizer is
     /// loaded ([`crate::worker::generation::with_eos`]), as `decode-lab generate` does.
     pub config: RunConfig,
     pub precision: Precision,
     pub backend: BackendChoice,
-    pub faults: Faults,
+    /// Faults to inject, by the names `gpu::Faults::parse` reads (the URL's `fault=`, for
+    /// tests of the fallback); the worker, which has the GPU runtime, reads them.
+    pub faults: String,
     /// The URL's `fault=panic`: the run panics, to test that the page reports it.
     pub inject_panic: bool,
 }
@@ -29,52 +29,20 @@ pub struct GenerateRequest {
 /// What the page asks the worker for.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Job {
-    /// A new run from the Generate form, as its URL query pairs.
-    Fresh { form: Vec<(String, String)> },
-    /// Regenerate a record on a backend (`gpu` or `cpu`) and compare.
+    /// A new run of the Generate panel.
+    Generate(Box<GenerateRequest>),
+    /// Regenerate a record on a backend and compare.
     Replay {
         record: Box<RunRecord>,
-        backend: String,
+        backend: BackendChoice,
     },
     /// The model's next-token logits after a prompt (f32, CPU reference), for the
     /// decoding-step panel.
     PromptLogits { prompt: String },
-    /// The Your-turn exercise, as its form's URL query pairs: both temperatures over every
-    /// seed on the CPU reference.
-    Exercise { form: Vec<(String, String)> },
+    /// The Your-turn exercise: both temperatures over every seed on the CPU reference.
+    Exercise(Box<Exercise>),
     /// Stop the run in progress before its next model call.
     Cancel,
-}
-
-impl Job {
-    pub fn fresh(form: &GenerateForm) -> Job {
-        Job::Fresh {
-            form: owned(form.to_query()),
-        }
-    }
-
-    pub fn replay(record: RunRecord, backend: BackendChoice) -> Job {
-        Job::Replay {
-            record: Box::new(record),
-            backend: backend.to_string(),
-        }
-    }
-
-    pub fn exercise(form: &ExerciseForm) -> Job {
-        Job::Exercise {
-            form: owned(form.to_pairs()),
-        }
-    }
-}
-
-/// A form's URL query as owned pairs, the way it travels to the worker.
-fn owned(query: Vec<(&'static str, String)>) -> Vec<(String, String)> {
-    query.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-}
-
-/// The pairs of [`owned`] again, as a form's `from_query` or `from_pairs` reads them.
-pub(crate) fn borrowed(pairs: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
-    pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))
 }
 
 /// Mean GPU timings of a run's decode steps, in milliseconds (see [`gpu::StepTimings`]).

@@ -5,34 +5,26 @@
 //! model files and the started runtime) and knows nothing of the DOM or of Leptos: the
 //! page draws the events, the worker posts them (see [`crate::worker::host`]).
 //!
-//! The job and the events are the typed values that cross between page and worker through
-//! `serde-wasm-bindgen`; a form travels as its URL query, so the worker parses exactly
-//! what a permalink would.
+//! The job and the events are the typed values of [`crate::worker::protocol`].
 
-use gpu::{BackendChoice, Runtime};
-use model::Precision;
+use gpu::{Faults, Runtime};
 use policy::generate::StepRecord;
-use policy::BackendKind;
+use policy::{BackendChoice, BackendKind, Precision};
 use tokenizer::StreamDecoder;
 
-use crate::panels::generate::view_model::GenerateForm;
-use crate::panels::your_turn::view_model::ExerciseForm;
 use crate::shell::web::now_ms;
-use crate::widgets::form::Form;
 use crate::worker::browser::{
     adapter_info, fetch_model_file_with_progress, yield_to_events, WorkerClock,
 };
 use crate::worker::exercise::run_exercise;
 use crate::worker::generation::{
-    generate, load_model, prompt_logits, replay_request, speed, with_eos, ModelFiles,
+    generate, load_model, prompt_logits, replay_request, speed, with_eos, ModelFiles, Start,
 };
-use crate::worker::protocol::{borrowed, Event, GenerateRequest, GpuTimings, Job, RunFigures};
+use crate::worker::protocol::{Event, GpuTimings, Job, RunFigures};
 
-/// The runtime a request can reuse: same backend, weights and faults, and not degraded.
+/// The runtime a job can reuse: the same [`Start`], and not degraded.
 struct Started {
-    backend: BackendChoice,
-    precision: Precision,
-    faults: gpu::Faults,
+    start: Start,
     runtime: Runtime,
 }
 
@@ -43,37 +35,28 @@ pub struct Engine {
     started: Option<Started>,
 }
 
-/// The runtime `request` asks for: the one already started when it matches (same backend,
-/// weights and faults, and not degraded), or a new one (after
-/// [`ModelFiles::ensure_weights`]).
+/// The runtime `start` asks for: the one already started when it matches and is not
+/// degraded, or a new one (after [`ModelFiles::ensure_weights`]).
 async fn runtime_for<'a>(
     files: &ModelFiles,
     started: &'a mut Option<Started>,
-    request: &GenerateRequest,
+    start: Start,
     progress: &mut impl FnMut(String),
 ) -> Result<&'a mut Runtime, String> {
-    let reusable = started.as_ref().is_some_and(|s| {
-        s.backend == request.backend
-            && s.precision == request.precision
-            && s.faults == request.faults
-            && s.runtime.backend().degraded_reason.is_none()
-    });
+    let reusable = started
+        .as_ref()
+        .is_some_and(|s| s.start == start && s.runtime.backend().degraded_reason.is_none());
     if !reusable {
         *started = None;
-        progress(match request.backend {
+        progress(match start.backend {
             BackendChoice::Gpu => format!(
                 "Starting WebGPU: requesting a device, uploading the {} weights and checking them against the CPU reference…",
-                request.precision
+                start.precision
             ),
             BackendChoice::Cpu => "Preparing the CPU reference…".to_string(),
         });
-        let runtime = files.start(request).await?;
-        *started = Some(Started {
-            backend: request.backend,
-            precision: request.precision,
-            faults: request.faults,
-            runtime,
-        });
+        let runtime = files.start(start).await?;
+        *started = Some(Started { start, runtime });
     }
     started
         .as_mut()
@@ -109,42 +92,29 @@ pub async fn run(
     let Some(files) = state.files.as_mut() else {
         return Err("The model files are not loaded.".to_string());
     };
-    let request: GenerateRequest = match job {
-        Job::Fresh { form } => GenerateForm::from_query(borrowed(&form)).parse()?,
-        Job::Replay { record, backend } => {
-            let backend = backend.trim().parse().map_err(|_| {
-                format!("The replay asks for backend \"{backend}\", which is not gpu or cpu.")
-            })?;
-            replay_request(&record, &files.config, backend)?
+    let (config, start) = match job {
+        Job::Generate(request) => {
+            if request.inject_panic {
+                panic!("the URL's fault=panic asked the model worker to panic");
+            }
+            (request.config.clone(), Start::of(&request)?)
         }
+        Job::Replay { record, backend } => replay_request(&record, &files.config, backend)?,
         Job::PromptLogits { prompt } => {
             let logits = prompt_logits(files, &prompt, &fetch, &mut progress).await?;
             emit(Event::Logits(logits));
             return Ok(());
         }
-        Job::Exercise { form } => {
-            // Every field of the exercise is text, so its pairs alone hold no problem; the
-            // page checked the same form before it sent it, so any problem here is the
-            // job's own, said in the form's words.
-            let (form, _) = ExerciseForm::from_pairs(borrowed(&form));
-            let exercise = form.check().map_err(|problems| {
-                problems
-                    .iter()
-                    .map(|p| p.message.as_str())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })?;
-            // Only the backend, precision and faults of a request decide what starts.
-            let request = GenerateForm {
+        Job::Exercise(exercise) => {
+            let start = Start {
                 backend: BackendChoice::Cpu,
                 precision: Precision::F32,
-                ..GenerateForm::default()
-            }
-            .parse()?;
+                faults: Faults::default(),
+            };
             files
-                .ensure_weights(request.precision, request.backend, &fetch, &mut progress)
+                .ensure_weights(start.precision, start.backend, &fetch, &mut progress)
                 .await?;
-            let runtime = runtime_for(files, &mut state.started, &request, &mut progress).await?;
+            let runtime = runtime_for(files, &mut state.started, start, &mut progress).await?;
             emit(Event::Generating);
             let finished = run_exercise(
                 runtime,
@@ -162,14 +132,11 @@ pub async fn run(
         }
         Job::Cancel => return Err("Nothing to run.".to_string()),
     };
-    if request.inject_panic {
-        panic!("the URL's fault=panic asked the model worker to panic");
-    }
     files
-        .ensure_weights(request.precision, request.backend, &fetch, &mut progress)
+        .ensure_weights(start.precision, start.backend, &fetch, &mut progress)
         .await?;
     let loaded = now_ms();
-    let runtime = runtime_for(files, &mut state.started, &request, &mut progress).await?;
+    let runtime = runtime_for(files, &mut state.started, start, &mut progress).await?;
     let ready = now_ms();
     let on_gpu = runtime.backend().name == BackendKind::WebGpu;
     let adapter = if on_gpu { adapter_info().await } else { None };
@@ -179,7 +146,7 @@ pub async fn run(
     });
     emit(Event::Generating);
 
-    let config = with_eos(request.config, &files.tokenizer);
+    let config = with_eos(config, &files.tokenizer);
     let eos = config.policy.eos_token;
     let tokenizer = &files.tokenizer;
     let mut decoder = StreamDecoder::new();

@@ -2,12 +2,10 @@
 //! WebGPU (or the CPU reference), with the backend named, every step listed and the run
 //! record shown. It only draws; [`crate::panels::generate::view_model`] does the work.
 
-use gpu::BackendChoice;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use model::Precision;
 use policy::generate::StepRecord;
-use policy::{Backend, RunRecord};
+use policy::{Backend, BackendChoice, Precision, RunRecord};
 use wasm_bindgen::JsCast;
 
 use crate::panels::generate::latency_chart::{LatencyChart, LatencyRow};
@@ -17,6 +15,7 @@ use crate::panels::generate::view_model::{
 use crate::shell::url;
 use crate::shell::web::{chosen_file_text, download, now_ms};
 use crate::widgets::field::{Field, TextArea};
+use crate::widgets::form::{Form, ProblemSummary};
 use crate::worker::link::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job, RunFigures};
 
@@ -73,8 +72,9 @@ fn round(x: f64) -> String {
 pub fn GeneratePanel() -> impl IntoView {
     let pairs = url::pairs();
     let pairs_ref = || pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()));
-    let initial = GenerateForm::from_query(pairs_ref());
-    let url_problems = GenerateForm::url_problems(pairs_ref());
+    let (initial, url_problems) = GenerateForm::from_pairs(pairs_ref());
+    // The URL's problems with a select stay until the learner picks in it.
+    let url_problems = RwSignal::new(url_problems);
     let autorun = pairs.iter().any(|(k, v)| k == "run" && v == "1");
 
     let (prompt, set_prompt) = signal(initial.prompt);
@@ -118,41 +118,35 @@ pub fn GeneratePanel() -> impl IntoView {
     let expected = StoredValue::new(None::<RunRecord>);
     let announced_ms = StoredValue::new(f64::NEG_INFINITY);
 
-    let form = move || GenerateForm {
-        prompt: prompt.get_untracked(),
-        max_tokens: max_tokens.get_untracked(),
-        temperature: temperature.get_untracked(),
-        top_k: top_k.get_untracked(),
-        top_p: top_p.get_untracked(),
-        min_p: min_p.get_untracked(),
-        repetition_penalty: repetition_penalty.get_untracked(),
-        stop: stop.get_untracked(),
-        stop_tokens: stop_tokens.get_untracked(),
-        seed: seed.get_untracked(),
-        precision: precision.get_untracked(),
-        backend: backend_choice.get_untracked(),
-        fault: fault.get_untracked(),
-    };
+    let form = Memo::new(move |_| GenerateForm {
+        prompt: prompt.get(),
+        max_tokens: max_tokens.get(),
+        temperature: temperature.get(),
+        top_k: top_k.get(),
+        top_p: top_p.get(),
+        min_p: min_p.get(),
+        repetition_penalty: repetition_penalty.get(),
+        stop: stop.get(),
+        stop_tokens: stop_tokens.get(),
+        seed: seed.get(),
+        precision: precision.get(),
+        backend: backend_choice.get(),
+        fault: fault.get(),
+    });
+    let checked = Memo::new(move |_| form.get().check());
+    let problems = Signal::derive(move || {
+        let mut all = url_problems.get();
+        if let Err(found) = checked.get() {
+            all.extend(found);
+        }
+        all
+    });
+    let problem = move |field: &'static str| Signal::derive(move || problems.with(|p| p.of(field)));
 
     let busy = move || matches!(phase.get(), Phase::Working(_) | Phase::Generating);
 
     // The form's state in the URL as it changes (without `run=1`: a reload does not rerun).
-    Effect::new(move |_| {
-        prompt.track();
-        max_tokens.track();
-        temperature.track();
-        top_k.track();
-        top_p.track();
-        min_p.track();
-        repetition_penalty.track();
-        stop.track();
-        stop_tokens.track();
-        seed.track();
-        precision.track();
-        backend_choice.track();
-        fault.track();
-        url::write(&form().to_query());
-    });
+    Effect::new(move |_| url::write(&form.get().to_pairs()));
 
     let on_event = move |event: Event| match event {
         // The worker link holds jobs until then; nothing to show.
@@ -252,24 +246,27 @@ pub fn GeneratePanel() -> impl IntoView {
         }
     };
 
-    // The form is checked here, so a mistake is named at once; the worker parses the same
-    // query again.
-    let start_run = move || {
-        let form = form();
-        match form.parse() {
-            Ok(request) => {
-                url::write(&form.to_query());
-                start_job(Job::fresh(&form), request.config.prompt, None);
-            }
-            Err(message) => phase.set(Phase::Failed(message)),
+    // The form is checked as it is typed; the worker gets the checked request.
+    let start_run = move || match checked.get_untracked() {
+        Ok(request) => {
+            url::write(&form.get_untracked().to_pairs());
+            let prompt = request.config.prompt.clone();
+            start_job(Job::Generate(Box::new(request)), prompt, None);
         }
+        Err(_) => phase.set(Phase::Failed(
+            "Generate waits until every field reads; the fields to change are listed above."
+                .to_string(),
+        )),
     };
 
     let replay = move |_| {
         if let Some(r) = record.get_untracked() {
             let prompt = r.config.prompt.clone();
             start_job(
-                Job::replay(r.clone(), backend_choice.get_untracked()),
+                Job::Replay {
+                    record: Box::new(r.clone()),
+                    backend: backend_choice.get_untracked(),
+                },
                 prompt,
                 Some(r),
             );
@@ -313,7 +310,10 @@ pub fn GeneratePanel() -> impl IntoView {
                     record.set(Some(imported.clone()));
                     let prompt = imported.config.prompt.clone();
                     start_job(
-                        Job::replay(imported.clone(), backend_choice.get_untracked()),
+                        Job::Replay {
+                            record: Box::new(imported.clone()),
+                            backend: backend_choice.get_untracked(),
+                        },
                         prompt,
                         Some(imported),
                     );
@@ -457,11 +457,6 @@ pub fn GeneratePanel() -> impl IntoView {
             .collect_view()
     };
 
-    let problems = url_problems
-        .into_iter()
-        .map(|p| view! { <p class="error">{p}</p> })
-        .collect_view();
-
     view! {
         <section
             class="panel"
@@ -473,26 +468,28 @@ pub fn GeneratePanel() -> impl IntoView {
             <p>
                 "Run the tiny model on a prompt with the same policy, one token at a time. The model runs on WebGPU when the browser has it, and otherwise on the CPU reference; the line below names which."
             </p>
-            {problems}
+            <ProblemSummary problems=problems/>
             <form class="controls" on:submit=move |ev| {
                 ev.prevent_default();
                 start_run();
             }>
-                <TextArea id="gen-prompt" label="Prompt" hint="The text the model continues." value=prompt.into() set=set_prompt wide=true/>
-                <Field id="gen-max" label="Max new tokens" hint="Stop after this many tokens (or at the end-of-text token)." value=max_tokens.into() set=set_max_tokens inputmode="numeric"/>
-                <Field id="gen-temperature" label="Temperature" hint="0 is greedy; higher flattens." value=temperature.into() set=set_temperature/>
-                <Field id="gen-top-k" label="Top-k" hint="Keep the k highest; 0 is off." value=top_k.into() set=set_top_k inputmode="numeric"/>
-                <Field id="gen-top-p" label="Top-p" hint="Keep the smallest set with this much probability; 1 is off." value=top_p.into() set=set_top_p/>
-                <Field id="gen-min-p" label="Min-p" hint="Keep tokens at least this fraction of the top probability; 0 is off." value=min_p.into() set=set_min_p/>
-                <Field id="gen-repetition" label="Repetition penalty" hint="Divides the logits of tokens already in the text; 1 is off." value=repetition_penalty.into() set=set_repetition_penalty/>
-                <Field id="gen-seed" label="Seed" hint="The same seed gives the same tokens." value=seed.into() set=set_seed inputmode="numeric"/>
-                <TextArea id="gen-stop" label="Stop strings" hint="One per line; write \\n for a line break. The run stops when the text contains one." value=stop.into() set=set_stop/>
-                <Field id="gen-stop-tokens" label="Stop tokens" hint="Token ids that end the run, e.g. 10, 13." value=stop_tokens.into() set=set_stop_tokens inputmode="text"/>
+                <TextArea id="gen-prompt" problem=problem("gen-prompt") label="Prompt" hint="The text the model continues." value=prompt.into() set=set_prompt wide=true/>
+                <Field id="gen-max" problem=problem("gen-max") label="Max new tokens" hint="Stop after this many tokens (or at the end-of-text token)." value=max_tokens.into() set=set_max_tokens inputmode="numeric"/>
+                <Field id="gen-temperature" problem=problem("gen-temperature") label="Temperature" hint="0 is greedy; higher flattens." value=temperature.into() set=set_temperature/>
+                <Field id="gen-top-k" problem=problem("gen-top-k") label="Top-k" hint="Keep the k highest; 0 is off." value=top_k.into() set=set_top_k inputmode="numeric"/>
+                <Field id="gen-top-p" problem=problem("gen-top-p") label="Top-p" hint="Keep the smallest set with this much probability; 1 is off." value=top_p.into() set=set_top_p/>
+                <Field id="gen-min-p" problem=problem("gen-min-p") label="Min-p" hint="Keep tokens at least this fraction of the top probability; 0 is off." value=min_p.into() set=set_min_p/>
+                <Field id="gen-repetition" problem=problem("gen-repetition") label="Repetition penalty" hint="Divides the logits of tokens already in the text; 1 is off." value=repetition_penalty.into() set=set_repetition_penalty/>
+                <Field id="gen-seed" problem=problem("gen-seed") label="Seed" hint="The same seed gives the same tokens." value=seed.into() set=set_seed inputmode="numeric"/>
+                <TextArea id="gen-stop" problem=problem("gen-stop") label="Stop strings" hint="One per line; write \\n for a line break. The run stops when the text contains one." value=stop.into() set=set_stop/>
+                <Field id="gen-stop-tokens" problem=problem("gen-stop-tokens") label="Stop tokens" hint="Token ids that end the run, e.g. 10, 13." value=stop_tokens.into() set=set_stop_tokens inputmode="text"/>
                 <div class="field">
                     <label for="gen-precision">"Precision"</label>
                     <select
                         id="gen-precision"
+                        aria-invalid=move || problem("gen-precision").get().map(|_| "true")
                         on:change=move |ev| {
+                            url_problems.update(|p| *p = p.without("gen-precision"));
                             if let Ok(chosen) = event_target_value(&ev).parse() {
                                 set_precision.set(chosen)
                             }
@@ -506,7 +503,9 @@ pub fn GeneratePanel() -> impl IntoView {
                     <label for="gen-backend">"Backend"</label>
                     <select
                         id="gen-backend"
+                        aria-invalid=move || problem("gen-backend").get().map(|_| "true")
                         on:change=move |ev| {
+                            url_problems.update(|p| *p = p.without("gen-backend"));
                             if let Ok(chosen) = event_target_value(&ev).parse() {
                                 set_backend_choice.set(chosen)
                             }

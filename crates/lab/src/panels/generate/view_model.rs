@@ -2,13 +2,13 @@
 //! for the worker; a record file read and a replay judged; the backend and tokens in words.
 //! The run itself happens in the model worker ([`crate::worker::generation`]).
 
-use gpu::{BackendChoice, Faults};
-use model::Precision;
 use policy::{
-    Backend, BackendKind, Policy, ReplayReport, RunConfig, RunRecord, SeedSource, StopConfig,
+    Backend, BackendChoice, BackendKind, Policy, Precision, ReplayReport, RunConfig, RunRecord,
+    SeedSource, StopConfig,
 };
 
-use crate::widgets::number::{number, sentence, whole};
+use crate::widgets::form::{Form, Problems};
+use crate::widgets::number::{number, sentence, whole_in};
 use crate::worker::protocol::GenerateRequest;
 
 /// The Generate form, as the learner typed it (or as the URL gave it).
@@ -28,7 +28,8 @@ pub struct GenerateForm {
     pub seed: String,
     pub precision: Precision,
     pub backend: BackendChoice,
-    /// Faults to inject (`Faults::parse` names); empty for none. Only the URL sets it.
+    /// Faults to inject (`gpu::Faults::parse` names, and `panic`); empty for none. Only the
+    /// URL sets it.
     pub fault: String,
 }
 
@@ -52,15 +53,18 @@ impl Default for GenerateForm {
     }
 }
 
-impl GenerateForm {
+impl Form for GenerateForm {
+    type Checked = GenerateRequest;
+
     /// The form a URL's query asks for: `backend=gpu|cpu`, `fault=…`, `prompt`, `max`,
-    /// `temperature`, `top_k`, `top_p`, `seed`, `precision=f32|int8` (and `run=1`, which the
-    /// panel reads to start a run as soon as the page loads). Missing keys keep the
-    /// defaults; an unknown backend or precision is reported by [`url_problems`].
-    ///
-    /// [`url_problems`]: GenerateForm::url_problems
-    pub fn from_query<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> GenerateForm {
+    /// `temperature`, `top_k`, `top_p`, `min_p`, `repetition_penalty`, `stop`,
+    /// `stop_tokens`, `seed`, `precision=f32|int8` (and `run=1`, which the panel reads to
+    /// start a run as soon as the page loads). Missing keys keep the defaults.
+    fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> (GenerateForm, Problems) {
         let mut form = GenerateForm::default();
+        let mut problems = Problems::default();
         for (key, value) in pairs {
             match key {
                 "prompt" => form.prompt = value.to_string(),
@@ -73,42 +77,27 @@ impl GenerateForm {
                 "stop" => form.stop = value.to_string(),
                 "stop_tokens" => form.stop_tokens = value.to_string(),
                 "seed" => form.seed = value.to_string(),
-                "precision" => {
-                    if let Ok(p) = value.trim().parse() {
-                        form.precision = p;
-                    }
-                }
-                "backend" => {
-                    if let Ok(b) = value.trim().parse() {
-                        form.backend = b;
-                    }
-                }
+                "precision" => match value.trim().parse() {
+                    Ok(p) => form.precision = p,
+                    Err(_) => problems.add("gen-precision", format!(
+                        "The URL asks for precision \"{value}\", which is not one of f32 or int8; using f32."
+                    )),
+                },
+                "backend" => match value.trim().parse() {
+                    Ok(b) => form.backend = b,
+                    Err(_) => problems.add("gen-backend", format!(
+                        "The URL asks for backend \"{value}\", which is not one of gpu or cpu; using WebGPU."
+                    )),
+                },
                 "fault" => form.fault = value.to_string(),
                 _ => {}
             }
         }
-        form
+        (form, problems)
     }
 
-    /// What a URL's query says that the form cannot take, in words.
-    pub fn url_problems<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<String> {
-        let mut problems = Vec::new();
-        for (key, value) in pairs {
-            match key {
-                "backend" if value.trim().parse::<BackendChoice>().is_err() => problems.push(format!(
-                    "The URL asks for backend \"{value}\", which is not one of gpu or cpu; using WebGPU."
-                )),
-                "precision" if value.trim().parse::<Precision>().is_err() => problems.push(format!(
-                    "The URL asks for precision \"{value}\", which is not one of f32 or int8; using f32."
-                )),
-                _ => {}
-            }
-        }
-        problems
-    }
-
-    /// The query that reproduces this form (the inverse of [`from_query`](Self::from_query)).
-    pub fn to_query(&self) -> Vec<(&'static str, String)> {
+    /// The query that reproduces this form (the inverse of [`from_pairs`](Form::from_pairs)).
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
         let mut pairs = vec![
             ("backend", self.backend.to_string()),
             ("precision", self.precision.to_string()),
@@ -137,61 +126,89 @@ impl GenerateForm {
         pairs
     }
 
-    /// Checks every field; an error is one sentence naming the value.
-    pub fn parse(&self) -> Result<GenerateRequest, String> {
+    /// Reads every field, so that every bad one is named at once.
+    fn check(&self) -> Result<GenerateRequest, Problems> {
+        let mut problems = Problems::default();
         if self.prompt.trim().is_empty() {
-            return Err(
-                "Type a prompt: the model needs at least one token to start from.".to_string(),
+            problems.add(
+                "gen-prompt",
+                "Type a prompt: the model needs at least one token to start from.",
             );
         }
-        let max_tokens = whole(&self.max_tokens, "Max new tokens")?;
-        if max_tokens == 0 {
-            return Err("Max new tokens must be at least 1, but it is 0.".to_string());
-        }
-        let policy = Policy {
-            temperature: number(&self.temperature, "Temperature")?,
-            top_k: whole(&self.top_k, "Top-k")? as usize,
-            top_p: number(&self.top_p, "Top-p")?,
-            min_p: number(&self.min_p, "Min-p")?,
-            repetition_penalty: number(&self.repetition_penalty, "Repetition penalty")?,
-            ..Policy::default()
-        };
-        // The ranges do not depend on the vocabulary (no token ids are set here).
-        policy
-            .validate(usize::MAX)
-            .map_err(|e| sentence(e.to_string()))?;
-        let seed = whole(&self.seed, "Seed")?;
+        let max_tokens = problems.field(
+            "gen-max",
+            whole_in(&self.max_tokens, "Max new tokens", 1, u64::MAX),
+        );
+        // Each range is the policy core's own, checked on a policy with that one field set.
+        let mut policy_field =
+            |field: &'static str, label: &str, text: &str, set: fn(&mut Policy, f64)| {
+                problems.field(
+                    field,
+                    number(text, label).and_then(|value| {
+                        let mut policy = Policy::default();
+                        set(&mut policy, value);
+                        policy
+                            .validate(usize::MAX)
+                            .map(|()| value)
+                            .map_err(|e| sentence(e.to_string()))
+                    }),
+                )
+            };
+        let temperature = policy_field(
+            "gen-temperature",
+            "Temperature",
+            &self.temperature,
+            |p, v| p.temperature = v,
+        );
+        let top_p = policy_field("gen-top-p", "Top-p", &self.top_p, |p, v| p.top_p = v);
+        let min_p = policy_field("gen-min-p", "Min-p", &self.min_p, |p, v| p.min_p = v);
+        let repetition_penalty = policy_field(
+            "gen-repetition",
+            "Repetition penalty",
+            &self.repetition_penalty,
+            |p, v| p.repetition_penalty = v,
+        );
+        let top_k = problems.field("gen-top-k", whole_in(&self.top_k, "Top-k", 0, u64::MAX));
+        let seed = problems.field("gen-seed", whole_in(&self.seed, "Seed", 0, u64::MAX));
+        let stop_tokens = problems.field("gen-stop-tokens", stop_tokens(&self.stop_tokens));
         let (panics, gpu_faults): (Vec<&str>, Vec<&str>) = self
             .fault
             .split(',')
             .map(str::trim)
             .filter(|f| !f.is_empty())
             .partition(|f| *f == "panic");
-        let faults = Faults::parse(&gpu_faults.join(","))
-            .map_err(|e| sentence(format!("the URL's fault: {e}")))?;
-        Ok(GenerateRequest {
-            config: RunConfig {
-                app_version: env!("CARGO_PKG_VERSION").into(),
-                prompt_template: "{prompt}".into(),
-                prompt: self.prompt.clone(),
-                policy,
-                seed,
-                seed_source: SeedSource::User,
-                max_tokens: max_tokens as usize,
-                stop: StopConfig {
-                    strings: self
-                        .stop
-                        .lines()
-                        .filter(|line| !line.is_empty())
-                        .map(unescape)
-                        .collect(),
-                    tokens: stop_tokens(&self.stop_tokens)?,
+        problems.or(|| {
+            Some(GenerateRequest {
+                config: RunConfig {
+                    app_version: env!("CARGO_PKG_VERSION").into(),
+                    prompt_template: "{prompt}".into(),
+                    prompt: self.prompt.clone(),
+                    policy: Policy {
+                        temperature: temperature?,
+                        top_k: top_k? as usize,
+                        top_p: top_p?,
+                        min_p: min_p?,
+                        repetition_penalty: repetition_penalty?,
+                        ..Policy::default()
+                    },
+                    seed: seed?,
+                    seed_source: SeedSource::User,
+                    max_tokens: max_tokens? as usize,
+                    stop: StopConfig {
+                        strings: self
+                            .stop
+                            .lines()
+                            .filter(|line| !line.is_empty())
+                            .map(unescape)
+                            .collect(),
+                        tokens: stop_tokens?,
+                    },
                 },
-            },
-            precision: self.precision,
-            backend: self.backend,
-            faults,
-            inject_panic: !panics.is_empty(),
+                precision: self.precision,
+                backend: self.backend,
+                faults: gpu_faults.join(","),
+                inject_panic: !panics.is_empty(),
+            })
         })
     }
 }
@@ -309,58 +326,87 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_default_form_parses() {
-        let request = GenerateForm::default().parse().unwrap();
+    fn the_default_form_checks() {
+        let request = GenerateForm::default().check().unwrap();
         assert_eq!(request.config.prompt, "The model");
         assert_eq!(request.config.max_tokens, 32);
         assert_eq!(request.config.policy.temperature, 0.7);
         assert_eq!(request.config.policy.top_k, 40);
         assert_eq!(request.config.seed, 7);
         assert_eq!(request.backend, BackendChoice::Gpu);
-        assert_eq!(request.faults, Faults::default());
+        assert_eq!(request.faults, "");
+        assert!(!request.inject_panic);
     }
 
     #[test]
-    fn bad_input_becomes_a_sentence() {
-        let error = |f: fn(&mut GenerateForm)| {
+    fn bad_input_becomes_a_sentence_at_its_field() {
+        let problem = |f: fn(&mut GenerateForm), field: &str| {
             let mut form = GenerateForm::default();
             f(&mut form);
-            form.parse().unwrap_err()
+            let problems = form.check().unwrap_err();
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            problems
+                .of(field)
+                .unwrap_or_else(|| panic!("{field}: {problems:?}"))
         };
         assert_eq!(
-            error(|f| f.prompt = "  ".into()),
+            problem(|f| f.prompt = "  ".into(), "gen-prompt"),
             "Type a prompt: the model needs at least one token to start from."
         );
         assert_eq!(
-            error(|f| f.max_tokens = "many".into()),
-            "Max new tokens must be a whole number of at least 0, but it is \"many\"."
+            problem(|f| f.max_tokens = "many".into(), "gen-max"),
+            "Max new tokens must be a whole number of at least 1, but it is \"many\"."
         );
         assert_eq!(
-            error(|f| f.max_tokens = "0".into()),
-            "Max new tokens must be at least 1, but it is 0."
+            problem(|f| f.max_tokens = "0".into(), "gen-max"),
+            "Max new tokens must be a whole number of at least 1, but it is \"0\"."
         );
         assert_eq!(
-            error(|f| f.temperature = "-1".into()),
+            problem(|f| f.temperature = "-1".into(), "gen-temperature"),
             "Temperature -1 is invalid: it must be a finite number, at least 0 (0 means greedy)."
         );
         assert_eq!(
-            error(|f| f.top_p = "1.5".into()),
+            problem(|f| f.top_p = "1.5".into(), "gen-top-p"),
             "Top-p 1.5 is invalid: it must be greater than 0 and at most 1."
         );
         assert_eq!(
-            error(|f| f.seed = "x".into()),
+            problem(|f| f.seed = "x".into(), "gen-seed"),
             "Seed must be a whole number of at least 0, but it is \"x\"."
         );
         assert_eq!(
-            error(|f| f.stop_tokens = "5, five".into()),
+            problem(|f| f.stop_tokens = "5, five".into(), "gen-stop-tokens"),
             "Stop token \"five\" is not a token id (a whole number)."
         );
         assert_eq!(
-            error(|f| f.repetition_penalty = "strong".into()),
+            problem(|f| f.repetition_penalty = "strong".into(), "gen-repetition"),
             "Repetition penalty must be a number, but it is \"strong\"."
         );
-        assert!(error(|f| f.fault = "gremlins".into())
-            .starts_with("The URL's fault: unknown fault \"gremlins\""));
+        // Fault names are the GPU runtime's: the worker reads them (see worker::generation).
+        let request = GenerateForm {
+            fault: "panic, gremlins".into(),
+            ..GenerateForm::default()
+        }
+        .check()
+        .unwrap();
+        assert_eq!(request.faults, "gremlins");
+        assert!(request.inject_panic);
+    }
+
+    #[test]
+    fn every_bad_field_is_named() {
+        let (form, url) = GenerateForm::from_pairs([
+            ("temperature", "hot"),
+            ("top_k", "-1"),
+            ("max", "0"),
+            ("backend", "tpu"),
+        ]);
+        let problems = form.check().unwrap_err();
+        let fields: Vec<_> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["gen-max", "gen-temperature", "gen-top-k"]);
+        assert_eq!(
+            url.iter().map(|p| p.field).collect::<Vec<_>>(),
+            ["gen-backend"]
+        );
     }
 
     #[test]
@@ -378,18 +424,18 @@ mod tests {
             repetition_penalty: "1.3".into(),
             ..GenerateForm::default()
         };
-        let query = form.to_query();
-        let back = GenerateForm::from_query(query.iter().map(|(k, v)| (*k, v.as_str())));
+        let pairs = form.to_pairs();
+        let (back, problems) =
+            GenerateForm::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
         assert_eq!(back, form);
-        assert!(GenerateForm::url_problems(query.iter().map(|(k, v)| (*k, v.as_str()))).is_empty());
+        assert!(problems.is_empty());
 
-        let odd = [("backend", "tpu"), ("precision", "f16"), ("unknown", "1")];
-        let form = GenerateForm::from_query(odd);
+        let (form, problems) =
+            GenerateForm::from_pairs([("backend", "tpu"), ("precision", "f16"), ("unknown", "1")]);
         assert_eq!(form.backend, BackendChoice::Gpu);
         assert_eq!(form.precision, Precision::F32);
-        let problems = GenerateForm::url_problems(odd);
         assert_eq!(problems.len(), 2);
-        assert!(problems[0].contains("\"tpu\""));
+        assert!(problems.of("gen-backend").unwrap().contains("\"tpu\""));
     }
 
     #[test]

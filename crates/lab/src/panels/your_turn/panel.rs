@@ -114,14 +114,15 @@ pub fn YourTurnPanel() -> impl IntoView {
             }
         }
         Event::ExerciseDone(finished) => match *finished {
-            Finished::Complete(done) => {
+            Finished::Complete { exercise, samples } => {
+                let done = Results::new(*exercise, samples);
                 let total = done.exercise.total_runs();
                 progress.set(Some((total, total)));
                 announcement.set(format!(
                     "All {total} runs are done; the comparison is below."
                 ));
                 if let Some(p) = predicted.get_value() {
-                    results.set(Some((*done, p)));
+                    results.set(Some((done, p)));
                 }
                 phase.set(Phase::Done);
             }
@@ -155,18 +156,17 @@ pub fn YourTurnPanel() -> impl IntoView {
             return;
         };
         // Run waits while a field has a problem (each is named at its field and above the
-        // form); the worker checks the same query again.
-        if checked.with_untracked(Result::is_err) {
+        // form); the worker gets the checked exercise.
+        let Ok(exercise) = checked.get_untracked() else {
             return;
-        }
-        let form = form.get_untracked();
+        };
         predicted.set_value(Some(p));
         results.set(None);
         progress.set(None);
         announcement.set(String::new());
         announced_at.set_value(f64::NEG_INFINITY);
         phase.set(Phase::Loading("Starting the model worker…".to_string()));
-        if let Err(message) = worker.send(&Job::exercise(&form), on_event) {
+        if let Err(message) = worker.send(&Job::Exercise(Box::new(exercise)), on_event) {
             phase.set(Phase::Failed(message));
         }
     };

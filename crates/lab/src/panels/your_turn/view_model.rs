@@ -8,7 +8,6 @@
 
 use std::collections::BTreeSet;
 
-use policy::{Policy, RunConfig, RunRecord, SeedSource, StopConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::widgets::form::{Form, Problems};
@@ -179,54 +178,9 @@ pub struct Exercise {
     pub first_seed: u64,
 }
 
-/// One of the exercise's runs: which setting (an index into [`TEMPERATURES`]) and what to run.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PlannedRun {
-    pub setting: usize,
-    pub config: RunConfig,
-}
-
 impl Exercise {
-    pub fn seed_list(&self) -> impl Iterator<Item = u64> + '_ {
-        (0..self.seeds as u64).map(|i| self.first_seed + i)
-    }
-
     pub fn total_runs(&self) -> usize {
         TEMPERATURES.len() * self.seeds
-    }
-
-    /// What one setting runs with one seed: the chapter's top-k, nothing else filtered.
-    pub fn config(&self, temperature: f64, seed: u64) -> RunConfig {
-        RunConfig {
-            app_version: env!("CARGO_PKG_VERSION").into(),
-            prompt_template: "{prompt}".into(),
-            prompt: self.prompt.clone(),
-            policy: Policy {
-                temperature,
-                top_k: TOP_K,
-                ..Policy::default()
-            },
-            seed,
-            seed_source: SeedSource::User,
-            max_tokens: self.max_tokens,
-            stop: StopConfig::default(),
-        }
-    }
-
-    /// Every run, seed by seed with both settings in turn, so that a run stopped early has
-    /// as many samples of one setting as of the other (give or take one).
-    pub fn plan(&self) -> Vec<PlannedRun> {
-        self.seed_list()
-            .flat_map(|seed| {
-                TEMPERATURES
-                    .iter()
-                    .enumerate()
-                    .map(move |(setting, &t)| PlannedRun {
-                        setting,
-                        config: self.config(t, seed),
-                    })
-            })
-            .collect()
     }
 }
 
@@ -240,18 +194,6 @@ pub struct Sample {
     pub entropies: Vec<f64>,
     /// Each step's probability of the token it chose.
     pub probs: Vec<f64>,
-}
-
-impl Sample {
-    pub fn from_record(record: &RunRecord) -> Sample {
-        Sample {
-            seed: record.config.seed,
-            text: record.output_text.clone(),
-            tokens: record.steps.iter().map(|s| s.token).collect(),
-            entropies: record.steps.iter().map(|s| s.entropy).collect(),
-            probs: record.steps.iter().map(|s| s.prob).collect(),
-        }
-    }
 }
 
 /// One distinct output and the seeds that made it.
@@ -413,12 +355,13 @@ pub struct RunProgress {
 /// How a run of the exercise ended.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Finished {
-    Complete(Box<Results>),
-    /// Stopped by the learner after `done` of `total` runs.
-    Cancelled {
-        done: usize,
-        total: usize,
+    /// Every planned run made its sample; the page summarises them ([`Results::new`]).
+    Complete {
+        exercise: Box<Exercise>,
+        samples: [Vec<Sample>; 2],
     },
+    /// Stopped by the learner after `done` of `total` runs.
+    Cancelled { done: usize, total: usize },
 }
 
 #[cfg(test)]
@@ -535,40 +478,6 @@ mod tests {
             problems.of("yt-seed").unwrap(),
             "First seed must be a whole number of at least 0, but it is \"x\"."
         );
-    }
-
-    #[test]
-    fn the_plan_pairs_the_seeds_across_the_settings() {
-        let exercise = ExerciseForm {
-            seeds: "3".into(),
-            first_seed: "10".into(),
-            ..ExerciseForm::default()
-        }
-        .check()
-        .unwrap();
-        let plan = exercise.plan();
-        assert_eq!(plan.len(), exercise.total_runs());
-        let shape: Vec<(usize, f64, u64)> = plan
-            .iter()
-            .map(|r| (r.setting, r.config.policy.temperature, r.config.seed))
-            .collect();
-        assert_eq!(
-            shape,
-            [
-                (0, 0.2, 10),
-                (1, 1.5, 10),
-                (0, 0.2, 11),
-                (1, 1.5, 11),
-                (0, 0.2, 12),
-                (1, 1.5, 12)
-            ]
-        );
-        for run in &plan {
-            assert_eq!(run.config.policy.top_k, 3);
-            assert_eq!(run.config.policy.top_p, 1.0);
-            assert_eq!(run.config.max_tokens, 8);
-            run.config.policy.validate(768).unwrap();
-        }
     }
 
     #[test]
