@@ -10,12 +10,16 @@ use crate::panels::kv_cache::view_model::{
 use crate::shell::url;
 use crate::widgets::chart::{Bar, BarChart, Cell, Layout};
 use crate::widgets::field::Field;
+use crate::widgets::form::{Form, ProblemSummary};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
 #[component]
 pub fn KvPanel() -> impl IntoView {
-    let (initial, url_messages) = KvForm::from_pairs(&url::pairs());
+    let pairs = url::pairs();
+    // Every field is a number, so the URL itself has no problems: a bad value stays in its
+    // field and the check reports it there.
+    let (initial, _) = KvForm::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let (presets, preset_message) = crate::panels::kv_cache::view_model::presets();
     let presets = StoredValue::new(presets);
 
@@ -34,8 +38,11 @@ pub fn KvPanel() -> impl IntoView {
         head_dim: head_dim.get(),
         bytes_per_value: bytes_per_value.get(),
     });
-    Effect::new(move |_| url::write(&form.get().pairs()));
+    Effect::new(move |_| url::write(&form.get().to_pairs()));
     let result = Memo::new(move |_| compute(&form.get()));
+    let problems =
+        Memo::new(move |_| result.with(|r| r.as_ref().err().cloned().unwrap_or_default()));
+    let problem = move |field: &'static str| Signal::derive(move || problems.with(|p| p.of(field)));
 
     // The preset last chosen, so that two presets with the same shapes (Llama-3-8B and
     // Mistral-7B) stay told apart.
@@ -91,19 +98,11 @@ pub fn KvPanel() -> impl IntoView {
             .map(|n| view! { <p class="kv-allocated">{n}</p> })
             .collect_view()
     });
-    let messages = url_messages
-        .into_iter()
-        .chain(preset_message)
-        .map(|m| view! { <p class="error" role="alert">{m}</p> })
-        .collect_view();
+    let preset_message = preset_message.map(|m| view! { <p class="error" role="alert">{m}</p> });
 
     let outcome = move || match result.get() {
         Ok(view) => view! { <KvResult view=view/> }.into_any(),
-        Err(errors) => errors
-            .into_iter()
-            .map(|e| view! { <p class="error" role="alert">{e}</p> })
-            .collect_view()
-            .into_any(),
+        Err(_) => view! { <p>"The formula is worked once every field reads."</p> }.into_any(),
     };
 
     let chart = move || {
@@ -117,8 +116,9 @@ pub fn KvPanel() -> impl IntoView {
             <p>
                 "Every decoder layer keeps a key and a value vector per KV head for every cached token of every active sequence. Name each symbol with its unit, substitute, and check the result a second way."
             </p>
-            {messages}
+            {preset_message}
             {notes}
+            <ProblemSummary problems=problems.into()/>
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 <div class="field wide">
                     <label for="kv-cache-preset">"Preset (fills every field)"</label>
@@ -127,12 +127,12 @@ pub fn KvPanel() -> impl IntoView {
                         {options}
                     </select>
                 </div>
-                <Field id="kv-cache-l" label="L: decoder layers (count)" hint="Layers that each keep their own cache." value=layers.into() set=set_layers inputmode="numeric"/>
-                <Field id="kv-cache-b" label="B: active sequences (count)" hint="The batch: sequences cached at once." value=batch.into() set=set_batch inputmode="numeric"/>
-                <Field id="kv-cache-s" label="S: cached tokens per sequence (tokens)" hint="Prompt plus generated tokens so far." value=seq_len.into() set=set_seq_len inputmode="numeric"/>
-                <Field id="kv-cache-hkv" label="H_kv: KV heads (count)" hint="Equal to the query heads for MHA, fewer for GQA, 1 for MQA." value=kv_heads.into() set=set_kv_heads inputmode="numeric"/>
-                <Field id="kv-cache-dh" label="d_head: head dimension (values per head)" hint="Values in one key (or value) vector." value=head_dim.into() set=set_head_dim inputmode="numeric"/>
-                <Field id="kv-cache-q" label="q: bytes per value (bytes)" hint="2 for fp16 or bf16, 4 for f32, 1 for int8." value=bytes_per_value.into() set=set_bytes_per_value inputmode="numeric"/>
+                <Field id="kv-cache-l" problem=problem("kv-cache-l") label="L: decoder layers (count)" hint="Layers that each keep their own cache." value=layers.into() set=set_layers inputmode="numeric"/>
+                <Field id="kv-cache-b" problem=problem("kv-cache-b") label="B: active sequences (count)" hint="The batch: sequences cached at once." value=batch.into() set=set_batch inputmode="numeric"/>
+                <Field id="kv-cache-s" problem=problem("kv-cache-s") label="S: cached tokens per sequence (tokens)" hint="Prompt plus generated tokens so far." value=seq_len.into() set=set_seq_len inputmode="numeric"/>
+                <Field id="kv-cache-hkv" problem=problem("kv-cache-hkv") label="H_kv: KV heads (count)" hint="Equal to the query heads for MHA, fewer for GQA, 1 for MQA." value=kv_heads.into() set=set_kv_heads inputmode="numeric"/>
+                <Field id="kv-cache-dh" problem=problem("kv-cache-dh") label="d_head: head dimension (values per head)" hint="Values in one key (or value) vector." value=head_dim.into() set=set_head_dim inputmode="numeric"/>
+                <Field id="kv-cache-q" problem=problem("kv-cache-q") label="q: bytes per value (bytes)" hint="2 for fp16 or bf16, 4 for f32, 1 for int8." value=bytes_per_value.into() set=set_bytes_per_value inputmode="numeric"/>
             </form>
             <div class="result kv-result" aria-live="polite">{outcome}</div>
             {chart}
