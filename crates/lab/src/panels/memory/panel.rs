@@ -9,10 +9,14 @@ use crate::panels::memory::view_model::{compute, gb, LedgerForm, LedgerView};
 use crate::shell::url;
 use crate::widgets::chart::{Bar, BarChart, Cell, Layout, Mark};
 use crate::widgets::field::Field;
+use crate::widgets::form::{Form, ProblemSummary};
 
 #[component]
 pub fn LedgerPanel() -> impl IntoView {
-    let (initial, url_messages) = LedgerForm::from_pairs(&url::pairs());
+    let pairs = url::pairs();
+    // Every field is a number, so the URL itself has no problems: a bad value stays in its
+    // field and the check reports it there.
+    let (initial, _) = LedgerForm::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let (fixed, set_fixed) = signal(initial.fixed_gb);
     let (activations, set_activations) = signal(initial.activations_gb);
     let (device, set_device) = signal(initial.device_gb);
@@ -28,8 +32,11 @@ pub fn LedgerPanel() -> impl IntoView {
         microbatch: microbatch.get(),
         blocks: blocks.get(),
     });
-    Effect::new(move |_| url::write(&form.get().pairs()));
+    Effect::new(move |_| url::write(&form.get().to_pairs()));
     let result = Memo::new(move |_| compute(&form.get()));
+    let problems =
+        Memo::new(move |_| result.with(|r| r.as_ref().err().cloned().unwrap_or_default()));
+    let problem = move |field: &'static str| Signal::derive(move || problems.with(|p| p.of(field)));
 
     let reset = move |_| {
         let d = LedgerForm::default();
@@ -40,11 +47,6 @@ pub fn LedgerPanel() -> impl IntoView {
         set_microbatch.set(d.microbatch);
         set_blocks.set(d.blocks);
     };
-
-    let messages = url_messages
-        .into_iter()
-        .map(|m| view! { <p class="error" role="alert">{m}</p> })
-        .collect_view();
 
     let summary = move || match result.get() {
         Ok(view) => {
@@ -61,11 +63,7 @@ pub fn LedgerPanel() -> impl IntoView {
             }
             .into_any()
         }
-        Err(errors) => errors
-            .into_iter()
-            .map(|e| view! { <p class="error" role="alert">{e}</p> })
-            .collect_view()
-            .into_any(),
+        Err(_) => view! { <p>"The budget is worked out once every field reads."</p> }.into_any(),
     };
     // The chart and table stay in the DOM; with bad input they show the chapter's defaults.
     let chart = move || {
@@ -85,14 +83,14 @@ pub fn LedgerPanel() -> impl IntoView {
             <p>
                 "Change the microbatch size and watch a simplified training-memory budget: weights, gradients and optimizer state are fixed; activations grow with every sample and accumulate block by block. A block is resident while everything up to it fits under the device less its reserve."
             </p>
-            {messages}
+            <ProblemSummary problems=problems.into()/>
             <form class="controls" on:submit=|ev| ev.prevent_default()>
-                <Field id="memory-mb" label="Microbatch (samples)" hint="Samples per step; activations scale with it." value=microbatch.into() set=set_microbatch inputmode="numeric"/>
-                <Field id="memory-w" label="Weights, gradients and optimizer (GB)" hint="Fixed whatever the microbatch. The chapter: 3.2 GB." value=fixed.into() set=set_fixed/>
-                <Field id="memory-a" label="Activations per sample (GB)" hint="Kept for the backward pass. The chapter: 0.34 GB." value=activations.into() set=set_activations/>
-                <Field id="memory-dev" label="Device memory (GB)" hint="The chapter: a 24 GB device." value=device.into() set=set_device/>
-                <Field id="memory-res" label="Reserve (% of the device)" hint="Held back for the allocator and workspace. The chapter: 10 %." value=reserve.into() set=set_reserve/>
-                <Field id="memory-n" label="Transformer blocks (count)" hint="Activations are split evenly across them." value=blocks.into() set=set_blocks inputmode="numeric"/>
+                <Field id="memory-mb" problem=problem("memory-mb") label="Microbatch (samples)" hint="Samples per step; activations scale with it." value=microbatch.into() set=set_microbatch inputmode="numeric"/>
+                <Field id="memory-w" problem=problem("memory-w") label="Weights, gradients and optimizer (GB)" hint="Fixed whatever the microbatch. The chapter: 3.2 GB." value=fixed.into() set=set_fixed/>
+                <Field id="memory-a" problem=problem("memory-a") label="Activations per sample (GB)" hint="Kept for the backward pass. The chapter: 0.34 GB." value=activations.into() set=set_activations/>
+                <Field id="memory-dev" problem=problem("memory-dev") label="Device memory (GB)" hint="The chapter: a 24 GB device." value=device.into() set=set_device/>
+                <Field id="memory-res" problem=problem("memory-res") label="Reserve (% of the device)" hint="Held back for the allocator and workspace. The chapter: 10 %." value=reserve.into() set=set_reserve/>
+                <Field id="memory-n" problem=problem("memory-n") label="Transformer blocks (count)" hint="Activations are split evenly across them." value=blocks.into() set=set_blocks inputmode="numeric"/>
                 <div class="field buttons">
                     <button type="button" class="secondary" on:click=reset>"Chapter's assumptions"</button>
                 </div>
