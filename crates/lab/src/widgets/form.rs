@@ -106,6 +106,34 @@ impl Problems {
     }
 }
 
+/// For a form whose every field is typed text under its own URL key: the texts the URL's
+/// `pairs` give, each in place of its default as it is, so that the check reports a bad one
+/// at its field. Keys not in `keys` belong to other parts of the lab.
+pub fn texts_from_pairs<'a, const N: usize>(
+    keys: [&str; N],
+    defaults: [String; N],
+    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> [String; N] {
+    let mut texts = defaults;
+    for (key, value) in pairs {
+        if let Some(i) = keys.iter().position(|k| *k == key) {
+            texts[i] = value.to_string();
+        }
+    }
+    texts
+}
+
+/// The inverse of [`texts_from_pairs`]: each key with its field's text, trimmed.
+pub fn pairs_from_texts<const N: usize>(
+    keys: [&'static str; N],
+    texts: [&str; N],
+) -> Vec<(&'static str, String)> {
+    keys.into_iter()
+        .zip(texts)
+        .map(|(key, text)| (key, text.trim().to_string()))
+        .collect()
+}
+
 /// The id of the message element of `field`, which its input's `aria-describedby` names.
 pub fn problem_id(field: &str) -> String {
     format!("{field}-problem")
@@ -164,5 +192,20 @@ mod tests {
         assert_eq!(fields, ["top-k", "logits", "top-k"]);
         assert!(problems.or(|| Some(1)).is_err());
         assert_eq!(Problems::default().or(|| Some(1)), Ok(1));
+    }
+
+    #[test]
+    fn text_fields_go_to_and_from_their_keys() {
+        let keys = ["a", "b", "c"];
+        let texts = texts_from_pairs(
+            keys,
+            ["1", "2", "3"].map(String::from),
+            [("panel", "x"), ("c", " 30 "), ("a", "ten")],
+        );
+        assert_eq!(texts, ["ten", "2", " 30 "], "a bad value is kept as it is");
+        assert_eq!(
+            pairs_from_texts(keys, texts.each_ref().map(String::as_str)),
+            [("a", "ten".into()), ("b", "2".into()), ("c", "30".into())]
+        );
     }
 }

@@ -8,16 +8,18 @@ use crate::panels::kv_cache::view_model::{
     allocation_note, chart_rows, compute, grouped, significant, ChartRow, KvForm, KvView, Preset,
 };
 use crate::shell::url;
+use crate::widgets::chart::{Bar, BarChart, Cell, Layout};
 use crate::widgets::field::Field;
+use crate::widgets::form::{Form, ProblemSummary};
 
-const WIDTH: f64 = 480.0;
-const ROW: f64 = 26.0;
-const NAMES: f64 = 190.0;
 const GIB: f64 = (1u64 << 30) as f64;
 
 #[component]
 pub fn KvPanel() -> impl IntoView {
-    let (initial, url_messages) = KvForm::from_pairs(&url::pairs());
+    let pairs = url::pairs();
+    // Every field is a number, so the URL itself has no problems: a bad value stays in its
+    // field and the check reports it there.
+    let (initial, _) = KvForm::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let (presets, preset_message) = crate::panels::kv_cache::view_model::presets();
     let presets = StoredValue::new(presets);
 
@@ -36,8 +38,11 @@ pub fn KvPanel() -> impl IntoView {
         head_dim: head_dim.get(),
         bytes_per_value: bytes_per_value.get(),
     });
-    Effect::new(move |_| url::write(&form.get().pairs()));
+    Effect::new(move |_| url::write(&form.get().to_pairs()));
     let result = Memo::new(move |_| compute(&form.get()));
+    let problems =
+        Memo::new(move |_| result.with(|r| r.as_ref().err().cloned().unwrap_or_default()));
+    let problem = move |field: &'static str| Signal::derive(move || problems.with(|p| p.of(field)));
 
     // The preset last chosen, so that two presets with the same shapes (Llama-3-8B and
     // Mistral-7B) stay told apart.
@@ -93,19 +98,11 @@ pub fn KvPanel() -> impl IntoView {
             .map(|n| view! { <p class="kv-allocated">{n}</p> })
             .collect_view()
     });
-    let messages = url_messages
-        .into_iter()
-        .chain(preset_message)
-        .map(|m| view! { <p class="error" role="alert">{m}</p> })
-        .collect_view();
+    let preset_message = preset_message.map(|m| view! { <p class="error" role="alert">{m}</p> });
 
     let outcome = move || match result.get() {
         Ok(view) => view! { <KvResult view=view/> }.into_any(),
-        Err(errors) => errors
-            .into_iter()
-            .map(|e| view! { <p class="error" role="alert">{e}</p> })
-            .collect_view()
-            .into_any(),
+        Err(_) => view! { <p>"The formula is worked once every field reads."</p> }.into_any(),
     };
 
     let chart = move || {
@@ -119,8 +116,9 @@ pub fn KvPanel() -> impl IntoView {
             <p>
                 "Every decoder layer keeps a key and a value vector per KV head for every cached token of every active sequence. Name each symbol with its unit, substitute, and check the result a second way."
             </p>
-            {messages}
+            {preset_message}
             {notes}
+            <ProblemSummary problems=problems.into()/>
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 <div class="field wide">
                     <label for="kv-cache-preset">"Preset (fills every field)"</label>
@@ -129,12 +127,12 @@ pub fn KvPanel() -> impl IntoView {
                         {options}
                     </select>
                 </div>
-                <Field id="kv-cache-l" label="L: decoder layers (count)" hint="Layers that each keep their own cache." value=layers.into() set=set_layers inputmode="numeric"/>
-                <Field id="kv-cache-b" label="B: active sequences (count)" hint="The batch: sequences cached at once." value=batch.into() set=set_batch inputmode="numeric"/>
-                <Field id="kv-cache-s" label="S: cached tokens per sequence (tokens)" hint="Prompt plus generated tokens so far." value=seq_len.into() set=set_seq_len inputmode="numeric"/>
-                <Field id="kv-cache-hkv" label="H_kv: KV heads (count)" hint="Equal to the query heads for MHA, fewer for GQA, 1 for MQA." value=kv_heads.into() set=set_kv_heads inputmode="numeric"/>
-                <Field id="kv-cache-dh" label="d_head: head dimension (values per head)" hint="Values in one key (or value) vector." value=head_dim.into() set=set_head_dim inputmode="numeric"/>
-                <Field id="kv-cache-q" label="q: bytes per value (bytes)" hint="2 for fp16 or bf16, 4 for f32, 1 for int8." value=bytes_per_value.into() set=set_bytes_per_value inputmode="numeric"/>
+                <Field id="kv-cache-l" problem=problem("kv-cache-l") label="L: decoder layers (count)" hint="Layers that each keep their own cache." value=layers.into() set=set_layers inputmode="numeric"/>
+                <Field id="kv-cache-b" problem=problem("kv-cache-b") label="B: active sequences (count)" hint="The batch: sequences cached at once." value=batch.into() set=set_batch inputmode="numeric"/>
+                <Field id="kv-cache-s" problem=problem("kv-cache-s") label="S: cached tokens per sequence (tokens)" hint="Prompt plus generated tokens so far." value=seq_len.into() set=set_seq_len inputmode="numeric"/>
+                <Field id="kv-cache-hkv" problem=problem("kv-cache-hkv") label="H_kv: KV heads (count)" hint="Equal to the query heads for MHA, fewer for GQA, 1 for MQA." value=kv_heads.into() set=set_kv_heads inputmode="numeric"/>
+                <Field id="kv-cache-dh" problem=problem("kv-cache-dh") label="d_head: head dimension (values per head)" hint="Values in one key (or value) vector." value=head_dim.into() set=set_head_dim inputmode="numeric"/>
+                <Field id="kv-cache-q" problem=problem("kv-cache-q") label="q: bytes per value (bytes)" hint="2 for fp16 or bf16, 4 for f32, 1 for int8." value=bytes_per_value.into() set=set_bytes_per_value inputmode="numeric"/>
             </form>
             <div class="result kv-result" aria-live="polite">{outcome}</div>
             {chart}
@@ -170,107 +168,65 @@ fn KvResult(view: KvView) -> impl IntoView {
     }
 }
 
-fn bytes_text(bytes: Option<u64>) -> (String, String, String) {
-    match bytes {
-        Some(b) => (
-            b.to_string(),
-            grouped(u128::from(b)),
-            significant(b as f64 / GIB),
-        ),
-        None => (
-            String::new(),
-            "more than a u64".to_string(),
-            "—".to_string(),
-        ),
-    }
-}
-
 /// The presets side by side at one B, S and q: bars and their table, from the same rows.
 #[component]
 fn KvChart(rows: Vec<ChartRow>, at: (u64, u64, u64)) -> impl IntoView {
     let (b, s, q) = at;
-    let max = rows
-        .iter()
-        .filter_map(|r| r.bytes)
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
-    let height = ROW * rows.len() as f64 + 4.0;
+    let gib = |bytes: u64| significant(bytes as f64 / GIB);
     let summary = format!(
         "KV-cache bytes of {} models at B = {b}, S = {s}, q = {q}: {}.",
         rows.len(),
         rows.iter()
-            .map(|r| format!("{} {} GiB", r.name, bytes_text(r.bytes).2))
+            .map(|r| format!("{} {} GiB", r.name, r.bytes.map_or("—".to_string(), gib)))
             .collect::<Vec<_>>()
             .join("; ")
     );
     let bars = rows
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let y = i as f64 * ROW + 2.0;
-            let w = r.bytes.map_or(WIDTH - NAMES, |v| {
-                (v as f64 / max * (WIDTH - NAMES - 70.0)).max(1.0)
-            });
-            let label = r.bytes.map_or_else(
-                || "past u64".to_string(),
-                |b| format!("{} GiB", significant(b as f64 / GIB)),
-            );
-            view! {
-                <text x=NAMES - 6.0 y=y + ROW * 0.65 text-anchor="end" class="axis-label kv-name">
-                    {format!("{} ({})", short_name(r.name), r.attention.label())}
-                </text>
-                <rect x=NAMES y=y + 3.0 width=w height=ROW - 8.0 class="bar"></rect>
-                <text x=NAMES + w + 4.0 y=y + ROW * 0.65 class="axis-label">{label}</text>
-            }
-        })
-        .collect_view();
-    let table_rows = rows
         .into_iter()
         .map(|r| {
-            let (value, bytes, gib) = bytes_text(r.bytes);
-            let per_token = r.bytes_per_token.map(|v| v.to_string()).unwrap_or_default();
-            let per_token_text = r.bytes_per_token.map_or_else(|| "—".to_string(), grouped);
-            view! {
-                <tr>
-                    <th scope="row">{r.name}</th>
-                    <td>{r.attention.label()}</td>
-                    <td data-value=r.layers.to_string()>{r.layers.to_string()}</td>
-                    <td data-value=r.heads.to_string()>{r.heads.to_string()}</td>
-                    <td data-value=r.kv_heads.to_string()>{r.kv_heads.to_string()}</td>
-                    <td data-value=r.head_dim.to_string()>{r.head_dim.to_string()}</td>
-                    <td data-value=per_token>{per_token_text}</td>
-                    <td data-value=value.clone()>{bytes}</td>
-                    <td data-value=value>{gib}</td>
-                </tr>
-            }
+            // Past u64 the bar runs the whole scale; the table says so in words.
+            let (length, end, bytes, in_gib) = match r.bytes {
+                Some(v) => (
+                    v as f64,
+                    format!("{} GiB", gib(v)),
+                    Cell::number(grouped(u128::from(v)), v),
+                    Cell::number(gib(v), v),
+                ),
+                None => (
+                    f64::INFINITY,
+                    "past u64".to_string(),
+                    Cell::text("more than a u64"),
+                    Cell::text("—"),
+                ),
+            };
+            let per_token = match r.bytes_per_token {
+                Some(v) => Cell::number(grouped(v), v),
+                None => Cell::text("—"),
+            };
+            Bar::new(r.name, length)
+                .tick(format!("{} ({})", short_name(r.name), r.attention.label()))
+                .end_text(end)
+                .cell(Cell::text(r.attention.label()))
+                .cell(Cell::number(r.layers.to_string(), r.layers))
+                .cell(Cell::number(r.heads.to_string(), r.heads))
+                .cell(Cell::number(r.kv_heads.to_string(), r.kv_heads))
+                .cell(Cell::number(r.head_dim.to_string(), r.head_dim))
+                .cell(per_token)
+                .cell(bytes)
+                .cell(in_gib)
         })
-        .collect_view();
+        .collect();
     view! {
         <figure class="stage kv-chart">
             <figcaption>{format!("The presets at B = {b}, S = {s} tokens, q = {q} bytes")}</figcaption>
-            <svg class="chart" viewBox=format!("0 0 {WIDTH} {height}") role="img" aria-label=summary>
-                {bars}
-            </svg>
-            <table class="mirror" id="kv-cache-table">
-                <caption>
-                    {format!("KV-cache bytes per model at B = {b}, S = {s}, q = {q} (the B, S and q above when they are valid, else 1, 4096 and 2)")}
-                </caption>
-                <thead>
-                    <tr>
-                        <th scope="col">"Model"</th>
-                        <th scope="col">"Attention"</th>
-                        <th scope="col">"L"</th>
-                        <th scope="col">"Heads"</th>
-                        <th scope="col">"H_kv"</th>
-                        <th scope="col">"d_head"</th>
-                        <th scope="col">"Bytes per token"</th>
-                        <th scope="col">"Bytes"</th>
-                        <th scope="col">"GiB"</th>
-                    </tr>
-                </thead>
-                <tbody>{table_rows}</tbody>
-            </table>
+            <BarChart
+                bars=bars
+                layout=Layout::Rows { width: 480.0, row: 26.0, names: 190.0 }
+                summary=summary
+                caption=format!("KV-cache bytes per model at B = {b}, S = {s}, q = {q} (the B, S and q above when they are valid, else 1, 4096 and 2)")
+                headers=&["Model", "Attention", "L", "Heads", "H_kv", "d_head", "Bytes per token", "Bytes", "GiB"]
+                table_id="kv-cache-table"
+            />
         </figure>
     }
 }

@@ -11,6 +11,9 @@
 //! (layers), `kv_b` (batch), `kv_s` (sequence length), `kv_hkv` (KV heads), `kv_dh` (head
 //! dimension), `kv_q` (bytes per value).
 
+use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
+use crate::widgets::number::whole_in;
+
 /// The lab's model as `build.rs` read it: its shapes and the bytes a `model::KvCache` built
 /// from its `config.json` allocates.
 struct TinyModel {
@@ -42,10 +45,11 @@ pub struct KvForm {
     pub bytes_per_value: String,
 }
 
-/// One field of the form: its URL key, its name in messages and its default (Llama-3-8B
-/// at 4096 tokens in fp16).
+/// One field of the form: its URL key, its input's id, its name in messages and its default
+/// (Llama-3-8B at 4096 tokens in fp16).
 struct FieldSpec {
     key: &'static str,
+    id: &'static str,
     name: &'static str,
     default: u64,
 }
@@ -53,40 +57,52 @@ struct FieldSpec {
 const FIELDS: [FieldSpec; 6] = [
     FieldSpec {
         key: "kv_l",
+        id: "kv-cache-l",
         name: "L (layers)",
         default: 32,
     },
     FieldSpec {
         key: "kv_b",
+        id: "kv-cache-b",
         name: "B (batch, sequences)",
         default: 1,
     },
     FieldSpec {
         key: "kv_s",
+        id: "kv-cache-s",
         name: "S (sequence length, tokens)",
         default: 4096,
     },
     FieldSpec {
         key: "kv_hkv",
+        id: "kv-cache-hkv",
         name: "H_kv (KV heads)",
         default: 8,
     },
     FieldSpec {
         key: "kv_dh",
+        id: "kv-cache-dh",
         name: "d_head (values per head)",
         default: 128,
     },
     FieldSpec {
         key: "kv_q",
+        id: "kv-cache-q",
         name: "q (bytes per value)",
         default: 2,
     },
 ];
 
+/// Every dimension is a whole number of at least 1: a cache with no layers, tokens or bytes
+/// holds nothing to estimate.
+fn dimension(text: &str, spec: &FieldSpec) -> Result<u64, String> {
+    whole_in(text, spec.name, 1, u64::MAX)
+}
+
 impl KvForm {
-    fn from_values(v: [u64; 6]) -> KvForm {
-        let [layers, batch, seq_len, kv_heads, head_dim, bytes_per_value] =
-            v.map(|x| x.to_string());
+    /// The form from its texts, in the order of [`FIELDS`].
+    fn from_texts(t: [String; 6]) -> KvForm {
+        let [layers, batch, seq_len, kv_heads, head_dim, bytes_per_value] = t;
         KvForm {
             layers,
             batch,
@@ -95,6 +111,10 @@ impl KvForm {
             head_dim,
             bytes_per_value,
         }
+    }
+
+    fn from_values(v: [u64; 6]) -> KvForm {
+        KvForm::from_texts(v.map(|x| x.to_string()))
     }
 
     fn texts(&self) -> [&str; 6] {
@@ -119,56 +139,44 @@ impl KvForm {
             p.bytes_per_value,
         ])
     }
+}
 
-    /// The form from the URL's pairs: each valid value is taken; a malformed one keeps the
-    /// default and gives a sentence.
-    pub fn from_pairs(pairs: &[(String, String)]) -> (KvForm, Vec<String>) {
-        let mut values = FIELDS.map(|f| f.default);
-        let mut messages = Vec::new();
-        for (value, spec) in values.iter_mut().zip(&FIELDS) {
-            if let Some((_, text)) = pairs.iter().find(|(k, _)| k == spec.key) {
-                match dimension(text, spec.name) {
-                    Ok(v) => *value = v,
-                    Err(why) => messages.push(format!(
-                        "The link's {}: {why} Using the default, {}.",
-                        spec.key, spec.default
-                    )),
-                }
-            }
-        }
-        (KvForm::from_values(values), messages)
+impl Form for KvForm {
+    type Checked = KvShape;
+
+    /// The form a URL's pairs ask for: each key's text goes into its field as it is, for the
+    /// check to report at the field if it does not read. Every field is a number, so the
+    /// URL itself has no problems.
+    fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> (KvForm, Problems) {
+        let defaults = FIELDS.map(|f| f.default.to_string());
+        let texts = texts_from_pairs(FIELDS.map(|f| f.key), defaults, pairs);
+        (KvForm::from_texts(texts), Problems::default())
     }
 
-    /// The pairs to write to the URL.
-    pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        FIELDS
-            .iter()
-            .zip(self.texts())
-            .map(|(spec, text)| (spec.key, text.trim().to_string()))
-            .collect()
+    /// The pairs to write to the URL, every field trimmed.
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
+        pairs_from_texts(FIELDS.map(|f| f.key), self.texts())
     }
 
-    /// The parsed shape, or one sentence per bad field.
-    pub fn shape(&self) -> Result<KvShape, Vec<String>> {
+    /// The six dimensions, or every field's problem.
+    fn check(&self) -> Result<KvShape, Problems> {
+        let mut problems = Problems::default();
         let mut values = [0u64; 6];
-        let mut errors = Vec::new();
         for ((value, spec), text) in values.iter_mut().zip(&FIELDS).zip(self.texts()) {
-            match dimension(text, spec.name) {
-                Ok(v) => *value = v,
-                Err(e) => errors.push(e),
+            if let Some(v) = problems.field(spec.id, dimension(text, spec)) {
+                *value = v;
             }
-        }
-        if !errors.is_empty() {
-            return Err(errors);
         }
         let [layers, batch, seq_len, kv_heads, head_dim, bytes_per_value] = values;
-        Ok(KvShape {
-            layers,
-            batch,
-            seq_len,
-            kv_heads,
-            head_dim,
-            bytes_per_value,
+        problems.or(|| {
+            Some(KvShape {
+                layers,
+                batch,
+                seq_len,
+                kv_heads,
+                head_dim,
+                bytes_per_value,
+            })
         })
     }
 }
@@ -177,36 +185,6 @@ impl Default for KvForm {
     fn default() -> KvForm {
         KvForm::from_values(FIELDS.map(|f| f.default))
     }
-}
-
-/// A whole number of at least 1 that fits in a u64, or a sentence naming the value.
-pub fn dimension(text: &str, name: &str) -> Result<u64, String> {
-    let t = text.trim();
-    if t.is_empty() {
-        return Err(format!(
-            "{name} is empty: type a whole number of at least 1."
-        ));
-    }
-    if let Ok(v) = t.parse::<u64>() {
-        return if v == 0 {
-            Err(format!("{name} is 0, but it must be at least 1."))
-        } else {
-            Ok(v)
-        };
-    }
-    let digits = t.strip_prefix('+').unwrap_or(t);
-    let why = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-        format!("is larger than {}, the most a u64 holds", u64::MAX)
-    } else if t.starts_with('-') && t.parse::<f64>().is_ok() {
-        "is negative".to_string()
-    } else if t.parse::<f64>().is_ok() {
-        "is not a whole number".to_string()
-    } else {
-        "is not a number".to_string()
-    };
-    Err(format!(
-        "{name} \"{t}\" {why}; it must be a whole number of at least 1."
-    ))
 }
 
 /// The six inputs of the formula.
@@ -279,16 +257,30 @@ pub struct KvView {
     pub check: String,
 }
 
-/// The formula for the form, or sentences saying what is wrong.
-pub fn compute(form: &KvForm) -> Result<KvView, Vec<String>> {
-    let shape = form.shape()?;
+/// The input id of the field holding the largest factor: the one to make smaller when the
+/// product does not fit in a u64 (the first of equals).
+fn largest_field(shape: &KvShape) -> &'static str {
+    let [_, factors @ ..] = shape.factors();
+    let mut largest = 0;
+    for (i, f) in factors.iter().enumerate() {
+        if *f > factors[largest] {
+            largest = i;
+        }
+    }
+    FIELDS[largest].id
+}
+
+/// The formula for the form, or every field's problem. A product past u64 is the problem of
+/// the field holding the largest factor.
+pub fn compute(form: &KvForm) -> Result<KvView, Problems> {
+    let shape = form.check()?;
     let substitution = shape.factors().map(|f| f.to_string()).join(" · ");
     let Some(bytes) = shape.bytes() else {
-        return Err(vec![format!(
+        return Err(Problems::one(largest_field(&shape), format!(
             "2 · L · B · S · H_kv · d_head · q = {substitution} is about {:.3e} bytes, more than the {} bytes a u64 holds; use smaller values.",
             shape.reference_bytes(),
             grouped(u128::from(u64::MAX))
-        )]);
+        )));
     };
     let reference = shape.reference_bytes();
     let relative_difference = if bytes == 0 {
@@ -425,7 +417,7 @@ pub fn tiny_model() -> Result<Preset, String> {
 /// formula's at the preset's own B, S and q.
 pub fn allocation_note(p: &Preset) -> Option<String> {
     let allocated = p.allocated?;
-    let formula = KvForm::from_preset(p).shape().ok()?.bytes()?;
+    let formula = KvForm::from_preset(p).check().ok()?.bytes()?;
     Some(format!(
         "{}: model::KvCache, built from its config.json (no weights needed), allocates {} bytes; the formula at B = 1, S = {}, q = {} gives {} bytes{}.",
         p.name,
@@ -484,11 +476,12 @@ pub struct ChartRow {
 /// form when they are valid, else B = 1, S = 4096, q = 2. Returns the rows and the (B, S, q)
 /// used.
 pub fn chart_rows(form: &KvForm, presets: &[Preset]) -> (Vec<ChartRow>, (u64, u64, u64)) {
-    let pick = |text: &str, name: &str, default: u64| dimension(text, name).unwrap_or(default);
+    let pick =
+        |text: &str, spec: &FieldSpec, default: u64| dimension(text, spec).unwrap_or(default);
     let at = (
-        pick(&form.batch, "B", 1),
-        pick(&form.seq_len, "S", 4096),
-        pick(&form.bytes_per_value, "q", 2),
+        pick(&form.batch, &FIELDS[1], 1),
+        pick(&form.seq_len, &FIELDS[2], 4096),
+        pick(&form.bytes_per_value, &FIELDS[5], 2),
     );
     let rows = presets
         .iter()
@@ -647,67 +640,96 @@ mod tests {
         }
     }
 
+    /// Each bad field alone: one problem, at that field, naming the value.
     #[test]
-    fn bad_input_names_the_value() {
-        let with = |f: fn(&mut KvForm)| {
-            let mut form = KvForm::default();
-            f(&mut form);
-            compute(&form).unwrap_err()
+    fn bad_input_becomes_a_sentence_at_its_field() {
+        let problem = |field: &str, text: &str| {
+            let i = FIELDS.iter().position(|f| f.id == field).unwrap();
+            let mut texts = KvForm::default().texts().map(String::from);
+            texts[i] = text.to_string();
+            let problems = compute(&KvForm::from_texts(texts)).unwrap_err();
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            problems
+                .of(field)
+                .unwrap_or_else(|| panic!("{field}: {problems:?}"))
         };
-        assert_eq!(
-            with(|f| f.layers = " ".into()),
-            ["L (layers) is empty: type a whole number of at least 1."]
-        );
-        assert_eq!(
-            with(|f| f.batch = "-2".into()),
-            ["B (batch, sequences) \"-2\" is negative; it must be a whole number of at least 1."]
-        );
-        assert_eq!(
-            with(|f| f.seq_len = "40.5".into()),
-            ["S (sequence length, tokens) \"40.5\" is not a whole number; it must be a whole number of at least 1."]
-        );
-        assert_eq!(
-            with(|f| f.kv_heads = "eight".into()),
-            ["H_kv (KV heads) \"eight\" is not a number; it must be a whole number of at least 1."]
-        );
-        assert_eq!(
-            with(|f| f.head_dim = "18446744073709551616".into()),
-            ["d_head (values per head) \"18446744073709551616\" is larger than 18446744073709551615, the most a u64 holds; it must be a whole number of at least 1."]
-        );
-        assert_eq!(
-            with(|f| f.bytes_per_value = "0".into()),
-            ["q (bytes per value) is 0, but it must be at least 1."]
-        );
-        let both = with(|f| {
-            f.layers = "x".into();
-            f.batch = "".into();
-        });
-        assert_eq!(both.len(), 2);
-        let overflow = with(|f| f.seq_len = "18446744073709551615".into());
-        assert!(overflow[0]
+        for (field, text, message) in [
+            ("kv-cache-l", " ", "L (layers) must be a whole number of at least 1, but it is \"\"."),
+            ("kv-cache-b", "-2", "B (batch, sequences) must be a whole number of at least 1, but it is \"-2\"."),
+            ("kv-cache-s", "40.5", "S (sequence length, tokens) must be a whole number of at least 1, but it is \"40.5\"."),
+            ("kv-cache-hkv", "eight", "H_kv (KV heads) must be a whole number of at least 1, but it is \"eight\"."),
+            ("kv-cache-dh", "18446744073709551616", "d_head (values per head) must be a whole number of at least 1, but it is \"18446744073709551616\"."),
+            ("kv-cache-q", "0", "q (bytes per value) must be a whole number of at least 1, but it is \"0\"."),
+        ] {
+            assert_eq!(problem(field, text), message);
+        }
+        // A product past u64 is the problem of the largest factor's field.
+        let overflow = problem("kv-cache-s", "18446744073709551615");
+        assert!(overflow
             .starts_with("2 · L · B · S · H_kv · d_head · q = 2 · 32 · 1 · 18446744073709551615"));
-        assert!(overflow[0].contains("more than the 18,446,744,073,709,551,615 bytes a u64 holds"));
+        assert!(overflow.contains("more than the 18,446,744,073,709,551,615 bytes a u64 holds"));
+    }
+
+    /// A URL with three bad values names all three, each at its field, in the form's order.
+    #[test]
+    fn every_bad_field_is_named() {
+        let (form, url) = KvForm::from_pairs([
+            ("panel", "kv-cache"),
+            ("kv_q", "0"),
+            ("kv_l", "x"),
+            ("kv_b", ""),
+            ("kv_s", "2048"),
+        ]);
+        assert!(url.is_empty());
+        let problems = compute(&form).unwrap_err();
+        let fields: Vec<_> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["kv-cache-l", "kv-cache-b", "kv-cache-q"]);
+        assert_eq!(
+            problems.of("kv-cache-l").unwrap(),
+            "L (layers) must be a whole number of at least 1, but it is \"x\"."
+        );
     }
 
     #[test]
-    fn url_pairs_round_trip_and_bad_values_fall_back() {
-        let form = KvForm::from_values([80, 4, 8192, 8, 128, 1]);
-        let pairs: Vec<(String, String)> = form
-            .pairs()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-        assert_eq!(KvForm::from_pairs(&pairs), (form, vec![]));
-        let (form, messages) = KvForm::from_pairs(&[
-            ("kv_l".into(), "-1".into()),
-            ("kv_s".into(), "2048".into()),
-            ("panel".into(), "kv-cache".into()),
-        ]);
-        assert_eq!(form.layers, "32");
-        assert_eq!(form.seq_len, "2048");
+    fn the_product_past_u64_is_the_largest_factors_problem() {
+        let shape = |v: [u64; 6]| KvForm::from_values(v).check().unwrap();
         assert_eq!(
-            messages,
-            ["The link's kv_l: L (layers) \"-1\" is negative; it must be a whole number of at least 1. Using the default, 32."]
+            largest_field(&shape([1 << 40, 1, 1 << 30, 1, 1, 1])),
+            "kv-cache-l"
+        );
+        assert_eq!(
+            largest_field(&shape([8, 1 << 20, 1 << 30, 1 << 20, 1, 1])),
+            "kv-cache-s"
+        );
+        assert_eq!(
+            largest_field(&shape([1, 1, 1, 1, 1, u64::MAX])),
+            "kv-cache-q"
+        );
+        assert_eq!(
+            largest_field(&shape([9, 9, 9, 9, 9, 9])),
+            "kv-cache-l",
+            "first of equals"
+        );
+    }
+
+    /// Old permalinks keep working: every key is read, and a bad value stays in its field
+    /// for the check to report there.
+    #[test]
+    fn url_pairs_round_trip_and_bad_values_stay_in_their_fields() {
+        let form = KvForm::from_values([80, 4, 8192, 8, 128, 1]);
+        let pairs = form.to_pairs();
+        assert_eq!(
+            KvForm::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))),
+            (form, Problems::default())
+        );
+        let (form, _) =
+            KvForm::from_pairs([("kv_l", "-1"), ("kv_s", "2048"), ("panel", "kv-cache")]);
+        assert_eq!(form.layers, "-1");
+        assert_eq!(form.seq_len, "2048");
+        assert_eq!(form.batch, "1", "a missing key keeps its default");
+        assert_eq!(
+            compute(&form).unwrap_err().of("kv-cache-l").unwrap(),
+            "L (layers) must be a whole number of at least 1, but it is \"-1\"."
         );
     }
 

@@ -9,6 +9,11 @@
 //! GB), `mem_dev` (device memory, GB), `mem_res` (reserve, %), `mem_mb` (microbatch) and
 //! `mem_n` (blocks).
 
+use std::ops::Bound;
+
+use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
+use crate::widgets::number::{number_in, whole_in};
+
 /// Slack in every comparison with the budget, in GB (one byte): decimal inputs such as 0.34
 /// are not exact in binary, and a microbatch that fills the budget exactly must fit.
 pub const SLACK_GB: f64 = 1e-9;
@@ -29,24 +34,63 @@ pub struct LedgerForm {
     pub blocks: String,
 }
 
-/// URL key, name in messages, default.
-const KEYS: [(&str, &str, &str); 6] = [
-    ("mem_w", "Weights, gradients and optimizer (GB)", "3.2"),
-    ("mem_a", "Activations per sample (GB)", "0.34"),
-    ("mem_dev", "Device memory (GB)", "24"),
-    ("mem_res", "Reserve (%)", "10"),
-    ("mem_mb", "Microbatch (samples)", "16"),
-    ("mem_n", "Blocks", "5"),
+/// One field of the form: its URL key, its input's id, its name in messages and its default.
+struct FieldSpec {
+    key: &'static str,
+    id: &'static str,
+    name: &'static str,
+    default: &'static str,
+}
+
+/// In the order of [`LedgerForm::texts`].
+const FIELDS: [FieldSpec; 6] = [
+    FieldSpec {
+        key: "mem_w",
+        id: "memory-w",
+        name: "Weights, gradients and optimizer (GB)",
+        default: "3.2",
+    },
+    FieldSpec {
+        key: "mem_a",
+        id: "memory-a",
+        name: "Activations per sample (GB)",
+        default: "0.34",
+    },
+    FieldSpec {
+        key: "mem_dev",
+        id: "memory-dev",
+        name: "Device memory (GB)",
+        default: "24",
+    },
+    FieldSpec {
+        key: "mem_res",
+        id: "memory-res",
+        name: "Reserve (%)",
+        default: "10",
+    },
+    FieldSpec {
+        key: "mem_mb",
+        id: "memory-mb",
+        name: "Microbatch (samples)",
+        default: "16",
+    },
+    FieldSpec {
+        key: "mem_n",
+        id: "memory-n",
+        name: "Blocks",
+        default: "5",
+    },
 ];
 
 impl Default for LedgerForm {
     /// The chapter's assumptions, at the microbatch and block count of its table.
     fn default() -> LedgerForm {
-        LedgerForm::from_texts(KEYS.map(|(_, _, d)| d.to_string()))
+        LedgerForm::from_texts(FIELDS.map(|f| f.default.to_string()))
     }
 }
 
 impl LedgerForm {
+    /// The form from its texts, in the order of [`FIELDS`].
     fn from_texts(t: [String; 6]) -> LedgerForm {
         let [fixed_gb, activations_gb, device_gb, reserve_percent, microbatch, blocks] = t;
         LedgerForm {
@@ -59,7 +103,7 @@ impl LedgerForm {
         }
     }
 
-    fn texts(&self) -> [&String; 6] {
+    fn texts(&self) -> [&str; 6] {
         [
             &self.fixed_gb,
             &self.activations_gb,
@@ -69,114 +113,65 @@ impl LedgerForm {
             &self.blocks,
         ]
     }
+}
 
-    /// The parsed budget, or one sentence per bad field.
-    pub fn budget(&self) -> Result<Budget, Vec<String>> {
-        let t = self.texts();
-        let names = KEYS.map(|(_, n, _)| n);
-        let mut errors = Vec::new();
-        let mut take = |r: Result<f64, String>| r.map_err(|e| errors.push(e)).unwrap_or(0.0);
-        let fixed_gb = take(quantity(t[0], names[0], Bound::AtLeastZero));
-        let activations_per_sample_gb = take(quantity(t[1], names[1], Bound::AtLeastZero));
-        let device_gb = take(quantity(t[2], names[2], Bound::AboveZero));
-        let reserve_percent = take(quantity(t[3], names[3], Bound::Percent));
-        let microbatch = take(count(t[4], names[4], MAX_MICROBATCH).map(|v| v as f64)) as u64;
-        let blocks = take(count(t[5], names[5], MAX_BLOCKS).map(|v| v as f64)) as u64;
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        Ok(Budget {
-            fixed_gb,
-            activations_per_sample_gb,
-            device_gb,
-            reserve_percent,
-            microbatch,
-            blocks,
+impl Form for LedgerForm {
+    type Checked = Budget;
+
+    /// The form a URL's pairs ask for: each key's text goes into its field as it is, for the
+    /// check to report at the field if it does not read. Every field is a number, so the
+    /// URL itself has no problems.
+    fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> (LedgerForm, Problems) {
+        let defaults = FIELDS.map(|f| f.default.to_string());
+        let texts = texts_from_pairs(FIELDS.map(|f| f.key), defaults, pairs);
+        (LedgerForm::from_texts(texts), Problems::default())
+    }
+
+    /// The pairs to write to the URL, every field trimmed.
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
+        pairs_from_texts(FIELDS.map(|f| f.key), self.texts())
+    }
+
+    /// The budget, or every field's problem. The bounds are the ledger's own: memory is not
+    /// negative, a device holds something, a reserve leaves something, and the microbatch
+    /// and block count stay within what the ledger lists.
+    fn check(&self) -> Result<Budget, Problems> {
+        let [fixed, activations, device, reserve, microbatch, blocks] = &FIELDS;
+        let mut problems = Problems::default();
+        let fixed_gb = problems.field(fixed.id, number_in(&self.fixed_gb, fixed.name, 0.0..));
+        let activations_per_sample_gb = problems.field(
+            activations.id,
+            number_in(&self.activations_gb, activations.name, 0.0..),
+        );
+        let above_zero = (Bound::Excluded(0.0), Bound::Unbounded);
+        let device_gb = problems.field(
+            device.id,
+            number_in(&self.device_gb, device.name, above_zero),
+        );
+        let reserve_percent = problems.field(
+            reserve.id,
+            number_in(&self.reserve_percent, reserve.name, 0.0..100.0),
+        );
+        let microbatch = problems.field(
+            microbatch.id,
+            whole_in(&self.microbatch, microbatch.name, 1, MAX_MICROBATCH),
+        );
+        let blocks = problems.field(
+            blocks.id,
+            whole_in(&self.blocks, blocks.name, 1, MAX_BLOCKS),
+        );
+        problems.or(|| {
+            Some(Budget {
+                fixed_gb: fixed_gb?,
+                activations_per_sample_gb: activations_per_sample_gb?,
+                device_gb: device_gb?,
+                reserve_percent: reserve_percent?,
+                microbatch: microbatch?,
+                blocks: blocks?,
+            })
         })
-    }
-
-    /// The form from the URL's pairs: valid values are taken; a malformed one keeps the
-    /// default and gives a sentence.
-    pub fn from_pairs(pairs: &[(String, String)]) -> (LedgerForm, Vec<String>) {
-        let mut form = LedgerForm::default();
-        let mut messages = Vec::new();
-        for (i, (key, _, default)) in KEYS.iter().enumerate() {
-            let Some((_, text)) = pairs.iter().find(|(k, _)| k == key) else {
-                continue;
-            };
-            let mut trial = LedgerForm::default();
-            *trial.field_mut(i) = text.clone();
-            match trial.budget() {
-                Ok(_) => *form.field_mut(i) = text.trim().to_string(),
-                Err(e) => messages.push(format!(
-                    "The link's {key}: {} Using the default, {default}.",
-                    e.join(" ")
-                )),
-            }
-        }
-        (form, messages)
-    }
-
-    fn field_mut(&mut self, i: usize) -> &mut String {
-        match i {
-            0 => &mut self.fixed_gb,
-            1 => &mut self.activations_gb,
-            2 => &mut self.device_gb,
-            3 => &mut self.reserve_percent,
-            4 => &mut self.microbatch,
-            _ => &mut self.blocks,
-        }
-    }
-
-    /// The pairs to write to the URL.
-    pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        KEYS.iter()
-            .zip(self.texts())
-            .map(|((key, _, _), text)| (*key, text.trim().to_string()))
-            .collect()
-    }
-}
-
-enum Bound {
-    AtLeastZero,
-    AboveZero,
-    Percent,
-}
-
-/// A finite decimal within `bound`, or a sentence naming the value.
-fn quantity(text: &str, name: &str, bound: Bound) -> Result<f64, String> {
-    let t = text.trim();
-    if t.is_empty() {
-        return Err(format!("{name} is empty: type a number."));
-    }
-    let v = match t.parse::<f64>() {
-        Ok(v) if v.is_finite() => v,
-        _ => {
-            return Err(format!(
-                "{name} must be a finite number, but it is \"{t}\"."
-            ))
-        }
-    };
-    let (ok, want) = match bound {
-        Bound::AtLeastZero => (v >= 0.0, "at least 0"),
-        Bound::AboveZero => (v > 0.0, "greater than 0"),
-        Bound::Percent => ((0.0..100.0).contains(&v), "at least 0 and below 100"),
-    };
-    if ok {
-        Ok(v)
-    } else {
-        Err(format!("{name} is {t}, but it must be {want}."))
-    }
-}
-
-/// A whole number from 1 to `max`, or a sentence naming the value.
-fn count(text: &str, name: &str, max: u64) -> Result<u64, String> {
-    let t = text.trim();
-    match t.parse::<u64>() {
-        Ok(v) if (1..=max).contains(&v) => Ok(v),
-        _ => Err(format!(
-            "{name} must be a whole number from 1 to {max}, but it is \"{t}\"."
-        )),
     }
 }
 
@@ -289,9 +284,9 @@ pub fn gb(v: f64) -> String {
     }
 }
 
-/// The ledger for the form, or sentences saying what is wrong.
-pub fn compute(form: &LedgerForm) -> Result<LedgerView, Vec<String>> {
-    let b = form.budget()?;
+/// The ledger for the form, or every field's problem.
+pub fn compute(form: &LedgerForm) -> Result<LedgerView, Problems> {
+    let b = form.check()?;
     let usable_gb = b.usable_gb();
     let total_gb = b.total_gb();
     let fits = b.fits(b.microbatch);
@@ -414,7 +409,7 @@ mod tests {
                 for device in ["16", "24", "40", "80"] {
                     for reserve in ["0", "10", "12.5", "50"] {
                         let b = form([fixed, per_sample, device, reserve, "1", "4"])
-                            .budget()
+                            .check()
                             .unwrap();
                         let Largest::Samples(m) = b.largest_microbatch() else {
                             panic!("bounded");
@@ -435,9 +430,7 @@ mod tests {
     /// A microbatch that fills the budget exactly fits: 3.2 + 0.4 · 46 = 21.6.
     #[test]
     fn an_exact_fill_fits() {
-        let b = form(["3.2", "0.4", "24", "10", "46", "5"])
-            .budget()
-            .unwrap();
+        let b = form(["3.2", "0.4", "24", "10", "46", "5"]).check().unwrap();
         assert!(b.fits(46) && !b.fits(47));
         assert_eq!(b.largest_microbatch(), Largest::Samples(46));
     }
@@ -464,38 +457,67 @@ mod tests {
         assert_eq!(view.largest, Largest::Unbounded);
     }
 
+    /// Every bad field is named, each at its own field, in the form's order.
     #[test]
-    fn bad_input_names_the_value() {
-        let errors = compute(&form(["", "abc", "0", "100", "0", "2.5"])).unwrap_err();
+    fn bad_input_names_the_value_at_its_field() {
+        let problems = compute(&form(["", "abc", "0", "100", "0", "2.5"])).unwrap_err();
+        let named: Vec<(&str, &str)> = problems
+            .iter()
+            .map(|p| (p.field, p.message.as_str()))
+            .collect();
         assert_eq!(
-            errors,
+            named,
             [
-                "Weights, gradients and optimizer (GB) is empty: type a number.",
-                "Activations per sample (GB) must be a finite number, but it is \"abc\".",
-                "Device memory (GB) is 0, but it must be greater than 0.",
-                "Reserve (%) is 100, but it must be at least 0 and below 100.",
-                "Microbatch (samples) must be a whole number from 1 to 1000000, but it is \"0\".",
-                "Blocks must be a whole number from 1 to 200, but it is \"2.5\".",
+                ("memory-w", "Weights, gradients and optimizer (GB) must be a number of at least 0, but it is \"\"."),
+                ("memory-a", "Activations per sample (GB) must be a number of at least 0, but it is \"abc\"."),
+                ("memory-dev", "Device memory (GB) must be a number greater than 0, but it is \"0\"."),
+                ("memory-res", "Reserve (%) must be a number of at least 0 and below 100, but it is \"100\"."),
+                ("memory-mb", "Microbatch (samples) must be a whole number from 1 to 1000000, but it is \"0\"."),
+                ("memory-n", "Blocks must be a whole number from 1 to 200, but it is \"2.5\"."),
             ]
         );
-        let errors = compute(&form(["inf", "-1", "NaN", "5", "16", "5"])).unwrap_err();
-        assert_eq!(errors.len(), 3);
+        let problems = compute(&form(["inf", "-1", "NaN", "5", "16", "5"])).unwrap_err();
+        let fields: Vec<_> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["memory-w", "memory-a", "memory-dev"]);
     }
 
+    /// A URL with three bad values names all three.
     #[test]
-    fn url_pairs_round_trip_and_bad_values_fall_back() {
-        let f = form(["7", "0.5", "80", "5", "32", "12"]);
-        let pairs: Vec<(String, String)> =
-            f.pairs().into_iter().map(|(k, v)| (k.into(), v)).collect();
-        assert_eq!(LedgerForm::from_pairs(&pairs), (f, vec![]));
-        let (f, messages) = LedgerForm::from_pairs(&[
-            ("mem_mb".into(), "many".into()),
-            ("mem_dev".into(), "40".into()),
+    fn every_bad_field_of_a_url_is_named() {
+        let (f, url) = LedgerForm::from_pairs([
+            ("panel", "memory"),
+            ("mem_n", "0"),
+            ("mem_dev", "big"),
+            ("mem_mb", "many"),
         ]);
-        assert_eq!((f.microbatch.as_str(), f.device_gb.as_str()), ("16", "40"));
+        assert!(url.is_empty());
+        let problems = compute(&f).unwrap_err();
+        let fields: Vec<_> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["memory-dev", "memory-mb", "memory-n"]);
         assert_eq!(
-            messages,
-            ["The link's mem_mb: Microbatch (samples) must be a whole number from 1 to 1000000, but it is \"many\". Using the default, 16."]
+            problems.of("memory-mb").unwrap(),
+            "Microbatch (samples) must be a whole number from 1 to 1000000, but it is \"many\"."
+        );
+    }
+
+    /// Old permalinks keep working: every key is read, and a bad value stays in its field
+    /// for the check to report there.
+    #[test]
+    fn url_pairs_round_trip_and_bad_values_stay_in_their_fields() {
+        let f = form(["7", "0.5", "80", "5", "32", "12"]);
+        let pairs = f.to_pairs();
+        assert_eq!(
+            LedgerForm::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str()))),
+            (f, Problems::default())
+        );
+        let (f, _) = LedgerForm::from_pairs([("mem_mb", "many"), ("mem_dev", "40")]);
+        assert_eq!(
+            (
+                f.microbatch.as_str(),
+                f.device_gb.as_str(),
+                f.blocks.as_str()
+            ),
+            ("many", "40", "5")
         );
     }
 }

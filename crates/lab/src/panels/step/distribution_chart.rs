@@ -1,13 +1,11 @@
-//! One stage's distribution drawn twice from the same rows: SVG bars for the eye and an
-//! HTML table (always in the DOM) for screen readers and for checking the numbers.
+//! One stage's distribution drawn twice from the same rows by the shared
+//! [`BarChart`](crate::widgets::chart::BarChart): bars for the eye and a table (always in the
+//! DOM) for screen readers and for checking the numbers.
 
 use leptos::prelude::*;
 
 use crate::panels::step::view_model::StageView;
-
-const WIDTH: f64 = 320.0;
-const HEIGHT: f64 = 160.0;
-const AXIS: f64 = 18.0;
+use crate::widgets::chart::{Bar, BarChart, Cell, Layout};
 
 /// Probabilities are shown to this many decimals; the table cells carry full precision in
 /// `data-value` so tests can compare exactly.
@@ -17,10 +15,6 @@ fn show(p: f64) -> String {
 
 #[component]
 pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
-    let n = stage.rows.len().max(1) as f64;
-    let slot = WIDTH / n;
-    let bar = (slot * 0.7).max(1.0);
-    let label_every = (stage.rows.len() / 16).max(1);
     let title = format!("After {}", stage.label);
     let summary = format!(
         "{} of {} tokens survive after {}.",
@@ -34,73 +28,32 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
     );
     let bars = stage
         .rows
-        .iter()
-        .enumerate()
-        .map(|(i, row)| {
-            let h = row.prob * (HEIGHT - AXIS);
-            let x = i as f64 * slot + (slot - bar) / 2.0;
-            let removed = row.logit.is_none();
-            let label = (i % label_every == 0).then(|| {
-                view! {
-                    <text x=x + bar / 2.0 y=HEIGHT - 4.0 text-anchor="middle" class="axis-label">
-                        {row.id.to_string()}
-                    </text>
-                }
-            });
-            view! {
-                <rect
-                    x=x
-                    y=HEIGHT - AXIS - h
-                    width=bar
-                    height=h.max(if removed { 0.0 } else { 1.0 })
-                    class=if removed { "bar removed" } else { "bar" }
-                ></rect>
-                {label}
-            }
-        })
-        .collect_view();
-    let rows = stage
-        .rows
         .into_iter()
         .map(|row| {
-            let (logit_text, status) = match row.logit {
-                Some(l) => (format!("{l:.4}"), "kept"),
-                None => ("—".to_string(), "removed"),
+            let (logit, class, status) = match row.logit {
+                Some(l) => (Cell::number(format!("{l:.4}"), l), "bar", "kept"),
+                None => (Cell::text("—"), "bar removed", "removed"),
             };
-            view! {
-                <tr class=status>
-                    <th scope="row">{row.id.to_string()}</th>
-                    <td data-value=row.logit.map(|l| l.to_string()).unwrap_or_default()>{logit_text}</td>
-                    <td data-value=row.prob.to_string()>{show(row.prob)}</td>
-                    <td>{status}</td>
-                </tr>
-            }
+            Bar::new(row.id.to_string(), row.prob)
+                .class(class)
+                .row_class(status)
+                .cell(logit)
+                .cell(Cell::number(show(row.prob), row.prob))
+                .cell(Cell::text(status))
         })
-        .collect_view();
+        .collect();
     view! {
         <figure class="stage" data-stage=stage.label data-index=index>
             <figcaption>{title}</figcaption>
-            <svg
-                class="chart"
-                viewBox=format!("0 0 {WIDTH} {HEIGHT}")
-                role="img"
-                aria-label=summary
-            >
-                <line x1="0" y1=HEIGHT - AXIS x2=WIDTH y2=HEIGHT - AXIS class="axis"></line>
-                {bars}
-            </svg>
-            <table class="mirror">
-                <caption>{caption}</caption>
-                <thead>
-                    <tr>
-                        <th scope="col">"Token"</th>
-                        <th scope="col">"Logit"</th>
-                        <th scope="col">"Probability"</th>
-                        <th scope="col">"Status"</th>
-                    </tr>
-                </thead>
-                <tbody>{rows}</tbody>
-            </table>
+            // Probabilities: the scale ends at 1 whatever the tallest bar.
+            <BarChart
+                bars=bars
+                layout=Layout::Columns { width: 320.0, height: 160.0, marks: Vec::new() }
+                top=1.0
+                summary=summary
+                caption=caption
+                headers=&["Token", "Logit", "Probability", "Status"]
+            />
         </figure>
     }
 }
