@@ -17,8 +17,8 @@
 //! assert!(report.to_markdown().contains("## 4. Capacity and cost recommendation"));
 //! ```
 //!
-//! The crate is pure: no I/O, no clock, no entropy but the seed in the inputs; it builds for
-//! wasm32. Same inputs give a byte-identical report.
+//! The crate is pure: no I/O, no clock, no entropy but the seed in the inputs (drawn with
+//! `policy`'s [`policy::SplitMix64`]); it builds for wasm32. Same inputs give a byte-identical report.
 
 #![forbid(unsafe_code)]
 
@@ -29,7 +29,6 @@ mod plan;
 mod profile;
 mod quality;
 mod report;
-mod rng;
 mod sim;
 mod trace;
 
@@ -49,7 +48,6 @@ pub use quality::{
     EvalReport, EvalSlice, QualityFloor, QualityProfile, SliceQuality, MAX_BITS_PER_BYTE,
     MIN_BITS_PER_BYTE, TINY_EVAL_JSON,
 };
-pub use rng::SplitMix64;
 pub use sim::{simulate, Batching, KvBudget, ServingPolicy, SimOutcome, Slo};
 pub use trace::{
     Arrivals, LengthDist, Request, SliceMix, Trace, TraceFormat, TraceSpec, MAX_ARRIVAL_S,

@@ -15,11 +15,11 @@
 //!
 //! Blank lines and lines starting with `#` are skipped in both.
 
+use policy::SplitMix64;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{at_least_one, in_range, positive, shortest, CapacityError};
 use crate::profile::unknown;
-use crate::rng::SplitMix64;
 
 /// The most requests one simulation takes (about 40 bytes each while it runs). A plan
 /// simulates them once per configuration, within [`crate::MAX_PLAN_WORK`] in all.
@@ -189,7 +189,10 @@ impl LengthDist {
     fn draw(&self, rng: &mut SplitMix64) -> u32 {
         match *self {
             LengthDist::Constant { tokens } => tokens,
-            LengthDist::Uniform { min, max } => rng.between(min as u64, max as u64) as u32,
+            // Validated `min <= max`, so the span is 1 to 2^32: never the empty range.
+            LengthDist::Uniform { min, max } => {
+                (min as u64 + rng.below(max as u64 - min as u64 + 1)) as u32
+            }
             LengthDist::LogNormal {
                 median,
                 sigma,

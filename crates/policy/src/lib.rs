@@ -43,5 +43,5 @@ pub use record::{
     parse_records, replay, ArtifactId, Backend, RecordError, ReplayReport, RunConfig, RunRecord,
     SeedSource, StopConfig,
 };
-pub use rng::NumpyRng;
+pub use rng::{NumpyRng, SplitMix64};
 pub use shortest::Shortest;
