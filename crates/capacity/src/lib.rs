@@ -24,6 +24,7 @@
 
 mod cost;
 mod error;
+mod figures;
 mod metrics;
 mod plan;
 mod profile;
@@ -36,7 +37,8 @@ pub use cost::{
     Calibration, CalibrationFit, IterationCost, IterationWork, MeasuredPoint, PathFit, Phase,
     Residual, Roofline,
 };
-pub use error::{shortest, CapacityError};
+pub use error::CapacityError;
+pub use figures::{figure, shortest};
 pub use metrics::{Bottleneck, KvReport, KvWindow, Metrics, Percentiles, SliceMetrics};
 pub use plan::{
     ConfigReport, Contract, Decision, DecisionKind, GateResult, NamedPolicy, Plan, PlanInputs,

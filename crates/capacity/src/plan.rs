@@ -6,7 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cost::{Calibration, CalibrationFit};
-use crate::error::{at_least_one, in_range, positive, shortest, CapacityError};
+use crate::error::{at_least_one, in_range, positive, CapacityError};
+use crate::figures::{figure, pct, shortest};
 use crate::metrics::Metrics;
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
 use crate::quality::{QualityFloor, QualityProfile, MAX_BITS_PER_BYTE, MIN_BITS_PER_BYTE};
@@ -286,7 +287,7 @@ impl GateResult {
             if self.unit == "bits/byte" {
                 format!("{x:.5}")
             } else {
-                fmt(x)
+                figure(x)
             }
         };
         let verdict = if self.passed {
@@ -624,7 +625,7 @@ impl Plan {
             let mut reason = format!(
                 "{} has the highest goodput ({} requests/s) of the {} configurations that pass every gate",
                 row.label,
-                fmt(row.goodput_per_s),
+                figure(row.goodput_per_s),
                 rows.iter().filter(|r| r.passes_gates).count()
             );
             if let Some(m) = &max_throughput {
@@ -632,7 +633,7 @@ impl Plan {
                     reason.push_str(&format!(
                         "; the highest-throughput configuration, {} ({} tokens/s), fails {}",
                         m.label,
-                        fmt(m.output_tokens_per_s),
+                        figure(m.output_tokens_per_s),
                         worst(&m.failed_gates)
                     ));
                 }
@@ -643,11 +644,11 @@ impl Plan {
             let replicas = ((1.0 / row.load_scale) - 1e-9).ceil().max(1.0) as u64;
             reason.push_str(&format!(
                 "; one replica sustains {} requests/s ({}x the trace) within the gates, so the trace's {} requests/s need {replicas} replica{} at {} per hour",
-                fmt(row.offered_rate_per_s),
-                fmt(row.load_scale),
-                fmt(offered),
+                figure(row.offered_rate_per_s),
+                figure(row.load_scale),
+                figure(offered),
                 if replicas == 1 { "" } else { "s" },
-                fmt(replicas as f64 * inputs.hardware.cost_per_hour)
+                figure(replicas as f64 * inputs.hardware.cost_per_hour)
             ));
             (
                 Decision {
@@ -1033,32 +1034,6 @@ fn error_row((policy, load, rate): Point, error: &CapacityError) -> SweepRow {
     }
 }
 
-/// A number with four significant figures, no exponent for everyday magnitudes.
-pub(crate) fn fmt(x: f64) -> String {
-    if x == 0.0 || !x.is_finite() {
-        return format!("{x}");
-    }
-    let magnitude = x.abs().log10().floor() as i32;
-    if !(-4..9).contains(&magnitude) {
-        return format!("{x:.3e}");
-    }
-    let decimals = (3 - magnitude).max(0) as usize;
-    format!("{x:.decimals$}")
-}
-
-/// A signed percentage; small ones keep three decimals so that they do not read as 0.
-pub(crate) fn pct(share: f64) -> String {
-    if share.abs() < 0.01 {
-        format!("{:+.3} %", share * 100.0)
-    } else if share.abs() < 1e4 {
-        format!("{:+.1} %", share * 100.0)
-    } else {
-        // A million percent and more: four figures and an exponent, never 300 digits.
-        let sign = if share < 0.0 { "-" } else { "+" };
-        format!("{sign}{} %", fmt(share.abs() * 100.0))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1086,15 +1061,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("chosen.metrics.kv.timeline[7].headroom"));
-    }
-
-    #[test]
-    fn percentages_and_figures_stay_short() {
-        assert_eq!(pct(0.5), "+50.0 %");
-        assert_eq!(pct(0.0001), "+0.010 %");
-        assert_eq!(pct(3e15), "+3.000e17 %");
-        assert_eq!(pct(-3e15), "-3.000e17 %");
-        assert_eq!(fmt(1e-300), "1.000e-300");
-        assert_eq!(fmt(1234.5678), "1235");
     }
 }

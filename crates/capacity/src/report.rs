@@ -3,11 +3,12 @@
 
 use std::fmt::Write;
 
+use crate::figures::{figure, pct};
 use crate::metrics::{Percentiles, SliceMetrics};
-use crate::plan::{fmt, DecisionKind, PlanReport};
+use crate::plan::{DecisionKind, PlanReport};
 
 fn ms(x: f64) -> String {
-    fmt(x * 1e3)
+    figure(x * 1e3)
 }
 
 fn pct0(x: f64) -> String {
@@ -44,30 +45,30 @@ impl PlanReport {
             out,
             "| hardware | {}: {} GiB, {} GB/s × {} efficiency, {} TFLOP/s × {} efficiency, {} ms per-iteration overhead, {} memory reserve, {} per hour |",
             h.name,
-            fmt(h.memory_bytes / crate::profile::GIB),
-            fmt(h.bandwidth_bytes_per_s / 1e9),
-            fmt(h.bandwidth_efficiency),
-            fmt(h.peak_flops / 1e12),
-            fmt(h.flops_efficiency),
-            fmt(h.iteration_overhead_s * 1e3),
+            figure(h.memory_bytes / crate::profile::GIB),
+            figure(h.bandwidth_bytes_per_s / 1e9),
+            figure(h.bandwidth_efficiency),
+            figure(h.peak_flops / 1e12),
+            figure(h.flops_efficiency),
+            figure(h.iteration_overhead_s * 1e3),
             pct0(h.memory_reserve),
-            fmt(h.cost_per_hour)
+            figure(h.cost_per_hour)
         );
         let m = &c.model;
         let _ = writeln!(
             out,
             "| model | {}: {} parameters, {} layers, {} heads, {} KV heads, head dimension {}, context {}; {} bytes/weight ({}), {} (int8); KV {} bytes/scalar |",
             m.name,
-            fmt(m.parameters),
+            figure(m.parameters),
             m.layers,
             m.heads,
             m.kv_heads,
             m.head_dim,
             m.context_len,
-            fmt(m.full_bytes_per_weight),
+            figure(m.full_bytes_per_weight),
             m.full_precision,
-            fmt(m.int8_bytes_per_weight),
-            fmt(m.kv_bytes_per_scalar)
+            figure(m.int8_bytes_per_weight),
+            figure(m.kv_bytes_per_scalar)
         );
         let seed = c
             .trace_seed
@@ -77,9 +78,9 @@ impl PlanReport {
             "| trace | {} ({seed}): {} requests at {} requests/s, mean prompt {} tokens, mean output {} tokens |",
             c.trace_name,
             c.requests,
-            fmt(c.offered_rate_per_s),
-            fmt(c.mean_prompt_tokens),
-            fmt(c.mean_output_tokens)
+            figure(c.offered_rate_per_s),
+            figure(c.mean_prompt_tokens),
+            figure(c.mean_output_tokens)
         );
         for s in &c.slices {
             let _ = writeln!(
@@ -88,7 +89,7 @@ impl PlanReport {
                 s.slice,
                 s.requests,
                 pct0(s.requests as f64 / c.requests.max(1) as f64),
-                fmt(s.mean_prompt_tokens)
+                figure(s.mean_prompt_tokens)
             );
         }
         let _ = writeln!(
@@ -102,7 +103,7 @@ impl PlanReport {
                 out,
                 "| quality floor {} | ≤ {} bits/byte |",
                 f.slice,
-                fmt(f.max_bits_per_byte)
+                figure(f.max_bits_per_byte)
             );
         }
         let _ = writeln!(out, "| sweep | {} |\n", c.sweep.configurations());
@@ -113,9 +114,9 @@ impl PlanReport {
                     out,
                     "- {} weights: effective {} GFLOP/s, {} GB/s, {} µs per iteration; RMS relative error {}.",
                     path.weights.name(),
-                    fmt(path.flops_per_s / 1e9),
-                    fmt(path.bytes_per_s / 1e9),
-                    fmt(path.overhead_s * 1e6),
+                    figure(path.flops_per_s / 1e9),
+                    figure(path.bytes_per_s / 1e9),
+                    figure(path.overhead_s * 1e6),
                     pct0(path.rms_relative_error)
                 );
             }
@@ -132,9 +133,9 @@ impl PlanReport {
                     out,
                     "| {what} | {} | {} | {} | {} | {} |",
                     r.weights.name(),
-                    fmt(r.measured_s * 1e6),
-                    fmt(r.predicted_s * 1e6),
-                    crate::plan::pct(r.relative_error),
+                    figure(r.measured_s * 1e6),
+                    figure(r.predicted_s * 1e6),
+                    pct(r.relative_error),
                     r.bound
                 );
             }
@@ -151,11 +152,11 @@ impl PlanReport {
         let _ = writeln!(
             out,
             "{} output tokens/s ({} with prompts), p99 time between tokens {} ms, {} per million output tokens, over {} s.\n",
-            fmt(mt.output_tokens_per_s),
-            fmt(mt.total_tokens_per_s),
+            figure(mt.output_tokens_per_s),
+            figure(mt.total_tokens_per_s),
             ms(mt.tbt.p99),
-            fmt(mt.cost_per_million_output_tokens),
-            fmt(mt.duration_s)
+            figure(mt.cost_per_million_output_tokens),
+            figure(mt.duration_s)
         );
         let _ = writeln!(
             out,
@@ -169,7 +170,7 @@ impl PlanReport {
                 triple(&s.ttft),
                 triple(&s.tpot),
                 triple(&s.e2e),
-                fmt(s.goodput_per_s),
+                figure(s.goodput_per_s),
                 pct0(s.slo_attainment)
             )
         };
@@ -192,7 +193,7 @@ impl PlanReport {
             "Bottleneck: **{}**. {} iterations, {} tokens each on average, {} preemptions.\n",
             b.dominant,
             b.iterations,
-            fmt(b.mean_tokens_per_iteration),
+            figure(b.mean_tokens_per_iteration),
             b.preemptions
         );
         let kv = &mt.kv;
@@ -201,9 +202,9 @@ impl PlanReport {
             "KV cache: {} blocks of {} tokens ({} bytes each; {} GiB after {} GiB of weights); peak use {} blocks, minimum headroom {}.\n",
             kv.blocks,
             kv.block_size,
-            fmt(kv.bytes_per_block),
-            fmt(kv.kv_bytes / crate::profile::GIB),
-            fmt(kv.weight_bytes / crate::profile::GIB),
+            figure(kv.bytes_per_block),
+            figure(kv.kv_bytes / crate::profile::GIB),
+            figure(kv.weight_bytes / crate::profile::GIB),
             kv.peak_used_blocks,
             pct0(kv.min_headroom)
         );
@@ -217,8 +218,8 @@ impl PlanReport {
                 let _ = writeln!(
                     out,
                     "| {} to {} | {} | {} |",
-                    fmt(w.start_s),
-                    fmt(w.end_s),
+                    figure(w.start_s),
+                    figure(w.end_s),
                     w.peak_used_blocks,
                     pct0(w.headroom)
                 );
@@ -272,9 +273,9 @@ impl PlanReport {
                 out,
                 "Maximising tokens/s would pick {} ({} tokens/s, p99 TTFT {} ms, goodput {} requests/s): {}.\n",
                 m.label,
-                fmt(m.output_tokens_per_s),
+                figure(m.output_tokens_per_s),
                 ms(m.ttft_p99_s),
-                fmt(m.goodput_per_s),
+                figure(m.goodput_per_s),
                 if m.passes_gates {
                     "it passes every gate".to_string()
                 } else {
@@ -295,12 +296,12 @@ impl PlanReport {
                 out,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.label,
-                fmt(r.output_tokens_per_s),
+                figure(r.output_tokens_per_s),
                 ms(r.ttft_p99_s),
                 ms(r.tpot_p99_s),
                 ms(r.tbt_p99_s),
-                fmt(r.goodput_per_s),
-                fmt(r.cost_per_million_output_tokens),
+                figure(r.goodput_per_s),
+                figure(r.cost_per_million_output_tokens),
                 pct0(r.kv_min_headroom),
                 if r.passes_gates {
                     "pass".to_string()

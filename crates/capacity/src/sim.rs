@@ -10,7 +10,8 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::cost::{IterationWork, Roofline};
-use crate::error::{at_least_one, in_range, positive, shortest, CapacityError};
+use crate::error::{at_least_one, in_range, positive, CapacityError};
+use crate::figures::shortest;
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
 use crate::trace::Trace;
 

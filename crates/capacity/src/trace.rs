@@ -18,7 +18,8 @@
 use policy::SplitMix64;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{at_least_one, in_range, positive, shortest, CapacityError};
+use crate::error::{at_least_one, in_range, positive, CapacityError};
+use crate::figures::shortest;
 use crate::profile::unknown;
 
 /// The most requests one simulation takes (about 40 bytes each while it runs). A plan

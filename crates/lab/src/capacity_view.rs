@@ -460,18 +460,8 @@ pub fn sentence(text: &str) -> String {
     out
 }
 
-/// Four significant figures, plain for everyday magnitudes (the report's own style).
-pub fn figure(x: f64) -> String {
-    if x == 0.0 || !x.is_finite() {
-        return format!("{x}");
-    }
-    let magnitude = x.abs().log10().floor() as i32;
-    if !(-4..9).contains(&magnitude) {
-        return format!("{x:.3e}");
-    }
-    let decimals = (3 - magnitude).max(0) as usize;
-    format!("{x:.decimals$}")
-}
+/// Four significant figures, plain for everyday magnitudes: the report's own formatter.
+pub use capacity::figure;
 
 /// [`figure`] without trailing zeros: "50", "0.5", for axis labels and SLOs.
 pub fn short(x: f64) -> String {
