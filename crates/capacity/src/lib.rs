@@ -41,9 +41,9 @@ pub use error::CapacityError;
 pub use figures::{figure, shortest};
 pub use metrics::{Bottleneck, KvReport, KvWindow, Metrics, Percentiles, SliceMetrics};
 pub use plan::{
-    ConfigReport, Contract, Decision, DecisionKind, GateResult, NamedPolicy, Plan, PlanInputs,
-    PlanReport, QualityRow, Sweep, SweepRow, TraceSlice, TraceSource, MAX_LOAD_SCALE,
-    MAX_PLAN_WORK, MAX_SLO_S, MAX_TRACE_RATE_PER_S, MIN_LOAD_SCALE, MIN_SLO_S,
+    ConfigReport, Contract, Decision, DecisionKind, FailedGates, Gate, GateResult, NamedPolicy,
+    Plan, PlanInputs, PlanReport, QualityRow, Sweep, SweepRow, TraceSlice, TraceSource,
+    MAX_LOAD_SCALE, MAX_PLAN_WORK, MAX_SLO_S, MAX_TRACE_RATE_PER_S, MIN_LOAD_SCALE, MIN_SLO_S,
 };
 pub use profile::{HardwareProfile, ModelProfile, WeightPath};
 pub use quality::{

@@ -3,6 +3,8 @@
 //! gate, or degrade to the last known-good plan or the named baseline and say which gate
 //! failed, by how much.
 
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 
 use crate::cost::{Calibration, CalibrationFit};
@@ -251,63 +253,170 @@ impl PlanInputs {
     }
 }
 
-/// One gate's verdict.
+/// What a gate holds a configuration to. Serialised by the names the report prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Gate {
+    /// The p99 time to first token, against the SLO.
+    #[serde(rename = "p99 TTFT")]
+    TtftP99,
+    /// The p99 time per output token, against the SLO.
+    #[serde(rename = "p99 time per output token")]
+    TpotP99,
+    /// A slice's bits per byte on the configuration's weight path, against its floor.
+    #[serde(rename = "quality")]
+    Quality,
+}
+
+impl Gate {
+    /// The unit of the measured value and the limit: "s" or "bits/byte".
+    pub fn unit(self) -> &'static str {
+        match self {
+            Gate::TtftP99 | Gate::TpotP99 => "s",
+            Gate::Quality => "bits/byte",
+        }
+    }
+}
+
+impl fmt::Display for Gate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Gate::TtftP99 => "p99 TTFT",
+            Gate::TpotP99 => "p99 time per output token",
+            Gate::Quality => "quality",
+        })
+    }
+}
+
+/// One gate's verdict. Its `Display` is the sentence the report and the lab print:
+/// "p99 TTFT (eu) 2.310 s: over 1.000 by 1.310 (+131.0 %)".
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(into = "GateJson", from = "GateJson")]
 pub struct GateResult {
-    /// "p99 TTFT", "p99 time per output token" or "quality".
-    pub gate: String,
+    pub gate: Gate,
     /// "all" or a slice code.
     pub slice: String,
     pub measured: f64,
     pub limit: f64,
-    /// "s" or "bits/byte".
-    pub unit: String,
     pub passed: bool,
     /// How far over the limit (0 when it passed).
     pub excess: f64,
 }
 
-impl GateResult {
-    fn new(gate: &str, slice: &str, measured: f64, limit: f64, unit: &str) -> GateResult {
+/// A [`GateResult`] as JSON: the gate's unit written beside it, for readers of the file.
+#[derive(Serialize, Deserialize)]
+struct GateJson {
+    gate: Gate,
+    slice: String,
+    measured: f64,
+    limit: f64,
+    unit: String,
+    passed: bool,
+    excess: f64,
+}
+
+impl From<GateResult> for GateJson {
+    fn from(g: GateResult) -> GateJson {
+        GateJson {
+            unit: g.gate.unit().into(),
+            gate: g.gate,
+            slice: g.slice,
+            measured: g.measured,
+            limit: g.limit,
+            passed: g.passed,
+            excess: g.excess,
+        }
+    }
+}
+
+impl From<GateJson> for GateResult {
+    /// The unit is the gate's own; the one written in the file is not read back.
+    fn from(g: GateJson) -> GateResult {
         GateResult {
-            gate: gate.into(),
+            gate: g.gate,
+            slice: g.slice,
+            measured: g.measured,
+            limit: g.limit,
+            passed: g.passed,
+            excess: g.excess,
+        }
+    }
+}
+
+impl GateResult {
+    fn new(gate: Gate, slice: &str, measured: f64, limit: f64) -> GateResult {
+        GateResult {
+            gate,
             slice: slice.into(),
             measured,
             limit,
-            unit: unit.into(),
             passed: measured <= limit,
             excess: (measured - limit).max(0.0),
         }
     }
+}
 
-    /// "p99 TTFT (eu) 2.31 s over 1 s by 1.31 s (+131 %)".
-    pub fn sentence(&self) -> String {
+impl fmt::Display for GateResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Bits per byte differ in the fourth decimal between weight paths; show five.
         let number = |x: f64| {
-            if self.unit == "bits/byte" {
+            if self.gate == Gate::Quality {
                 format!("{x:.5}")
             } else {
                 figure(x)
             }
         };
-        let verdict = if self.passed {
-            format!("within {}", number(self.limit))
+        write!(
+            f,
+            "{} ({}) {} {}: ",
+            self.gate,
+            self.slice,
+            number(self.measured),
+            self.gate.unit()
+        )?;
+        if self.passed {
+            write!(f, "within {}", number(self.limit))
         } else {
-            format!(
+            write!(
+                f,
                 "over {} by {} ({})",
                 number(self.limit),
                 number(self.excess),
                 pct(self.excess / self.limit)
             )
-        };
-        format!(
-            "{} ({}) {} {}: {}",
-            self.gate,
-            self.slice,
-            number(self.measured),
-            self.unit,
-            verdict
-        )
+        }
+    }
+}
+
+/// The gates a configuration failed. `Display` joins their sentences with "; ", as the
+/// report, the decision's reason and the lab list them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct FailedGates(pub Vec<GateResult>);
+
+impl FailedGates {
+    /// The gates of `gates` that did not pass, in order.
+    pub fn of(gates: &[GateResult]) -> FailedGates {
+        FailedGates(gates.iter().filter(|g| !g.passed).cloned().collect())
+    }
+}
+
+impl std::ops::Deref for FailedGates {
+    type Target = [GateResult];
+
+    fn deref(&self) -> &[GateResult] {
+        &self.0
+    }
+}
+
+impl fmt::Display for FailedGates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, gate) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{gate}")?;
+        }
+        Ok(())
     }
 }
 
@@ -331,8 +440,7 @@ pub struct SweepRow {
     pub cost_per_million_output_tokens: f64,
     pub kv_min_headroom: f64,
     pub passes_gates: bool,
-    /// Failed gates, as sentences.
-    pub failed_gates: Vec<String>,
+    pub failed_gates: FailedGates,
     /// Why the point could not run (weights too large, …); its figures are then 0.
     pub error: Option<String>,
 }
@@ -364,7 +472,7 @@ pub struct Decision {
     /// In words: why this configuration.
     pub reason: String,
     /// When degraded: the gates the best-goodput candidate failed, with their excess.
-    pub failed_gates: Vec<GateResult>,
+    pub failed_gates: FailedGates,
     /// The highest-throughput point and whether it passed: where maximising tokens/s
     /// breaks the tail.
     pub max_throughput: Option<SweepRow>,
@@ -660,7 +768,7 @@ impl Plan {
                     replicas,
                     cost_per_hour: replicas as f64 * inputs.hardware.cost_per_hour,
                     reason,
-                    failed_gates: Vec::new(),
+                    failed_gates: FailedGates::default(),
                     max_throughput,
                 },
                 ConfigReport {
@@ -675,24 +783,20 @@ impl Plan {
                 Some(k) => (DecisionKind::DegradeToLastKnownGood, k.clone()),
                 None => (DecisionKind::DegradeToBaseline, inputs.baseline.clone()),
             };
-            let (failed_gates, why) =
-                match &best_failing {
-                    Some((index, gates)) => {
-                        let failed: Vec<GateResult> =
-                            gates.iter().filter(|g| !g.passed).cloned().collect();
-                        let why =
-                            format!(
-                        "no configuration passes every gate; the best candidate, {}, fails: {}",
-                        rows[*index].label,
-                        failed.iter().map(GateResult::sentence).collect::<Vec<_>>().join("; ")
-                    );
-                        (failed, why)
-                    }
-                    None => (
-                        Vec::new(),
-                        "no configuration of the sweep can run on this machine".into(),
-                    ),
-                };
+            let (failed_gates, why) = match &best_failing {
+                Some((index, gates)) => {
+                    let failed = FailedGates::of(gates);
+                    let why = format!(
+                            "no configuration passes every gate; the best candidate, {}, fails: {failed}",
+                            rows[*index].label,
+                        );
+                    (failed, why)
+                }
+                None => (
+                    FailedGates::default(),
+                    "no configuration of the sweep can run on this machine".into(),
+                ),
+            };
             let (metrics, gates) = evaluate(
                 inputs,
                 &hardware(fallback.policy.weights),
@@ -702,15 +806,7 @@ impl Plan {
             )?;
             let mut reason = format!("{why}; degrading to {}", fallback.name);
             if !gates.iter().all(|g| g.passed) {
-                reason.push_str(&format!(
-                    " (which fails too: {})",
-                    gates
-                        .iter()
-                        .filter(|g| !g.passed)
-                        .map(GateResult::sentence)
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                ));
+                reason.push_str(&format!(" (which fails too: {})", FailedGates::of(&gates)));
             }
             (
                 Decision {
@@ -843,10 +939,10 @@ impl PlanReport {
 }
 
 /// The first failed gate, and how many more: "p99 TTFT (all) …; and 5 more gates".
-fn worst(failed: &[String]) -> String {
+fn worst(failed: &[GateResult]) -> String {
     match failed {
         [] => "no gate".into(),
-        [one] => one.clone(),
+        [one] => one.to_string(),
         [first, rest @ ..] => format!(
             "{first}; and {} more gate{}",
             rest.len(),
@@ -951,19 +1047,17 @@ fn gates_of(
             continue;
         }
         gates.push(GateResult::new(
-            "p99 TTFT",
+            Gate::TtftP99,
             &m.slice,
             m.ttft.p99,
             inputs.slo.ttft_p99_s,
-            "s",
         ));
         if m.tpot.count > 0 {
             gates.push(GateResult::new(
-                "p99 time per output token",
+                Gate::TpotP99,
                 &m.slice,
                 m.tpot.p99,
                 inputs.slo.tpot_p99_s,
-                "s",
             ));
         }
     }
@@ -973,11 +1067,10 @@ fn gates_of(
     };
     for q in quality.iter().filter(|q| q.weights == path) {
         gates.push(GateResult::new(
-            "quality",
+            Gate::Quality,
             &q.slice,
             q.bits_per_byte,
             q.max_bits_per_byte,
-            "bits/byte",
         ));
     }
     gates
@@ -1003,11 +1096,7 @@ fn sweep_row((policy, load, rate): Point, metrics: &Metrics, gates: &[GateResult
         cost_per_million_output_tokens: metrics.cost_per_million_output_tokens,
         kv_min_headroom: metrics.kv.min_headroom,
         passes_gates: gates.iter().all(|g| g.passed),
-        failed_gates: gates
-            .iter()
-            .filter(|g| !g.passed)
-            .map(GateResult::sentence)
-            .collect(),
+        failed_gates: FailedGates::of(gates),
         error: None,
     }
 }
@@ -1029,7 +1118,7 @@ fn error_row((policy, load, rate): Point, error: &CapacityError) -> SweepRow {
         cost_per_million_output_tokens: 0.0,
         kv_min_headroom: 0.0,
         passes_gates: false,
-        failed_gates: Vec::new(),
+        failed_gates: FailedGates::default(),
         error: Some(error.to_string()),
     }
 }

@@ -250,12 +250,7 @@ impl PlanReport {
         }
         let _ = writeln!(out, "\nGates of {}:\n", chosen.name);
         for g in &chosen.gates {
-            let _ = writeln!(
-                out,
-                "- {} {}",
-                if g.passed { "pass:" } else { "FAIL:" },
-                g.sentence()
-            );
+            let _ = writeln!(out, "- {} {}", if g.passed { "pass:" } else { "FAIL:" }, g);
         }
         out.push('\n');
 
@@ -263,8 +258,8 @@ impl PlanReport {
         let _ = writeln!(out, "**{verdict}: {}.**\n\n{}.\n", d.name, d.reason);
         if !d.failed_gates.is_empty() {
             let _ = writeln!(out, "Failed gates of the best candidate:\n");
-            for g in &d.failed_gates {
-                let _ = writeln!(out, "- {}", g.sentence());
+            for g in d.failed_gates.iter() {
+                let _ = writeln!(out, "- {g}");
             }
             out.push('\n');
         }
@@ -279,7 +274,7 @@ impl PlanReport {
                 if m.passes_gates {
                     "it passes every gate".to_string()
                 } else {
-                    format!("it fails {}", m.failed_gates.join("; "))
+                    format!("it fails {}", m.failed_gates)
                 }
             );
         }

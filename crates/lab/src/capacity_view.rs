@@ -571,7 +571,7 @@ pub fn view(report: PlanReport) -> PlanView {
             gates: match &row.error {
                 Some(e) => format!("cannot run: {e}"),
                 None if row.passes_gates => "all gates pass".into(),
-                None => format!("fails: {}", row.failed_gates.join("; ")),
+                None => format!("fails: {}", row.failed_gates),
             },
             row: row.clone(),
         })
@@ -658,11 +658,7 @@ pub fn decision_words(report: &PlanReport) -> (String, String, Vec<String>) {
             d.policy.label()
         ),
     };
-    let failed = d
-        .failed_gates
-        .iter()
-        .map(capacity::GateResult::sentence)
-        .collect();
+    let failed = d.failed_gates.iter().map(ToString::to_string).collect();
     (verdict, sentence(&d.reason), failed)
 }
 
