@@ -152,6 +152,14 @@ pub enum CapacityError {
         name: String,
         known: String,
     },
+    /// A name that is not one of its kind's (a batching, a weight path): the `FromStr` of
+    /// [`crate::Batching`] and [`crate::WeightPath`].
+    #[error("unknown {kind} {name:?}; expected {expected}")]
+    UnknownName {
+        kind: String,
+        name: String,
+        expected: String,
+    },
 }
 
 /// A count of bytes: every digit while it is a whole number below 10^16 (`26000000000`),

@@ -457,6 +457,23 @@ pub enum DecisionKind {
     DegradeToBaseline,
 }
 
+impl DecisionKind {
+    /// `release`, `degrade-to-last-known-good` or `degrade-to-baseline`: the JSON's names.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DecisionKind::Release => "release",
+            DecisionKind::DegradeToLastKnownGood => "degrade-to-last-known-good",
+            DecisionKind::DegradeToBaseline => "degrade-to-baseline",
+        }
+    }
+}
+
+impl fmt::Display for DecisionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     pub kind: DecisionKind,
@@ -1150,5 +1167,16 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("chosen.metrics.kv.timeline[7].headroom"));
+    }
+
+    #[test]
+    fn decision_kinds_print_their_json_names() {
+        for kind in [
+            DecisionKind::Release,
+            DecisionKind::DegradeToLastKnownGood,
+            DecisionKind::DegradeToBaseline,
+        ] {
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{kind}\""));
+        }
     }
 }

@@ -1,6 +1,9 @@
 //! What is served and on what: accelerator and model profiles, their presets, and the
 //! lab's KV-cache estimate `2 · L · B · S · H_kv · d_head · q` bytes.
 
+use std::fmt;
+use std::str::FromStr;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{at_least_one, in_range, non_negative, positive, CapacityError};
@@ -127,11 +130,36 @@ pub enum WeightPath {
 }
 
 impl WeightPath {
+    /// The names [`WeightPath::from_str`] reads, for messages.
+    pub const EXPECTED: &'static str = "full or int8";
+
+    /// `full` or `int8`: the name the report prints and a user types.
     pub fn name(self) -> &'static str {
         match self {
             WeightPath::Full => "full",
             WeightPath::Int8 => "int8",
         }
+    }
+}
+
+impl fmt::Display for WeightPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for WeightPath {
+    type Err = CapacityError;
+
+    fn from_str(text: &str) -> Result<WeightPath, CapacityError> {
+        [WeightPath::Full, WeightPath::Int8]
+            .into_iter()
+            .find(|w| w.name() == text)
+            .ok_or_else(|| CapacityError::UnknownName {
+                kind: "weight path".into(),
+                name: text.into(),
+                expected: WeightPath::EXPECTED.into(),
+            })
     }
 }
 
@@ -307,5 +335,18 @@ mod tests {
         }
         let e = HardwareProfile::preset("tpu").unwrap_err().to_string();
         assert!(e.contains("\"tpu\"") && e.contains("a100-80gb"), "{e}");
+    }
+
+    #[test]
+    fn weight_paths_read_back_what_they_print() {
+        for w in [WeightPath::Full, WeightPath::Int8] {
+            assert_eq!(w.to_string().parse::<WeightPath>(), Ok(w));
+        }
+        assert_eq!(
+            "fp16".parse::<WeightPath>().unwrap_err().to_string(),
+            "unknown weight path \"fp16\"; expected full or int8"
+        );
+        // Names are exact: the CLI and the lab trim, not the parser.
+        assert!(" full".parse::<WeightPath>().is_err());
     }
 }

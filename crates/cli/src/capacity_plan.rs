@@ -129,19 +129,6 @@ fn list<T: PartialEq>(
     Ok(items)
 }
 
-fn batching(text: &str) -> Option<Batching> {
-    match text {
-        "static" => Some(Batching::Static),
-        "continuous" => Some(Batching::Continuous),
-        _ => {
-            let budget = text.strip_prefix("chunked:")?.parse().ok()?;
-            Some(Batching::ChunkedPrefill {
-                token_budget: budget,
-            })
-        }
-    }
-}
-
 /// Reads a file a flag names; the message names the flag and the path.
 fn read(name: &str, path: &Path) -> Result<String, String> {
     let what = flag(name, &path.display().to_string());
@@ -241,8 +228,11 @@ pub fn inputs(args: &CapacityArgs) -> Result<PlanInputs, String> {
         inputs.sweep.batchings = list(
             "policy",
             text,
-            "static, continuous or chunked:BUDGET (BUDGET a whole number of tokens from 1 to 4294967295)",
-            batching,
+            &format!(
+                "{} (BUDGET a whole number of tokens from 1 to 4294967295)",
+                Batching::EXPECTED
+            ),
+            |s| s.parse().ok(),
         )?;
         sweep_flag(&inputs, "policy", text)?;
     }
@@ -256,11 +246,7 @@ pub fn inputs(args: &CapacityArgs) -> Result<PlanInputs, String> {
         sweep_flag(&inputs, "batch-limits", text)?;
     }
     if let Some(text) = &args.weights {
-        inputs.sweep.weights = list("weights", text, "full or int8", |s| match s {
-            "full" => Some(WeightPath::Full),
-            "int8" => Some(WeightPath::Int8),
-            _ => None,
-        })?;
+        inputs.sweep.weights = list("weights", text, WeightPath::EXPECTED, |s| s.parse().ok())?;
     }
     if let Some(text) = &args.load_scales {
         // "nan" and "inf" read as numbers here; the sweep's check names them.

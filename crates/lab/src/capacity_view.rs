@@ -355,11 +355,10 @@ fn trace(text: &str) -> Result<TraceSpec, String> {
 fn weights(text: &str) -> Result<Vec<WeightPath>, String> {
     match text.trim() {
         "both" => Ok(vec![WeightPath::Full, WeightPath::Int8]),
-        "full" => Ok(vec![WeightPath::Full]),
-        "int8" => Ok(vec![WeightPath::Int8]),
-        other => Err(format!(
-            "The weight path \"{other}\" is not both, full or int8."
-        )),
+        other => other
+            .parse()
+            .map(|w| vec![w])
+            .map_err(|_| format!("The weight path \"{other}\" is not both, full or int8.")),
     }
 }
 
@@ -594,14 +593,9 @@ pub fn view(report: PlanReport) -> PlanView {
         .filter_map(|p| p.at.map(|(x, y)| (p.row.load_scale, x, y)))
         .collect();
     curve.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let kind = match report.decision.kind {
-        DecisionKind::Release => "release",
-        DecisionKind::DegradeToLastKnownGood => "degrade-to-last-known-good",
-        DecisionKind::DegradeToBaseline => "degrade-to-baseline",
-    };
     PlanView {
         curve: curve.into_iter().map(|(_, x, y)| (x, y)).collect(),
-        kind,
+        kind: report.decision.kind.name(),
         frame: ChartFrame {
             width: CHART_WIDTH,
             height: CHART_HEIGHT,
