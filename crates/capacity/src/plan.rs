@@ -223,10 +223,12 @@ impl PlanInputs {
     /// bits per byte.
     pub fn tiny_lab(trace_preset: &str) -> Result<PlanInputs, CapacityError> {
         let quality = QualityProfile::tiny();
+        let hardware = HardwareProfile::preset("lab-cpu")?;
+        let model = ModelProfile::tiny();
         Ok(PlanInputs {
-            hardware: HardwareProfile::preset("lab-cpu")?,
-            model: ModelProfile::tiny(),
-            calibration: Some(Calibration::lab_cpu()),
+            calibration: Calibration::measured_for(&hardware, &model),
+            hardware,
+            model,
             quality_floors: quality.floors_within(1e-4),
             quality,
             trace: TraceSource::Generated {

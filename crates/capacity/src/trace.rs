@@ -86,6 +86,17 @@ impl Arrivals {
         }
     }
 
+    /// Sets the mean rate and keeps the process's shape (its bursts, its day): what the
+    /// CLI's `--rate` and the lab's rate field change of a preset. Not checked here;
+    /// [`TraceSpec::validate`] holds it to its range.
+    pub fn set_mean_rate(&mut self, rate: f64) {
+        match self {
+            Arrivals::Poisson { rate_per_s }
+            | Arrivals::Bursty { rate_per_s, .. }
+            | Arrivals::Diurnal { rate_per_s, .. } => *rate_per_s = rate,
+        }
+    }
+
     fn validate(&self) -> Result<(), CapacityError> {
         let rate = positive("arrival rate (requests/s)", self.mean_rate())?;
         in_range(
@@ -656,6 +667,18 @@ mod tests {
 
     fn observed_rate(trace: &Trace) -> f64 {
         trace.requests.len() as f64 / trace.requests.last().unwrap().arrival_s
+    }
+
+    #[test]
+    fn a_new_mean_rate_keeps_the_process_shape() {
+        for preset in TraceSpec::presets() {
+            let mut arrivals = preset.arrivals.clone();
+            arrivals.set_mean_rate(7.5);
+            assert_eq!(arrivals.mean_rate(), 7.5);
+            let mut back = arrivals.clone();
+            back.set_mean_rate(preset.arrivals.mean_rate());
+            assert_eq!(back, preset.arrivals);
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use capacity::{
-    shortest, Batching, HardwareProfile, ModelProfile, NamedPolicy, Plan, PlanInputs,
+    shortest, Batching, Calibration, HardwareProfile, ModelProfile, NamedPolicy, Plan, PlanInputs,
     QualityProfile, Trace, TraceFormat, TraceSource, TraceSpec, WeightPath,
 };
 use clap::{Args, ValueEnum};
@@ -212,9 +212,11 @@ pub fn inputs(args: &CapacityArgs) -> Result<PlanInputs, String> {
         .map_err(|e| format!("{}: {e}", flag("hardware", &args.hardware)))?;
     inputs.model = ModelProfile::preset(&args.model)
         .map_err(|e| format!("{}: {e}", flag("model", &args.model)))?;
-    if args.no_calibration || args.hardware != "lab-cpu" || args.model != "decode-lab-tiny-v1" {
-        inputs.calibration = None;
-    }
+    inputs.calibration = if args.no_calibration {
+        None
+    } else {
+        Calibration::measured_for(&inputs.hardware, &inputs.model)
+    };
     inputs.trace = trace(args)?;
     // Each flag is checked as it is applied (the defaults are valid), so an error names
     // the flag that caused it.
@@ -341,11 +343,7 @@ fn trace(args: &CapacityArgs) -> Result<TraceSource, String> {
         spec.seed = seed;
     }
     if let Some(rate) = args.rate {
-        match &mut spec.arrivals {
-            capacity::Arrivals::Poisson { rate_per_s }
-            | capacity::Arrivals::Bursty { rate_per_s, .. }
-            | capacity::Arrivals::Diurnal { rate_per_s, .. } => *rate_per_s = rate,
-        }
+        spec.arrivals.set_mean_rate(rate);
         spec.validate()
             .map_err(|e| format!("{}: {e}", flag("rate", &shortest(rate))))?;
     }

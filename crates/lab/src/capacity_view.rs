@@ -297,19 +297,12 @@ impl CapacityForm {
             )]);
         }
         spec.requests = requests;
-        match &mut spec.arrivals {
-            Arrivals::Poisson { rate_per_s }
-            | Arrivals::Bursty { rate_per_s, .. }
-            | Arrivals::Diurnal { rate_per_s, .. } => *rate_per_s = rate,
-        }
+        spec.arrivals.set_mean_rate(rate);
         let quality = QualityProfile::tiny();
-        // The calibration timed the tiny model on the lab's CPU; it says nothing of others.
-        let calibration = (hw.name == "lab-cpu" && model.name == ModelProfile::tiny().name)
-            .then(Calibration::lab_cpu);
         Ok(PlanInputs {
+            calibration: Calibration::measured_for(&hw, &model),
             hardware: hw,
             model,
-            calibration,
             quality_floors: quality.floors_within(floor / 100.0),
             quality,
             trace: TraceSource::Generated { spec },
