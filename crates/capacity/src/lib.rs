@@ -25,6 +25,7 @@
 mod cost;
 mod error;
 mod figures;
+mod gates;
 mod metrics;
 mod plan;
 mod profile;
@@ -39,11 +40,12 @@ pub use cost::{
 };
 pub use error::CapacityError;
 pub use figures::{figure, shortest};
+pub use gates::{FailedGates, Gate, GateResult};
 pub use metrics::{Bottleneck, KvReport, KvWindow, Metrics, Percentiles, SliceMetrics};
 pub use plan::{
-    ConfigReport, Contract, Decision, DecisionKind, FailedGates, Gate, GateResult, NamedPolicy,
-    Plan, PlanInputs, PlanReport, QualityRow, Sweep, SweepRow, TraceSlice, TraceSource,
-    MAX_LOAD_SCALE, MAX_PLAN_WORK, MAX_SLO_S, MAX_TRACE_RATE_PER_S, MIN_LOAD_SCALE, MIN_SLO_S,
+    ConfigReport, Contract, Decision, DecisionKind, NamedPolicy, Plan, PlanInputs, PlanReport,
+    QualityRow, Sweep, SweepRow, TraceSlice, TraceSource, MAX_LOAD_SCALE, MAX_PLAN_WORK, MAX_SLO_S,
+    MAX_TRACE_RATE_PER_S, MIN_LOAD_SCALE, MIN_SLO_S,
 };
 pub use profile::{HardwareProfile, ModelProfile, WeightPath};
 pub use quality::{

@@ -210,6 +210,15 @@ impl ModelProfile {
         Ok(())
     }
 
+    /// A weight path as the quality profile names it: the full-precision path's own name
+    /// (`f16`, `f32`) or `int8`.
+    pub fn precision(&self, weights: WeightPath) -> &str {
+        match weights {
+            WeightPath::Full => &self.full_precision,
+            WeightPath::Int8 => "int8",
+        }
+    }
+
     pub fn bytes_per_weight(&self, weights: WeightPath) -> f64 {
         match weights {
             WeightPath::Full => self.full_bytes_per_weight,
