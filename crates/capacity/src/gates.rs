@@ -43,9 +43,9 @@ impl fmt::Display for Gate {
 }
 
 /// One gate's verdict. Its `Display` is the sentence the report and the lab print:
-/// "p99 TTFT (eu) 2.310 s: over 1.000 by 1.310 (+131.0 %)".
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(into = "GateJson", from = "GateJson")]
+/// "p99 TTFT (eu) 2.310 s: over 1.000 by 1.310 (+131.0 %)". In JSON the gate's unit is
+/// written beside it, for readers of the file, and not read back (it is the gate's own).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct GateResult {
     pub gate: Gate,
     /// "all" or a slice code.
@@ -57,43 +57,18 @@ pub struct GateResult {
     pub excess: f64,
 }
 
-/// A [`GateResult`] as JSON: the gate's unit written beside it, for readers of the file.
-#[derive(Serialize, Deserialize)]
-struct GateJson {
-    gate: Gate,
-    slice: String,
-    measured: f64,
-    limit: f64,
-    unit: String,
-    passed: bool,
-    excess: f64,
-}
-
-impl From<GateResult> for GateJson {
-    fn from(g: GateResult) -> GateJson {
-        GateJson {
-            unit: g.gate.unit().into(),
-            gate: g.gate,
-            slice: g.slice,
-            measured: g.measured,
-            limit: g.limit,
-            passed: g.passed,
-            excess: g.excess,
-        }
-    }
-}
-
-impl From<GateJson> for GateResult {
-    /// The unit is the gate's own; the one written in the file is not read back.
-    fn from(g: GateJson) -> GateResult {
-        GateResult {
-            gate: g.gate,
-            slice: g.slice,
-            measured: g.measured,
-            limit: g.limit,
-            passed: g.passed,
-            excess: g.excess,
-        }
+impl Serialize for GateResult {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = serializer.serialize_struct("GateResult", 7)?;
+        out.serialize_field("gate", &self.gate)?;
+        out.serialize_field("slice", &self.slice)?;
+        out.serialize_field("measured", &self.measured)?;
+        out.serialize_field("limit", &self.limit)?;
+        out.serialize_field("unit", self.gate.unit())?;
+        out.serialize_field("passed", &self.passed)?;
+        out.serialize_field("excess", &self.excess)?;
+        out.end()
     }
 }
 
