@@ -100,22 +100,31 @@ impl HardwareProfile {
     }
 
     pub fn preset(name: &str) -> Result<HardwareProfile, CapacityError> {
-        let all = HardwareProfile::presets();
-        let known = all.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
-        all.into_iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| unknown("hardware", name, &known))
+        preset("hardware", name, HardwareProfile::presets(), |p| &p.name)
     }
 }
 
 pub(crate) const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-pub(crate) fn unknown(kind: &str, name: &str, known: &[String]) -> CapacityError {
-    CapacityError::UnknownPreset {
-        kind: kind.into(),
-        name: name.into(),
-        known: known.join(", "),
-    }
+/// The preset of `kind` named `name` among `all`, or an error that lists the known names.
+pub(crate) fn preset<T>(
+    kind: &str,
+    name: &str,
+    all: Vec<T>,
+    name_of: fn(&T) -> &String,
+) -> Result<T, CapacityError> {
+    let known = all
+        .iter()
+        .map(|p| name_of(p).as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    all.into_iter()
+        .find(|p| name_of(p) == name)
+        .ok_or_else(|| CapacityError::UnknownPreset {
+            kind: kind.into(),
+            name: name.into(),
+            known,
+        })
 }
 
 /// Which copy of the weights is served.
@@ -301,11 +310,7 @@ impl ModelProfile {
     }
 
     pub fn preset(name: &str) -> Result<ModelProfile, CapacityError> {
-        let all = ModelProfile::presets();
-        let known = all.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
-        all.into_iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| unknown("model", name, &known))
+        preset("model", name, ModelProfile::presets(), |p| &p.name)
     }
 }
 

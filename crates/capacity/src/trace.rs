@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{at_least_one, in_range, positive, CapacityError};
 use crate::figures::shortest;
-use crate::profile::unknown;
+use crate::profile::preset;
 
 /// The most requests one simulation takes (about 40 bytes each while it runs). A plan
 /// simulates them once per configuration, within [`crate::MAX_PLAN_WORK`] in all.
@@ -384,11 +384,7 @@ impl TraceSpec {
     }
 
     pub fn preset(name: &str) -> Result<TraceSpec, CapacityError> {
-        let all = TraceSpec::presets();
-        let known = all.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
-        all.into_iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| unknown("trace", name, &known))
+        preset("trace", name, TraceSpec::presets(), |p| &p.name)
     }
 }
 
