@@ -27,11 +27,9 @@ pub struct XorShift64Star(u64);
 
 impl XorShift64Star {
     pub fn new(seed: u64) -> XorShift64Star {
-        // SplitMix64 finaliser so that small seeds are well mixed and the state is non-zero.
-        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
+        // SplitMix64's first draw (its finaliser of `seed` plus one step) mixes small seeds
+        // well; xorshift needs a non-zero state.
+        let z = policy::SplitMix64::new(seed).next_u64();
         XorShift64Star(if z == 0 { 1 } else { z })
     }
 

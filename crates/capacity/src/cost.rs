@@ -181,6 +181,15 @@ pub struct CalibrationFit {
 }
 
 impl Calibration {
+    /// The calibration measured for `model` on `hardware`, if there is one: the lab CPU's
+    /// own timings of the tiny model ([`Calibration::lab_cpu`]) for that pair, none for any
+    /// other (those timings say nothing of another machine or model). The lab's default
+    /// plan, the CLI and the lab's panel all take it from here.
+    pub fn measured_for(hardware: &HardwareProfile, model: &ModelProfile) -> Option<Calibration> {
+        (hardware.name == "lab-cpu" && model.name == ModelProfile::tiny().name)
+            .then(Calibration::lab_cpu)
+    }
+
     /// The lab's own forward-pass timings of decode-lab-tiny-v1 on its 2-vCPU EPYC
     /// (BENCHMARKS.md, "The tiny model's forward pass on the CPU", criterion medians).
     pub fn lab_cpu() -> Calibration {
@@ -415,6 +424,20 @@ fn least_squares(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_tiny_model_on_the_lab_cpu_is_calibrated() {
+        let lab_cpu = HardwareProfile::preset("lab-cpu").unwrap();
+        let tiny = ModelProfile::tiny();
+        assert_eq!(
+            Calibration::measured_for(&lab_cpu, &tiny),
+            Some(Calibration::lab_cpu())
+        );
+        let h100 = HardwareProfile::preset("h100-sxm").unwrap();
+        let llama = ModelProfile::preset("llama-2-7b").unwrap();
+        assert_eq!(Calibration::measured_for(&h100, &tiny), None);
+        assert_eq!(Calibration::measured_for(&lab_cpu, &llama), None);
+    }
 
     #[test]
     fn the_fit_recovers_a_known_roofline_exactly() {

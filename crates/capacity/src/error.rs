@@ -1,20 +1,9 @@
 //! The crate's one error type: every variant names the offending value and what was expected,
-//! with numbers in their shortest round-trip form ([`shortest`]).
+//! with numbers in their shortest round-trip form ([`crate::shortest`]).
 
 use thiserror::Error;
 
-/// `x` in the shorter of its two round-trip forms, `{}` and `{:e}`: `0.25`, `1000`,
-/// `1e-300` (never 300 digits), `1.5e308`, `inf`, `NaN`. Either form reads back to the
-/// same f64; up to six characters the plain form is kept (`1000`, not `1e3`).
-pub fn shortest(x: f64) -> String {
-    let plain = format!("{x}");
-    let exponent = format!("{x:e}");
-    if plain.len() > 6 && exponent.len() < plain.len() {
-        exponent
-    } else {
-        plain
-    }
-}
+use crate::figures::shortest;
 
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum CapacityError {
@@ -162,6 +151,14 @@ pub enum CapacityError {
         kind: String,
         name: String,
         known: String,
+    },
+    /// A name that is not one of its kind's (a batching, a weight path): the `FromStr` of
+    /// [`crate::Batching`] and [`crate::WeightPath`].
+    #[error("unknown {kind} {name:?}; expected {expected}")]
+    UnknownName {
+        kind: String,
+        name: String,
+        expected: String,
     },
 }
 

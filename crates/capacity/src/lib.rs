@@ -17,19 +17,20 @@
 //! assert!(report.to_markdown().contains("## 4. Capacity and cost recommendation"));
 //! ```
 //!
-//! The crate is pure: no I/O, no clock, no entropy but the seed in the inputs; it builds for
-//! wasm32. Same inputs give a byte-identical report.
+//! The crate is pure: no I/O, no clock, no entropy but the seed in the inputs (drawn with
+//! `policy`'s [`policy::SplitMix64`]); it builds for wasm32. Same inputs give a byte-identical report.
 
 #![forbid(unsafe_code)]
 
 mod cost;
 mod error;
+mod figures;
+mod gates;
 mod metrics;
 mod plan;
 mod profile;
 mod quality;
 mod report;
-mod rng;
 mod sim;
 mod trace;
 
@@ -37,19 +38,20 @@ pub use cost::{
     Calibration, CalibrationFit, IterationCost, IterationWork, MeasuredPoint, PathFit, Phase,
     Residual, Roofline,
 };
-pub use error::{shortest, CapacityError};
+pub use error::CapacityError;
+pub use figures::{figure, shortest};
+pub use gates::{FailedGates, Gate, GateResult};
 pub use metrics::{Bottleneck, KvReport, KvWindow, Metrics, Percentiles, SliceMetrics};
 pub use plan::{
-    ConfigReport, Contract, Decision, DecisionKind, GateResult, NamedPolicy, Plan, PlanInputs,
-    PlanReport, QualityRow, Sweep, SweepRow, TraceSlice, TraceSource, MAX_LOAD_SCALE,
-    MAX_PLAN_WORK, MAX_SLO_S, MAX_TRACE_RATE_PER_S, MIN_LOAD_SCALE, MIN_SLO_S,
+    ConfigReport, Contract, Decision, DecisionKind, NamedPolicy, Plan, PlanInputs, PlanReport,
+    QualityRow, Sweep, SweepRow, TraceSlice, TraceSource, MAX_LOAD_SCALE, MAX_PLAN_WORK, MAX_SLO_S,
+    MAX_TRACE_RATE_PER_S, MIN_LOAD_SCALE, MIN_SLO_S,
 };
 pub use profile::{HardwareProfile, ModelProfile, WeightPath};
 pub use quality::{
     EvalReport, EvalSlice, QualityFloor, QualityProfile, SliceQuality, MAX_BITS_PER_BYTE,
     MIN_BITS_PER_BYTE, TINY_EVAL_JSON,
 };
-pub use rng::SplitMix64;
 pub use sim::{simulate, Batching, KvBudget, ServingPolicy, SimOutcome, Slo};
 pub use trace::{
     Arrivals, LengthDist, Request, SliceMix, Trace, TraceFormat, TraceSpec, MAX_ARRIVAL_S,

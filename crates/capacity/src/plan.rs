@@ -2,11 +2,19 @@
 //! the SLOs and the quality floors, and release the highest-goodput point that passes every
 //! gate, or degrade to the last known-good plan or the named baseline and say which gate
 //! failed, by how much.
+//!
+//! [`Plan::run_with_progress`] is those steps in order: `validate` the inputs, set up the
+//! `Bench` every point is measured on, `sweep` (each point simulated and held to its gates
+//! by `Bench::gate`), then `decide` (`release` or `degrade`).
+
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cost::{Calibration, CalibrationFit};
-use crate::error::{at_least_one, in_range, positive, shortest, CapacityError};
+use crate::error::{at_least_one, in_range, positive, CapacityError};
+use crate::figures::{figure, shortest};
+use crate::gates::{FailedGates, Gate, GateResult};
 use crate::metrics::Metrics;
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
 use crate::quality::{QualityFloor, QualityProfile, MAX_BITS_PER_BYTE, MIN_BITS_PER_BYTE};
@@ -220,10 +228,12 @@ impl PlanInputs {
     /// bits per byte.
     pub fn tiny_lab(trace_preset: &str) -> Result<PlanInputs, CapacityError> {
         let quality = QualityProfile::tiny();
+        let hardware = HardwareProfile::preset("lab-cpu")?;
+        let model = ModelProfile::tiny();
         Ok(PlanInputs {
-            hardware: HardwareProfile::preset("lab-cpu")?,
-            model: ModelProfile::tiny(),
-            calibration: Some(Calibration::lab_cpu()),
+            calibration: Calibration::measured_for(&hardware, &model),
+            hardware,
+            model,
             quality_floors: quality.floors_within(1e-4),
             quality,
             trace: TraceSource::Generated {
@@ -250,66 +260,6 @@ impl PlanInputs {
     }
 }
 
-/// One gate's verdict.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct GateResult {
-    /// "p99 TTFT", "p99 time per output token" or "quality".
-    pub gate: String,
-    /// "all" or a slice code.
-    pub slice: String,
-    pub measured: f64,
-    pub limit: f64,
-    /// "s" or "bits/byte".
-    pub unit: String,
-    pub passed: bool,
-    /// How far over the limit (0 when it passed).
-    pub excess: f64,
-}
-
-impl GateResult {
-    fn new(gate: &str, slice: &str, measured: f64, limit: f64, unit: &str) -> GateResult {
-        GateResult {
-            gate: gate.into(),
-            slice: slice.into(),
-            measured,
-            limit,
-            unit: unit.into(),
-            passed: measured <= limit,
-            excess: (measured - limit).max(0.0),
-        }
-    }
-
-    /// "p99 TTFT (eu) 2.31 s over 1 s by 1.31 s (+131 %)".
-    pub fn sentence(&self) -> String {
-        // Bits per byte differ in the fourth decimal between weight paths; show five.
-        let number = |x: f64| {
-            if self.unit == "bits/byte" {
-                format!("{x:.5}")
-            } else {
-                fmt(x)
-            }
-        };
-        let verdict = if self.passed {
-            format!("within {}", number(self.limit))
-        } else {
-            format!(
-                "over {} by {} ({})",
-                number(self.limit),
-                number(self.excess),
-                pct(self.excess / self.limit)
-            )
-        };
-        format!(
-            "{} ({}) {} {}: {}",
-            self.gate,
-            self.slice,
-            number(self.measured),
-            self.unit,
-            verdict
-        )
-    }
-}
-
 /// One point of the sweep, as the chart and its table both read it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SweepRow {
@@ -330,8 +280,7 @@ pub struct SweepRow {
     pub cost_per_million_output_tokens: f64,
     pub kv_min_headroom: f64,
     pub passes_gates: bool,
-    /// Failed gates, as sentences.
-    pub failed_gates: Vec<String>,
+    pub failed_gates: FailedGates,
     /// Why the point could not run (weights too large, …); its figures are then 0.
     pub error: Option<String>,
 }
@@ -346,6 +295,23 @@ pub enum DecisionKind {
     DegradeToLastKnownGood,
     /// Nothing passed: the named baseline.
     DegradeToBaseline,
+}
+
+impl DecisionKind {
+    /// `release`, `degrade-to-last-known-good` or `degrade-to-baseline`: the JSON's names.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DecisionKind::Release => "release",
+            DecisionKind::DegradeToLastKnownGood => "degrade-to-last-known-good",
+            DecisionKind::DegradeToBaseline => "degrade-to-baseline",
+        }
+    }
+}
+
+impl fmt::Display for DecisionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -363,7 +329,7 @@ pub struct Decision {
     /// In words: why this configuration.
     pub reason: String,
     /// When degraded: the gates the best-goodput candidate failed, with their excess.
-    pub failed_gates: Vec<GateResult>,
+    pub failed_gates: FailedGates,
     /// The highest-throughput point and whether it passed: where maximising tokens/s
     /// breaks the tail.
     pub max_throughput: Option<SweepRow>,
@@ -440,76 +406,109 @@ impl Plan {
     /// [`Plan::run`], calling `progress(done, total)` after each simulated configuration
     /// of the sweep (the CLI shows it on standard error for long sweeps; the crate has no
     /// clock, so when to show it is the caller's choice). The report does not depend on it.
+    ///
+    /// A plan is four steps: validate every input before any work; set up the bench that
+    /// every point is measured on; sweep every configuration at every load, each point
+    /// simulated and held to its gates; decide what ships.
     pub fn run_with_progress(
         inputs: &PlanInputs,
         progress: &mut dyn FnMut(usize, usize),
     ) -> Result<PlanReport, CapacityError> {
-        inputs.hardware.validate()?;
-        inputs.model.validate()?;
-        inputs.slo.validate()?;
-        let sweep = &inputs.sweep;
-        sweep.validate(&inputs.model)?;
-        inputs.baseline.policy.validate()?;
-        if let Some(known) = &inputs.last_known_good {
-            known.validate()?;
-        }
-        for (i, floor) in inputs.quality_floors.iter().enumerate() {
-            let what = format!("quality floor of slice {:?} (bits/byte)", floor.slice);
-            in_range(
-                &what,
-                positive(&what, floor.max_bits_per_byte)?,
-                MIN_BITS_PER_BYTE,
-                MAX_BITS_PER_BYTE,
-            )?;
-            if inputs.quality.slice(&floor.slice).is_none() {
-                return Err(CapacityError::Quality {
-                    reason: format!(
-                        "a floor names slice {:?}, which the quality profile does not measure",
-                        floor.slice
-                    ),
-                });
-            }
-            if inputs.quality_floors[..i]
-                .iter()
-                .any(|f| f.slice == floor.slice)
-            {
-                return Err(CapacityError::Quality {
-                    reason: format!("two floors name slice {:?}", floor.slice),
-                });
-            }
-        }
-        let points = [
-            sweep.load_scales.len(),
-            sweep.batchings.len(),
-            sweep.max_sequences.len(),
-            sweep.weights.len(),
-        ]
-        .iter()
-        .fold(1usize, |p, &n| p.saturating_mul(n));
-        let requests = match &inputs.trace {
-            TraceSource::Generated { spec } => spec.requests.min(usize::MAX as u64) as usize,
-            TraceSource::Recorded { trace, .. } => trace.requests.len(),
-        };
-        if points as u128 * requests as u128 > MAX_PLAN_WORK as u128 {
-            return Err(CapacityError::TooMuchWork {
-                points,
-                requests,
-                limit: MAX_PLAN_WORK,
+        let points = validate(inputs)?;
+        let bench = Bench::new(inputs)?;
+        let rows = sweep(&bench, points, progress)?;
+        let (decision, chosen) = decide(&bench, &rows)?;
+        let report = bench.into_report(rows, decision, chosen);
+        report.check_finite()?;
+        Ok(report)
+    }
+}
+
+/// Every input within its stated range, and the sweep within [`MAX_PLAN_WORK`], before any
+/// work. Returns the number of points the sweep simulates.
+fn validate(inputs: &PlanInputs) -> Result<usize, CapacityError> {
+    inputs.hardware.validate()?;
+    inputs.model.validate()?;
+    inputs.slo.validate()?;
+    let sweep = &inputs.sweep;
+    sweep.validate(&inputs.model)?;
+    inputs.baseline.policy.validate()?;
+    if let Some(known) = &inputs.last_known_good {
+        known.validate()?;
+    }
+    for (i, floor) in inputs.quality_floors.iter().enumerate() {
+        let what = format!("quality floor of slice {:?} (bits/byte)", floor.slice);
+        in_range(
+            &what,
+            positive(&what, floor.max_bits_per_byte)?,
+            MIN_BITS_PER_BYTE,
+            MAX_BITS_PER_BYTE,
+        )?;
+        if inputs.quality.slice(&floor.slice).is_none() {
+            return Err(CapacityError::Quality {
+                reason: format!(
+                    "a floor names slice {:?}, which the quality profile does not measure",
+                    floor.slice
+                ),
             });
         }
+        if inputs.quality_floors[..i]
+            .iter()
+            .any(|f| f.slice == floor.slice)
+        {
+            return Err(CapacityError::Quality {
+                reason: format!("two floors name slice {:?}", floor.slice),
+            });
+        }
+    }
+    let points = [
+        sweep.load_scales.len(),
+        sweep.batchings.len(),
+        sweep.max_sequences.len(),
+        sweep.weights.len(),
+    ]
+    .iter()
+    .fold(1usize, |p, &n| p.saturating_mul(n));
+    let requests = match &inputs.trace {
+        TraceSource::Generated { spec } => spec.requests.min(usize::MAX as u64) as usize,
+        TraceSource::Recorded { trace, .. } => trace.requests.len(),
+    };
+    if points as u128 * requests as u128 > MAX_PLAN_WORK as u128 {
+        return Err(CapacityError::TooMuchWork {
+            points,
+            requests,
+            limit: MAX_PLAN_WORK,
+        });
+    }
+    Ok(points)
+}
+
+/// What every point of the sweep is measured on: the hardware of each weight path
+/// (calibrated when a calibration was given), the trace with times from its first arrival,
+/// the rate it offers, and the measured quality of each slice and weight path.
+struct Bench<'a> {
+    inputs: &'a PlanInputs,
+    calibration: Option<CalibrationFit>,
+    /// Times from the first arrival: a trace of Unix times keeps the clock's precision, and
+    /// a load scale compresses the gaps, not the first arrival's distance from 0.
+    trace: Trace,
+    offered_rate_per_s: f64,
+    quality: Vec<QualityRow>,
+}
+
+impl<'a> Bench<'a> {
+    /// Fits the calibration and reads the trace, which must have an arrival rate and only
+    /// slices that are gated on quality.
+    fn new(inputs: &'a PlanInputs) -> Result<Bench<'a>, CapacityError> {
         let calibration = match &inputs.calibration {
             Some(c) => Some(c.fit(&inputs.model)?),
             None => None,
         };
-        let hardware = |weights| match &calibration {
-            Some(fit) => fit.apply(&inputs.hardware, weights),
-            None => inputs.hardware.clone(),
-        };
-        let recorded = inputs.trace.trace()?;
-        let offered = offered_rate(&recorded)?;
+        let mut trace = inputs.trace.trace()?;
+        let offered_rate_per_s = offered_rate(&trace)?;
         // Every slice of the traffic is gated on quality, the rare one included: a slice
         // without measured quality or a floor would pass its gate by having none.
-        for slice in &recorded.slices {
+        for slice in &trace.slices {
             let reason = if inputs.quality.slice(slice).is_none() {
                 Some(format!(
                     "the quality profile (of {:?}) measures only {}",
@@ -534,209 +533,119 @@ impl Plan {
                 });
             }
         }
-        // Times from the first arrival: a trace of Unix times keeps the clock's precision,
-        // and a load scale compresses the gaps, not the first arrival's distance from 0.
-        let origin = recorded.requests[0].arrival_s;
-        let mut trace = recorded;
+        let origin = trace.requests[0].arrival_s;
         for r in &mut trace.requests {
             r.arrival_s -= origin;
         }
-        let quality = quality_rows(inputs);
+        Ok(Bench {
+            inputs,
+            calibration,
+            trace,
+            offered_rate_per_s,
+            quality: quality_rows(inputs),
+        })
+    }
 
-        let mut rows = Vec::new();
-        let mut best: Option<(usize, Metrics)> = None;
-        let mut best_failing: Option<(usize, Vec<GateResult>)> = None;
-        let mut scaled = trace.clone();
-        for &load in &sweep.load_scales {
-            for (r, s) in scaled.requests.iter_mut().zip(&trace.requests) {
-                r.arrival_s = s.arrival_s / load;
-            }
-            for &batching in &sweep.batchings {
-                for &max_sequences in &sweep.max_sequences {
-                    for &weights in &sweep.weights {
-                        let policy = ServingPolicy {
-                            batching,
-                            max_sequences,
-                            block_size: sweep.block_size,
-                            weights,
-                        };
-                        let index = rows.len();
-                        let point = (&policy, load, offered * load);
-                        match evaluate(inputs, &hardware(weights), &scaled, &policy, &quality) {
-                            Ok((metrics, gates)) => {
-                                let passes = gates.iter().all(|g| g.passed);
-                                rows.push(sweep_row(point, &metrics, &gates));
-                                if passes {
-                                    if best
-                                        .as_ref()
-                                        .is_none_or(|(b, _)| better(&rows[index], &rows[*b]))
-                                    {
-                                        best = Some((index, metrics));
-                                    }
-                                } else if best_failing
-                                    .as_ref()
-                                    .is_none_or(|(b, _)| better(&rows[index], &rows[*b]))
-                                {
-                                    best_failing = Some((index, gates));
-                                }
-                            }
-                            // A point that cannot run on this machine is a row, not the end.
-                            Err(
-                                e @ (CapacityError::WeightsTooLarge { .. }
-                                | CapacityError::KvTooSmall { .. }
-                                | CapacityError::NeverAdmits { .. }),
-                            ) => {
-                                rows.push(error_row(point, &e));
-                            }
-                            Err(CapacityError::ClockResolution {
-                                time_s,
-                                iteration_s,
-                                ..
-                            }) if load < 1.0 => {
-                                return Err(CapacityError::ClockResolution {
-                                    time_s,
-                                    iteration_s,
-                                    hint: format!(
-                                        "load scale {} stretches the trace's {} s of arrivals that far; use a load scale closer to 1 or a shorter trace",
-                                        shortest(load),
-                                        shortest(trace.requests.last().map_or(0.0, |r| r.arrival_s))
-                                    ),
-                                })
-                            }
-                            Err(e) => return Err(e),
-                        }
-                        progress(rows.len(), points);
-                    }
-                }
-            }
+    /// The hardware as simulated for a weight path.
+    fn hardware(&self, weights: WeightPath) -> HardwareProfile {
+        match &self.calibration {
+            Some(fit) => fit.apply(&self.inputs.hardware, weights),
+            None => self.inputs.hardware.clone(),
         }
-        let max_throughput = rows
-            .iter()
-            .filter(|r| r.error.is_none())
-            .fold(None::<&SweepRow>, |m, r| match m {
-                Some(m) if m.output_tokens_per_s >= r.output_tokens_per_s => Some(m),
-                _ => Some(r),
-            })
-            .cloned();
+    }
 
-        let (decision, chosen) = if let Some((index, metrics)) = best {
-            let row = &rows[index];
-            let mut reason = format!(
-                "{} has the highest goodput ({} requests/s) of the {} configurations that pass every gate",
-                row.label,
-                fmt(row.goodput_per_s),
-                rows.iter().filter(|r| r.passes_gates).count()
-            );
-            if let Some(m) = &max_throughput {
-                if !m.passes_gates {
-                    reason.push_str(&format!(
-                        "; the highest-throughput configuration, {} ({} tokens/s), fails {}",
-                        m.label,
-                        fmt(m.output_tokens_per_s),
-                        worst(&m.failed_gates)
-                    ));
-                }
+    /// The trace offered at `load` times its rate: the arrivals compressed in time.
+    fn at_load(&self, load: f64) -> Trace {
+        let mut scaled = self.trace.clone();
+        for r in &mut scaled.requests {
+            r.arrival_s /= load;
+        }
+        scaled
+    }
+
+    /// One configuration on `trace`: simulated, measured, and held to its gates.
+    fn evaluate(
+        &self,
+        trace: &Trace,
+        policy: &ServingPolicy,
+    ) -> Result<(Metrics, Vec<GateResult>), CapacityError> {
+        let hardware = self.hardware(policy.weights);
+        let outcome = simulate(trace, &hardware, &self.inputs.model, policy)?;
+        let metrics = Metrics::new(&outcome, trace, policy, &hardware, &self.inputs.slo);
+        let gates = self.gate(&metrics, policy);
+        Ok((metrics, gates))
+    }
+
+    /// The gates of one point: the SLOs on all traffic and on every slice, then the
+    /// quality floor of every slice on the policy's weight path.
+    fn gate(&self, metrics: &Metrics, policy: &ServingPolicy) -> Vec<GateResult> {
+        let slo = &self.inputs.slo;
+        let mut gates = Vec::new();
+        for m in std::iter::once(&metrics.all).chain(&metrics.by_slice) {
+            if m.requests == 0 {
+                continue;
             }
-            let policy = row.policy.clone();
-            let gates = gates_of(inputs, &metrics, &policy, &quality);
-            // One replica sustains `load` times the trace; the trace needs 1 / load of them.
-            let replicas = ((1.0 / row.load_scale) - 1e-9).ceil().max(1.0) as u64;
-            reason.push_str(&format!(
-                "; one replica sustains {} requests/s ({}x the trace) within the gates, so the trace's {} requests/s need {replicas} replica{} at {} per hour",
-                fmt(row.offered_rate_per_s),
-                fmt(row.load_scale),
-                fmt(offered),
-                if replicas == 1 { "" } else { "s" },
-                fmt(replicas as f64 * inputs.hardware.cost_per_hour)
+            gates.push(GateResult::new(
+                Gate::TtftP99,
+                &m.slice,
+                m.ttft.p99,
+                slo.ttft_p99_s,
             ));
-            (
-                Decision {
-                    kind: DecisionKind::Release,
-                    name: row.label.clone(),
-                    policy: policy.clone(),
-                    load_scale: row.load_scale,
-                    sustained_rate_per_s: row.offered_rate_per_s,
-                    replicas,
-                    cost_per_hour: replicas as f64 * inputs.hardware.cost_per_hour,
-                    reason,
-                    failed_gates: Vec::new(),
-                    max_throughput,
-                },
-                ConfigReport {
-                    name: row.label.clone(),
-                    policy,
-                    metrics,
-                    gates,
-                },
-            )
-        } else {
-            let (kind, fallback) = match &inputs.last_known_good {
-                Some(k) => (DecisionKind::DegradeToLastKnownGood, k.clone()),
-                None => (DecisionKind::DegradeToBaseline, inputs.baseline.clone()),
-            };
-            let (failed_gates, why) =
-                match &best_failing {
-                    Some((index, gates)) => {
-                        let failed: Vec<GateResult> =
-                            gates.iter().filter(|g| !g.passed).cloned().collect();
-                        let why =
-                            format!(
-                        "no configuration passes every gate; the best candidate, {}, fails: {}",
-                        rows[*index].label,
-                        failed.iter().map(GateResult::sentence).collect::<Vec<_>>().join("; ")
-                    );
-                        (failed, why)
-                    }
-                    None => (
-                        Vec::new(),
-                        "no configuration of the sweep can run on this machine".into(),
-                    ),
-                };
-            let (metrics, gates) = evaluate(
-                inputs,
-                &hardware(fallback.policy.weights),
-                &trace,
-                &fallback.policy,
-                &quality,
-            )?;
-            let mut reason = format!("{why}; degrading to {}", fallback.name);
-            if !gates.iter().all(|g| g.passed) {
-                reason.push_str(&format!(
-                    " (which fails too: {})",
-                    gates
-                        .iter()
-                        .filter(|g| !g.passed)
-                        .map(GateResult::sentence)
-                        .collect::<Vec<_>>()
-                        .join("; ")
+            if m.tpot.count > 0 {
+                gates.push(GateResult::new(
+                    Gate::TpotP99,
+                    &m.slice,
+                    m.tpot.p99,
+                    slo.tpot_p99_s,
                 ));
             }
-            (
-                Decision {
-                    kind,
-                    name: fallback.name.clone(),
-                    policy: fallback.policy.clone(),
-                    load_scale: 1.0,
-                    sustained_rate_per_s: offered,
-                    replicas: 1,
-                    cost_per_hour: inputs.hardware.cost_per_hour,
-                    reason,
-                    failed_gates,
-                    max_throughput,
-                },
-                ConfigReport {
-                    name: fallback.name,
-                    policy: fallback.policy,
-                    metrics,
-                    gates,
-                },
-            )
-        };
+        }
+        let path = self.inputs.model.precision(policy.weights);
+        for q in self.quality.iter().filter(|q| q.weights == path) {
+            gates.push(GateResult::new(
+                Gate::Quality,
+                &q.slice,
+                q.bits_per_byte,
+                q.max_bits_per_byte,
+            ));
+        }
+        gates
+    }
+
+    /// The full figures and gates of the configuration that ships, on `trace`.
+    fn profile(
+        &self,
+        name: &str,
+        policy: &ServingPolicy,
+        trace: &Trace,
+    ) -> Result<ConfigReport, CapacityError> {
+        let (metrics, gates) = self.evaluate(trace, policy)?;
+        Ok(ConfigReport {
+            name: name.into(),
+            policy: policy.clone(),
+            metrics,
+            gates,
+        })
+    }
+
+    /// The report: the benchmark contract of this bench, then what the sweep and the
+    /// decision found.
+    fn into_report(
+        self,
+        sweep: Vec<SweepRow>,
+        decision: Decision,
+        chosen: ConfigReport,
+    ) -> PlanReport {
+        let inputs = self.inputs;
+        let trace = &self.trace;
         let n = trace.requests.len() as f64;
+        let mean = |tokens: fn(&crate::trace::Request) -> u32| {
+            trace.requests.iter().map(|r| tokens(r) as f64).sum::<f64>() / n
+        };
         let contract = Contract {
-            hardware: hardware(WeightPath::Full),
+            hardware: self.hardware(WeightPath::Full),
             model: inputs.model.clone(),
-            calibration,
+            calibration: self.calibration,
             trace_name: inputs.trace.name().into(),
             trace_seed: match &inputs.trace {
                 TraceSource::Generated { spec } => Some(spec.seed),
@@ -761,33 +670,206 @@ impl Plan {
                     }
                 })
                 .collect(),
-            offered_rate_per_s: offered,
-            mean_prompt_tokens: trace
-                .requests
-                .iter()
-                .map(|r| r.prompt_tokens as f64)
-                .sum::<f64>()
-                / n,
-            mean_output_tokens: trace
-                .requests
-                .iter()
-                .map(|r| r.output_tokens as f64)
-                .sum::<f64>()
-                / n,
+            offered_rate_per_s: self.offered_rate_per_s,
+            mean_prompt_tokens: mean(|r| r.prompt_tokens),
+            mean_output_tokens: mean(|r| r.output_tokens),
             slo: inputs.slo,
             quality_floors: inputs.quality_floors.clone(),
             sweep: inputs.sweep.clone(),
         };
-        let report = PlanReport {
+        PlanReport {
             contract,
             chosen,
-            quality,
-            sweep: rows,
+            quality: self.quality,
+            sweep,
             decision,
-        };
-        report.check_finite()?;
-        Ok(report)
+        }
     }
+}
+
+/// Every configuration at every load, loads outermost, each simulated and gated, in the
+/// order of [`Sweep`]. A point that cannot run on this machine (weights too large, a KV
+/// cache too small) is a row saying why, not the end of the plan.
+fn sweep(
+    bench: &Bench,
+    points: usize,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Vec<SweepRow>, CapacityError> {
+    let sweep = &bench.inputs.sweep;
+    let mut rows = Vec::new();
+    for &load in &sweep.load_scales {
+        let scaled = bench.at_load(load);
+        for &batching in &sweep.batchings {
+            for &max_sequences in &sweep.max_sequences {
+                for &weights in &sweep.weights {
+                    let policy = ServingPolicy {
+                        batching,
+                        max_sequences,
+                        block_size: sweep.block_size,
+                        weights,
+                    };
+                    let row = SweepRow::new(&policy, load, bench.offered_rate_per_s * load);
+                    match bench.evaluate(&scaled, &policy) {
+                        Ok((metrics, gates)) => rows.push(row.measured(&metrics, &gates)),
+                        Err(
+                            e @ (CapacityError::WeightsTooLarge { .. }
+                            | CapacityError::KvTooSmall { .. }
+                            | CapacityError::NeverAdmits { .. }),
+                        ) => rows.push(SweepRow {
+                            error: Some(e.to_string()),
+                            ..row
+                        }),
+                        Err(CapacityError::ClockResolution {
+                            time_s,
+                            iteration_s,
+                            ..
+                        }) if load < 1.0 => {
+                            return Err(CapacityError::ClockResolution {
+                                time_s,
+                                iteration_s,
+                                hint: format!(
+                                    "load scale {} stretches the trace's {} s of arrivals that far; use a load scale closer to 1 or a shorter trace",
+                                    shortest(load),
+                                    shortest(bench.trace.requests.last().map_or(0.0, |r| r.arrival_s))
+                                ),
+                            })
+                        }
+                        Err(e) => return Err(e),
+                    }
+                    progress(rows.len(), points);
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// What ships: the passing point of highest goodput, with the replicas the trace needs;
+/// or, when no point passes, the last known-good plan or the baseline, with the gates the
+/// best candidate failed and by how much. Also the highest-throughput point, to show where
+/// maximising tokens/s breaks the tail.
+fn decide(bench: &Bench, rows: &[SweepRow]) -> Result<(Decision, ConfigReport), CapacityError> {
+    let max_throughput = rows
+        .iter()
+        .filter(|r| r.error.is_none())
+        .fold(None::<&SweepRow>, |m, r| match m {
+            Some(m) if m.output_tokens_per_s >= r.output_tokens_per_s => Some(m),
+            _ => Some(r),
+        })
+        .cloned();
+    match best(rows, true) {
+        Some(row) => release(bench, rows, row, max_throughput),
+        None => degrade(bench, best(rows, false), max_throughput),
+    }
+}
+
+/// The best row that runs and passes every gate (`passing`) or fails one, by [`better`].
+fn best(rows: &[SweepRow], passing: bool) -> Option<&SweepRow> {
+    rows.iter()
+        .filter(|r| r.error.is_none() && r.passes_gates == passing)
+        .fold(None, |best, r| match best {
+            Some(b) if !better(r, b) => Some(b),
+            _ => Some(r),
+        })
+}
+
+/// Ships `row`: one replica sustains its load, so the trace needs `1 / load` of them.
+fn release(
+    bench: &Bench,
+    rows: &[SweepRow],
+    row: &SweepRow,
+    max_throughput: Option<SweepRow>,
+) -> Result<(Decision, ConfigReport), CapacityError> {
+    let cost_per_hour = bench.inputs.hardware.cost_per_hour;
+    let mut reason = format!(
+        "{} has the highest goodput ({} requests/s) of the {} configurations that pass every gate",
+        row.label,
+        figure(row.goodput_per_s),
+        rows.iter().filter(|r| r.passes_gates).count()
+    );
+    if let Some(m) = &max_throughput {
+        if !m.passes_gates {
+            reason.push_str(&format!(
+                "; the highest-throughput configuration, {} ({} tokens/s), fails {}",
+                m.label,
+                figure(m.output_tokens_per_s),
+                m.failed_gates.in_brief()
+            ));
+        }
+    }
+    let replicas = ((1.0 / row.load_scale) - 1e-9).ceil().max(1.0) as u64;
+    reason.push_str(&format!(
+        "; one replica sustains {} requests/s ({}x the trace) within the gates, so the trace's {} requests/s need {replicas} replica{} at {} per hour",
+        figure(row.offered_rate_per_s),
+        figure(row.load_scale),
+        figure(bench.offered_rate_per_s),
+        if replicas == 1 { "" } else { "s" },
+        figure(replicas as f64 * cost_per_hour)
+    ));
+    // The sweep kept each point's row, not its full figures: the one that ships is
+    // measured again (the simulation is deterministic, so these are the row's figures).
+    let chosen = bench.profile(&row.label, &row.policy, &bench.at_load(row.load_scale))?;
+    let decision = Decision {
+        kind: DecisionKind::Release,
+        name: row.label.clone(),
+        policy: row.policy.clone(),
+        load_scale: row.load_scale,
+        sustained_rate_per_s: row.offered_rate_per_s,
+        replicas,
+        cost_per_hour: replicas as f64 * cost_per_hour,
+        reason,
+        failed_gates: FailedGates::default(),
+        max_throughput,
+    };
+    Ok((decision, chosen))
+}
+
+/// Ships the last known-good plan, else the baseline, on the trace as given; says what the
+/// best failing candidate (if any ran) failed, and what the fallback fails itself.
+fn degrade(
+    bench: &Bench,
+    best_failing: Option<&SweepRow>,
+    max_throughput: Option<SweepRow>,
+) -> Result<(Decision, ConfigReport), CapacityError> {
+    let inputs = bench.inputs;
+    let (kind, fallback) = match &inputs.last_known_good {
+        Some(k) => (DecisionKind::DegradeToLastKnownGood, k),
+        None => (DecisionKind::DegradeToBaseline, &inputs.baseline),
+    };
+    let (failed_gates, why) = match best_failing {
+        Some(row) => (
+            row.failed_gates.clone(),
+            format!(
+                "no configuration passes every gate; the best candidate, {}, fails: {}",
+                row.label, row.failed_gates
+            ),
+        ),
+        None => (
+            FailedGates::default(),
+            "no configuration of the sweep can run on this machine".into(),
+        ),
+    };
+    let chosen = bench.profile(&fallback.name, &fallback.policy, &bench.trace)?;
+    let mut reason = format!("{why}; degrading to {}", fallback.name);
+    if !chosen.gates.iter().all(|g| g.passed) {
+        reason.push_str(&format!(
+            " (which fails too: {})",
+            FailedGates::of(&chosen.gates)
+        ));
+    }
+    let decision = Decision {
+        kind,
+        name: fallback.name.clone(),
+        policy: fallback.policy.clone(),
+        load_scale: 1.0,
+        sustained_rate_per_s: bench.offered_rate_per_s,
+        replicas: 1,
+        cost_per_hour: inputs.hardware.cost_per_hour,
+        reason,
+        failed_gates,
+        max_throughput,
+    };
+    Ok((decision, chosen))
 }
 
 impl PlanReport {
@@ -838,19 +920,6 @@ impl PlanReport {
             figure: "the report".into(),
         })?;
         walk(&value, &mut String::new())
-    }
-}
-
-/// The first failed gate, and how many more: "p99 TTFT (all) …; and 5 more gates".
-fn worst(failed: &[String]) -> String {
-    match failed {
-        [] => "no gate".into(),
-        [one] => one.clone(),
-        [first, rest @ ..] => format!(
-            "{first}; and {} more gate{}",
-            rest.len(),
-            if rest.len() == 1 { "" } else { "s" }
-        ),
     }
 }
 
@@ -910,10 +979,7 @@ fn quality_rows(inputs: &PlanInputs) -> Vec<QualityRow> {
             rows.push(QualityRow {
                 slice: s.slice.clone(),
                 name: s.name.clone(),
-                weights: match weights {
-                    WeightPath::Full => inputs.model.full_precision.clone(),
-                    WeightPath::Int8 => "int8".into(),
-                },
+                weights: inputs.model.precision(weights).into(),
                 bits_per_byte: bpb,
                 max_bits_per_byte: floor.max_bits_per_byte,
                 passed: bpb <= floor.max_bits_per_byte,
@@ -923,139 +989,45 @@ fn quality_rows(inputs: &PlanInputs) -> Vec<QualityRow> {
     rows
 }
 
-fn evaluate(
-    inputs: &PlanInputs,
-    hardware: &HardwareProfile,
-    trace: &Trace,
-    policy: &ServingPolicy,
-    quality: &[QualityRow],
-) -> Result<(Metrics, Vec<GateResult>), CapacityError> {
-    let outcome = simulate(trace, hardware, &inputs.model, policy)?;
-    let metrics = Metrics::new(&outcome, trace, policy, hardware, &inputs.slo);
-    let gates = gates_of(inputs, &metrics, policy, quality);
-    Ok((metrics, gates))
-}
-
-/// SLO gates on all traffic and on every slice, then the quality gate of every slice on the
-/// policy's weight path.
-fn gates_of(
-    inputs: &PlanInputs,
-    metrics: &Metrics,
-    policy: &ServingPolicy,
-    quality: &[QualityRow],
-) -> Vec<GateResult> {
-    let mut gates = Vec::new();
-    for m in std::iter::once(&metrics.all).chain(&metrics.by_slice) {
-        if m.requests == 0 {
-            continue;
-        }
-        gates.push(GateResult::new(
-            "p99 TTFT",
-            &m.slice,
-            m.ttft.p99,
-            inputs.slo.ttft_p99_s,
-            "s",
-        ));
-        if m.tpot.count > 0 {
-            gates.push(GateResult::new(
-                "p99 time per output token",
-                &m.slice,
-                m.tpot.p99,
-                inputs.slo.tpot_p99_s,
-                "s",
-            ));
+impl SweepRow {
+    /// A policy at a load, offered `rate` requests/s, before it is measured: every figure 0,
+    /// no gate passed.
+    fn new(policy: &ServingPolicy, load: f64, rate: f64) -> SweepRow {
+        SweepRow {
+            policy: policy.clone(),
+            load_scale: load,
+            offered_rate_per_s: rate,
+            label: format!("{} at {}x load", policy.label(), shortest(load)),
+            batching: policy.batching.label(),
+            max_sequences: policy.max_sequences,
+            weights: policy.weights.name().into(),
+            output_tokens_per_s: 0.0,
+            ttft_p99_s: 0.0,
+            tpot_p99_s: 0.0,
+            tbt_p99_s: 0.0,
+            goodput_per_s: 0.0,
+            cost_per_million_output_tokens: 0.0,
+            kv_min_headroom: 0.0,
+            passes_gates: false,
+            failed_gates: FailedGates::default(),
+            error: None,
         }
     }
-    let path = match policy.weights {
-        WeightPath::Full => inputs.model.full_precision.as_str(),
-        WeightPath::Int8 => "int8",
-    };
-    for q in quality.iter().filter(|q| q.weights == path) {
-        gates.push(GateResult::new(
-            "quality",
-            &q.slice,
-            q.bits_per_byte,
-            q.max_bits_per_byte,
-            "bits/byte",
-        ));
-    }
-    gates
-}
 
-/// A policy at a load: (policy, load scale, offered requests/s).
-type Point<'a> = (&'a ServingPolicy, f64, f64);
-
-fn sweep_row((policy, load, rate): Point, metrics: &Metrics, gates: &[GateResult]) -> SweepRow {
-    SweepRow {
-        policy: policy.clone(),
-        load_scale: load,
-        offered_rate_per_s: rate,
-        label: format!("{} at {}x load", policy.label(), shortest(load)),
-        batching: policy.batching.label(),
-        max_sequences: policy.max_sequences,
-        weights: policy.weights.name().into(),
-        output_tokens_per_s: metrics.output_tokens_per_s,
-        ttft_p99_s: metrics.all.ttft.p99,
-        tpot_p99_s: metrics.all.tpot.p99,
-        tbt_p99_s: metrics.tbt.p99,
-        goodput_per_s: metrics.all.goodput_per_s,
-        cost_per_million_output_tokens: metrics.cost_per_million_output_tokens,
-        kv_min_headroom: metrics.kv.min_headroom,
-        passes_gates: gates.iter().all(|g| g.passed),
-        failed_gates: gates
-            .iter()
-            .filter(|g| !g.passed)
-            .map(GateResult::sentence)
-            .collect(),
-        error: None,
-    }
-}
-
-fn error_row((policy, load, rate): Point, error: &CapacityError) -> SweepRow {
-    SweepRow {
-        policy: policy.clone(),
-        load_scale: load,
-        offered_rate_per_s: rate,
-        label: format!("{} at {}x load", policy.label(), shortest(load)),
-        batching: policy.batching.label(),
-        max_sequences: policy.max_sequences,
-        weights: policy.weights.name().into(),
-        output_tokens_per_s: 0.0,
-        ttft_p99_s: 0.0,
-        tpot_p99_s: 0.0,
-        tbt_p99_s: 0.0,
-        goodput_per_s: 0.0,
-        cost_per_million_output_tokens: 0.0,
-        kv_min_headroom: 0.0,
-        passes_gates: false,
-        failed_gates: Vec::new(),
-        error: Some(error.to_string()),
-    }
-}
-
-/// A number with four significant figures, no exponent for everyday magnitudes.
-pub(crate) fn fmt(x: f64) -> String {
-    if x == 0.0 || !x.is_finite() {
-        return format!("{x}");
-    }
-    let magnitude = x.abs().log10().floor() as i32;
-    if !(-4..9).contains(&magnitude) {
-        return format!("{x:.3e}");
-    }
-    let decimals = (3 - magnitude).max(0) as usize;
-    format!("{x:.decimals$}")
-}
-
-/// A signed percentage; small ones keep three decimals so that they do not read as 0.
-pub(crate) fn pct(share: f64) -> String {
-    if share.abs() < 0.01 {
-        format!("{:+.3} %", share * 100.0)
-    } else if share.abs() < 1e4 {
-        format!("{:+.1} %", share * 100.0)
-    } else {
-        // A million percent and more: four figures and an exponent, never 300 digits.
-        let sign = if share < 0.0 { "-" } else { "+" };
-        format!("{sign}{} %", fmt(share.abs() * 100.0))
+    /// The row's figures and verdict from its measurement.
+    fn measured(self, metrics: &Metrics, gates: &[GateResult]) -> SweepRow {
+        SweepRow {
+            output_tokens_per_s: metrics.output_tokens_per_s,
+            ttft_p99_s: metrics.all.ttft.p99,
+            tpot_p99_s: metrics.all.tpot.p99,
+            tbt_p99_s: metrics.tbt.p99,
+            goodput_per_s: metrics.all.goodput_per_s,
+            cost_per_million_output_tokens: metrics.cost_per_million_output_tokens,
+            kv_min_headroom: metrics.kv.min_headroom,
+            passes_gates: gates.iter().all(|g| g.passed),
+            failed_gates: FailedGates::of(gates),
+            ..self
+        }
     }
 }
 
@@ -1089,12 +1061,13 @@ mod tests {
     }
 
     #[test]
-    fn percentages_and_figures_stay_short() {
-        assert_eq!(pct(0.5), "+50.0 %");
-        assert_eq!(pct(0.0001), "+0.010 %");
-        assert_eq!(pct(3e15), "+3.000e17 %");
-        assert_eq!(pct(-3e15), "-3.000e17 %");
-        assert_eq!(fmt(1e-300), "1.000e-300");
-        assert_eq!(fmt(1234.5678), "1235");
+    fn decision_kinds_print_their_json_names() {
+        for kind in [
+            DecisionKind::Release,
+            DecisionKind::DegradeToLastKnownGood,
+            DecisionKind::DegradeToBaseline,
+        ] {
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{kind}\""));
+        }
     }
 }

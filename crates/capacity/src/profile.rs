@@ -1,6 +1,9 @@
 //! What is served and on what: accelerator and model profiles, their presets, and the
 //! lab's KV-cache estimate `2 · L · B · S · H_kv · d_head · q` bytes.
 
+use std::fmt;
+use std::str::FromStr;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{at_least_one, in_range, non_negative, positive, CapacityError};
@@ -97,22 +100,31 @@ impl HardwareProfile {
     }
 
     pub fn preset(name: &str) -> Result<HardwareProfile, CapacityError> {
-        let all = HardwareProfile::presets();
-        let known = all.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
-        all.into_iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| unknown("hardware", name, &known))
+        preset("hardware", name, HardwareProfile::presets(), |p| &p.name)
     }
 }
 
 pub(crate) const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-pub(crate) fn unknown(kind: &str, name: &str, known: &[String]) -> CapacityError {
-    CapacityError::UnknownPreset {
-        kind: kind.into(),
-        name: name.into(),
-        known: known.join(", "),
-    }
+/// The preset of `kind` named `name` among `all`, or an error that lists the known names.
+pub(crate) fn preset<T>(
+    kind: &str,
+    name: &str,
+    all: Vec<T>,
+    name_of: fn(&T) -> &String,
+) -> Result<T, CapacityError> {
+    let known = all
+        .iter()
+        .map(|p| name_of(p).as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    all.into_iter()
+        .find(|p| name_of(p) == name)
+        .ok_or_else(|| CapacityError::UnknownPreset {
+            kind: kind.into(),
+            name: name.into(),
+            known,
+        })
 }
 
 /// Which copy of the weights is served.
@@ -127,11 +139,36 @@ pub enum WeightPath {
 }
 
 impl WeightPath {
+    /// The names [`WeightPath::from_str`] reads, for messages.
+    pub const EXPECTED: &'static str = "full or int8";
+
+    /// `full` or `int8`: the name the report prints and a user types.
     pub fn name(self) -> &'static str {
         match self {
             WeightPath::Full => "full",
             WeightPath::Int8 => "int8",
         }
+    }
+}
+
+impl fmt::Display for WeightPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for WeightPath {
+    type Err = CapacityError;
+
+    fn from_str(text: &str) -> Result<WeightPath, CapacityError> {
+        [WeightPath::Full, WeightPath::Int8]
+            .into_iter()
+            .find(|w| w.name() == text)
+            .ok_or_else(|| CapacityError::UnknownName {
+                kind: "weight path".into(),
+                name: text.into(),
+                expected: WeightPath::EXPECTED.into(),
+            })
     }
 }
 
@@ -180,6 +217,15 @@ impl ModelProfile {
         positive("int8 bytes per weight", self.int8_bytes_per_weight)?;
         positive("KV bytes per scalar", self.kv_bytes_per_scalar)?;
         Ok(())
+    }
+
+    /// A weight path as the quality profile names it: the full-precision path's own name
+    /// (`f16`, `f32`) or `int8`.
+    pub fn precision(&self, weights: WeightPath) -> &str {
+        match weights {
+            WeightPath::Full => &self.full_precision,
+            WeightPath::Int8 => "int8",
+        }
     }
 
     pub fn bytes_per_weight(&self, weights: WeightPath) -> f64 {
@@ -264,11 +310,7 @@ impl ModelProfile {
     }
 
     pub fn preset(name: &str) -> Result<ModelProfile, CapacityError> {
-        let all = ModelProfile::presets();
-        let known = all.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
-        all.into_iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| unknown("model", name, &known))
+        preset("model", name, ModelProfile::presets(), |p| &p.name)
     }
 }
 
@@ -307,5 +349,18 @@ mod tests {
         }
         let e = HardwareProfile::preset("tpu").unwrap_err().to_string();
         assert!(e.contains("\"tpu\"") && e.contains("a100-80gb"), "{e}");
+    }
+
+    #[test]
+    fn weight_paths_read_back_what_they_print() {
+        for w in [WeightPath::Full, WeightPath::Int8] {
+            assert_eq!(w.to_string().parse::<WeightPath>(), Ok(w));
+        }
+        assert_eq!(
+            "fp16".parse::<WeightPath>().unwrap_err().to_string(),
+            "unknown weight path \"fp16\"; expected full or int8"
+        );
+        // Names are exact: the CLI and the lab trim, not the parser.
+        assert!(" full".parse::<WeightPath>().is_err());
     }
 }

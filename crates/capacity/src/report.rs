@@ -1,13 +1,18 @@
-//! The plan as Markdown, in the chapter's four parts; the JSON form is the serde of
-//! [`PlanReport`].
+//! The plan as Markdown, in the chapter's four parts, one function per part (and one for
+//! each table a part holds); the JSON form is the serde of [`PlanReport`].
+//!
+//! `write!` to a String cannot fail, so every result here is discarded on purpose.
 
 use std::fmt::Write;
 
-use crate::metrics::{Percentiles, SliceMetrics};
-use crate::plan::{fmt, DecisionKind, PlanReport};
+use crate::cost::{CalibrationFit, Phase};
+use crate::figures::{figure, pct};
+use crate::metrics::{KvReport, Metrics, Percentiles, SliceMetrics};
+use crate::plan::{ConfigReport, Contract, Decision, DecisionKind, PlanReport, SweepRow};
+use crate::profile::GIB;
 
 fn ms(x: f64) -> String {
-    fmt(x * 1e3)
+    figure(x * 1e3)
 }
 
 fn pct0(x: f64) -> String {
@@ -21,295 +26,14 @@ fn triple(p: &Percentiles) -> String {
 impl PlanReport {
     /// The whole report as Markdown (tables for every figure the lab plots).
     pub fn to_markdown(&self) -> String {
-        let mut out = String::new();
-        // `write!` to a String cannot fail; the results are discarded on purpose.
-        let c = &self.contract;
-        let d = &self.decision;
-        let _ = writeln!(
-            out,
-            "# Capacity plan: {} on {}\n",
-            c.model.name, c.hardware.name
-        );
-        let verdict = match d.kind {
-            DecisionKind::Release => "RELEASE",
-            DecisionKind::DegradeToLastKnownGood => "DEGRADE to the last known-good plan",
-            DecisionKind::DegradeToBaseline => "DEGRADE to the named baseline",
-        };
-        let _ = writeln!(out, "**Decision: {verdict}: {}.** {}.\n", d.name, d.reason);
-
-        let _ = writeln!(out, "## 1. Benchmark contract\n");
-        let h = &c.hardware;
-        let _ = writeln!(out, "| input | value |\n|---|---|");
-        let _ = writeln!(
-            out,
-            "| hardware | {}: {} GiB, {} GB/s × {} efficiency, {} TFLOP/s × {} efficiency, {} ms per-iteration overhead, {} memory reserve, {} per hour |",
-            h.name,
-            fmt(h.memory_bytes / crate::profile::GIB),
-            fmt(h.bandwidth_bytes_per_s / 1e9),
-            fmt(h.bandwidth_efficiency),
-            fmt(h.peak_flops / 1e12),
-            fmt(h.flops_efficiency),
-            fmt(h.iteration_overhead_s * 1e3),
-            pct0(h.memory_reserve),
-            fmt(h.cost_per_hour)
-        );
-        let m = &c.model;
-        let _ = writeln!(
-            out,
-            "| model | {}: {} parameters, {} layers, {} heads, {} KV heads, head dimension {}, context {}; {} bytes/weight ({}), {} (int8); KV {} bytes/scalar |",
-            m.name,
-            fmt(m.parameters),
-            m.layers,
-            m.heads,
-            m.kv_heads,
-            m.head_dim,
-            m.context_len,
-            fmt(m.full_bytes_per_weight),
-            m.full_precision,
-            fmt(m.int8_bytes_per_weight),
-            fmt(m.kv_bytes_per_scalar)
-        );
-        let seed = c
-            .trace_seed
-            .map_or("file".to_string(), |s| format!("seed {s}"));
-        let _ = writeln!(
-            out,
-            "| trace | {} ({seed}): {} requests at {} requests/s, mean prompt {} tokens, mean output {} tokens |",
-            c.trace_name,
-            c.requests,
-            fmt(c.offered_rate_per_s),
-            fmt(c.mean_prompt_tokens),
-            fmt(c.mean_output_tokens)
-        );
-        for s in &c.slices {
-            let _ = writeln!(
-                out,
-                "| slice {} | {} requests ({}), mean prompt {} tokens |",
-                s.slice,
-                s.requests,
-                pct0(s.requests as f64 / c.requests.max(1) as f64),
-                fmt(s.mean_prompt_tokens)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "| SLOs | p99 TTFT ≤ {} ms, p99 time per output token ≤ {} ms, on all traffic and on every slice |",
-            ms(c.slo.ttft_p99_s),
-            ms(c.slo.tpot_p99_s)
-        );
-        for f in &c.quality_floors {
-            let _ = writeln!(
-                out,
-                "| quality floor {} | ≤ {} bits/byte |",
-                f.slice,
-                fmt(f.max_bits_per_byte)
-            );
-        }
-        let _ = writeln!(out, "| sweep | {} |\n", c.sweep.configurations());
-        if let Some(fit) = &c.calibration {
-            let _ = writeln!(out, "Calibration to {}:\n", fit.source);
-            for path in &fit.paths {
-                let _ = writeln!(
-                    out,
-                    "- {} weights: effective {} GFLOP/s, {} GB/s, {} µs per iteration; RMS relative error {}.",
-                    path.weights.name(),
-                    fmt(path.flops_per_s / 1e9),
-                    fmt(path.bytes_per_s / 1e9),
-                    fmt(path.overhead_s * 1e6),
-                    pct0(path.rms_relative_error)
-                );
-            }
-            let _ = writeln!(
-                out,
-                "\n| timed | weights | measured (µs) | roofline (µs) | residual | bound |\n|---|---|---:|---:|---:|---|"
-            );
-            for r in fit.paths.iter().flat_map(|p| &p.residuals) {
-                let what = match r.phase {
-                    crate::cost::Phase::Prefill { tokens } => format!("prefill {tokens} tokens"),
-                    crate::cost::Phase::Decode { position } => format!("decode at {position}"),
-                };
-                let _ = writeln!(
-                    out,
-                    "| {what} | {} | {} | {} | {} | {} |",
-                    r.weights.name(),
-                    fmt(r.measured_s * 1e6),
-                    fmt(r.predicted_s * 1e6),
-                    crate::plan::pct(r.relative_error),
-                    r.bound
-                );
-            }
-            out.push('\n');
-        }
-
-        let chosen = &self.chosen;
-        let mt = &chosen.metrics;
-        let _ = writeln!(
-            out,
-            "## 2. Profiler and bottleneck report: {}\n",
-            chosen.name
-        );
-        let _ = writeln!(
-            out,
-            "{} output tokens/s ({} with prompts), p99 time between tokens {} ms, {} per million output tokens, over {} s.\n",
-            fmt(mt.output_tokens_per_s),
-            fmt(mt.total_tokens_per_s),
-            ms(mt.tbt.p99),
-            fmt(mt.cost_per_million_output_tokens),
-            fmt(mt.duration_s)
-        );
-        let _ = writeln!(
-            out,
-            "| slice | requests | TTFT p50 / p90 / p99 (ms) | time per output token p50 / p90 / p99 (ms) | end to end p50 / p90 / p99 (ms) | goodput (requests/s) | SLO attainment |\n|---|---:|---:|---:|---:|---:|---:|"
-        );
-        let row = |s: &SliceMetrics| {
-            format!(
-                "| {} | {} | {} | {} | {} | {} | {} |",
-                s.slice,
-                s.requests,
-                triple(&s.ttft),
-                triple(&s.tpot),
-                triple(&s.e2e),
-                fmt(s.goodput_per_s),
-                pct0(s.slo_attainment)
-            )
-        };
-        let _ = writeln!(out, "{}", row(&mt.all));
-        for s in &mt.by_slice {
-            let _ = writeln!(out, "{}", row(s));
-        }
-        let b = &mt.bottleneck;
-        let _ = writeln!(
-            out,
-            "\n| where the time went | share |\n|---|---:|\n| compute-bound iterations | {} |\n| memory-bound iterations | {} |\n| per-iteration overhead | {} |\n| idle | {} |\n| queueing, of request latency | {} |\n",
-            pct0(b.compute_share),
-            pct0(b.memory_share),
-            pct0(b.overhead_share),
-            pct0(b.idle_share),
-            pct0(b.queueing_share_of_latency)
-        );
-        let _ = writeln!(
-            out,
-            "Bottleneck: **{}**. {} iterations, {} tokens each on average, {} preemptions.\n",
-            b.dominant,
-            b.iterations,
-            fmt(b.mean_tokens_per_iteration),
-            b.preemptions
-        );
-        let kv = &mt.kv;
-        let _ = writeln!(
-            out,
-            "KV cache: {} blocks of {} tokens ({} bytes each; {} GiB after {} GiB of weights); peak use {} blocks, minimum headroom {}.\n",
-            kv.blocks,
-            kv.block_size,
-            fmt(kv.bytes_per_block),
-            fmt(kv.kv_bytes / crate::profile::GIB),
-            fmt(kv.weight_bytes / crate::profile::GIB),
-            kv.peak_used_blocks,
-            pct0(kv.min_headroom)
-        );
-        let _ = writeln!(
-            out,
-            "| window (s) | peak blocks used | headroom |\n|---|---:|---:|"
-        );
-        for (i, w) in kv.timeline.iter().enumerate() {
-            // Every tenth window and the drain keep the table short; JSON has all of them.
-            if i % 10 == 0 || i + 1 == kv.timeline.len() {
-                let _ = writeln!(
-                    out,
-                    "| {} to {} | {} | {} |",
-                    fmt(w.start_s),
-                    fmt(w.end_s),
-                    w.peak_used_blocks,
-                    pct0(w.headroom)
-                );
-            }
-        }
-        out.push('\n');
-
-        let _ = writeln!(out, "## 3. Quality gates\n");
-        let _ = writeln!(
-            out,
-            "Measured by `decode-lab eval --json` on the tiny model (held-out bits per byte, lower is better).\n"
-        );
-        let _ = writeln!(
-            out,
-            "| slice | weights | bits/byte | floor | verdict |\n|---|---|---:|---:|---|"
-        );
-        for q in &self.quality {
-            let _ = writeln!(
-                out,
-                "| {} ({}) | {} | {:.5} | {:.5} | {} |",
-                q.slice,
-                q.name,
-                q.weights,
-                q.bits_per_byte,
-                q.max_bits_per_byte,
-                if q.passed { "pass" } else { "FAIL" }
-            );
-        }
-        let _ = writeln!(out, "\nGates of {}:\n", chosen.name);
-        for g in &chosen.gates {
-            let _ = writeln!(
-                out,
-                "- {} {}",
-                if g.passed { "pass:" } else { "FAIL:" },
-                g.sentence()
-            );
-        }
-        out.push('\n');
-
-        let _ = writeln!(out, "## 4. Capacity and cost recommendation\n");
-        let _ = writeln!(out, "**{verdict}: {}.**\n\n{}.\n", d.name, d.reason);
-        if !d.failed_gates.is_empty() {
-            let _ = writeln!(out, "Failed gates of the best candidate:\n");
-            for g in &d.failed_gates {
-                let _ = writeln!(out, "- {}", g.sentence());
-            }
-            out.push('\n');
-        }
-        if let Some(m) = &d.max_throughput {
-            let _ = writeln!(
-                out,
-                "Maximising tokens/s would pick {} ({} tokens/s, p99 TTFT {} ms, goodput {} requests/s): {}.\n",
-                m.label,
-                fmt(m.output_tokens_per_s),
-                ms(m.ttft_p99_s),
-                fmt(m.goodput_per_s),
-                if m.passes_gates {
-                    "it passes every gate".to_string()
-                } else {
-                    format!("it fails {}", m.failed_gates.join("; "))
-                }
-            );
-        }
-        let _ = writeln!(
-            out,
-            "| configuration | tokens/s | p99 TTFT (ms) | p99 time per token (ms) | p99 time between tokens (ms) | goodput (requests/s) | cost per M tokens | KV headroom | gates |\n|---|---:|---:|---:|---:|---:|---:|---:|---|"
-        );
-        for r in &self.sweep {
-            if let Some(e) = &r.error {
-                let _ = writeln!(out, "| {} | | | | | | | | cannot run: {e} |", r.label);
-                continue;
-            }
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                r.label,
-                fmt(r.output_tokens_per_s),
-                ms(r.ttft_p99_s),
-                ms(r.tpot_p99_s),
-                ms(r.tbt_p99_s),
-                fmt(r.goodput_per_s),
-                fmt(r.cost_per_million_output_tokens),
-                pct0(r.kv_min_headroom),
-                if r.passes_gates {
-                    "pass".to_string()
-                } else {
-                    format!("fail ({} gates)", r.failed_gates.len())
-                }
-            );
-        }
-        out
+        [
+            title(self),
+            contract(&self.contract),
+            profile(&self.chosen),
+            quality_gates(self),
+            recommendation(&self.decision, &self.sweep),
+        ]
+        .concat()
     }
 
     /// The report as JSON (what `decode-lab capacity --json` prints).
@@ -317,4 +41,330 @@ impl PlanReport {
         // Every field is a plain number, string, bool or list; this cannot fail.
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
+}
+
+/// The decision as the title line and part 4 state it.
+fn verdict(kind: &DecisionKind) -> &'static str {
+    match kind {
+        DecisionKind::Release => "RELEASE",
+        DecisionKind::DegradeToLastKnownGood => "DEGRADE to the last known-good plan",
+        DecisionKind::DegradeToBaseline => "DEGRADE to the named baseline",
+    }
+}
+
+/// What was planned, and the decision in one line.
+fn title(report: &PlanReport) -> String {
+    let (c, d) = (&report.contract, &report.decision);
+    format!(
+        "# Capacity plan: {} on {}\n\n**Decision: {}: {}.** {}.\n\n",
+        c.model.name,
+        c.hardware.name,
+        verdict(&d.kind),
+        d.name,
+        d.reason
+    )
+}
+
+/// Part 1: every input of the plan, then the calibration's fit.
+fn contract(c: &Contract) -> String {
+    let mut out = String::from("## 1. Benchmark contract\n\n");
+    let h = &c.hardware;
+    let _ = writeln!(out, "| input | value |\n|---|---|");
+    let _ = writeln!(
+        out,
+        "| hardware | {}: {} GiB, {} GB/s × {} efficiency, {} TFLOP/s × {} efficiency, {} ms per-iteration overhead, {} memory reserve, {} per hour |",
+        h.name,
+        figure(h.memory_bytes / GIB),
+        figure(h.bandwidth_bytes_per_s / 1e9),
+        figure(h.bandwidth_efficiency),
+        figure(h.peak_flops / 1e12),
+        figure(h.flops_efficiency),
+        figure(h.iteration_overhead_s * 1e3),
+        pct0(h.memory_reserve),
+        figure(h.cost_per_hour)
+    );
+    let m = &c.model;
+    let _ = writeln!(
+        out,
+        "| model | {}: {} parameters, {} layers, {} heads, {} KV heads, head dimension {}, context {}; {} bytes/weight ({}), {} (int8); KV {} bytes/scalar |",
+        m.name,
+        figure(m.parameters),
+        m.layers,
+        m.heads,
+        m.kv_heads,
+        m.head_dim,
+        m.context_len,
+        figure(m.full_bytes_per_weight),
+        m.full_precision,
+        figure(m.int8_bytes_per_weight),
+        figure(m.kv_bytes_per_scalar)
+    );
+    let seed = c
+        .trace_seed
+        .map_or("file".to_string(), |s| format!("seed {s}"));
+    let _ = writeln!(
+        out,
+        "| trace | {} ({seed}): {} requests at {} requests/s, mean prompt {} tokens, mean output {} tokens |",
+        c.trace_name,
+        c.requests,
+        figure(c.offered_rate_per_s),
+        figure(c.mean_prompt_tokens),
+        figure(c.mean_output_tokens)
+    );
+    for s in &c.slices {
+        let _ = writeln!(
+            out,
+            "| slice {} | {} requests ({}), mean prompt {} tokens |",
+            s.slice,
+            s.requests,
+            pct0(s.requests as f64 / c.requests.max(1) as f64),
+            figure(s.mean_prompt_tokens)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "| SLOs | p99 TTFT ≤ {} ms, p99 time per output token ≤ {} ms, on all traffic and on every slice |",
+        ms(c.slo.ttft_p99_s),
+        ms(c.slo.tpot_p99_s)
+    );
+    for f in &c.quality_floors {
+        let _ = writeln!(
+            out,
+            "| quality floor {} | ≤ {} bits/byte |",
+            f.slice,
+            figure(f.max_bits_per_byte)
+        );
+    }
+    let _ = writeln!(out, "| sweep | {} |\n", c.sweep.configurations());
+    if let Some(fit) = &c.calibration {
+        out.push_str(&calibration(fit));
+    }
+    out
+}
+
+/// The calibration's effective rates per weight path, and each timing's residual.
+fn calibration(fit: &CalibrationFit) -> String {
+    let mut out = format!("Calibration to {}:\n\n", fit.source);
+    for path in &fit.paths {
+        let _ = writeln!(
+            out,
+            "- {} weights: effective {} GFLOP/s, {} GB/s, {} µs per iteration; RMS relative error {}.",
+            path.weights.name(),
+            figure(path.flops_per_s / 1e9),
+            figure(path.bytes_per_s / 1e9),
+            figure(path.overhead_s * 1e6),
+            pct0(path.rms_relative_error)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n| timed | weights | measured (µs) | roofline (µs) | residual | bound |\n|---|---|---:|---:|---:|---|"
+    );
+    for r in fit.paths.iter().flat_map(|p| &p.residuals) {
+        let what = match r.phase {
+            Phase::Prefill { tokens } => format!("prefill {tokens} tokens"),
+            Phase::Decode { position } => format!("decode at {position}"),
+        };
+        let _ = writeln!(
+            out,
+            "| {what} | {} | {} | {} | {} | {} |",
+            r.weights.name(),
+            figure(r.measured_s * 1e6),
+            figure(r.predicted_s * 1e6),
+            pct(r.relative_error),
+            r.bound
+        );
+    }
+    out.push('\n');
+    out
+}
+
+/// Part 2: the shipped configuration's throughput, latencies per slice, where its time
+/// went, and its KV cache.
+fn profile(chosen: &ConfigReport) -> String {
+    let mt = &chosen.metrics;
+    let mut out = format!("## 2. Profiler and bottleneck report: {}\n\n", chosen.name);
+    let _ = writeln!(
+        out,
+        "{} output tokens/s ({} with prompts), p99 time between tokens {} ms, {} per million output tokens, over {} s.\n",
+        figure(mt.output_tokens_per_s),
+        figure(mt.total_tokens_per_s),
+        ms(mt.tbt.p99),
+        figure(mt.cost_per_million_output_tokens),
+        figure(mt.duration_s)
+    );
+    let _ = writeln!(
+        out,
+        "| slice | requests | TTFT p50 / p90 / p99 (ms) | time per output token p50 / p90 / p99 (ms) | end to end p50 / p90 / p99 (ms) | goodput (requests/s) | SLO attainment |\n|---|---:|---:|---:|---:|---:|---:|"
+    );
+    let row = |s: &SliceMetrics| {
+        format!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            s.slice,
+            s.requests,
+            triple(&s.ttft),
+            triple(&s.tpot),
+            triple(&s.e2e),
+            figure(s.goodput_per_s),
+            pct0(s.slo_attainment)
+        )
+    };
+    let _ = writeln!(out, "{}", row(&mt.all));
+    for s in &mt.by_slice {
+        let _ = writeln!(out, "{}", row(s));
+    }
+    out.push_str(&bottleneck(mt));
+    out.push_str(&kv_cache(&mt.kv));
+    out
+}
+
+/// Where the time went, and the bottleneck it makes.
+fn bottleneck(mt: &Metrics) -> String {
+    let b = &mt.bottleneck;
+    format!(
+        "\n| where the time went | share |\n|---|---:|\n| compute-bound iterations | {} |\n| memory-bound iterations | {} |\n| per-iteration overhead | {} |\n| idle | {} |\n| queueing, of request latency | {} |\n\n\
+         Bottleneck: **{}**. {} iterations, {} tokens each on average, {} preemptions.\n\n",
+        pct0(b.compute_share),
+        pct0(b.memory_share),
+        pct0(b.overhead_share),
+        pct0(b.idle_share),
+        pct0(b.queueing_share_of_latency),
+        b.dominant,
+        b.iterations,
+        figure(b.mean_tokens_per_iteration),
+        b.preemptions
+    )
+}
+
+/// The KV cache's size and its use over time.
+fn kv_cache(kv: &KvReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "KV cache: {} blocks of {} tokens ({} bytes each; {} GiB after {} GiB of weights); peak use {} blocks, minimum headroom {}.\n",
+        kv.blocks,
+        kv.block_size,
+        figure(kv.bytes_per_block),
+        figure(kv.kv_bytes / GIB),
+        figure(kv.weight_bytes / GIB),
+        kv.peak_used_blocks,
+        pct0(kv.min_headroom)
+    );
+    let _ = writeln!(
+        out,
+        "| window (s) | peak blocks used | headroom |\n|---|---:|---:|"
+    );
+    for (i, w) in kv.timeline.iter().enumerate() {
+        // Every tenth window and the drain keep the table short; JSON has all of them.
+        if i % 10 == 0 || i + 1 == kv.timeline.len() {
+            let _ = writeln!(
+                out,
+                "| {} to {} | {} | {} |",
+                figure(w.start_s),
+                figure(w.end_s),
+                w.peak_used_blocks,
+                pct0(w.headroom)
+            );
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// Part 3: measured quality per slice and weight path against the floors, then every gate
+/// of the shipped configuration.
+fn quality_gates(report: &PlanReport) -> String {
+    let mut out = String::from(
+        "## 3. Quality gates\n\n\
+         Measured by `decode-lab eval --json` on the tiny model (held-out bits per byte, lower is better).\n\n",
+    );
+    let _ = writeln!(
+        out,
+        "| slice | weights | bits/byte | floor | verdict |\n|---|---|---:|---:|---|"
+    );
+    for q in &report.quality {
+        let _ = writeln!(
+            out,
+            "| {} ({}) | {} | {:.5} | {:.5} | {} |",
+            q.slice,
+            q.name,
+            q.weights,
+            q.bits_per_byte,
+            q.max_bits_per_byte,
+            if q.passed { "pass" } else { "FAIL" }
+        );
+    }
+    let chosen = &report.chosen;
+    let _ = writeln!(out, "\nGates of {}:\n", chosen.name);
+    for g in &chosen.gates {
+        let _ = writeln!(out, "- {} {g}", if g.passed { "pass:" } else { "FAIL:" });
+    }
+    out.push('\n');
+    out
+}
+
+/// Part 4: the decision and why, what maximising tokens/s alone would pick, and every
+/// point of the sweep.
+fn recommendation(d: &Decision, sweep: &[SweepRow]) -> String {
+    let mut out = format!(
+        "## 4. Capacity and cost recommendation\n\n**{}: {}.**\n\n{}.\n\n",
+        verdict(&d.kind),
+        d.name,
+        d.reason
+    );
+    if !d.failed_gates.is_empty() {
+        let _ = writeln!(out, "Failed gates of the best candidate:\n");
+        for g in d.failed_gates.iter() {
+            let _ = writeln!(out, "- {g}");
+        }
+        out.push('\n');
+    }
+    if let Some(m) = &d.max_throughput {
+        let _ = writeln!(
+            out,
+            "Maximising tokens/s would pick {} ({} tokens/s, p99 TTFT {} ms, goodput {} requests/s): {}.\n",
+            m.label,
+            figure(m.output_tokens_per_s),
+            ms(m.ttft_p99_s),
+            figure(m.goodput_per_s),
+            if m.passes_gates {
+                "it passes every gate".to_string()
+            } else {
+                format!("it fails {}", m.failed_gates)
+            }
+        );
+    }
+    out.push_str(&sweep_table(sweep));
+    out
+}
+
+/// Every point of the sweep, one row each.
+fn sweep_table(sweep: &[SweepRow]) -> String {
+    let mut out = String::from(
+        "| configuration | tokens/s | p99 TTFT (ms) | p99 time per token (ms) | p99 time between tokens (ms) | goodput (requests/s) | cost per M tokens | KV headroom | gates |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for r in sweep {
+        if let Some(e) = &r.error {
+            let _ = writeln!(out, "| {} | | | | | | | | cannot run: {e} |", r.label);
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.label,
+            figure(r.output_tokens_per_s),
+            ms(r.ttft_p99_s),
+            ms(r.tpot_p99_s),
+            ms(r.tbt_p99_s),
+            figure(r.goodput_per_s),
+            figure(r.cost_per_million_output_tokens),
+            pct0(r.kv_min_headroom),
+            if r.passes_gates {
+                "pass".to_string()
+            } else {
+                format!("fail ({} gates)", r.failed_gates.len())
+            }
+        );
+    }
+    out
 }

@@ -6,11 +6,14 @@
 //! gaps; the number of iterations is bounded by the trace (an error, never a hang).
 
 use std::collections::VecDeque;
+use std::fmt;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::cost::{IterationWork, Roofline};
-use crate::error::{at_least_one, in_range, positive, shortest, CapacityError};
+use crate::error::{at_least_one, in_range, positive, CapacityError};
+use crate::figures::shortest;
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
 use crate::trace::Trace;
 
@@ -33,11 +36,49 @@ pub enum Batching {
 }
 
 impl Batching {
+    /// The names [`Batching::from_str`] reads, for messages.
+    pub const EXPECTED: &'static str = "static, continuous or chunked:BUDGET";
+
+    /// The report's name: `static`, `continuous`, `chunked-prefill/128`. (`Display` is the
+    /// name a user types, `chunked:128`.)
     pub fn label(&self) -> String {
         match self {
             Batching::Static => "static".into(),
             Batching::Continuous => "continuous".into(),
             Batching::ChunkedPrefill { token_budget } => format!("chunked-prefill/{token_budget}"),
+        }
+    }
+}
+
+/// `static`, `continuous` or `chunked:BUDGET`, as `decode-lab capacity --policy` takes them.
+impl fmt::Display for Batching {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Batching::Static => f.write_str("static"),
+            Batching::Continuous => f.write_str("continuous"),
+            Batching::ChunkedPrefill { token_budget } => write!(f, "chunked:{token_budget}"),
+        }
+    }
+}
+
+/// Reads what `Display` writes; the budget is any whole number a u32 holds (a budget of 0
+/// is read, and refused by [`ServingPolicy::validate`], which says why).
+impl FromStr for Batching {
+    type Err = CapacityError;
+
+    fn from_str(text: &str) -> Result<Batching, CapacityError> {
+        match text {
+            "static" => Ok(Batching::Static),
+            "continuous" => Ok(Batching::Continuous),
+            _ => text
+                .strip_prefix("chunked:")
+                .and_then(|budget| budget.parse().ok())
+                .map(|token_budget| Batching::ChunkedPrefill { token_budget })
+                .ok_or_else(|| CapacityError::UnknownName {
+                    kind: "batching".into(),
+                    name: text.into(),
+                    expected: Batching::EXPECTED.into(),
+                }),
         }
     }
 }
@@ -217,6 +258,34 @@ mod tests {
             );
         }
         assert!(GapHistogram::new().quantile(0.5).is_nan());
+    }
+
+    #[test]
+    fn batchings_read_back_what_they_print() {
+        for b in [
+            Batching::Static,
+            Batching::Continuous,
+            Batching::ChunkedPrefill { token_budget: 128 },
+            Batching::ChunkedPrefill { token_budget: 0 },
+        ] {
+            assert_eq!(b.to_string().parse::<Batching>(), Ok(b));
+        }
+        assert_eq!(
+            Batching::ChunkedPrefill { token_budget: 64 }.to_string(),
+            "chunked:64"
+        );
+        for bad in [
+            "greedy",
+            "chunked:",
+            "chunked:-5",
+            "chunked:1e3",
+            "chunked-prefill/128",
+        ] {
+            assert_eq!(
+                bad.parse::<Batching>().unwrap_err().to_string(),
+                format!("unknown batching {bad:?}; expected static, continuous or chunked:BUDGET")
+            );
+        }
     }
 }
 

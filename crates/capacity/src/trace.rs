@@ -15,11 +15,12 @@
 //!
 //! Blank lines and lines starting with `#` are skipped in both.
 
+use policy::SplitMix64;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{at_least_one, in_range, positive, shortest, CapacityError};
-use crate::profile::unknown;
-use crate::rng::SplitMix64;
+use crate::error::{at_least_one, in_range, positive, CapacityError};
+use crate::figures::shortest;
+use crate::profile::preset;
 
 /// The most requests one simulation takes (about 40 bytes each while it runs). A plan
 /// simulates them once per configuration, within [`crate::MAX_PLAN_WORK`] in all.
@@ -82,6 +83,17 @@ impl Arrivals {
             Arrivals::Poisson { rate_per_s }
             | Arrivals::Bursty { rate_per_s, .. }
             | Arrivals::Diurnal { rate_per_s, .. } => rate_per_s,
+        }
+    }
+
+    /// Sets the mean rate and keeps the process's shape (its bursts, its day): what the
+    /// CLI's `--rate` and the lab's rate field change of a preset. Not checked here;
+    /// [`TraceSpec::validate`] holds it to its range.
+    pub fn set_mean_rate(&mut self, rate: f64) {
+        match self {
+            Arrivals::Poisson { rate_per_s }
+            | Arrivals::Bursty { rate_per_s, .. }
+            | Arrivals::Diurnal { rate_per_s, .. } => *rate_per_s = rate,
         }
     }
 
@@ -189,7 +201,10 @@ impl LengthDist {
     fn draw(&self, rng: &mut SplitMix64) -> u32 {
         match *self {
             LengthDist::Constant { tokens } => tokens,
-            LengthDist::Uniform { min, max } => rng.between(min as u64, max as u64) as u32,
+            // Validated `min <= max`, so the span is 1 to 2^32: never the empty range.
+            LengthDist::Uniform { min, max } => {
+                (min as u64 + rng.below(max as u64 - min as u64 + 1)) as u32
+            }
             LengthDist::LogNormal {
                 median,
                 sigma,
@@ -369,11 +384,7 @@ impl TraceSpec {
     }
 
     pub fn preset(name: &str) -> Result<TraceSpec, CapacityError> {
-        let all = TraceSpec::presets();
-        let known = all.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
-        all.into_iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| unknown("trace", name, &known))
+        preset("trace", name, TraceSpec::presets(), |p| &p.name)
     }
 }
 
@@ -652,6 +663,18 @@ mod tests {
 
     fn observed_rate(trace: &Trace) -> f64 {
         trace.requests.len() as f64 / trace.requests.last().unwrap().arrival_s
+    }
+
+    #[test]
+    fn a_new_mean_rate_keeps_the_process_shape() {
+        for preset in TraceSpec::presets() {
+            let mut arrivals = preset.arrivals.clone();
+            arrivals.set_mean_rate(7.5);
+            assert_eq!(arrivals.mean_rate(), 7.5);
+            let mut back = arrivals.clone();
+            back.set_mean_rate(preset.arrivals.mean_rate());
+            assert_eq!(back, preset.arrivals);
+        }
     }
 
     #[test]

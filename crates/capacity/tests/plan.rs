@@ -2,7 +2,7 @@
 //! every kind of bad input as a typed error, and termination on random inputs.
 
 use capacity::{
-    simulate, Arrivals, Batching, CapacityError, DecisionKind, HardwareProfile, LengthDist,
+    simulate, Arrivals, Batching, CapacityError, DecisionKind, Gate, HardwareProfile, LengthDist,
     ModelProfile, NamedPolicy, Plan, PlanInputs, PlanReport, QualityFloor, ServingPolicy, SliceMix,
     Trace, TraceFormat, TraceSource, TraceSpec, WeightPath,
 };
@@ -44,13 +44,13 @@ fn the_default_plan_releases_full_weights_and_shows_where_max_throughput_breaks_
         assert!(
             row.failed_gates
                 .iter()
-                .any(|g| g.starts_with("quality (eu)")),
+                .any(|g| g.gate == Gate::Quality && g.slice == "eu"),
             "{row:?}"
         );
         assert!(
             !row.failed_gates
                 .iter()
-                .any(|g| g.starts_with("quality (en)")),
+                .any(|g| g.gate == Gate::Quality && g.slice == "en"),
             "{row:?}"
         );
     }
@@ -59,7 +59,7 @@ fn the_default_plan_releases_full_weights_and_shows_where_max_throughput_breaks_
     let max = d.max_throughput.as_ref().unwrap();
     assert!(!max.passes_gates);
     assert!(
-        max.failed_gates.iter().any(|g| g.starts_with("p99 TTFT")),
+        max.failed_gates.iter().any(|g| g.gate == Gate::TtftP99),
         "{max:?}"
     );
     let best_passing = report
@@ -103,7 +103,7 @@ fn nothing_passing_degrades_to_the_baseline_or_the_last_known_good_and_says_by_h
         .decision
         .failed_gates
         .iter()
-        .find(|g| g.gate == "quality" && g.slice == "eu")
+        .find(|g| g.gate == Gate::Quality && g.slice == "eu")
         .unwrap();
     // The best candidate's own path: full precision or int8, each measured.
     let eu = inputs.quality.slice("eu").unwrap();

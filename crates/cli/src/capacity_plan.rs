@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use capacity::{
-    shortest, Batching, HardwareProfile, ModelProfile, NamedPolicy, Plan, PlanInputs,
+    shortest, Batching, Calibration, HardwareProfile, ModelProfile, NamedPolicy, Plan, PlanInputs,
     QualityProfile, Trace, TraceFormat, TraceSource, TraceSpec, WeightPath,
 };
 use clap::{Args, ValueEnum};
@@ -129,19 +129,6 @@ fn list<T: PartialEq>(
     Ok(items)
 }
 
-fn batching(text: &str) -> Option<Batching> {
-    match text {
-        "static" => Some(Batching::Static),
-        "continuous" => Some(Batching::Continuous),
-        _ => {
-            let budget = text.strip_prefix("chunked:")?.parse().ok()?;
-            Some(Batching::ChunkedPrefill {
-                token_budget: budget,
-            })
-        }
-    }
-}
-
 /// Reads a file a flag names; the message names the flag and the path.
 fn read(name: &str, path: &Path) -> Result<String, String> {
     let what = flag(name, &path.display().to_string());
@@ -225,9 +212,11 @@ pub fn inputs(args: &CapacityArgs) -> Result<PlanInputs, String> {
         .map_err(|e| format!("{}: {e}", flag("hardware", &args.hardware)))?;
     inputs.model = ModelProfile::preset(&args.model)
         .map_err(|e| format!("{}: {e}", flag("model", &args.model)))?;
-    if args.no_calibration || args.hardware != "lab-cpu" || args.model != "decode-lab-tiny-v1" {
-        inputs.calibration = None;
-    }
+    inputs.calibration = if args.no_calibration {
+        None
+    } else {
+        Calibration::measured_for(&inputs.hardware, &inputs.model)
+    };
     inputs.trace = trace(args)?;
     // Each flag is checked as it is applied (the defaults are valid), so an error names
     // the flag that caused it.
@@ -241,8 +230,11 @@ pub fn inputs(args: &CapacityArgs) -> Result<PlanInputs, String> {
         inputs.sweep.batchings = list(
             "policy",
             text,
-            "static, continuous or chunked:BUDGET (BUDGET a whole number of tokens from 1 to 4294967295)",
-            batching,
+            &format!(
+                "{} (BUDGET a whole number of tokens from 1 to 4294967295)",
+                Batching::EXPECTED
+            ),
+            |s| s.parse().ok(),
         )?;
         sweep_flag(&inputs, "policy", text)?;
     }
@@ -256,11 +248,7 @@ pub fn inputs(args: &CapacityArgs) -> Result<PlanInputs, String> {
         sweep_flag(&inputs, "batch-limits", text)?;
     }
     if let Some(text) = &args.weights {
-        inputs.sweep.weights = list("weights", text, "full or int8", |s| match s {
-            "full" => Some(WeightPath::Full),
-            "int8" => Some(WeightPath::Int8),
-            _ => None,
-        })?;
+        inputs.sweep.weights = list("weights", text, WeightPath::EXPECTED, |s| s.parse().ok())?;
     }
     if let Some(text) = &args.load_scales {
         // "nan" and "inf" read as numbers here; the sweep's check names them.
@@ -355,11 +343,7 @@ fn trace(args: &CapacityArgs) -> Result<TraceSource, String> {
         spec.seed = seed;
     }
     if let Some(rate) = args.rate {
-        match &mut spec.arrivals {
-            capacity::Arrivals::Poisson { rate_per_s }
-            | capacity::Arrivals::Bursty { rate_per_s, .. }
-            | capacity::Arrivals::Diurnal { rate_per_s, .. } => *rate_per_s = rate,
-        }
+        spec.arrivals.set_mean_rate(rate);
         spec.validate()
             .map_err(|e| format!("{}: {e}", flag("rate", &shortest(rate))))?;
     }

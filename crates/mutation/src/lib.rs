@@ -23,6 +23,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 
+use policy::SplitMix64;
 use serde_json::Value;
 
 /// What the valid input is, which decides the mutations that apply.
@@ -39,24 +40,21 @@ pub enum Kind {
     Safetensors,
 }
 
-/// SplitMix64: small, seedable, the same everywhere.
+/// The project's SplitMix64 ([`policy::SplitMix64`]): small, seedable, the same everywhere.
 #[derive(Clone, Debug)]
-pub struct Rng(u64);
+pub struct Rng(SplitMix64);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        Rng(seed)
+        Rng(SplitMix64::new(seed))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
-    /// Uniform in `0..n`; `n` must be positive.
+    /// Uniform in `0..n`; `n` must be positive. By remainder, not by
+    /// [`SplitMix64::below`]'s multiply-shift: a seed names the same cases it always has.
     pub fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n.max(1) as u64) as usize
     }

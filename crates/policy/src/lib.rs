@@ -47,5 +47,5 @@ pub use record::{
     RunRecord, SeedSource, StopConfig,
 };
 pub use request::{BackendChoice, Precision};
-pub use rng::NumpyRng;
+pub use rng::{NumpyRng, SplitMix64};
 pub use shortest::Shortest;

@@ -1,8 +1,11 @@
-//! NumPy's `default_rng`, bit for bit: PCG64 (XSL-RR) seeded through `SeedSequence`,
-//! `Generator.random()` doubles and `Generator.choice(a, p=...)`.
+//! The project's seeded generators, and its only randomness: a seed fully determines every
+//! draw, on every target.
 //!
-//! This is the only source of randomness in the policy crate; a seed fully determines
-//! every draw, so a run record's seed is enough to replay it.
+//! - [`NumpyRng`]: NumPy's `default_rng`, bit for bit: PCG64 (XSL-RR) seeded through
+//!   `SeedSequence`, `Generator.random()` doubles and `Generator.choice(a, p=...)`. The
+//!   sampler draws from it, so a run record's seed is enough to replay a run.
+//! - [`SplitMix64`]: small and fast, for what need not match NumPy: the capacity planner's
+//!   traces, the trainer's weights and batches, the mutation campaigns of the parser tests.
 
 /// The 128-bit LCG multiplier PCG64 uses (`PCG_DEFAULT_MULTIPLIER_128`).
 const PCG_MULTIPLIER: u128 = (2549297995355413924u128 << 64) | 4865540595714422341u128;
@@ -166,6 +169,68 @@ pub fn choice_index(weights: impl IntoIterator<Item = f64> + Clone, u: f64) -> u
     last
 }
 
+/// SplitMix64 (Steele, Lea and Flood 2014): a 64-bit counter stepped by the golden gamma and
+/// passed through a mixing finaliser. Its streams are part of what the project reproduces
+/// (capacity traces, trained weights, mutation cases), so no method may change the draws it
+/// makes or their order.
+///
+/// ```
+/// use policy::SplitMix64;
+///
+/// let mut rng = SplitMix64::new(1234567);
+/// assert_eq!(rng.next_u64(), 6457827717110365317);
+/// assert!((0.0..1.0).contains(&rng.uniform()));
+/// assert!(rng.below(10) < 10);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> SplitMix64 {
+        SplitMix64 { state: seed }
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1), 53 bits.
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Uniform in (0, 1]: safe to take the logarithm of.
+    fn uniform_open(&mut self) -> f64 {
+        1.0 - self.uniform()
+    }
+
+    /// Uniform in `0..n` by multiply-shift (Lemire), one draw each; the bias, below
+    /// n / 2^64, is negligible for the ranges drawn here. `below(0)` is 0.
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+
+    /// Exponential with the given rate (mean 1 / rate).
+    pub fn exponential(&mut self, rate: f64) -> f64 {
+        -self.uniform_open().ln() / rate
+    }
+
+    /// Standard normal by Box–Muller (one of the pair; the other is discarded so a draw
+    /// always consumes exactly two numbers).
+    pub fn normal(&mut self) -> f64 {
+        let r = (-2.0 * self.uniform_open().ln()).sqrt();
+        let theta = std::f64::consts::TAU * self.uniform();
+        r * theta.cos()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,5 +276,46 @@ mod tests {
         assert_eq!(choice_index(weights, 0.49), 1);
         assert_eq!(choice_index(weights, 0.5), 2);
         assert_eq!(choice_index(weights, 0.999), 2);
+    }
+    #[test]
+    fn splitmix64_matches_the_published_sequence() {
+        // Rosetta Code's "Pseudo-random numbers/Splitmix64" task: seed 1234567.
+        let mut rng = SplitMix64::new(1234567);
+        let expected = [
+            6457827717110365317u64,
+            3203168211198807973,
+            9817491932198370423,
+            4593380528125082431,
+            16408922859458223821,
+        ];
+        for e in expected {
+            assert_eq!(rng.next_u64(), e);
+        }
+    }
+
+    #[test]
+    fn splitmix64_distributions_have_their_moments() {
+        let mut rng = SplitMix64::new(9);
+        let n = 200_000;
+        let mean = (0..n).map(|_| rng.exponential(4.0)).sum::<f64>() / n as f64;
+        assert!((mean - 0.25).abs() < 0.25 * 0.01, "{mean}");
+
+        let mut rng = SplitMix64::new(1);
+        let n = 20_000;
+        let xs: Vec<f64> = (0..n).map(|_| rng.normal()).collect();
+        let mean = xs.iter().sum::<f64>() / n as f64;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
+        assert!(mean.abs() < 0.03, "{mean}");
+        assert!((var - 1.0).abs() < 0.05, "{var}");
+    }
+
+    #[test]
+    fn splitmix64_below_stays_in_range_and_zero_gives_zero() {
+        let mut rng = SplitMix64::new(3);
+        assert!((0..1000).all(|_| rng.below(5) < 5));
+        assert_eq!(rng.below(0), 0);
+        // Multiply-shift keeps the high bits: `below(2^32)` is the top half of the draw.
+        let (mut a, mut b) = (SplitMix64::new(4), SplitMix64::new(4));
+        assert_eq!(a.below(1 << 32), b.next_u64() >> 32);
     }
 }

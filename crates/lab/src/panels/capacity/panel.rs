@@ -483,7 +483,7 @@ fn ReportParts(view: Arc<PlanView>) -> impl IntoView {
         .iter()
         .map(|g| {
             let verdict = if g.passed { "pass: " } else { "fail: " };
-            view! { <li>{verdict}{g.sentence()}</li> }
+            view! { <li>{verdict}{g.to_string()}</li> }
         })
         .collect_view();
     let d = &report.decision;
@@ -527,7 +527,7 @@ fn ReportParts(view: Arc<PlanView>) -> impl IntoView {
         let verdict = if t.passes_gates {
             "it passes every gate.".to_string()
         } else {
-            format!("it fails: {}.", t.failed_gates.join("; "))
+            format!("it fails: {}.", t.failed_gates)
         };
         view! {
             <p>

@@ -297,19 +297,12 @@ impl CapacityForm {
             )]);
         }
         spec.requests = requests;
-        match &mut spec.arrivals {
-            Arrivals::Poisson { rate_per_s }
-            | Arrivals::Bursty { rate_per_s, .. }
-            | Arrivals::Diurnal { rate_per_s, .. } => *rate_per_s = rate,
-        }
+        spec.arrivals.set_mean_rate(rate);
         let quality = QualityProfile::tiny();
-        // The calibration timed the tiny model on the lab's CPU; it says nothing of others.
-        let calibration = (hw.name == "lab-cpu" && model.name == ModelProfile::tiny().name)
-            .then(Calibration::lab_cpu);
         Ok(PlanInputs {
+            calibration: Calibration::measured_for(&hw, &model),
             hardware: hw,
             model,
-            calibration,
             quality_floors: quality.floors_within(floor / 100.0),
             quality,
             trace: TraceSource::Generated { spec },
@@ -355,11 +348,10 @@ fn trace(text: &str) -> Result<TraceSpec, String> {
 fn weights(text: &str) -> Result<Vec<WeightPath>, String> {
     match text.trim() {
         "both" => Ok(vec![WeightPath::Full, WeightPath::Int8]),
-        "full" => Ok(vec![WeightPath::Full]),
-        "int8" => Ok(vec![WeightPath::Int8]),
-        other => Err(format!(
-            "The weight path \"{other}\" is not both, full or int8."
-        )),
+        other => other
+            .parse()
+            .map(|w| vec![w])
+            .map_err(|_| format!("The weight path \"{other}\" is not both, full or int8.")),
     }
 }
 
@@ -460,18 +452,8 @@ pub fn sentence(text: &str) -> String {
     out
 }
 
-/// Four significant figures, plain for everyday magnitudes (the report's own style).
-pub fn figure(x: f64) -> String {
-    if x == 0.0 || !x.is_finite() {
-        return format!("{x}");
-    }
-    let magnitude = x.abs().log10().floor() as i32;
-    if !(-4..9).contains(&magnitude) {
-        return format!("{x:.3e}");
-    }
-    let decimals = (3 - magnitude).max(0) as usize;
-    format!("{x:.decimals$}")
-}
+/// Four significant figures, plain for everyday magnitudes: the report's own formatter.
+pub use capacity::figure;
 
 /// [`figure`] without trailing zeros: "50", "0.5", for axis labels and SLOs.
 pub fn short(x: f64) -> String {
@@ -581,7 +563,7 @@ pub fn view(report: PlanReport) -> PlanView {
             gates: match &row.error {
                 Some(e) => format!("cannot run: {e}"),
                 None if row.passes_gates => "all gates pass".into(),
-                None => format!("fails: {}", row.failed_gates.join("; ")),
+                None => format!("fails: {}", row.failed_gates),
             },
             row: row.clone(),
         })
@@ -604,14 +586,9 @@ pub fn view(report: PlanReport) -> PlanView {
         .filter_map(|p| p.at.map(|(x, y)| (p.row.load_scale, x, y)))
         .collect();
     curve.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let kind = match report.decision.kind {
-        DecisionKind::Release => "release",
-        DecisionKind::DegradeToLastKnownGood => "degrade-to-last-known-good",
-        DecisionKind::DegradeToBaseline => "degrade-to-baseline",
-    };
     PlanView {
         curve: curve.into_iter().map(|(_, x, y)| (x, y)).collect(),
-        kind,
+        kind: report.decision.kind.name(),
         frame: ChartFrame {
             width: CHART_WIDTH,
             height: CHART_HEIGHT,
@@ -668,11 +645,7 @@ pub fn decision_words(report: &PlanReport) -> (String, String, Vec<String>) {
             d.policy.label()
         ),
     };
-    let failed = d
-        .failed_gates
-        .iter()
-        .map(capacity::GateResult::sentence)
-        .collect();
+    let failed = d.failed_gates.iter().map(ToString::to_string).collect();
     (verdict, sentence(&d.reason), failed)
 }
 
