@@ -1,11 +1,14 @@
 //! What the lab's native tests share: the released model's files read from the repository
-//! (the same `fetch` shape the browser uses) and a clock that ticks 100 µs per reading.
+//! (the same `fetch` shape the browser uses), the CPU runtime the panels start, and a clock
+//! that ticks 100 µs per reading.
 
 use std::path::PathBuf;
 
-use policy::Clock;
+use gpu::Runtime;
+use policy::{BackendChoice, Clock, Precision};
 
 use crate::worker::browser::MODEL_DIR;
+use crate::worker::generation::{load_model, ModelFiles, Start};
 
 fn model_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -26,4 +29,20 @@ impl Clock for Ticks {
         self.0 += 100.0;
         self.0
     }
+}
+
+/// The model's files and a started `cpu-reference` runtime on the f32 weights.
+pub async fn cpu_runtime() -> (ModelFiles, Runtime) {
+    let mut files = load_model(&read, &mut |_| {}).await.unwrap();
+    let start = Start {
+        backend: BackendChoice::Cpu,
+        precision: Precision::F32,
+        faults: gpu::Faults::default(),
+    };
+    files
+        .ensure_weights(start.precision, start.backend, &read, &mut |_| {})
+        .await
+        .unwrap();
+    let runtime = files.start(start).await.unwrap();
+    (files, runtime)
 }

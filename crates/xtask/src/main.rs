@@ -239,34 +239,31 @@ fn check_tree(krate: &str, args: &[&str], banned: &[&str]) -> Result<(), String>
     Ok(())
 }
 
+/// `cargo clippy` over every target of what `args` selects, warnings denied.
+fn clippy(args: &[&str]) -> Result<(), String> {
+    let mut all = args.to_vec();
+    all.push("--all-targets");
+    lint(&all)
+}
+
+/// `cargo clippy` over what `args` selects, warnings denied.
+fn lint(args: &[&str]) -> Result<(), String> {
+    run(cargo()
+        .arg("clippy")
+        .args(args)
+        .args(["--", "-D", "warnings"]))
+}
+
 fn test(root: &Path) -> Result<(), String> {
     install(root)?;
     let path = tool_path(root);
 
     run(cargo().args(["fmt", "--all", "--check"]))?;
     // The lab twice: the page alone, and with the model worker's code (`worker` feature).
-    run(cargo().args(["clippy", "--all-targets", "--", "-D", "warnings"]))?;
-    run(cargo().args([
-        "clippy",
-        "-p",
-        "lab",
-        "--features",
-        "worker",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
     // The trainer (candle) is outside the default members; its parity test still runs here.
-    run(cargo().args([
-        "clippy",
-        "-p",
-        "trainer",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
+    clippy(&[])?;
+    clippy(&["-p", "lab", "--features", "worker"])?;
+    clippy(&["-p", "trainer"])?;
 
     // Architecture invariants: the policy core is pure; it, the model and the tokenizer build
     // for the browser.
@@ -292,18 +289,7 @@ fn test(root: &Path) -> Result<(), String> {
         &["-e", "normal", "--target", WASM_TARGET],
         &["model", "tokenizer", "gpu", "wgpu"],
     )?;
-    run(cargo().args([
-        "clippy",
-        "-p",
-        "lab",
-        "--bin",
-        "lab",
-        "--target",
-        WASM_TARGET,
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
+    lint(&["-p", "lab", "--bin", "lab", "--target", WASM_TARGET])?;
     run(cargo().args([
         "build",
         "-p",
@@ -320,16 +306,7 @@ fn test(root: &Path) -> Result<(), String> {
         WASM_TARGET,
     ]))?;
     // The GPU runtime's browser-only code is linted too.
-    run(cargo().args([
-        "clippy",
-        "-p",
-        "gpu",
-        "--target",
-        WASM_TARGET,
-        "--",
-        "-D",
-        "warnings",
-    ]))?;
+    lint(&["-p", "gpu", "--target", WASM_TARGET])?;
 
     run(cargo().args(["test", "--features", "lab/worker"]))?;
     run(cargo().args(["test", "-p", "trainer"]))?;

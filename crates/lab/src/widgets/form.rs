@@ -168,6 +168,20 @@ pub fn ProblemSummary(problems: Signal<Problems>) -> impl IntoView {
     }
 }
 
+/// For tests: the form's one problem after `edit`, which must be at `field`.
+#[cfg(test)]
+pub fn the_only_problem<F: Form>(edit: impl FnOnce(&mut F), field: &str) -> String {
+    let mut form = F::default();
+    edit(&mut form);
+    let Err(problems) = form.check() else {
+        panic!("{field}: the form checks");
+    };
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    problems
+        .of(field)
+        .unwrap_or_else(|| panic!("{field}: {problems:?}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

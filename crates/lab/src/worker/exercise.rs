@@ -122,30 +122,10 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
-    use crate::panels::generate::view_model::GenerateForm;
     use crate::panels::your_turn::view_model::{ExerciseForm, Prediction, Results};
-    use crate::test_support::{read, Ticks};
+    use crate::test_support::{cpu_runtime, read, Ticks};
     use crate::widgets::form::Form;
-    use crate::worker::generation::{load_model, ModelFiles, Start};
-    use gpu::BackendChoice;
     use model::Transformer;
-
-    /// The model files and a CPU runtime, as the panel starts them.
-    async fn start() -> (ModelFiles, Runtime) {
-        let mut files = load_model(&read, &mut |_| {}).await.unwrap();
-        let request = GenerateForm {
-            backend: BackendChoice::Cpu,
-            ..GenerateForm::default()
-        }
-        .check()
-        .unwrap();
-        files
-            .ensure_weights(request.precision, request.backend, &read, &mut |_| {})
-            .await
-            .unwrap();
-        let runtime = files.start(Start::of(&request).unwrap()).await.unwrap();
-        (files, runtime)
-    }
 
     async fn run(runtime: &mut Runtime, tokenizer: &Tokenizer, exercise: &Exercise) -> Results {
         match run_exercise(
@@ -206,7 +186,7 @@ mod tests {
     #[test]
     fn the_exercise_on_the_model_matches_independent_counts() {
         pollster::block_on(async {
-            let (files, mut runtime) = start().await;
+            let (files, mut runtime) = cpu_runtime().await;
             let tokenizer = &files.tokenizer;
             let exercise = ExerciseForm::default().check().unwrap();
             let mut progress = Vec::new();
@@ -324,7 +304,7 @@ mod tests {
     #[test]
     fn cancel_stops_between_runs() {
         pollster::block_on(async {
-            let (files, mut runtime) = start().await;
+            let (files, mut runtime) = cpu_runtime().await;
             let exercise = ExerciseForm {
                 max_tokens: "4".into(),
                 ..ExerciseForm::default()

@@ -504,18 +504,8 @@ mod tests {
     #[test]
     fn stop_cancels_before_the_next_call() {
         pollster::block_on(async {
-            let mut files = load_model(&read, &mut |_| {}).await.unwrap();
-            let request = GenerateForm {
-                backend: BackendChoice::Cpu,
-                ..GenerateForm::default()
-            }
-            .check()
-            .unwrap();
-            files
-                .ensure_weights(request.precision, request.backend, &read, &mut |_| {})
-                .await
-                .unwrap();
-            let mut runtime = files.start(Start::of(&request).unwrap()).await.unwrap();
+            let (files, mut runtime) = crate::test_support::cpu_runtime().await;
+            let request = GenerateForm::default().check().unwrap();
             let count = std::cell::Cell::new(0);
             let record = generate(
                 &mut runtime,

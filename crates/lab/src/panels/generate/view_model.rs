@@ -324,6 +324,7 @@ pub fn visible(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::widgets::form::the_only_problem;
 
     #[test]
     fn the_default_form_checks() {
@@ -340,15 +341,7 @@ mod tests {
 
     #[test]
     fn bad_input_becomes_a_sentence_at_its_field() {
-        let problem = |f: fn(&mut GenerateForm), field: &str| {
-            let mut form = GenerateForm::default();
-            f(&mut form);
-            let problems = form.check().unwrap_err();
-            assert_eq!(problems.len(), 1, "{problems:?}");
-            problems
-                .of(field)
-                .unwrap_or_else(|| panic!("{field}: {problems:?}"))
-        };
+        let problem = |f: fn(&mut GenerateForm), field| the_only_problem(f, field);
         assert_eq!(
             problem(|f| f.prompt = "  ".into(), "gen-prompt"),
             "Type a prompt: the model needs at least one token to start from."

@@ -367,6 +367,7 @@ pub enum Finished {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::widgets::form::the_only_problem;
 
     fn sample(seed: u64, text: &str, first: u32, entropies: &[f64], probs: &[f64]) -> Sample {
         Sample {
@@ -390,15 +391,7 @@ mod tests {
                 first_seed: 7
             }
         );
-        let problem = |f: fn(&mut ExerciseForm), field: &str| {
-            let mut form = ExerciseForm::default();
-            f(&mut form);
-            let problems = form.check().unwrap_err();
-            assert_eq!(problems.len(), 1, "{problems:?}");
-            problems
-                .of(field)
-                .unwrap_or_else(|| panic!("{field}: {problems:?}"))
-        };
+        let problem = |f: fn(&mut ExerciseForm), field| the_only_problem(f, field);
         assert_eq!(
             problem(|f| f.prompt = " ".into(), "yt-prompt"),
             "Type a prompt: the model needs at least one token to start from."
