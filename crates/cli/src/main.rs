@@ -5,6 +5,11 @@
 //! `generate`, `replay` and `eval` run the shipped tiny model: `generate` and `replay` on the
 //! CPU or, with `--backend gpu`, on WebGPU (falling back to `cpu-reference`); `eval` on the
 //! CPU; `capacity` plans serving capacity (the `capacity` crate).
+//!
+//! Bad input is one `error:` line on standard error naming the value, and exit code 2;
+//! `replay` exits with 1 when a run differs from its record or the record was altered.
+//! `--seed fresh` draws a seed from the operating system and prints it, so a "random" run
+//! can be repeated.
 
 #![forbid(unsafe_code)]
 

@@ -1,5 +1,24 @@
 //! The tiny model's forward pass on the GPU: resident weights and KV cache, one command
 //! buffer per model call, one read-back per call.
+//!
+//! Buffers and when they are written:
+//! - weights (embedding; per layer q, k, v, o, gate, up, down, f32 or packed int8 with row
+//!   scales; the norms) and the rotary tables (`context · head_dim/2` cos and sin): once,
+//!   at load;
+//! - the KV cache, keys and values each `L · H_kv · context · head_dim` f32 laid out
+//!   `[position][head_dim]` within a head (the CPU keeps its keys transposed): per call, by
+//!   `kv_store`, at positions `start..start+n` only;
+//! - `tokens` and the `Step` uniform (start, n): per call, by the host, the only
+//!   host-to-GPU writes (and the sampler's parameters when it runs);
+//! - activations, sized for `n = context`: per call, by the kernels;
+//! - the logits and the buffer they are copied to for the call's one read-back.
+//!
+//! Every bind group is made at load, so a call writes `tokens[..n]` and `Step`, then runs
+//! one compute pass: `embed`; per layer `rmsnorm, q, k, v, rope q, rope k, kv store,
+//! attention, o (+= x), rmsnorm, gate, up, swiglu, down (+= x)`; the final `rmsnorm` of the
+//! last position and the `logits` product with the tied embedding
+//! ([`GpuTransformer::pass_labels`]). A prefill is that sequence with `n` = the prompt's
+//! length from `start` = 0; a decode step has `n` = 1.
 
 use std::cell::RefCell;
 

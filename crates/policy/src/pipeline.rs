@@ -1,6 +1,22 @@
 //! One decoding step: constraints, temperature, top-k, top-p, min-p, a stable softmax,
 //! then argmax or a seeded draw.
 //!
+//! The stage order, declared here and nowhere else:
+//! 1. constraints: the logit bias, then the repetition penalty (over the whole context),
+//!    then frequency and presence penalties (over generated tokens only), then removals:
+//!    no-repeat n-gram bans, end-of-sequence before `min_new_tokens`, forbidden ids;
+//! 2. temperature (0 is greedy: the argmax, no draw);
+//! 3. top-k, top-p, min-p, on the tempered distribution ([`StageOrder::TemperatureFirst`],
+//!    Hugging Face's order) or on the untempered one with the temperature applied to the
+//!    survivors last ([`StageOrder::TemperatureLast`], llama.cpp's chain);
+//! 4. a stable softmax over the survivors (every removed token has probability exactly 0);
+//! 5. the choice: the argmax, or one `random()` draw of the seeded stream looked up as
+//!    NumPy's `Generator.choice` does ([`choice_index`]).
+//!
+//! Each field of [`Policy`] states its stage's exact rule (ties, what counts, what is off).
+//! A step reports only finite numbers, or an error naming the stage whose result
+//! overflowed.
+//!
 //! The work is O(V) in the vocabulary size V with no sort of the vocabulary: constraints
 //! touch only the ids they name (kept as sparse overrides of the input logits), top-k reads
 //! the maxima of fixed chunks and then only the chunks that can hold a survivor, and top-p

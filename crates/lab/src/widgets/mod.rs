@@ -1,5 +1,5 @@
-//! What every panel shares: form fields, the chart with its mirror table, number parsing and
-//! formatting.
+//! What every panel shares: the form model, its labelled fields, reading numbers from them,
+//! and the bar chart with its mirror table.
 
 pub mod chart;
 pub mod field;

@@ -1,5 +1,8 @@
 //! The decoding-step panel: logits and policy controls in, every stage's distribution
-//! and the chosen token out.
+//! and the chosen token out (announced in a polite live region), with the same logits
+//! under the other stage order beside it. The logits can also be the tiny model's for a
+//! prompt: a [`Job::PromptLogits`] to the model worker, one prefill on the CPU reference.
+//! The work is [`crate::panels::step::view_model`].
 
 use leptos::prelude::*;
 use policy::StageOrder;

@@ -1,4 +1,8 @@
-//! The lab's one interface to the policy core: text from the form in, a view model out.
+//! The decoding-step panel's data: the form's text (or the URL's) in, one
+//! [`policy::step`] with every stage's snapshot, and a view model out: each stage spread
+//! over the whole vocabulary as [`StageView`] rows (a token an earlier stage removed keeps
+//! its row, at probability 0), the chosen token and its draw, and the line the chapter's
+//! `decode.py` prints for the same settings where it can express them.
 //!
 //! Everything here is plain data, so it is tested natively and the components only draw.
 

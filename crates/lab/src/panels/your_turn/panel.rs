@@ -1,8 +1,9 @@
 //! The "Your turn" panel: the chapter's predict-then-reveal exercise. The learner predicts
 //! which of temperature 0.2 and 1.5 varies more, runs both over N seeds on the tiny model
 //! (CPU reference, in the model worker), and sees the outputs, their entropy, a chart with
-//! its table, the verdict, then the chapter's hint and reasoning. It only draws;
-//! [`crate::panels::your_turn::view_model`] does the work, in the worker ([`crate::worker::runner`]).
+//! its table, the verdict, then the chapter's hint and reasoning. The prediction is a radio
+//! group that enables Run. It only draws; [`crate::panels::your_turn::view_model`] holds the
+//! data, and the runs are a [`Job::Exercise`] for the model worker.
 
 use leptos::prelude::*;
 

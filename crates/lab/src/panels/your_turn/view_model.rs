@@ -2,9 +2,11 @@
 //! varied outputs, then run both over the same N seeds on the tiny model and compare the
 //! distinct outputs and the entropy of each setting.
 //!
-//! Plain data and one driver over [`gpu::Runtime`] that reuses the Generate panel's loop
-//! ([`crate::panels::generate::view_model::generate`]); nothing here touches the DOM, so the whole exercise
-//! runs natively in the tests on the CPU backend.
+//! Plain data on the page's side of the worker seam: the form (URL keys `yt_prompt`,
+//! `yt_n`, `yt_max`, `yt_seed`), the checked [`Exercise`] the worker is sent (2·N runs:
+//! both [`TEMPERATURES`], the chapter's [`TOP_K`], the same consecutive seeds), each
+//! setting's [`Summary`] of what came back, the [`verdict`], and the chapter's question,
+//! hint and reasoning. The runs themselves are the model worker's (`worker/exercise.rs`).
 
 use std::collections::BTreeSet;
 
