@@ -4,7 +4,8 @@
 // holds the state (permalinks, Back and Forward, embed=1) and malformed state is answered
 // inline; a record is exported, imported and replayed; a panic is reported and the page
 // recovers; no request leaves the origin; after a first visit the lab loads and generates
-// with the network off. Sizes and load times are printed as `BENCH …` lines, not asserted.
+// with the network off. Sizes are asserted against their budgets and printed as `BENCH …`
+// lines; load times are printed, not asserted.
 //
 // Needs: DIST_DIR (Trunk's output), CHROMIUM (default /usr/bin/chromium); SCREENSHOT_DIR
 // (default target/screenshots) receives one PNG per panel.

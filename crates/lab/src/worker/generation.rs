@@ -294,9 +294,7 @@ mod tests {
     use crate::test_support::{read, Ticks};
     use policy::BackendKind;
 
-    use crate::panels::generate::view_model::{
-        logits_text, parse_record, replay_verdict, GenerateForm,
-    };
+    use crate::panels::generate::view_model::{parse_record, replay_verdict, GenerateForm};
     use crate::widgets::form::Form;
 
     /// The panel's loop, on the CPU backend, makes the same tokens as the CLI's
@@ -471,8 +469,10 @@ mod tests {
                 last = stepwise.decode_step(t).unwrap().to_vec();
             }
             assert_eq!(logits, last);
-            let parsed =
-                crate::panels::step::view_model::parse_logits(&logits_text(&logits)).unwrap();
+            let parsed = crate::panels::step::view_model::parse_logits(
+                &crate::panels::step::view_model::logits_text(&logits),
+            )
+            .unwrap();
             for (a, b) in parsed.iter().zip(&logits) {
                 assert!((a - f64::from(*b)).abs() <= 5e-5);
             }

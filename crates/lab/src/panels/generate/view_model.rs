@@ -279,14 +279,7 @@ pub fn replay_verdict(recorded: &RunRecord, replayed: &RunRecord) -> (bool, Stri
         altered @ ReplayReport::Altered { .. } => (false, format!("This record was {altered}.")),
     }
 }
-/// Logits as the decoding-step panel's text: four decimals, comma-separated.
-pub fn logits_text(logits: &[f32]) -> String {
-    logits
-        .iter()
-        .map(|l| format!("{l:.4}"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
+
 /// The backend in words, for the status line. `browser_adapter` is what the browser itself
 /// says about its adapter, which names it better than wgpu does on the web.
 pub fn backend_status(backend: &Backend, browser_adapter: Option<&str>) -> String {

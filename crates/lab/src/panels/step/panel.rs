@@ -7,9 +7,8 @@
 use leptos::prelude::*;
 use policy::StageOrder;
 
-use crate::panels::generate::view_model::logits_text;
 use crate::panels::step::distribution_chart::Distribution;
-use crate::panels::step::view_model::{fresh_seed, run_step, StepForm, StepView};
+use crate::panels::step::view_model::{fresh_seed, logits_text, run_step, StepForm, StepView};
 use crate::shell::url;
 use crate::widgets::field::Field;
 use crate::widgets::form::{Form, ProblemSummary};

@@ -252,6 +252,15 @@ pub struct StepView {
     pub chapter_line: Option<String>,
 }
 
+/// Logits as the decoding-step panel's text: four decimals, comma-separated.
+pub fn logits_text(logits: &[f32]) -> String {
+    logits
+        .iter()
+        .map(|l| format!("{l:.4}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Parses a comma- or space-separated list of logits.
 pub fn parse_logits(text: &str) -> Result<Vec<f64>, String> {
     let logits = text
