@@ -4,7 +4,6 @@
 //! parses no form text. This and [`crate::worker::link`] are the only worker files the page
 //! compiles; the rest needs the `worker` feature (the model, the tokenizer, the GPU runtime).
 
-use capacity::{PlanInputs, PlanReport};
 use policy::generate::StepRecord;
 use policy::{Backend, BackendChoice, Precision, RunConfig, RunRecord};
 use serde::{Deserialize, Serialize};
@@ -42,9 +41,6 @@ pub enum Job {
     PromptLogits { prompt: String },
     /// The Your-turn exercise: both temperatures over every seed on the CPU reference.
     Exercise(Box<Exercise>),
-    /// A capacity plan: the sweep and the decision, off the page's thread (and out of the
-    /// page's wasm: the simulator is linked into the worker only).
-    Plan(Box<PlanInputs>),
     /// Stop the run in progress before its next model call.
     Cancel,
 }
@@ -106,8 +102,6 @@ pub enum Event {
     ExerciseRun(RunProgress),
     /// The exercise is over: complete, or cancelled after some runs.
     ExerciseDone(Box<Finished>),
-    /// The answer to [`Job::Plan`].
-    Planned(Box<PlanReport>),
     Failed(String),
     /// The worker's Rust code panicked; the worker is gone and the page starts another.
     Panicked(String),

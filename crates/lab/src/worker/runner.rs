@@ -13,7 +13,6 @@ use policy::{BackendChoice, BackendKind, Precision};
 use tokenizer::StreamDecoder;
 
 use crate::shell::web::now_ms;
-use crate::widgets::number::sentence;
 use crate::worker::browser::{
     adapter_info, fetch_model_file_with_progress, yield_to_events, WorkerClock,
 };
@@ -86,17 +85,6 @@ pub async fn run(
     };
     let mut progress = |what: String| emit(Event::Working(what));
 
-    // A plan needs no model files.
-    let job = match job {
-        Job::Plan(inputs) => {
-            emit(Event::Working("Planning…".to_string()));
-            let report = capacity::Plan::run(&inputs)
-                .map_err(|e| format!("The plan cannot run: {}", sentence(e.to_string())))?;
-            emit(Event::Planned(Box::new(report)));
-            return Ok(());
-        }
-        job => job,
-    };
     let began = now_ms();
     if state.files.is_none() {
         state.files = Some(load_model(&fetch, &mut progress).await?);
@@ -142,7 +130,7 @@ pub async fn run(
             emit(Event::ExerciseDone(Box::new(finished)));
             return Ok(());
         }
-        Job::Plan(_) | Job::Cancel => return Err("Nothing to run.".to_string()),
+        Job::Cancel => return Err("Nothing to run.".to_string()),
     };
     files
         .ensure_weights(start.precision, start.backend, &fetch, &mut progress)

@@ -220,7 +220,7 @@ pub fn GeneratePanel() -> impl IntoView {
             phase.set(Phase::Panicked(message));
         }
         // Answers to jobs this panel never sends.
-        Event::Logits(_) | Event::ExerciseRun(_) | Event::ExerciseDone(_) | Event::Planned(_) => {}
+        Event::Logits(_) | Event::ExerciseRun(_) | Event::ExerciseDone(_) => {}
     };
 
     let start_job = move |job: Job, prompt: String, replaying: Option<RunRecord>| {
