@@ -3,4 +3,5 @@
 
 pub mod latency_chart;
 pub mod panel;
+pub mod run_state;
 pub mod view_model;

@@ -1,72 +1,22 @@
 //! The Generate panel: a prompt and a policy in, tokens streamed out of the tiny model on
 //! WebGPU (or the CPU reference), with the backend named, every step listed and the run
-//! record shown. It only draws; [`crate::panels::generate::view_model`] does the work.
+//! record shown. It only draws and sends: [`crate::panels::generate::view_model`] checks the
+//! form, and [`RunState`] holds the run and follows the worker's events.
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
-use policy::generate::StepRecord;
-use policy::{Backend, BackendChoice, Precision, RunRecord};
+use policy::{BackendChoice, Precision, RunRecord};
 use wasm_bindgen::JsCast;
 
 use crate::panels::generate::latency_chart::{LatencyChart, LatencyRow};
-use crate::panels::generate::view_model::{
-    backend_status, parse_record, replay_verdict, visible, GenerateForm,
-};
+use crate::panels::generate::run_state::{Download, Figures, Phase, RunState, Shown};
+use crate::panels::generate::view_model::{backend_status, parse_record, visible, GenerateForm};
 use crate::shell::url;
 use crate::shell::web::{chosen_file_text, download, now_ms};
 use crate::widgets::field::{Field, TextArea};
 use crate::widgets::form::{Form, ProblemSummary};
 use crate::worker::link::PanelWorker;
-use crate::worker::protocol::{download_words, Event, Job, RunFigures};
-
-/// One generated token as the output shows it: its step and the text it completed (empty
-/// while the bytes of a character are still arriving).
-#[derive(Clone, Debug, PartialEq)]
-struct Shown {
-    step: StepRecord,
-    text: String,
-}
-
-/// How often progress is announced to screen readers while tokens stream in.
-const ANNOUNCE_EVERY_MS: f64 = 2000.0;
-
-/// What the panel is doing.
-#[derive(Clone, Debug, PartialEq)]
-enum Phase {
-    Idle,
-    /// Loading files or starting the backend; the words say which.
-    Working(String),
-    Generating,
-    Done(String),
-    Failed(String),
-    /// The model worker panicked; the words say what happened.
-    Panicked(String),
-}
-
-impl Phase {
-    fn key(&self) -> &'static str {
-        match self {
-            Phase::Idle => "idle",
-            Phase::Working(_) => "working",
-            Phase::Generating => "generating",
-            Phase::Done(_) => "done",
-            Phase::Failed(_) | Phase::Panicked(_) => "failed",
-        }
-    }
-}
-
-/// Figures of the last run, for the timings line and the benchmarks.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct Figures {
-    /// `performance.now()` when the first token reached the page: from navigation start.
-    first_token_ms: Option<f64>,
-    /// The worker's figures: loading, starting, time to first token, decode speed, GPU.
-    run: RunFigures,
-}
-
-fn round(x: f64) -> String {
-    format!("{x:.1}")
-}
+use crate::worker::protocol::{download_words, Event, Job};
 
 #[component]
 pub fn GeneratePanel() -> impl IntoView {
@@ -91,32 +41,21 @@ pub fn GeneratePanel() -> impl IntoView {
     let (backend_choice, set_backend_choice) = signal(initial.backend);
     let (fault, set_fault) = signal(initial.fault);
 
-    let phase = RwSignal::new(Phase::Idle);
-    let backend = RwSignal::new(None::<Backend>);
-    let browser_adapter = RwSignal::new(None::<String>);
-    let shown = RwSignal::new(Vec::<Shown>::new());
-    let shown_prompt = RwSignal::new(String::new());
-    let record = RwSignal::new(None::<RunRecord>);
+    let run = RwSignal::new(RunState::default());
+    // A memo per part the view draws, so that each part redraws only when it changes.
+    let phase = Memo::new(move |_| run.with(|r| r.phase.clone()));
+    let shown = Memo::new(move |_| run.with(|r| r.shown.clone()));
+    let record = Memo::new(move |_| run.with(|r| r.record.clone()));
     let record_json = Memo::new(move |_| {
         record.with(|r| {
             r.as_ref()
                 .and_then(|r| serde_json::to_string_pretty(r).ok())
         })
     });
-    // Every record of this visit, one JSON line each, for the JSONL export.
-    let all_runs = RwSignal::new(Vec::<String>::new());
-    let verdict = RwSignal::new(None::<(bool, String)>);
-    let file_message = RwSignal::new(None::<String>);
-    let announcement = RwSignal::new(String::new());
-    // The model file being downloaded: its name, the bytes so far and the announced total.
-    let downloading = RwSignal::new(None::<(String, f64, Option<f64>)>);
-    let figures = RwSignal::new(Figures::default());
-    let stop_requested = RwSignal::new(false);
+    let announcement = Memo::new(move |_| run.with(|r| r.announcement.clone()));
+    let shown_prompt = Memo::new(move |_| run.with(|r| r.shown_prompt.clone()));
     // The model worker, started with the first run; a panic in it drops it for a new one.
     let worker = PanelWorker::new();
-    // The record a replay must reproduce.
-    let expected = StoredValue::new(None::<RunRecord>);
-    let announced_ms = StoredValue::new(f64::NEG_INFINITY);
 
     let form = Memo::new(move |_| GenerateForm {
         prompt: prompt.get(),
@@ -143,319 +82,50 @@ pub fn GeneratePanel() -> impl IntoView {
     });
     let problem = move |field: &'static str| Signal::derive(move || problems.with(|p| p.of(field)));
 
-    let busy = move || matches!(phase.get(), Phase::Working(_) | Phase::Generating);
-
     // The form's state in the URL as it changes (without `run=1`: a reload does not rerun).
     Effect::new(move |_| url::write(&form.get().to_pairs()));
 
-    let on_event = move |event: Event| match event {
-        // The worker link holds jobs until then; nothing to show.
-        Event::Ready => {}
-        Event::Working(what) => phase.set(Phase::Working(what)),
-        Event::Download { file, got, total } => downloading.set(Some((file, got, total))),
-        Event::Backend {
-            backend: now_on,
-            adapter,
-        } => {
-            backend.set(Some(now_on));
-            if adapter.is_some() {
-                browser_adapter.set(adapter);
-            }
-        }
-        Event::Generating => {
-            downloading.set(None);
-            phase.set(Phase::Generating);
-        }
-        Event::Step { step, text } => {
-            figures.update(|f| {
-                f.first_token_ms.get_or_insert_with(now_ms);
-            });
-            let n = step.step + 1;
-            shown.update(|s| match s.last_mut() {
-                // The end of a character that arrived with no token of its own.
-                Some(last) if last.step.step == step.step => last.text.push_str(&text),
-                _ => s.push(Shown { step: *step, text }),
-            });
-            if now_ms() - announced_ms.get_value() >= ANNOUNCE_EVERY_MS {
-                announced_ms.set_value(now_ms());
-                announcement.set(format!("{n} tokens generated…"));
-            }
-        }
-        Event::Finished {
-            record: made,
-            figures: run,
-        } => {
-            figures.update(|f| f.run = run);
-            backend.set(Some(made.backend.clone()));
-            let reason = made.stop_reason.describe();
-            let n = made.steps.len();
-            let tokens = if n == 1 { "token" } else { "tokens" };
-            let mut done = format!("Generated {n} {tokens}; stopped because {reason}.");
-            if let Some(expected) = expected.get_value() {
-                let (same, words) = replay_verdict(&expected, &made);
-                done = format!("{done} {words}");
-                verdict.set(Some((same, words)));
-            } else {
-                record.set(Some((*made).clone()));
-            }
-            if let Ok(line) = serde_json::to_string(&made) {
-                all_runs.update(|runs| runs.push(line));
-            }
-            announcement.set(done.clone());
-            phase.set(Phase::Done(done));
-        }
-        Event::Failed(message) => {
-            downloading.set(None);
-            announcement.set(message.clone());
-            phase.set(Phase::Failed(message));
-        }
-        Event::Panicked(message) => {
+    let on_event = move |event: Event| {
+        if matches!(event, Event::Panicked(_)) {
             // The worker is gone; the next run starts a new one.
             worker.discard();
-            downloading.set(None);
-            let message = format!(
-                "The model worker hit an internal error and stopped: {message}. The page is unaffected; the next run starts a new worker."
-            );
-            announcement.set(message.clone());
-            phase.set(Phase::Panicked(message));
         }
-        // Answers to jobs this panel never sends.
-        Event::Logits(_) | Event::ExerciseRun(_) | Event::ExerciseDone(_) => {}
+        run.update(|r| r.apply(event, now_ms()));
     };
-
-    let start_job = move |job: Job, prompt: String, replaying: Option<RunRecord>| {
-        if busy() {
-            return;
+    // Sends the job a start returned; none when a run was already in progress.
+    let send = move |job: Option<Job>| {
+        if let Some(job) = job {
+            if let Err(message) = worker.send(&job, on_event) {
+                run.update(|r| r.could_not_start(message));
+            }
         }
-        backend.set(None);
-        shown.set(Vec::new());
-        shown_prompt.set(prompt);
-        verdict.set(None);
-        figures.set(Figures::default());
-        stop_requested.set(false);
-        downloading.set(None);
-        announcement.set(String::new());
-        announced_ms.set_value(now_ms());
-        if replaying.is_none() {
-            record.set(None);
-        }
-        expected.set_value(replaying);
-        phase.set(Phase::Working("Starting the model worker…".to_string()));
-        if let Err(message) = worker.send(&job, on_event) {
-            phase.set(Phase::Failed(message));
-        }
+    };
+    let replay = move |recorded| {
+        let backend = backend_choice.get_untracked();
+        send(
+            run.try_update(|r| r.start_replay(recorded, backend, now_ms()))
+                .flatten(),
+        );
     };
 
     // The form is checked as it is typed; the worker gets the checked request.
     let start_run = move || match checked.get_untracked() {
         Ok(request) => {
             url::write(&form.get_untracked().to_pairs());
-            let prompt = request.config.prompt.clone();
-            start_job(Job::Generate(Box::new(request)), prompt, None);
+            send(run.try_update(|r| r.start_run(request, now_ms())).flatten());
         }
-        Err(_) => phase.set(Phase::Failed(
-            "Generate waits until every field reads; the fields to change are listed above."
-                .to_string(),
-        )),
-    };
-
-    let replay = move |_| {
-        if let Some(r) = record.get_untracked() {
-            let prompt = r.config.prompt.clone();
-            start_job(
-                Job::Replay {
-                    record: Box::new(r.clone()),
-                    backend: backend_choice.get_untracked(),
-                },
-                prompt,
-                Some(r),
-            );
-        }
-    };
-
-    let export_record = move |_| {
-        let Some(r) = record.get_untracked() else {
-            return;
-        };
-        let text = serde_json::to_string_pretty(&r).unwrap_or_default();
-        let name = format!("decode-lab-run-seed{}.json", r.config.seed);
-        file_message.set(download(&name, "application/json", &text).err());
-    };
-    let export_all = move |_| {
-        let mut text = all_runs.get_untracked().join("\n");
-        text.push('\n');
-        file_message.set(download("decode-lab-runs.jsonl", "application/x-ndjson", &text).err());
-    };
-    let import = move |ev: leptos::ev::Event| {
-        let Some(input) = ev
-            .target()
-            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
-        else {
-            return;
-        };
-        spawn_local(async move {
-            let parsed = match chosen_file_text(&input).await {
-                Ok(text) => parse_record(&text),
-                Err(e) => Err(e),
-            };
-            input.set_value("");
-            match parsed {
-                Ok(imported) => {
-                    file_message.set(Some(format!(
-                        "Imported a record of {} steps (prompt \"{}\", seed {}); replaying it.",
-                        imported.steps.len(),
-                        imported.config.prompt,
-                        imported.config.seed
-                    )));
-                    record.set(Some(imported.clone()));
-                    let prompt = imported.config.prompt.clone();
-                    start_job(
-                        Job::Replay {
-                            record: Box::new(imported.clone()),
-                            backend: backend_choice.get_untracked(),
-                        },
-                        prompt,
-                        Some(imported),
-                    );
-                }
-                Err(message) => file_message.set(Some(message)),
-            }
-        });
+        Err(_) => run.update(|r| {
+            r.could_not_start(
+                "Generate waits until every field reads; the fields to change are listed above."
+                    .to_string(),
+            )
+        }),
     };
 
     if autorun {
         // After the first render, so the page shows the panel before the work starts.
         spawn_local(async move { start_run() });
     }
-
-    let status = move || {
-        match backend.get() {
-        Some(b) => {
-            let degraded = b.degraded_reason.is_some();
-            let (name, adapter) = (b.name.name(), b.adapter.clone().unwrap_or_default());
-            view! {
-                <p
-                    class=if degraded { "backend degraded" } else { "backend" }
-                    data-testid="backend-status"
-                    data-backend=name
-                    data-degraded=degraded.to_string()
-                    data-adapter=adapter
-                    data-browser-adapter=move || browser_adapter.get().unwrap_or_default()
-                >
-                    {move || backend_status(&b, browser_adapter.get().as_deref())}
-                </p>
-            }
-            .into_any()
-        }
-        None => view! {
-            <p class="backend" data-testid="backend-status" data-backend="">
-                {move || match backend_choice.get() {
-                    BackendChoice::Gpu => "Not started: Generate will ask for WebGPU and fall back to cpu-reference if it cannot run.",
-                    BackendChoice::Cpu => "Not started: Generate will run the CPU reference (cpu-reference).",
-                }}
-            </p>
-        }
-        .into_any(),
-    }
-    };
-
-    let phase_line = move || {
-        match phase.get() {
-        Phase::Idle => None,
-        Phase::Working(what) => Some(
-            view! {
-                <p class="progress">{what}</p>
-                {move || downloading.get().map(|(file, got, total)| {
-                    let label = download_words(&file, got, total);
-                    view! {
-                        <div class="download">
-                            <label for="gen-download">{label}</label>
-                            <progress id="gen-download" max=total.unwrap_or(0.0).max(got).to_string() value=got.to_string()></progress>
-                        </div>
-                    }
-                })}
-            }
-            .into_any(),
-        ),
-        Phase::Generating => Some(view! { <p class="progress">"Generating…"</p> }.into_any()),
-        Phase::Done(what) => Some(view! { <p class="done">{what}</p> }.into_any()),
-        Phase::Panicked(message) => Some(
-            view! { <p class="error" role="alert" data-testid="worker-panic">{message}</p> }.into_any(),
-        ),
-        Phase::Failed(message) => {
-            Some(view! { <p class="error" role="alert">{message}</p> }.into_any())
-        }
-    }
-    };
-
-    let timings = move || {
-        let Figures {
-            first_token_ms,
-            run: f,
-        } = figures.get();
-        // The worker's figures arrive with the record.
-        if !matches!(phase.get(), Phase::Done(_)) {
-            return None;
-        }
-        first_token_ms.map(|first| {
-            let decode = f
-                .decode_tok_s
-                .map(|t| format!("{} tokens/s", round(t)))
-                .unwrap_or_else(|| "not measured (one token)".to_string());
-            let gpu_line = f.gpu.map(|g| {
-                format!(
-                    " On WebGPU a decode step took {} ms to encode and submit, {} ms on the GPU and {} ms to read the logits back ({} read-backs in all).",
-                    round(g.dispatch_ms),
-                    round(g.gpu_ms),
-                    round(g.readback_ms),
-                    f.readbacks
-                )
-            });
-            view! {
-                <p
-                    class="timings"
-                    data-testid="timings"
-                    data-first-token-ms=first.to_string()
-                    data-load-ms=f.load_ms.to_string()
-                    data-start-ms=f.start_ms.to_string()
-                    data-ttft-ms=f.ttft_ms.to_string()
-                    data-decode-tok-s=f.decode_tok_s.map(|t| t.to_string()).unwrap_or_default()
-                    data-gpu-ms=f.gpu.map(|g| g.gpu_ms.to_string()).unwrap_or_default()
-                    data-readback-ms=f.gpu.map(|g| g.readback_ms.to_string()).unwrap_or_default()
-                    data-dispatch-ms=f.gpu.map(|g| g.dispatch_ms.to_string()).unwrap_or_default()
-                    data-readbacks=f.readbacks.to_string()
-                >
-                    {format!(
-                        "First token {} ms after the page started loading (model files {} ms, backend start {} ms, prefill and first step {} ms); decode {decode}.",
-                        round(first),
-                        round(f.load_ms),
-                        round(f.start_ms),
-                        round(f.ttft_ms),
-                    )}
-                    {gpu_line}
-                </p>
-            }
-        })
-    };
-
-    let rows = move || {
-        shown
-            .get()
-            .into_iter()
-            .map(|Shown { step: s, .. }| {
-                view! {
-                    <tr data-token=s.token>
-                        <th scope="row">{s.step.to_string()}</th>
-                        <td>{s.token.to_string()}</td>
-                        <td class="token-text" data-text=s.text.clone()><code>{visible(&s.text)}</code></td>
-                        <td data-value=s.prob.to_string()>{format!("{:.4}", s.prob)}</td>
-                        <td data-value=s.entropy.to_string()>{format!("{:.3}", s.entropy)}</td>
-                        <td>{s.draw.map(|d| format!("{d:.6}")).unwrap_or_else(|| "greedy".to_string())}</td>
-                    </tr>
-                }
-            })
-            .collect_view()
-    };
 
     view! {
         <section
@@ -517,23 +187,20 @@ pub fn GeneratePanel() -> impl IntoView {
                 </div>
                 <Field id="gen-fault" label="Injected faults" hint="For testing the fallback: no-webgpu, no-adapter, device-request, canary, device-lost@N." value=fault.into() set=set_fault inputmode="text"/>
                 <div class="field buttons">
-                    <button type="submit" disabled=busy>"Generate"</button>
+                    <button type="submit" disabled=move || phase.with(Phase::busy)>"Generate"</button>
                     <button
                         type="button"
                         class="secondary"
-                        disabled=move || phase.get() != Phase::Generating
-                        on:click=move |_| {
-                            stop_requested.set(true);
-                            worker.cancel();
-                        }
+                        disabled=move || !phase.with(Phase::cancellable)
+                        on:click=move |_| worker.cancel()
                     >
                         "Cancel"
                     </button>
                 </div>
             </form>
             <div class="run" aria-live="polite">
-                {status}
-                {phase_line}
+                <BackendLine run=run choice=backend_choice/>
+                <PhaseLine run=run phase=phase/>
                 <p class="sr-only" data-testid="announcement">{move || announcement.get()}</p>
             </div>
             <p class="output" data-testid="output">
@@ -547,59 +214,277 @@ pub fn GeneratePanel() -> impl IntoView {
             <p class="legend">
                 "Each token is shaded and underlined by its probability: solid underline at 0.5 or more, dashed from 0.2, dotted below 0.2, darker for less probable. Hover or focus a token for its five most probable alternatives."
             </p>
-            {timings}
+            <Timings run=run phase=phase/>
             {move || {
                 let rows = shown.with(|s| {
                     LatencyRow::of(&s.iter().map(|t| t.step.clone()).collect::<Vec<_>>())
                 });
                 (!rows.is_empty()).then(|| view! { <LatencyChart rows=rows/> })
             }}
-            <table class="mirror steps" data-testid="steps">
-                <caption>"Generated tokens: each step's token, its text, its probability under the policy, the entropy of the distribution it was drawn from (nats) and the uniform draw"</caption>
-                <thead>
-                    <tr>
-                        <th scope="col">"Step"</th>
-                        <th scope="col">"Token id"</th>
-                        <th scope="col">"Text"</th>
-                        <th scope="col">"Probability"</th>
-                        <th scope="col">"Entropy"</th>
-                        <th scope="col">"Draw"</th>
-                    </tr>
-                </thead>
-                <tbody>{rows}</tbody>
-            </table>
-            <div class="record-tools">
-                <h3>"Replay, export and import"</h3>
-                <div class="field buttons">
-                    <button type="button" on:click=replay disabled=move || busy() || record.with(Option::is_none)>
-                        "Replay"
-                    </button>
-                    <button type="button" class="secondary" on:click=export_record disabled=move || record.with(Option::is_none)>
-                        "Export record (JSON)"
-                    </button>
-                    <button type="button" class="secondary" on:click=export_all disabled=move || all_runs.with(Vec::is_empty)>
-                        {move || format!("Export all runs (JSONL, {})", all_runs.with(Vec::len))}
-                    </button>
-                </div>
-                <div class="field">
-                    <label for="gen-import">"Import a run record to replay"</label>
-                    <input id="gen-import" type="file" accept=".json,.jsonl,application/json" aria-describedby="gen-import-hint" on:change=import disabled=busy/>
-                    <small id="gen-import-hint">"A record exported here or by decode-lab generate --json; the lab replays it and says whether it is identical."</small>
-                </div>
-                <div aria-live="polite">
-                    {move || file_message.get().map(|m| view! { <p class="file-message" data-testid="file-message">{m}</p> })}
-                    {move || verdict.get().map(|(same, words)| view! {
-                        <p class=if same { "verdict same" } else { "verdict differs" } data-testid="replay-verdict" data-identical=same.to_string()>
-                            {words}
-                        </p>
-                    })}
-                </div>
-            </div>
+            <StepsTable shown=shown/>
+            <RecordTools run=run phase=phase record=record replay=Callback::new(replay)/>
             <details class="record">
                 <summary>"Run record (JSON)"</summary>
                 <pre data-testid="run-record">{move || record_json.get().unwrap_or_default()}</pre>
             </details>
         </section>
+    }
+}
+
+/// The backend line: what runs the model, or what a run will ask for before the first.
+#[component]
+fn BackendLine(run: RwSignal<RunState>, choice: ReadSignal<BackendChoice>) -> impl IntoView {
+    let backend = Memo::new(move |_| run.with(|r| r.backend.clone()));
+    let browser_adapter = Memo::new(move |_| run.with(|r| r.browser_adapter.clone()));
+    move || {
+        match backend.get() {
+        Some(b) => {
+            let degraded = b.degraded_reason.is_some();
+            let (name, adapter) = (b.name.name(), b.adapter.clone().unwrap_or_default());
+            view! {
+                <p
+                    class=if degraded { "backend degraded" } else { "backend" }
+                    data-testid="backend-status"
+                    data-backend=name
+                    data-degraded=degraded.to_string()
+                    data-adapter=adapter
+                    data-browser-adapter=move || browser_adapter.get().unwrap_or_default()
+                >
+                    {move || backend_status(&b, browser_adapter.get().as_deref())}
+                </p>
+            }
+            .into_any()
+        }
+        None => view! {
+            <p class="backend" data-testid="backend-status" data-backend="">
+                {move || match choice.get() {
+                    BackendChoice::Gpu => "Not started: Generate will ask for WebGPU and fall back to cpu-reference if it cannot run.",
+                    BackendChoice::Cpu => "Not started: Generate will run the CPU reference (cpu-reference).",
+                }}
+            </p>
+        }
+        .into_any(),
+    }
+    }
+}
+
+/// The phase in words, with a progress bar while a model file downloads.
+#[component]
+fn PhaseLine(run: RwSignal<RunState>, phase: Memo<Phase>) -> impl IntoView {
+    let downloading = Memo::new(move |_| run.with(|r| r.downloading.clone()));
+    let entered = Memo::new(move |_| run.with(|r| r.phase_entered));
+    move || {
+        // Drawn anew each time a phase is entered, even with the same words.
+        entered.track();
+        match phase.get() {
+            Phase::Idle => None,
+            Phase::Working(what) => Some(
+                view! {
+                    <p class="progress">{what}</p>
+                    {move || downloading.get().map(|Download { file, got, total }| {
+                        let label = download_words(&file, got, total);
+                        view! {
+                            <div class="download">
+                                <label for="gen-download">{label}</label>
+                                <progress id="gen-download" max=total.unwrap_or(0.0).max(got).to_string() value=got.to_string()></progress>
+                            </div>
+                        }
+                    })}
+                }
+                .into_any(),
+            ),
+            Phase::Generating => Some(view! { <p class="progress">"Generating…"</p> }.into_any()),
+            Phase::Done(what) => Some(view! { <p class="done">{what}</p> }.into_any()),
+            Phase::Panicked(message) => Some(
+                view! { <p class="error" role="alert" data-testid="worker-panic">{message}</p> }
+                    .into_any(),
+            ),
+            Phase::Failed(message) => {
+                Some(view! { <p class="error" role="alert">{message}</p> }.into_any())
+            }
+        }
+    }
+}
+
+fn round(x: f64) -> String {
+    format!("{x:.1}")
+}
+
+/// The finished run's timings, in words and as `data-*` figures for the benchmarks.
+#[component]
+fn Timings(run: RwSignal<RunState>, phase: Memo<Phase>) -> impl IntoView {
+    let figures = Memo::new(move |_| run.with(|r| r.figures));
+    move || {
+        let Figures {
+            first_token_ms,
+            run: f,
+        } = figures.get();
+        // The worker's figures arrive with the record.
+        if !matches!(phase.get(), Phase::Done(_)) {
+            return None;
+        }
+        first_token_ms.map(|first| {
+            let decode = f
+                .decode_tok_s
+                .map(|t| format!("{} tokens/s", round(t)))
+                .unwrap_or_else(|| "not measured (one token)".to_string());
+            let gpu_line = f.gpu.map(|g| {
+                format!(
+                    " On WebGPU a decode step took {} ms to encode and submit, {} ms on the GPU and {} ms to read the logits back ({} read-backs in all).",
+                    round(g.dispatch_ms),
+                    round(g.gpu_ms),
+                    round(g.readback_ms),
+                    f.readbacks
+                )
+            });
+            view! {
+                <p
+                    class="timings"
+                    data-testid="timings"
+                    data-first-token-ms=first.to_string()
+                    data-load-ms=f.load_ms.to_string()
+                    data-start-ms=f.start_ms.to_string()
+                    data-ttft-ms=f.ttft_ms.to_string()
+                    data-decode-tok-s=f.decode_tok_s.map(|t| t.to_string()).unwrap_or_default()
+                    data-gpu-ms=f.gpu.map(|g| g.gpu_ms.to_string()).unwrap_or_default()
+                    data-readback-ms=f.gpu.map(|g| g.readback_ms.to_string()).unwrap_or_default()
+                    data-dispatch-ms=f.gpu.map(|g| g.dispatch_ms.to_string()).unwrap_or_default()
+                    data-readbacks=f.readbacks.to_string()
+                >
+                    {format!(
+                        "First token {} ms after the page started loading (model files {} ms, backend start {} ms, prefill and first step {} ms); decode {decode}.",
+                        round(first),
+                        round(f.load_ms),
+                        round(f.start_ms),
+                        round(f.ttft_ms),
+                    )}
+                    {gpu_line}
+                </p>
+            }
+        })
+    }
+}
+
+/// Every generated step as a table row: token, text, probability, entropy and draw.
+#[component]
+fn StepsTable(shown: Memo<Vec<Shown>>) -> impl IntoView {
+    let rows = move || {
+        shown
+            .get()
+            .into_iter()
+            .map(|Shown { step: s, .. }| {
+                view! {
+                    <tr data-token=s.token>
+                        <th scope="row">{s.step.to_string()}</th>
+                        <td>{s.token.to_string()}</td>
+                        <td class="token-text" data-text=s.text.clone()><code>{visible(&s.text)}</code></td>
+                        <td data-value=s.prob.to_string()>{format!("{:.4}", s.prob)}</td>
+                        <td data-value=s.entropy.to_string()>{format!("{:.3}", s.entropy)}</td>
+                        <td>{s.draw.map(|d| format!("{d:.6}")).unwrap_or_else(|| "greedy".to_string())}</td>
+                    </tr>
+                }
+            })
+            .collect_view()
+    };
+    view! {
+        <table class="mirror steps" data-testid="steps">
+            <caption>"Generated tokens: each step's token, its text, its probability under the policy, the entropy of the distribution it was drawn from (nats) and the uniform draw"</caption>
+            <thead>
+                <tr>
+                    <th scope="col">"Step"</th>
+                    <th scope="col">"Token id"</th>
+                    <th scope="col">"Text"</th>
+                    <th scope="col">"Probability"</th>
+                    <th scope="col">"Entropy"</th>
+                    <th scope="col">"Draw"</th>
+                </tr>
+            </thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+}
+
+/// Replay, export and import: the record's tools, and what came of them.
+#[component]
+fn RecordTools(
+    run: RwSignal<RunState>,
+    phase: Memo<Phase>,
+    record: Memo<Option<RunRecord>>,
+    replay: Callback<RunRecord>,
+) -> impl IntoView {
+    let run_count = Memo::new(move |_| run.with(|r| r.all_runs.len()));
+    let verdict = Memo::new(move |_| run.with(|r| r.verdict.clone()));
+    let file_message = RwSignal::new(None::<String>);
+
+    let export_record = move |_| {
+        let Some(r) = record.get_untracked() else {
+            return;
+        };
+        let text = serde_json::to_string_pretty(&r).unwrap_or_default();
+        let name = format!("decode-lab-run-seed{}.json", r.config.seed);
+        file_message.set(download(&name, "application/json", &text).err());
+    };
+    let export_all = move |_| {
+        let mut text = run.with_untracked(|r| r.all_runs.join("\n"));
+        text.push('\n');
+        file_message.set(download("decode-lab-runs.jsonl", "application/x-ndjson", &text).err());
+    };
+    let import = move |ev: leptos::ev::Event| {
+        let Some(input) = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+        else {
+            return;
+        };
+        spawn_local(async move {
+            let parsed = match chosen_file_text(&input).await {
+                Ok(text) => parse_record(&text),
+                Err(e) => Err(e),
+            };
+            input.set_value("");
+            match parsed {
+                Ok(imported) => {
+                    file_message.set(Some(format!(
+                        "Imported a record of {} steps (prompt \"{}\", seed {}); replaying it.",
+                        imported.steps.len(),
+                        imported.config.prompt,
+                        imported.config.seed
+                    )));
+                    replay.run(imported);
+                }
+                Err(message) => file_message.set(Some(message)),
+            }
+        });
+    };
+
+    view! {
+        <div class="record-tools">
+            <h3>"Replay, export and import"</h3>
+            <div class="field buttons">
+                <button type="button" on:click=move |_| { if let Some(r) = record.get_untracked() { replay.run(r) } } disabled=move || phase.with(Phase::busy) || record.with(Option::is_none)>
+                    "Replay"
+                </button>
+                <button type="button" class="secondary" on:click=export_record disabled=move || record.with(Option::is_none)>
+                    "Export record (JSON)"
+                </button>
+                <button type="button" class="secondary" on:click=export_all disabled=move || run_count.get() == 0>
+                    {move || format!("Export all runs (JSONL, {})", run_count.get())}
+                </button>
+            </div>
+            <div class="field">
+                <label for="gen-import">"Import a run record to replay"</label>
+                <input id="gen-import" type="file" accept=".json,.jsonl,application/json" aria-describedby="gen-import-hint" on:change=import disabled=move || phase.with(Phase::busy)/>
+                <small id="gen-import-hint">"A record exported here or by decode-lab generate --json; the lab replays it and says whether it is identical."</small>
+            </div>
+            <div aria-live="polite">
+                {move || file_message.get().map(|m| view! { <p class="file-message" data-testid="file-message">{m}</p> })}
+                {move || verdict.get().map(|(same, words)| view! {
+                    <p class=if same { "verdict same" } else { "verdict differs" } data-testid="replay-verdict" data-identical=same.to_string()>
+                        {words}
+                    </p>
+                })}
+            </div>
+        </div>
     }
 }
 
