@@ -1,6 +1,6 @@
 //! The Web Worker that runs the model, so the page stays responsive while it generates.
-//! It takes [`Job`]s from the page and posts [`Event`]s back, both as typed values through
-//! `serde-wasm-bindgen`; a Cancel that arrives during a run is seen before the next model
+//! It takes [`Job`]s from the page and posts [`Event`]s back, both as the typed values of
+//! [`crate::worker::protocol`]; a Cancel that arrives during a run is seen before the next model
 //! call. A panic is posted as [`Event::Panicked`] before the worker dies; the page then
 //! starts a new one.
 
@@ -10,7 +10,7 @@ use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::worker::protocol::{to_js, Event, Job};
+use crate::worker::protocol::{from_js, to_js, Event, Job};
 use crate::worker::runner::{run, Engine};
 
 fn scope() -> Option<web_sys::DedicatedWorkerGlobalScope> {
@@ -36,7 +36,7 @@ pub fn start() {
     let cancel = Rc::new(Cell::new(false));
     let on_message =
         Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |message: web_sys::MessageEvent| {
-            let job: Job = match serde_wasm_bindgen::from_value(message.data()) {
+            let job: Job = match from_js(&message.data()) {
                 Ok(job) => job,
                 Err(e) => {
                     post(&Event::Failed(format!(

@@ -1,5 +1,5 @@
 //! The page's handle on the model worker ([`crate::worker::host`]): starts it, sends it [`Job`]s
-//! and hands its [`Event`]s to the panel, both as typed values through `serde-wasm-bindgen`.
+//! and hands its [`Event`]s to the panel, both as the typed values of [`crate::worker::protocol`].
 //! Dropping the handle ends the worker. [`PanelWorker`] is the handle a panel keeps.
 
 use std::cell::RefCell;
@@ -10,7 +10,7 @@ use leptos::task::spawn_local;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::worker::protocol::to_js;
+use crate::worker::protocol::{from_js, to_js};
 use crate::worker::protocol::{Event, Job};
 
 /// Trunk's loader for the worker build (`data-loader-shim`), beside the page.
@@ -36,7 +36,7 @@ impl ModelWorker {
         let (held, target) = (waiting.clone(), worker.clone());
         let on_message = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(
             move |message: web_sys::MessageEvent| {
-                let event = serde_wasm_bindgen::from_value(message.data()).unwrap_or_else(|e| {
+                let event = from_js(&message.data()).unwrap_or_else(|e| {
                     Event::Failed(format!(
                         "The model worker sent a message the page cannot read: {e}."
                     ))
