@@ -1,7 +1,8 @@
 //! The capacity planner's panel: presets, trace, serving policies, SLOs and quality floors
 //! in; on "Plan", the sweep as a throughput-against-p99-TTFT chart with its table mirror,
-//! the release decision in words, the report's four parts and its downloads. The logic and
-//! the URL keys are in [`crate::panels::capacity::view_model`].
+//! the release decision in words, the report's four parts and its downloads. The fields are
+//! checked as they change, each problem marked at its field and listed above the results.
+//! The logic and the URL keys are in [`crate::panels::capacity::view_model`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,17 +13,25 @@ use leptos::prelude::*;
 use crate::panels::capacity::view_model::{
     bottleneck_rows, contract_rows, decision_words, figure, hardware_options, known_good,
     model_options, percent, plan, report_file, seconds, trace_options, weight_options,
-    CapacityForm, PlanView, SweepPoint, BATCHINGS,
+    CapacityForm, PlanView, SweepPoint, BATCHINGS, PLAN_ID,
 };
 use crate::shell::url;
 use crate::shell::web::{download, now_ms};
 use crate::widgets::field::Field;
+use crate::widgets::form::{problem_id, Form, ProblemSummary, Problems};
 
-type Outcome = Result<Arc<PlanView>, Vec<String>>;
+/// What the last press of Plan gave, with the form it planned: the plan's own problems
+/// hold only while the form is that one.
+type Outcome = (CapacityForm, Result<Arc<PlanView>, Problems>);
 
 #[component]
 pub fn CapacityPanel() -> impl IntoView {
-    let (initial, url_messages) = CapacityForm::from_pairs(&url::pairs());
+    let pairs = url::pairs();
+    let (initial, url_problems) =
+        CapacityForm::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    // The URL's problems with a select or the batching boxes stay until the learner
+    // changes that field.
+    let url_problems = RwSignal::new(url_problems);
 
     let (hardware, set_hardware) = signal(initial.hardware);
     let (model, set_model) = signal(initial.model);
@@ -56,13 +65,31 @@ pub fn CapacityPanel() -> impl IntoView {
     // The fields in the URL whenever they change (not on creation: opening the panel
     // should not add a history entry).
     Effect::new(move |written: Option<()>| {
-        let query = form.get().pairs();
+        let query = form.get().to_pairs();
         if written.is_some() {
             url::write(&query);
         }
     });
 
+    // The check is cheap, so the fields are checked as they change; the plan runs on Plan.
+    let checked = Memo::new(move |_| form.get().check().err());
     let outcome = RwSignal::new(None::<Outcome>);
+    let problems = Signal::derive(move || {
+        let mut all = url_problems.get();
+        if let Some(found) = checked.get() {
+            all.extend(found);
+        }
+        outcome.with(|o| {
+            if let Some((planned, Err(found))) = o {
+                if form.with(|f| f == planned) {
+                    all.extend(found.clone());
+                }
+            }
+        });
+        all
+    });
+    let problem = move |field: &'static str| Signal::derive(move || problems.with(|p| p.of(field)));
+
     let planning = RwSignal::new(false);
     let status = RwSignal::new(String::new());
     let use_known_good = RwSignal::new(false);
@@ -70,13 +97,20 @@ pub fn CapacityPanel() -> impl IntoView {
     let last_released = StoredValue::new(None::<NamedPolicy>);
 
     let run = move || {
+        planning.set(false);
+        if checked.with_untracked(Option::is_some) {
+            status.set("The plan did not run; the fields listed above need a change.".into());
+            outcome.set(None);
+            return;
+        }
         let known = if use_known_good.get_untracked() {
             last_released.get_value()
         } else {
             None
         };
+        let planned = form.get_untracked();
         let start = now_ms();
-        let result = plan(&form.get_untracked(), known);
+        let result = plan(&planned, known);
         let took = now_ms() - start;
         match &result {
             Ok(view) => {
@@ -89,10 +123,9 @@ pub fn CapacityPanel() -> impl IntoView {
                     decision_words(&view.report).0
                 ));
             }
-            Err(_) => status.set("The plan did not run; the reasons are below.".into()),
+            Err(_) => status.set("The plan did not run; the reason is listed above.".into()),
         }
-        outcome.set(Some(result.map(Arc::new)));
-        planning.set(false);
+        outcome.set(Some((planned, result.map(Arc::new))));
     };
     let start = move |_| {
         if planning.get_untracked() {
@@ -104,11 +137,13 @@ pub fn CapacityPanel() -> impl IntoView {
         request_animation_frame(move || set_timeout(run, Duration::ZERO));
     };
 
-    let select = |id: &'static str,
-                  label: &'static str,
-                  value: ReadSignal<String>,
-                  set: WriteSignal<String>,
-                  options: Vec<(String, String)>| {
+    // A select holds only the names it offers; a URL's other name is its problem.
+    let select = move |id: &'static str,
+                       label: &'static str,
+                       value: ReadSignal<String>,
+                       set: WriteSignal<String>,
+                       options: Vec<(String, String)>| {
+        let problem = problem(id);
         let options = options
             .into_iter()
             .map(|(v, text)| {
@@ -119,10 +154,22 @@ pub fn CapacityPanel() -> impl IntoView {
         view! {
             <div class="field">
                 <label for=id>{label}</label>
-                <select id=id on:change=move |ev| set.set(event_target_value(&ev))>{options}</select>
+                <select
+                    id=id
+                    aria-invalid=move || problem.get().map(|_| "true")
+                    aria-describedby=move || problem.get().map(|_| problem_id(id))
+                    on:change=move |ev| {
+                        url_problems.update(|p| *p = p.without(id));
+                        set.set(event_target_value(&ev));
+                    }
+                >
+                    {options}
+                </select>
+                {move || problem.get().map(|m| view! { <small id=problem_id(id) class="field-problem error">{m}</small> })}
             </div>
         }
     };
+    let batchings_problem = problem("cap-batchings");
     let checkboxes = BATCHINGS
         .iter()
         .map(|&(name, label)| {
@@ -132,9 +179,12 @@ pub fn CapacityPanel() -> impl IntoView {
                     <input
                         type="checkbox"
                         id=id.clone()
+                        aria-invalid=move || batchings_problem.get().map(|_| "true")
+                        aria-describedby=move || batchings_problem.get().map(|_| problem_id("cap-batchings"))
                         prop:checked=move || form.with(|f| f.has_batching(name))
                         on:change=move |ev| {
                             let on = event_target_checked(&ev);
+                            url_problems.update(|p| *p = p.without("cap-batchings"));
                             set_batchings.set(form.with_untracked(|f| f.with_batching(name, on)));
                         }
                     />
@@ -144,23 +194,17 @@ pub fn CapacityPanel() -> impl IntoView {
         })
         .collect_view();
 
-    let messages = url_messages
-        .into_iter()
-        .map(|m| view! { <p class="error" role="alert">{m}</p> })
-        .collect_view();
-
     let result = move || {
-        match outcome.get() {
+        match outcome.get().map(|(_, result)| result) {
         None => view! {
             <p class="cap-idle">"Choose the settings and press Plan; the sweep and the decision appear here."</p>
         }
         .into_any(),
         Some(Ok(view)) => view! { <CapacityResult view=view/> }.into_any(),
-        Some(Err(errors)) => errors
-            .into_iter()
-            .map(|e| view! { <p class="error" role="alert">{e}</p> })
-            .collect_view()
-            .into_any(),
+        Some(Err(_)) => view! {
+            <p>"The plan did not run; the reason is listed above, at the field it comes from."</p>
+        }
+        .into_any(),
     }
     };
 
@@ -170,24 +214,25 @@ pub fn CapacityPanel() -> impl IntoView {
             <p>
                 "Simulate serving a trace on an accelerator under each batching policy, batch limit and weight path, at several multiples of the trace's load; gate every point on the latency SLOs and the per-slice quality floors; release the configuration with the highest goodput that passes, or degrade to the named baseline and say which gate failed."
             </p>
-            {messages}
+            <ProblemSummary problems=problems/>
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 {select("cap-hw", "Hardware", hardware, set_hardware, hardware_options())}
                 {select("cap-model", "Model", model, set_model, model_options())}
                 {select("cap-weights", "Weight paths to sweep", weights, set_weights, weight_options())}
                 {select("cap-trace", "Trace (arrival process)", trace, set_trace, trace_options())}
-                <Field id="cap-n" label="Requests in the trace" hint="At most 20,000; the page simulates every configuration on them." value=requests.into() set=set_requests inputmode="numeric"/>
-                <Field id="cap-rate" label="Arrival rate (requests/s)" hint="The trace's mean rate; the sweep multiplies it by each load scale." value=rate.into() set=set_rate/>
-                <fieldset class="field cap-batchings">
+                <Field id="cap-n" problem=problem("cap-n") label="Requests in the trace" hint="At most 20,000; the page simulates every configuration on them." value=requests.into() set=set_requests inputmode="numeric"/>
+                <Field id="cap-rate" problem=problem("cap-rate") label="Arrival rate (requests/s)" hint="The trace's mean rate; the sweep multiplies it by each load scale." value=rate.into() set=set_rate/>
+                <fieldset class="field cap-batchings" id="cap-batchings">
                     <legend>"Batching policies to sweep"</legend>
                     {checkboxes}
+                    {move || batchings_problem.get().map(|m| view! { <small id=problem_id("cap-batchings") class="field-problem error">{m}</small> })}
                 </fieldset>
-                <Field id="cap-chunk" label="Chunked prefill: tokens per iteration" hint="Decodes first, then prompt chunks up to this budget." value=chunk_budget.into() set=set_chunk_budget inputmode="numeric"/>
-                <Field id="cap-seqs" label="Batch limits (sequences, comma-separated)" hint="Most sequences running at once, e.g. 1, 4, 16, 64." value=max_sequences.into() set=set_max_sequences/>
-                <Field id="cap-loads" label="Load scales (comma-separated)" hint="Multiples of the arrival rate offered to one replica." value=loads.into() set=set_loads/>
-                <Field id="cap-ttft" label="SLO: p99 time to first token (ms)" hint="Held on all traffic and on every slice." value=ttft_ms.into() set=set_ttft_ms/>
-                <Field id="cap-tpot" label="SLO: p99 time per output token (ms)" hint="Held on all traffic and on every slice." value=tpot_ms.into() set=set_tpot_ms/>
-                <Field id="cap-floor" label="Quality floor (% above full-precision bits per byte)" hint="Per slice, the rare Basque slice included; measured on the tiny model." value=floor_pct.into() set=set_floor_pct/>
+                <Field id="cap-chunk" problem=problem("cap-chunk") label="Chunked prefill: tokens per iteration" hint="Decodes first, then prompt chunks up to this budget." value=chunk_budget.into() set=set_chunk_budget inputmode="numeric"/>
+                <Field id="cap-seqs" problem=problem("cap-seqs") label="Batch limits (sequences, comma-separated)" hint="Most sequences running at once, e.g. 1, 4, 16, 64." value=max_sequences.into() set=set_max_sequences/>
+                <Field id="cap-loads" problem=problem("cap-loads") label="Load scales (comma-separated)" hint="Multiples of the arrival rate offered to one replica." value=loads.into() set=set_loads/>
+                <Field id="cap-ttft" problem=problem("cap-ttft") label="SLO: p99 time to first token (ms)" hint="Held on all traffic and on every slice." value=ttft_ms.into() set=set_ttft_ms/>
+                <Field id="cap-tpot" problem=problem("cap-tpot") label="SLO: p99 time per output token (ms)" hint="Held on all traffic and on every slice." value=tpot_ms.into() set=set_tpot_ms/>
+                <Field id="cap-floor" problem=problem("cap-floor") label="Quality floor (% above full-precision bits per byte)" hint="Per slice, the rare Basque slice included; measured on the tiny model." value=floor_pct.into() set=set_floor_pct/>
                 <div class="field cap-choice">
                     <input
                         type="checkbox"
@@ -198,7 +243,7 @@ pub fn CapacityPanel() -> impl IntoView {
                     <label for="cap-known-good">"Degrade to this session's last released configuration before the baseline"</label>
                 </div>
                 <div class="field buttons">
-                    <button type="button" id="cap-plan" on:click=start prop:disabled=move || planning.get()>
+                    <button type="button" id=PLAN_ID on:click=start prop:disabled=move || planning.get()>
                         "Plan"
                     </button>
                 </div>

@@ -1,27 +1,36 @@
 //! The capacity planner's panel as plain data: the form's text (from the URL or the inputs)
-//! becomes [`capacity::PlanInputs`], [`capacity::Plan::run`] sweeps and decides, and the
-//! report becomes the rows that the sweep chart, its table mirror and the four report
-//! sections all read. Errors are sentences naming the value (the crate's own `Display`).
+//! checks into [`capacity::PlanInputs`] or into every field's problem,
+//! [`capacity::Plan::run`] sweeps and decides, and the report becomes the rows that the
+//! sweep chart, its table mirror and the four report sections all read.
 //!
-//! URL keys (each optional; a malformed value keeps the default and is named in a message):
-//! `cap_hw` hardware preset, `cap_model` model preset, `cap_weights` (`both`, `full` or
-//! `int8`), `cap_trace` trace preset (`poisson`, `bursty`, `diurnal`), `cap_n` requests,
-//! `cap_rate` arrival rate (requests/s), `cap_batching` (a comma list of `static`,
+//! URL keys (each optional; a value that does not read stays in its field and is reported
+//! there, and a name a select does not offer is reported at the select, which keeps its
+//! default): `cap_hw` hardware preset, `cap_model` model preset, `cap_weights` (`both`,
+//! `full` or `int8`), `cap_trace` trace preset (`poisson`, `bursty`, `diurnal`), `cap_n`
+//! requests, `cap_rate` arrival rate (requests/s), `cap_batching` (a comma list of `static`,
 //! `continuous`, `chunked`), `cap_chunk` chunked prefill's token budget, `cap_seqs` batch
 //! limits (comma list), `cap_loads` load scales (comma list), `cap_ttft` p99 TTFT SLO (ms),
 //! `cap_tpot` p99 time-per-output-token SLO (ms), `cap_floor` quality floor (% above each
 //! slice's full-precision bits per byte).
 //!
-//! The lab simulates in the page's thread, so a plan is bounded: at most [`MAX_REQUESTS`]
-//! requests and [`MAX_WORK`] simulated requests over the whole sweep. The default plan, 120
-//! configurations of 2,000 requests, takes about 150 ms natively in release and 210 ms as
-//! WebAssembly in Node 20 (median of 5 on the 2-vCPU EPYC); the limit, about 0.7 s and 0.9 s.
+//! The bounds of rates, load scales and SLOs are the `capacity` crate's, which the check
+//! calls. The lab simulates in the page's thread, so it bounds a plan itself: at most
+//! [`MAX_REQUESTS`] requests and [`MAX_WORK`] simulated requests over the whole sweep. The
+//! default plan, 120 configurations of 2,000 requests, takes about 150 ms natively in
+//! release and 210 ms as WebAssembly in Node 20 (median of 5 on the 2-vCPU EPYC); the
+//! limit, about 0.7 s and 0.9 s.
+
+use std::ops::Bound;
 
 use capacity::{
-    Arrivals, Batching, Calibration, DecisionKind, HardwareProfile, ModelProfile, NamedPolicy,
-    Plan, PlanInputs, PlanReport, QualityProfile, Slo, Sweep, SweepRow, TraceSource, TraceSpec,
-    WeightPath,
+    Arrivals, Batching, Calibration, CapacityError, DecisionKind, HardwareProfile, ModelProfile,
+    NamedPolicy, Plan, PlanInputs, PlanReport, QualityProfile, Slo, Sweep, SweepRow, TraceSource,
+    TraceSpec, WeightPath, MAX_LOAD_SCALE, MAX_RATE_PER_S, MIN_LOAD_SCALE, MIN_RATE_PER_S,
+    MIN_SLO_S,
 };
+
+use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
+use crate::widgets::number::{number_in, sentence, whole_in};
 
 /// Most requests one trace of the panel may hold.
 pub const MAX_REQUESTS: u64 = 20_000;
@@ -29,6 +38,9 @@ pub const MAX_REQUESTS: u64 = 20_000;
 pub const MAX_WORK: u64 = 1_000_000;
 /// Most entries in a comma list (batch limits, load scales).
 const MAX_LIST: usize = 8;
+
+/// The id of the Plan button: where a problem the plan found, and no one field owns, points.
+pub const PLAN_ID: &str = "cap-plan";
 
 /// The form, as the text the learner typed or the URL held.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,82 +60,117 @@ pub struct CapacityForm {
     pub floor_pct: String,
 }
 
-/// One field: its URL key, its default text, and the check a URL value must pass.
+/// One field: its URL key, its input's id, its name in messages and its default text.
 struct FieldSpec {
     key: &'static str,
+    id: &'static str,
+    name: &'static str,
     default: &'static str,
-    check: fn(&str) -> Result<(), String>,
 }
 
-const FIELDS: [FieldSpec; 13] = [
-    FieldSpec {
+/// The form's fields, by name.
+mod field {
+    use super::FieldSpec;
+    pub const HARDWARE: FieldSpec = FieldSpec {
         key: "cap_hw",
+        id: "cap-hw",
+        name: "hardware",
         default: "lab-cpu",
-        check: |t| hardware(t).map(drop),
-    },
-    FieldSpec {
+    };
+    pub const MODEL: FieldSpec = FieldSpec {
         key: "cap_model",
+        id: "cap-model",
+        name: "model",
         default: "decode-lab-tiny-v1",
-        check: |t| model(t).map(drop),
-    },
-    FieldSpec {
+    };
+    pub const WEIGHTS: FieldSpec = FieldSpec {
         key: "cap_weights",
+        id: "cap-weights",
+        name: "weight paths",
         default: "both",
-        check: |t| weights(t).map(drop),
-    },
-    FieldSpec {
+    };
+    pub const TRACE: FieldSpec = FieldSpec {
         key: "cap_trace",
+        id: "cap-trace",
+        name: "trace",
         default: "poisson",
-        check: |t| trace(t).map(drop),
-    },
-    FieldSpec {
+    };
+    pub const REQUESTS: FieldSpec = FieldSpec {
         key: "cap_n",
+        id: "cap-n",
+        name: "Requests in the trace",
         default: "2000",
-        check: |t| requests(t).map(drop),
-    },
-    FieldSpec {
+    };
+    pub const RATE: FieldSpec = FieldSpec {
         key: "cap_rate",
+        id: "cap-rate",
+        name: "Arrival rate (requests/s)",
         default: "200",
-        check: |t| positive(t, "The arrival rate (requests/s)").map(drop),
-    },
-    FieldSpec {
+    };
+    pub const BATCHINGS: FieldSpec = FieldSpec {
         key: "cap_batching",
+        id: "cap-batchings",
+        name: "batching",
         default: "static,continuous,chunked",
-        check: |t| batching_names(t).map(drop),
-    },
-    FieldSpec {
+    };
+    pub const CHUNK: FieldSpec = FieldSpec {
         key: "cap_chunk",
+        id: "cap-chunk",
+        name: "Chunked prefill's tokens per iteration",
         default: "128",
-        check: |t| count(t, "The chunked-prefill token budget").map(drop),
-    },
-    FieldSpec {
+    };
+    pub const SEQUENCES: FieldSpec = FieldSpec {
         key: "cap_seqs",
+        id: "cap-seqs",
+        name: "Batch limits",
         default: "1, 4, 16, 64",
-        check: |t| sequences(t).map(drop),
-    },
-    FieldSpec {
+    };
+    pub const LOADS: FieldSpec = FieldSpec {
         key: "cap_loads",
+        id: "cap-loads",
+        name: "Load scales",
         default: "0.5, 1, 2, 4, 8",
-        check: |t| loads(t).map(drop),
-    },
-    FieldSpec {
+    };
+    pub const TTFT: FieldSpec = FieldSpec {
         key: "cap_ttft",
+        id: "cap-ttft",
+        name: "SLO: p99 time to first token (ms)",
         default: "50",
-        check: |t| positive(t, "The p99 TTFT SLO (ms)").map(drop),
-    },
-    FieldSpec {
+    };
+    pub const TPOT: FieldSpec = FieldSpec {
         key: "cap_tpot",
+        id: "cap-tpot",
+        name: "SLO: p99 time per output token (ms)",
         default: "1",
-        check: |t| positive(t, "The p99 time-per-output-token SLO (ms)").map(drop),
-    },
-    FieldSpec {
+    };
+    pub const FLOOR: FieldSpec = FieldSpec {
         key: "cap_floor",
+        id: "cap-floor",
+        name: "Quality floor (%)",
         default: "0.01",
-        check: |t| non_negative(t, "The quality floor (%)").map(drop),
-    },
+    };
+}
+
+/// In the order of [`CapacityForm::texts`].
+const FIELDS: [FieldSpec; 13] = [
+    field::HARDWARE,
+    field::MODEL,
+    field::WEIGHTS,
+    field::TRACE,
+    field::REQUESTS,
+    field::RATE,
+    field::BATCHINGS,
+    field::CHUNK,
+    field::SEQUENCES,
+    field::LOADS,
+    field::TTFT,
+    field::TPOT,
+    field::FLOOR,
 ];
 
-/// The batching choices: the URL's name, the label in the form.
+/// The batching choices: the URL's name, the label in the form. `static` and `continuous`
+/// are the crate's own names ([`Batching`]'s `Display`); `chunked` is chunked prefill at the
+/// form's own token budget, which the crate writes `chunked:BUDGET`.
 pub const BATCHINGS: [(&str, &str); 3] = [
     ("static", "Static (request-level) batching"),
     ("continuous", "Continuous batching (paged KV cache)"),
@@ -169,34 +216,6 @@ impl CapacityForm {
         ]
     }
 
-    /// The form from the URL's pairs: each valid value is taken; a malformed one keeps the
-    /// default and gives a sentence.
-    pub fn from_pairs(pairs: &[(String, String)]) -> (CapacityForm, Vec<String>) {
-        let mut messages = Vec::new();
-        let texts = FIELDS.map(|spec| {
-            if let Some((_, text)) = pairs.iter().find(|(k, _)| k == spec.key) {
-                match (spec.check)(text) {
-                    Ok(()) => return text.clone(),
-                    Err(why) => messages.push(format!(
-                        "The link's {}: {why} Using the default, {}.",
-                        spec.key, spec.default
-                    )),
-                }
-            }
-            spec.default.to_string()
-        });
-        (CapacityForm::from_texts(texts), messages)
-    }
-
-    /// The pairs to write to the URL: every field, trimmed.
-    pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        FIELDS
-            .iter()
-            .zip(self.texts())
-            .map(|(spec, text)| (spec.key, text.trim().to_string()))
-            .collect()
-    }
-
     /// Whether the batching choice `name` (see [`BATCHINGS`]) is ticked.
     pub fn has_batching(&self, name: &str) -> bool {
         self.batchings
@@ -213,112 +232,189 @@ impl CapacityForm {
             .collect::<Vec<_>>()
             .join(",")
     }
+}
 
-    /// The plan's inputs, or one sentence per bad field. `last_known_good` is the plan to
-    /// degrade to before the baseline.
-    pub fn inputs(&self, last_known_good: Option<NamedPolicy>) -> Result<PlanInputs, Vec<String>> {
-        let mut errors = Vec::new();
-        let hw = keep(&mut errors, hardware(&self.hardware));
-        let model = keep(&mut errors, model(&self.model));
-        let weights = keep(&mut errors, weights(&self.weights));
-        let spec = keep(&mut errors, trace(&self.trace));
-        let requests = keep(&mut errors, requests(&self.requests));
-        let rate = keep(
-            &mut errors,
-            positive(&self.rate, "The arrival rate (requests/s)"),
-        );
-        let batching_names = keep(&mut errors, batching_names(&self.batchings));
-        let chunk = keep(
-            &mut errors,
-            count(&self.chunk_budget, "The chunked-prefill token budget"),
-        );
-        let seqs = keep(&mut errors, sequences(&self.max_sequences));
-        let loads = keep(&mut errors, loads(&self.loads));
-        let ttft = keep(
-            &mut errors,
-            positive(&self.ttft_ms, "The p99 TTFT SLO (ms)"),
-        );
-        let tpot = keep(
-            &mut errors,
-            positive(&self.tpot_ms, "The p99 time-per-output-token SLO (ms)"),
-        );
-        let floor = keep(
-            &mut errors,
-            non_negative(&self.floor_pct, "The quality floor (%)"),
-        );
-        let (
-            Some(hw),
-            Some(model),
-            Some(weights),
-            Some(mut spec),
-            Some(requests),
-            Some(rate),
-            Some(batching_names),
-            Some(chunk),
-            Some(seqs),
-            Some(loads),
-            Some(ttft),
-            Some(tpot),
-            Some(floor),
-        ) = (
-            hw,
-            model,
-            weights,
-            spec,
-            requests,
-            rate,
-            batching_names,
-            chunk,
-            seqs,
-            loads,
-            ttft,
-            tpot,
-            floor,
-        )
-        else {
-            return Err(errors);
-        };
-        let batchings: Vec<Batching> = batching_names
-            .iter()
-            .map(|name| match *name {
-                "static" => Batching::Static,
-                "continuous" => Batching::Continuous,
-                _ => Batching::ChunkedPrefill {
-                    token_budget: chunk,
-                },
-            })
-            .collect();
-        let points = (loads.len() * batchings.len() * seqs.len() * weights.len()) as u64;
-        if points * requests > MAX_WORK {
-            return Err(vec![format!(
-                "The sweep would simulate {points} configurations of {requests} requests, {} requests in all; the lab stops at {} so that the page stays responsive. Lower the request count or sweep fewer settings (decode-lab's capacity command has no such limit).",
-                points * requests,
-                MAX_WORK
-            )]);
+impl Form for CapacityForm {
+    type Checked = PlanInputs;
+
+    /// The form a URL's pairs ask for: each key's text goes into its field as it is, for the
+    /// check to report at the field if it does not read. The selects and the batching boxes
+    /// hold only the names they offer, so another name is a problem of that field, which
+    /// keeps its default.
+    fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> (CapacityForm, Problems) {
+        let defaults = FIELDS.map(|f| f.default.to_string());
+        let mut form =
+            CapacityForm::from_texts(texts_from_pairs(FIELDS.map(|f| f.key), defaults, pairs));
+        let mut problems = Problems::default();
+        for (text, spec, options) in [
+            (&mut form.hardware, &field::HARDWARE, hardware_options()),
+            (&mut form.model, &field::MODEL, model_options()),
+            (&mut form.weights, &field::WEIGHTS, weight_options()),
+            (&mut form.trace, &field::TRACE, trace_options()),
+        ] {
+            let names: Vec<&str> = options.iter().map(|(v, _)| v.as_str()).collect();
+            let asked = text.trim().to_string();
+            *text = if names.contains(&asked.as_str()) {
+                asked
+            } else {
+                problems.add(spec.id, not_offered(spec, &asked, &names));
+                spec.default.to_string()
+            };
         }
-        spec.requests = requests;
-        spec.arrivals.set_mean_rate(rate);
-        let quality = QualityProfile::tiny();
-        Ok(PlanInputs {
-            calibration: Calibration::measured_for(&hw, &model),
-            hardware: hw,
-            model,
-            quality_floors: quality.floors_within(floor / 100.0),
-            quality,
-            trace: TraceSource::Generated { spec },
-            slo: Slo {
-                ttft_p99_s: ttft / 1e3,
-                tpot_p99_s: tpot / 1e3,
-            },
-            sweep: Sweep {
-                load_scales: loads,
-                batchings,
-                max_sequences: seqs,
-                weights,
-                block_size: 16,
-            },
-            baseline: NamedPolicy::baseline(),
-            last_known_good,
+        let offered = BATCHINGS.map(|(name, _)| name);
+        let unknown = form
+            .batchings
+            .split(',')
+            .map(str::trim)
+            .find(|b| !b.is_empty() && !offered.iter().any(|n| n.eq_ignore_ascii_case(b)));
+        if let Some(unknown) = unknown {
+            let spec = &field::BATCHINGS;
+            problems.add(spec.id, not_offered(spec, unknown, &offered));
+            form.batchings = spec.default.to_string();
+        }
+        (form, problems)
+    }
+
+    /// The pairs to write to the URL, every field trimmed.
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
+        pairs_from_texts(FIELDS.map(|f| f.key), self.texts())
+    }
+
+    /// The plan's inputs, or every field's problem. Each field is read on its own; then
+    /// the trace is held to the crate's rules with its rate and request count (a problem of
+    /// the rate: the request count is within the lab's bound), and the sweep to the lab's
+    /// [`MAX_WORK`] (a problem of the request count, the field that scales it most simply).
+    fn check(&self) -> Result<PlanInputs, Problems> {
+        let mut problems = Problems::default();
+        let hardware = problems.field(
+            field::HARDWARE.id,
+            preset(HardwareProfile::preset(self.hardware.trim())),
+        );
+        let model = problems.field(
+            field::MODEL.id,
+            preset(ModelProfile::preset(self.model.trim())),
+        );
+        let weights = problems.field(
+            field::WEIGHTS.id,
+            weight_paths(&self.weights, field::WEIGHTS.name),
+        );
+        let spec = problems.field(
+            field::TRACE.id,
+            preset(TraceSpec::preset(self.trace.trim())),
+        );
+        let requests = problems.field(
+            field::REQUESTS.id,
+            request_count(&self.requests, field::REQUESTS.name),
+        );
+        let rate = problems.field(
+            field::RATE.id,
+            number_in(
+                &self.rate,
+                field::RATE.name,
+                MIN_RATE_PER_S..=MAX_RATE_PER_S,
+            ),
+        );
+        let names = problems.field(field::BATCHINGS.id, batching_names(&self.batchings));
+        let chunk = problems.field(
+            field::CHUNK.id,
+            count(&self.chunk_budget, field::CHUNK.name),
+        );
+        let seqs = problems.field(
+            field::SEQUENCES.id,
+            list(&self.max_sequences, field::SEQUENCES.name, |t| {
+                count(t, "Batch limit (sequences)")
+            }),
+        );
+        let loads = problems.field(
+            field::LOADS.id,
+            list(&self.loads, field::LOADS.name, |t| {
+                number_in(t, "Load scale", MIN_LOAD_SCALE..=MAX_LOAD_SCALE)
+            }),
+        );
+        let ttft_s = problems.field(
+            field::TTFT.id,
+            slo_seconds(&self.ttft_ms, field::TTFT.name, |s| Slo {
+                ttft_p99_s: s,
+                tpot_p99_s: MIN_SLO_S,
+            }),
+        );
+        let tpot_s = problems.field(
+            field::TPOT.id,
+            slo_seconds(&self.tpot_ms, field::TPOT.name, |s| Slo {
+                ttft_p99_s: MIN_SLO_S,
+                tpot_p99_s: s,
+            }),
+        );
+        let floor_pct = problems.field(
+            field::FLOOR.id,
+            number_in(&self.floor_pct, field::FLOOR.name, 0.0..),
+        );
+
+        let spec = match (spec, requests, rate) {
+            (Some(mut spec), Some(requests), Some(rate)) => {
+                spec.requests = requests;
+                spec.arrivals.set_mean_rate(rate);
+                problems.field(
+                    field::RATE.id,
+                    spec.validate()
+                        .map(|()| spec)
+                        .map_err(|e| sentence(e.to_string())),
+                )
+            }
+            _ => None,
+        };
+        let batchings: Option<Vec<Batching>> = match (names, chunk) {
+            (Some(names), Some(token_budget)) => problems.field(
+                field::BATCHINGS.id,
+                names
+                    .iter()
+                    .map(|name| batching_named(name, token_budget))
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| sentence(e.to_string())),
+            ),
+            _ => None,
+        };
+        if let (Some(l), Some(b), Some(s), Some(w), Some(r)) =
+            (&loads, &batchings, &seqs, &weights, requests)
+        {
+            let points = (l.len() * b.len() * s.len() * w.len()) as u64;
+            if points * r > MAX_WORK {
+                let message = format!(
+                    "The sweep would simulate {points} configurations of {r} requests, {} \
+                     requests in all; the lab stops at {MAX_WORK} so that the page stays \
+                     responsive. Lower the request count or sweep fewer settings \
+                     (decode-lab's capacity command has no such limit).",
+                    points * r
+                );
+                problems.add(field::REQUESTS.id, message);
+            }
+        }
+        problems.or(|| {
+            let (hardware, model) = (hardware?, model?);
+            let quality = QualityProfile::tiny();
+            Some(PlanInputs {
+                calibration: Calibration::measured_for(&hardware, &model),
+                hardware,
+                model,
+                quality_floors: quality.floors_within(floor_pct? / 100.0),
+                quality,
+                trace: TraceSource::Generated { spec: spec? },
+                slo: Slo {
+                    ttft_p99_s: ttft_s?,
+                    tpot_p99_s: tpot_s?,
+                },
+                sweep: Sweep {
+                    load_scales: loads?,
+                    batchings: batchings?,
+                    max_sequences: seqs?,
+                    weights: weights?,
+                    block_size: 16,
+                },
+                baseline: NamedPolicy::baseline(),
+                last_known_good: None,
+            })
         })
     }
 }
@@ -329,71 +425,67 @@ impl Default for CapacityForm {
     }
 }
 
-fn keep<T>(errors: &mut Vec<String>, result: Result<T, String>) -> Option<T> {
-    result.map_err(|e| errors.push(e)).ok()
+/// What a URL asked of a select (or the batching boxes) that it does not offer.
+fn not_offered(spec: &FieldSpec, asked: &str, names: &[&str]) -> String {
+    let names = match names {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+    };
+    format!(
+        "The URL asks for {} \"{asked}\", which is not one of {names}; using {}.",
+        spec.name, spec.default
+    )
 }
 
-fn hardware(text: &str) -> Result<HardwareProfile, String> {
-    HardwareProfile::preset(text.trim()).map_err(|e| sentence(&e.to_string()))
+/// A preset the crate looked up, or its error (which lists the known names) as a sentence.
+fn preset<T>(found: Result<T, CapacityError>) -> Result<T, String> {
+    found.map_err(|e| sentence(e.to_string()))
 }
 
-fn model(text: &str) -> Result<ModelProfile, String> {
-    ModelProfile::preset(text.trim()).map_err(|e| sentence(&e.to_string()))
-}
-
-fn trace(text: &str) -> Result<TraceSpec, String> {
-    TraceSpec::preset(text.trim()).map_err(|e| sentence(&e.to_string()))
-}
-
-fn weights(text: &str) -> Result<Vec<WeightPath>, String> {
+/// `both`, the lab's name for sweeping both paths, or one of the crate's weight paths.
+fn weight_paths(text: &str, name: &str) -> Result<Vec<WeightPath>, String> {
     match text.trim() {
         "both" => Ok(vec![WeightPath::Full, WeightPath::Int8]),
-        other => other
-            .parse()
-            .map(|w| vec![w])
-            .map_err(|_| format!("The weight path \"{other}\" is not both, full or int8.")),
+        other => other.parse().map(|w| vec![w]).map_err(|_| {
+            format!(
+                "The {name} must be both, {}, but they are \"{other}\".",
+                WeightPath::EXPECTED
+            )
+        }),
     }
 }
 
-fn requests(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    match t.replace('_', "").parse::<u64>() {
-        Ok(n) if (1..=MAX_REQUESTS).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "The request count \"{t}\" is not a whole number from 1 to {MAX_REQUESTS}."
-        )),
-    }
+/// The request count, within the lab's bound; its digits may be grouped with underscores
+/// as Rust writes them ("20_000"), as the panel has always read them.
+fn request_count(text: &str, name: &str) -> Result<u64, String> {
+    whole_in(&text.trim().replace('_', ""), name, 1, MAX_REQUESTS)
+        // The message quotes the text as it was typed.
+        .or_else(|_| whole_in(text, name, 1, MAX_REQUESTS))
 }
 
-fn count(text: &str, what: &str) -> Result<u32, String> {
-    let t = text.trim();
-    match t.parse::<u32>() {
-        Ok(n) if n >= 1 => Ok(n),
-        _ => Err(format!(
-            "{what} \"{t}\" is not a whole number of at least 1."
-        )),
-    }
+/// A count the crate holds in a u32 (a batch limit, a token budget): a whole number of at
+/// least 1, since with none no request is ever admitted.
+fn count(text: &str, name: &str) -> Result<u32, String> {
+    // Within u32's range, so the conversion is exact.
+    whole_in(text, name, 1, u32::MAX.into()).map(|n| n as u32)
 }
 
-fn number(text: &str, what: &str, ok: fn(f64) -> bool, expected: &str) -> Result<f64, String> {
-    let t = text.trim();
-    match t.parse::<f64>() {
-        Ok(x) if x.is_finite() && ok(x) => Ok(x),
-        _ => Err(format!("{what} \"{t}\" is not {expected}.")),
-    }
+/// A p99 SLO typed in milliseconds, as seconds: a number above zero, then within the
+/// crate's range ([`Slo::validate`] of the `Slo` that `slo` makes of it).
+fn slo_seconds(text: &str, name: &str, slo: impl Fn(f64) -> Slo) -> Result<f64, String> {
+    let above_zero = (Bound::Excluded(0.0), Bound::Unbounded);
+    let seconds = number_in(text, name, above_zero)? / 1e3;
+    slo(seconds)
+        .validate()
+        .map(|()| seconds)
+        .map_err(|e| sentence(e.to_string()))
 }
 
-fn positive(text: &str, what: &str) -> Result<f64, String> {
-    number(text, what, |x| x > 0.0, "a number above 0")
-}
-
-fn non_negative(text: &str, what: &str) -> Result<f64, String> {
-    number(text, what, |x| x >= 0.0, "a number at or above 0")
-}
-
+/// A comma list of 1 to [`MAX_LIST`] values, each read by `item`; every bad value is named.
 fn list<T>(
     text: &str,
-    what: &str,
+    name: &str,
     item: impl Fn(&str) -> Result<T, String>,
 ) -> Result<Vec<T>, String> {
     let items: Vec<&str> = text
@@ -403,23 +495,26 @@ fn list<T>(
         .collect();
     if items.is_empty() || items.len() > MAX_LIST {
         return Err(format!(
-            "{what} \"{}\" needs 1 to {MAX_LIST} comma-separated values.",
+            "{name} must be 1 to {MAX_LIST} comma-separated values, but they are \"{}\".",
             text.trim()
         ));
     }
-    items.into_iter().map(item).collect()
+    let mut values = Vec::new();
+    let mut wrong = Vec::new();
+    for t in items {
+        match item(t) {
+            Ok(v) => values.push(v),
+            Err(e) => wrong.push(e),
+        }
+    }
+    if wrong.is_empty() {
+        Ok(values)
+    } else {
+        Err(wrong.join(" "))
+    }
 }
 
-fn sequences(text: &str) -> Result<Vec<u32>, String> {
-    list(text, "The batch limits", |t| {
-        count(t, "The batch limit (sequences)")
-    })
-}
-
-fn loads(text: &str) -> Result<Vec<f64>, String> {
-    list(text, "The load scales", |t| positive(t, "The load scale"))
-}
-
+/// The ticked batchings, as [`BATCHINGS`]' names, each once.
 fn batching_names(text: &str) -> Result<Vec<&'static str>, String> {
     let mut names = Vec::new();
     for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -428,7 +523,7 @@ fn batching_names(text: &str) -> Result<Vec<&'static str>, String> {
             Some(_) => {}
             None => {
                 return Err(format!(
-                    "The batching \"{item}\" is not static, continuous or chunked."
+                    "The batching \"{item}\" is not one of static, continuous or chunked."
                 ))
             }
         }
@@ -439,20 +534,15 @@ fn batching_names(text: &str) -> Result<Vec<&'static str>, String> {
     Ok(names)
 }
 
-/// The crate's message as a sentence: a capital first letter and a full stop.
-pub fn sentence(text: &str) -> String {
-    let mut chars = text.chars();
-    let mut out: String = chars
-        .next()
-        .map(|c| c.to_uppercase().chain(chars).collect())
-        .unwrap_or_default();
-    if !out.ends_with('.') {
-        out.push('.');
+/// The crate's batching for one of [`BATCHINGS`]' names: `chunked` at the form's token
+/// budget, the others by the crate's own names.
+fn batching_named(name: &str, token_budget: u32) -> Result<Batching, CapacityError> {
+    match name {
+        "chunked" => Ok(Batching::ChunkedPrefill { token_budget }),
+        other => other.parse(),
     }
-    out
 }
 
-/// Four significant figures, plain for everyday magnitudes: the report's own formatter.
 pub use capacity::figure;
 
 /// [`figure`] without trailing zeros: "50", "0.5", for axis labels and SLOs.
@@ -515,15 +605,42 @@ pub struct PlanView {
 pub const CHART_WIDTH: f64 = 560.0;
 pub const CHART_HEIGHT: f64 = 300.0;
 
-/// Runs the plan the form describes.
+/// Runs the plan the form describes, degrading to `last_known_good` before the baseline;
+/// or every field's problem; or the problem the plan itself finds ([`plan_problem`]).
 pub fn plan(
     form: &CapacityForm,
     last_known_good: Option<NamedPolicy>,
-) -> Result<PlanView, Vec<String>> {
-    let inputs = form.inputs(last_known_good)?;
-    let report = Plan::run(&inputs)
-        .map_err(|e| vec![format!("The plan cannot run: {}", sentence(&e.to_string()))])?;
+) -> Result<PlanView, Problems> {
+    let inputs = PlanInputs {
+        last_known_good,
+        ..form.check()?
+    };
+    let report = Plan::run(&inputs).map_err(|e| plan_problem(&e))?;
     Ok(view(report))
+}
+
+/// An error of [`Plan::run`] on checked inputs, as a problem of the field it comes from.
+pub fn plan_problem(error: &CapacityError) -> Problems {
+    Problems::one(
+        field_of(error),
+        format!("The plan cannot run: {}", sentence(error.to_string())),
+    )
+}
+
+/// The field whose value a plan's error comes from; the Plan button when no one field does.
+fn field_of(error: &CapacityError) -> &'static str {
+    match error {
+        CapacityError::NoArrivalRate { .. }
+        | CapacityError::EmptyTrace
+        | CapacityError::TooManyRequests { .. }
+        | CapacityError::TooMuchWork { .. } => field::REQUESTS.id,
+        CapacityError::RateTooHigh { .. } => field::RATE.id,
+        CapacityError::WeightsTooLarge { .. } | CapacityError::KvTooSmall { .. } => {
+            field::HARDWARE.id
+        }
+        CapacityError::RequestTooLong { .. } => field::MODEL.id,
+        _ => PLAN_ID,
+    }
 }
 
 /// The chart's rows and frame from a report; the same rows make the table.
@@ -852,9 +969,11 @@ pub fn file_name(report: &PlanReport, extension: &str) -> String {
 mod tests {
     use super::*;
 
-    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
-        list.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+    /// Each problem as (field, message), in the form's order.
+    fn named(problems: &Problems) -> Vec<(&str, &str)> {
+        problems
+            .iter()
+            .map(|p| (p.field, p.message.as_str()))
             .collect()
     }
 
@@ -927,7 +1046,7 @@ mod tests {
         if let TraceSource::Generated { spec } = &mut expected.trace {
             spec.requests = 2000;
         }
-        assert_eq!(CapacityForm::default().inputs(None).unwrap(), expected);
+        assert_eq!(CapacityForm::default().check().unwrap(), expected);
     }
 
     #[test]
@@ -958,7 +1077,7 @@ mod tests {
     }
 
     #[test]
-    fn url_values_round_trip_and_malformed_ones_keep_the_default() {
+    fn url_values_round_trip_and_bad_ones_are_named_at_their_fields() {
         let form = CapacityForm {
             hardware: "h100-sxm".into(),
             model: "llama-3-8b".into(),
@@ -968,54 +1087,146 @@ mod tests {
             max_sequences: "8, 32".into(),
             ..small()
         };
-        let written = form.pairs();
+        let written = form.to_pairs();
         assert!(written.iter().all(|(k, _)| k.starts_with("cap_")));
-        let back: Vec<(String, String)> = written
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
-        assert_eq!(CapacityForm::from_pairs(&back), (form, Vec::new()));
+        let back = CapacityForm::from_pairs(written.iter().map(|(k, v)| (*k, v.as_str())));
+        assert_eq!(back, (form, Problems::default()));
 
-        let (read, messages) = CapacityForm::from_pairs(&pairs(&[
+        let (read, url) = CapacityForm::from_pairs([
+            ("panel", "capacity"),
             ("cap_hw", "tpu"),
             ("cap_n", "lots"),
             ("cap_seqs", "4,,x"),
             ("cap_batching", "dynamic"),
             ("cap_ttft", "-3"),
             ("cap_rate", "400"),
-        ]));
-        assert_eq!(read.hardware, "lab-cpu");
-        assert_eq!(read.requests, "2000");
-        assert_eq!(read.rate, "400");
-        assert_eq!(messages.len(), 5, "{messages:?}");
-        assert!(messages[0].contains("\"tpu\"") && messages[0].contains("a100-80gb"));
-        assert!(messages[1].contains("\"lots\"") && messages[1].contains("2000"));
-        assert!(messages.iter().all(|m| m.starts_with("The link's cap_")));
+            ("cap_model", " l4 "),
+        ]);
+        // The selects and boxes keep their defaults and name what the URL asked for ...
+        assert_eq!(
+            (read.hardware.as_str(), read.model.as_str()),
+            ("lab-cpu", "decode-lab-tiny-v1")
+        );
+        assert_eq!(read.batchings, "static,continuous,chunked");
+        assert_eq!(
+            named(&url),
+            [
+                ("cap-hw", "The URL asks for hardware \"tpu\", which is not one of a100-80gb, h100-sxm, h200, l4 or lab-cpu; using lab-cpu."),
+                ("cap-model", "The URL asks for model \"l4\", which is not one of decode-lab-tiny-v1, llama-2-7b, llama-2-13b, llama-3-8b or mistral-7b; using decode-lab-tiny-v1."),
+                ("cap-batchings", "The URL asks for batching \"dynamic\", which is not one of static, continuous or chunked; using static,continuous,chunked."),
+            ]
+        );
+        // ... and the typed fields keep the URL's text, for the check to name at the field.
+        assert_eq!(
+            (read.requests.as_str(), read.rate.as_str()),
+            ("lots", "400")
+        );
+        assert_eq!(
+            named(&read.check().unwrap_err()),
+            [
+                ("cap-n", "Requests in the trace must be a whole number from 1 to 20000, but it is \"lots\"."),
+                ("cap-seqs", "Batch limit (sequences) must be a whole number from 1 to 4294967295, but it is \"x\"."),
+                ("cap-ttft", "SLO: p99 time to first token (ms) must be a number greater than 0, but it is \"-3\"."),
+            ]
+        );
+    }
+
+    /// A URL with three bad capacity values names all three, each at its own field.
+    #[test]
+    fn every_bad_value_of_a_url_is_named() {
+        let (form, url) = CapacityForm::from_pairs([
+            ("panel", "capacity"),
+            ("cap_rate", "fast"),
+            ("cap_loads", "1, 0"),
+            ("cap_floor", "-1"),
+        ]);
+        assert!(url.is_empty());
+        let problems = form.check().unwrap_err();
+        assert_eq!(
+            named(&problems),
+            [
+                ("cap-rate", "Arrival rate (requests/s) must be a number from 0.000001 to 1000000000, but it is \"fast\"."),
+                ("cap-loads", "Load scale must be a number from 0.000001 to 1000000, but it is \"0\"."),
+                ("cap-floor", "Quality floor (%) must be a number of at least 0, but it is \"-1\"."),
+            ]
+        );
+        assert!(matches!(plan(&form, None), Err(p) if p == problems));
     }
 
     #[test]
     fn bad_fields_are_sentences_naming_the_value() {
         let form = CapacityForm {
             requests: "0".into(),
-            loads: "1, fast".into(),
+            loads: "1, fast, -2".into(),
             tpot_ms: "NaN".into(),
             batchings: String::new(),
+            chunk_budget: "0".into(),
+            max_sequences: "1,2,3,4,5,6,7,8,9".into(),
+            weights: "half".into(),
             ..CapacityForm::default()
         };
-        let errors = form.inputs(None).unwrap_err();
-        assert_eq!(errors.len(), 4, "{errors:?}");
-        assert!(errors[0].contains("\"0\""), "{errors:?}");
-        assert!(errors.iter().any(|e| e.contains("\"fast\"")), "{errors:?}");
-        assert!(errors.iter().any(|e| e.contains("\"NaN\"")), "{errors:?}");
-        assert!(errors.iter().any(|e| e.contains("at least one batching")));
+        assert_eq!(
+            named(&form.check().unwrap_err()),
+            [
+                ("cap-weights", "The weight paths must be both, full or int8, but they are \"half\"."),
+                ("cap-n", "Requests in the trace must be a whole number from 1 to 20000, but it is \"0\"."),
+                ("cap-batchings", "Choose at least one batching to sweep."),
+                ("cap-chunk", "Chunked prefill's tokens per iteration must be a whole number from 1 to 4294967295, but it is \"0\"."),
+                ("cap-seqs", "Batch limits must be 1 to 8 comma-separated values, but they are \"1,2,3,4,5,6,7,8,9\"."),
+                ("cap-loads", "Load scale must be a number from 0.000001 to 1000000, but it is \"fast\". Load scale must be a number from 0.000001 to 1000000, but it is \"-2\"."),
+                ("cap-tpot", "SLO: p99 time per output token (ms) must be a number greater than 0, but it is \"NaN\"."),
+            ]
+        );
+
+        // The crate's own bounds, beyond what the form reads: an SLO past its range, a
+        // bursty trace too slow to burst, presets it does not know.
+        let form = CapacityForm {
+            ttft_ms: "1e13".into(),
+            trace: "bursty".into(),
+            rate: "0.000001".into(),
+            hardware: "tpu".into(),
+            ..CapacityForm::default()
+        };
+        let problems = form.check().unwrap_err();
+        let fields: Vec<_> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["cap-hw", "cap-ttft", "cap-rate"]);
+        assert!(problems
+            .of("cap-hw")
+            .unwrap()
+            .starts_with("Unknown hardware preset \"tpu\"; known: a100-80gb"));
+        assert!(problems
+            .of("cap-ttft")
+            .unwrap()
+            .starts_with("P99 TTFT SLO (s) must lie in"));
+        assert!(problems
+            .of("cap-rate")
+            .unwrap()
+            .starts_with("Arrivals per burst cycle"));
+
+        // Digits grouped as Rust writes them read; a bad one is quoted as typed.
+        let grouped = CapacityForm {
+            requests: "2_000".into(),
+            ..CapacityForm::default()
+        };
+        assert_eq!(grouped.check(), CapacityForm::default().check());
+        let e = CapacityForm {
+            requests: "20_001".into(),
+            ..CapacityForm::default()
+        }
+        .check()
+        .unwrap_err();
+        assert_eq!(named(&e), [("cap-n", "Requests in the trace must be a whole number from 1 to 20000, but it is \"20_001\".")]);
 
         let too_much = CapacityForm {
             requests: "20000".into(),
             ..CapacityForm::default()
         };
-        let e = too_much.inputs(None).unwrap_err();
+        let e = too_much.check().unwrap_err();
+        assert_eq!(e.len(), 1);
         assert!(
-            e[0].contains("120 configurations of 20000 requests"),
+            e.of("cap-n")
+                .unwrap()
+                .contains("120 configurations of 20000 requests"),
             "{e:?}"
         );
     }
@@ -1049,7 +1260,7 @@ mod tests {
         };
         let e = plan(&strict, None).unwrap_err();
         assert!(
-            e[0].starts_with(
+            e.of("cap-hw").unwrap().starts_with(
                 "The plan cannot run: The llama-2-13b full weights need 26000000000 bytes"
             ),
             "{e:?}"
@@ -1065,7 +1276,7 @@ mod tests {
             ..CapacityForm::default()
         };
         let e = plan(&one, None).unwrap_err();
-        assert!(e[0].contains("no arrival rate"), "{e:?}");
+        assert!(e.of("cap-n").unwrap().contains("no arrival rate"), "{e:?}");
         let form = CapacityForm {
             loads: "0.001".into(),
             ..CapacityForm::default()
@@ -1087,6 +1298,55 @@ mod tests {
         assert_eq!(figure(0.000_123_45), "0.0001234");
         assert_eq!(seconds(0.05), "50 ms");
         assert_eq!(seconds(2.5e-4), "250 µs");
-        assert_eq!(sentence("unknown x"), "Unknown x.");
+    }
+
+    /// A plan's error points at the field to change, or at the Plan button.
+    #[test]
+    fn a_plans_error_is_a_problem_of_its_field() {
+        let at = |e: CapacityError| {
+            let problems = plan_problem(&e);
+            assert!(problems
+                .iter()
+                .all(|p| p.message.starts_with("The plan cannot run: ")));
+            problems.iter().map(|p| p.field).collect::<Vec<_>>()
+        };
+        assert_eq!(at(CapacityError::EmptyTrace), ["cap-n"]);
+        let fast = CapacityError::RateTooHigh {
+            what: "the trace's arrival rate".into(),
+            rate: 1e13,
+            limit: 1e12,
+        };
+        assert_eq!(at(fast), ["cap-rate"]);
+        let long = CapacityError::RequestTooLong {
+            request: 0,
+            tokens: 300,
+            context_len: 256,
+        };
+        assert_eq!(at(long), ["cap-model"]);
+        let small = CapacityError::KvTooSmall {
+            needed_blocks: 2,
+            available_blocks: 1,
+        };
+        assert_eq!(at(small), ["cap-hw"]);
+        let floor = CapacityError::Quality {
+            reason: "two floors name slice \"en\"".into(),
+        };
+        assert_eq!(at(floor), [PLAN_ID]);
+    }
+
+    /// The boxes' `static` and `continuous` are the crate's names, which it reads back.
+    #[test]
+    fn the_batching_names_are_the_crates() {
+        for (name, _) in BATCHINGS {
+            let batching = batching_named(name, 64).unwrap();
+            assert_eq!(batching_named(&batching.to_string(), 64), Ok(batching));
+        }
+        assert_eq!(Batching::Static.to_string(), BATCHINGS[0].0);
+        assert_eq!(Batching::Continuous.to_string(), BATCHINGS[1].0);
+        assert_eq!(
+            batching_named("chunked", 64),
+            Ok(Batching::ChunkedPrefill { token_budget: 64 })
+        );
+        assert!(batching_named("dynamic", 64).is_err());
     }
 }
