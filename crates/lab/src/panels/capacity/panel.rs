@@ -2,7 +2,9 @@
 //! in; on "Plan", the sweep as a throughput-against-p99-TTFT chart with its table mirror,
 //! the release decision in words, the report's four parts and its downloads. The fields are
 //! checked as they change, each problem marked at its field and listed above the results.
-//! The logic and the URL keys are in [`crate::panels::capacity::view_model`].
+//! The logic and the URL keys are in [`crate::panels::capacity::view_model`]. The plan runs
+//! on the page's thread, after a frame has painted "Planning…" (a requestAnimationFrame,
+//! then a timeout), and the status line reports the browser's own time for it.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,6 +2,13 @@
 //! WebGPU (or the CPU reference), with the backend named, every step listed and the run
 //! record shown. It only draws and sends: [`crate::panels::generate::view_model`] checks the
 //! form, and [`RunState`] holds the run and follows the worker's events.
+//!
+//! It shows the backend status line (`data-backend`, and the fallback's reason in words), a
+//! progress bar while a model file downloads, the streamed tokens shaded and underlined by
+//! probability band (solid from 0.5, dashed from 0.2, dotted below), each focusable with its
+//! top five on hover or focus, a polite announcement at most every `ANNOUNCE_EVERY_MS`, the
+//! latency chart and the steps table, and the record's Replay, JSON and JSONL export and
+//! import.
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
