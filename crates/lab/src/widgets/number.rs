@@ -6,6 +6,8 @@
 
 use std::ops::{Bound, RangeBounds};
 
+use policy::Policy;
+
 /// `text` as a finite number.
 pub fn number(text: &str, label: &str) -> Result<f64, String> {
     let t = text.trim();
@@ -64,6 +66,19 @@ pub fn whole_in(text: &str, label: &str, min: u64, max: u64) -> Result<u64, Stri
             "{label} must be a whole number from {min} to {max}, but it is \"{t}\"."
         )),
     }
+}
+
+/// `text` as a decoding-policy parameter: a number that the policy core's own rule for it
+/// accepts (`Policy::validate` on a default policy with only that parameter `set`), so no
+/// panel states a range of its own.
+pub fn policy_number(text: &str, label: &str, set: fn(&mut Policy, f64)) -> Result<f64, String> {
+    let value = number(text, label)?;
+    let mut policy = Policy::default();
+    set(&mut policy, value);
+    policy
+        .validate(usize::MAX)
+        .map(|()| value)
+        .map_err(|e| sentence(e.to_string()))
 }
 
 /// A message from a domain crate as a sentence: capitalised, ending in one full stop.

@@ -8,7 +8,7 @@ use policy::{
 };
 
 use crate::widgets::form::{Form, Problems};
-use crate::widgets::number::{number, sentence, whole_in};
+use crate::widgets::number::{policy_number, whole, whole_in};
 use crate::worker::protocol::GenerateRequest;
 
 /// The Generate form, as the learner typed it (or as the URL gave it).
@@ -139,37 +139,26 @@ impl Form for GenerateForm {
             "gen-max",
             whole_in(&self.max_tokens, "Max new tokens", 1, u64::MAX),
         );
-        // Each range is the policy core's own, checked on a policy with that one field set.
-        let mut policy_field =
-            |field: &'static str, label: &str, text: &str, set: fn(&mut Policy, f64)| {
-                problems.field(
-                    field,
-                    number(text, label).and_then(|value| {
-                        let mut policy = Policy::default();
-                        set(&mut policy, value);
-                        policy
-                            .validate(usize::MAX)
-                            .map(|()| value)
-                            .map_err(|e| sentence(e.to_string()))
-                    }),
-                )
-            };
-        let temperature = policy_field(
+        let temperature = problems.field(
             "gen-temperature",
-            "Temperature",
-            &self.temperature,
-            |p, v| p.temperature = v,
+            policy_number(&self.temperature, "Temperature", |p, v| p.temperature = v),
         );
-        let top_p = policy_field("gen-top-p", "Top-p", &self.top_p, |p, v| p.top_p = v);
-        let min_p = policy_field("gen-min-p", "Min-p", &self.min_p, |p, v| p.min_p = v);
-        let repetition_penalty = policy_field(
+        let top_p = problems.field(
+            "gen-top-p",
+            policy_number(&self.top_p, "Top-p", |p, v| p.top_p = v),
+        );
+        let min_p = problems.field(
+            "gen-min-p",
+            policy_number(&self.min_p, "Min-p", |p, v| p.min_p = v),
+        );
+        let repetition_penalty = problems.field(
             "gen-repetition",
-            "Repetition penalty",
-            &self.repetition_penalty,
-            |p, v| p.repetition_penalty = v,
+            policy_number(&self.repetition_penalty, "Repetition penalty", |p, v| {
+                p.repetition_penalty = v
+            }),
         );
-        let top_k = problems.field("gen-top-k", whole_in(&self.top_k, "Top-k", 0, u64::MAX));
-        let seed = problems.field("gen-seed", whole_in(&self.seed, "Seed", 0, u64::MAX));
+        let top_k = problems.field("gen-top-k", whole(&self.top_k, "Top-k"));
+        let seed = problems.field("gen-seed", whole(&self.seed, "Seed"));
         let stop_tokens = problems.field("gen-stop-tokens", stop_tokens(&self.stop_tokens));
         let (panics, gpu_faults): (Vec<&str>, Vec<&str>) = self
             .fault

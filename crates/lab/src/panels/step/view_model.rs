@@ -10,7 +10,7 @@ use policy::chapter::{self, Argpartition};
 use policy::{NumpyRng, Policy, PolicyError, Snapshots, StageOrder, StepContext};
 
 use crate::widgets::form::{Form, Problems};
-use crate::widgets::number::{number, sentence, whole};
+use crate::widgets::number::{policy_number, sentence, whole};
 
 /// The decoding-step form, as the learner typed it.
 #[derive(Clone, Debug, PartialEq)]
@@ -108,34 +108,16 @@ impl Form for StepForm {
         let logit_bias = problems.field("bias", parse_bias(&self.bias, vocab));
         let temperature = problems.field(
             "temperature",
-            number(&self.temperature, "Temperature").and_then(|t| {
-                in_policy(Policy {
-                    temperature: t,
-                    ..Policy::default()
-                })
-                .map(|_| t)
-            }),
+            policy_number(&self.temperature, "Temperature", |p, v| p.temperature = v),
         );
         let top_k = problems.field("top-k", whole(&self.top_k, "Top-k"));
         let top_p = problems.field(
             "top-p",
-            number(&self.top_p, "Top-p").and_then(|p| {
-                in_policy(Policy {
-                    top_p: p,
-                    ..Policy::default()
-                })
-                .map(|_| p)
-            }),
+            policy_number(&self.top_p, "Top-p", |p, v| p.top_p = v),
         );
         let min_p = problems.field(
             "min-p",
-            number(&self.min_p, "Min-p").and_then(|p| {
-                in_policy(Policy {
-                    min_p: p,
-                    ..Policy::default()
-                })
-                .map(|_| p)
-            }),
+            policy_number(&self.min_p, "Min-p", |p, v| p.min_p = v),
         );
         let seed = problems.field("seed", whole(&self.seed, "Seed"));
         problems.or(|| {
@@ -163,14 +145,6 @@ pub struct StepInput {
     pub logits: Vec<f64>,
     pub policy: Policy,
     pub seed: u64,
-}
-
-/// A policy with one field set, checked by the policy core's own rule for it, so the lab
-/// states no range of its own.
-fn in_policy(policy: Policy) -> Result<(), String> {
-    policy
-        .validate(usize::MAX)
-        .map_err(|e| sentence(e.to_string()))
 }
 
 impl StepForm {
