@@ -46,6 +46,7 @@ pub fn App() -> impl IntoView {
     });
     on_cleanup(move || handle.remove());
 
+    Effect::new(move |_| crate::shell::web::set_theme(shell.with(|s| s.theme.name())));
     let open = Memo::new(move |_| (shell.with(|s| s.panel), visit.get()));
     let embed = move || shell.with(|s| s.embed);
     let table_view = move || shell.with(|s| s.table_view);

@@ -1,7 +1,9 @@
 //! All of the lab's state that lives in the URL, read and written in one place.
 //!
-//! The shell owns three keys: `panel` (which panel is open, by its slug), `embed=1` (one
-//! panel, minimal chrome, for an iframe) and `view=table` (tables first, charts hidden).
+//! The shell owns five keys: `panel` (which panel is open, by its slug), `embed=1` (one
+//! panel, minimal chrome, for an iframe), `view=table` (tables first, charts hidden),
+//! `show` (the controls a lesson varies, see [`crate::widgets::controls`]) and
+//! `theme=light|dark|auto` (`auto`, the default, follows `prefers-color-scheme`).
 //! Every other key belongs to the open panel, which reads [`pairs`] once when it is
 //! created and calls [`write`] whenever its fields change. Back and forward re-create the
 //! open panel from the URL they land on (see `app.rs`), so a panel never has to listen.
@@ -9,7 +11,7 @@
 use wasm_bindgen::JsValue;
 
 /// The keys the shell keeps when a panel writes its own.
-pub const SHELL_KEYS: [&str; 3] = ["panel", "embed", "view"];
+pub const SHELL_KEYS: [&str; 5] = ["panel", "embed", "view", "show", "theme"];
 
 /// Writes closer together than this (typing) replace the newest history entry instead of
 /// adding one, so Back undoes an edit, not a keystroke.
@@ -72,12 +74,37 @@ impl PanelId {
     }
 }
 
+/// The lab's colours: `Auto` follows the reader's `prefers-color-scheme`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Theme {
+    #[default]
+    Auto,
+    Light,
+    Dark,
+}
+
+impl Theme {
+    pub const ALL: [Theme; 3] = [Theme::Auto, Theme::Light, Theme::Dark];
+
+    /// The `theme` key's value, and the `data-theme` the style sheet reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            Theme::Auto => "auto",
+            Theme::Light => "light",
+            Theme::Dark => "dark",
+        }
+    }
+}
+
 /// The shell's reading of a query: the panel, the modes, and what it could not read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shell {
     pub panel: PanelId,
     pub embed: bool,
     pub table_view: bool,
+    /// The controls the URL's `show` names (empty: every control), as it names them.
+    pub show: Vec<String>,
+    pub theme: Theme,
     /// Sentences about shell keys that were present but not understood.
     pub problems: Vec<String>,
 }
@@ -90,6 +117,8 @@ impl Shell {
             panel: PanelId::Step,
             embed: false,
             table_view: false,
+            show: Vec::new(),
+            theme: Theme::Auto,
             problems: Vec::new(),
         };
         let (mut named, mut generate_keys) = (false, false);
@@ -124,6 +153,20 @@ impl Shell {
                         "The URL's view=\"{other}\" is not \"table\" or \"chart\"; showing charts."
                     )),
                 },
+                "show" => {
+                    shell.show = value
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|name| !name.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                }
+                "theme" => match Theme::ALL.into_iter().find(|t| t.name() == value) {
+                    Some(theme) => shell.theme = theme,
+                    None => shell.problems.push(format!(
+                        "The URL's theme=\"{value}\" is not light, dark or auto; following the system's."
+                    )),
+                },
                 _ => {}
             }
         }
@@ -141,6 +184,12 @@ impl Shell {
         }
         if self.table_view {
             pairs.push(("view", "table".to_string()));
+        }
+        if !self.show.is_empty() {
+            pairs.push(("show", self.show.join(",")));
+        }
+        if self.theme != Theme::Auto {
+            pairs.push(("theme", self.theme.name().to_string()));
         }
         pairs
     }
@@ -246,17 +295,32 @@ mod tests {
 
     #[test]
     fn shell_keys_round_trip_and_bad_values_are_named() {
-        let shell = Shell::from_pairs([("panel", "kv-cache"), ("embed", "1"), ("view", "table")]);
+        let shell = Shell::from_pairs([
+            ("panel", "kv-cache"),
+            ("embed", "1"),
+            ("view", "table"),
+            ("show", " l, b ,,"),
+            ("theme", "dark"),
+        ]);
         assert_eq!(shell.panel, PanelId::KvCache);
         assert!(shell.embed && shell.table_view && shell.problems.is_empty());
+        assert_eq!(shell.show, ["l", "b"]);
+        assert_eq!(shell.theme, Theme::Dark);
         let pairs = shell.to_pairs();
         let back = Shell::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
         assert_eq!(back, shell);
 
-        let odd = Shell::from_pairs([("panel", "nope"), ("embed", "yes"), ("view", "3d")]);
+        let odd = Shell::from_pairs([
+            ("panel", "nope"),
+            ("embed", "yes"),
+            ("view", "3d"),
+            ("theme", "sepia"),
+        ]);
         assert_eq!(odd.panel, PanelId::Step);
         assert!(!odd.embed && !odd.table_view);
-        assert_eq!(odd.problems.len(), 3);
+        assert_eq!(odd.theme, Theme::Auto);
+        assert_eq!(odd.problems.len(), 4);
+        assert!(odd.problems[3].contains("\"sepia\""), "{:?}", odd.problems);
         let old = Shell::from_pairs([("backend", "cpu"), ("run", "1")]);
         assert_eq!(old.panel, PanelId::Generate);
         assert!(odd.problems[0].contains("\"nope\""), "{:?}", odd.problems);

@@ -28,6 +28,16 @@ pub fn now_ms() -> f64 {
         .map_or(0.0, |p| p.now())
 }
 
+/// Sets the page's `data-theme` (`light`, `dark` or `auto`), which the style sheet reads.
+pub fn set_theme(name: &str) {
+    if let Some(root) = web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.document_element())
+    {
+        let _ = root.set_attribute("data-theme", name);
+    }
+}
+
 /// Offers `text` to the learner as a file download named `filename`.
 pub fn download(filename: &str, mime: &str, text: &str) -> Result<(), String> {
     let failed = |why: String| format!("Saving {filename} failed: {why}.");
