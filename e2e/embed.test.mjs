@@ -1,7 +1,10 @@
 // The embed kit in Debian's headless Chromium: a course page on one origin embeds two panels
 // from the lab on another, includes the lab's embed.js, and each iframe fits its panel's
-// content: no inner scrollbar, the charts above the frame's fold. Also: no console error on
-// either side, and axe finds nothing on the course page.
+// content: no inner scrollbar, the charts above the frame's fold. Each frame shows only the
+// controls its `show=` lists and states the others; one is dark. Also: no console error on
+// either side, and axe finds nothing on the course page. Then the full lab's "Embed this
+// experiment" copies the snippet for the experiment on screen, and the snippet's frame is
+// that experiment.
 //
 // Needs: DIST_DIR (Trunk's output), CHROMIUM (default /usr/bin/chromium).
 import { test, before, after } from 'node:test';
@@ -25,8 +28,8 @@ let browser;
 
 /** The course page: two lab panels in fixed-height iframes, and the lab's embed.js. */
 function coursePage(labUrl) {
-  const frame = (panel, title) =>
-    `<iframe title="${title}" src="${labUrl}?panel=${panel}&amp;embed=1" style="width:100%;height:${START_HEIGHT}px;border:0"></iframe>`;
+  const frame = (query, title) =>
+    `<iframe title="${title}" src="${labUrl}?${query}&amp;embed=1" style="width:100%;height:${START_HEIGHT}px;border:0"></iframe>`;
   return `<!DOCTYPE html>
 <html lang="en">
   <head><meta charset="utf-8"><title>A course page</title></head>
@@ -34,8 +37,8 @@ function coursePage(labUrl) {
     <main>
       <h1>KV-cache memory and the memory ledger</h1>
       <p>Change one assumption and watch the tradeoff.</p>
-      ${frame('kv-cache', 'Decoding-policy lab: KV-cache memory')}
-      ${frame('memory', 'Decoding-policy lab: GPU memory ledger')}
+      ${frame('panel=kv-cache&amp;show=l,B', 'Decoding-policy lab: KV-cache memory')}
+      ${frame('panel=memory&amp;show=mb&amp;theme=dark', 'Decoding-policy lab: GPU memory ledger')}
     </main>
     <script src="${labUrl}embed.js"></script>
   </body>
@@ -99,6 +102,18 @@ test('a course page on another origin fits two embedded panels to their content'
     const fits = await frame.evaluate(() => document.documentElement.scrollHeight <= window.innerHeight + 1);
     assert.ok(fits, `frame ${i} still scrolls inside`);
   }
+  // Each frame shows the controls its show= lists, and states the others in one sentence.
+  const visibleInputs = (frame) => frame.evaluate(() =>
+    [...document.querySelectorAll('form.controls input, form.controls select, form.controls button')]
+      .filter((el) => el.checkVisibility()).map((el) => el.id || el.textContent));
+  const [kvFrame, memoryFrame] = await Promise.all([0, 1].map(async (i) => (await frames.nth(i).elementHandle()).contentFrame()));
+  assert.deepEqual(await visibleInputs(kvFrame), ['kv-cache-l', 'kv-cache-b']);
+  const kvFixed = await kvFrame.getByTestId('fixed-settings').textContent();
+  assert.match(kvFixed, /^This experiment varies L: decoder layers \(count\), B: active sequences \(count\)\. Fixed: S: cached tokens per sequence \(tokens\): \d+; /);
+  assert.deepEqual(await visibleInputs(memoryFrame), ['memory-mb']);
+  assert.match(await memoryFrame.getByTestId('fixed-settings').textContent(), /Device memory \(GB\): 24;/);
+  assert.equal(await memoryFrame.evaluate(() => document.documentElement.dataset.theme), 'dark');
+
   // A panel whose content changes (a bad value: the problem listed, the results held back)
   // changes its frame's height with it.
   const first = await frames.nth(0).elementHandle();
@@ -114,6 +129,60 @@ test('a course page on another origin fits two embedded panels to their content'
     return result.violations.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
   });
   assert.deepEqual(violations, [], violations.join('\n'));
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('the full lab writes the embed code for the experiment on screen, and its frame is that experiment', async () => {
+  const context = await browser.newContext();
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: new URL(lab.url).origin });
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  await page.goto(`${lab.url}?panel=step&temperature=0.7&top_k=3&seed=11`);
+  await page.locator('figure.stage').first().waitFor();
+
+  await page.getByText('Embed this experiment').click();
+  await page.locator('#embed-show-temperature').check();
+  await page.locator('#embed-title').fill('Temperature & the "shape" of a distribution');
+  await page.getByRole('button', { name: 'Copy embed code' }).click();
+  await page.getByTestId('embed-said').filter({ hasText: 'Copied' }).waitFor();
+  assert.equal(await page.getByTestId('embed-said').textContent(),
+    'Copied the embed code; the frame shows 1 control and states the rest.');
+  const copied = await page.evaluate(() => navigator.clipboard.readText());
+  assert.equal(copied, await page.locator('#embed-snippet').inputValue());
+  assert.match(copied, /^<iframe src="[^"]+" title="Temperature &amp; the &quot;shape&quot; of a distribution" style="width:100%;height:600px;border:0" loading="lazy"><\/iframe>\n<script src="[^"]+embed\.js" async><\/script>$/);
+  await page.addScriptTag({ path: AXE });
+  const violations = await page.evaluate(async () => {
+    const result = await window.axe.run(document, { resultTypes: ['violations'] });
+    return result.violations.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+  });
+  assert.deepEqual(violations, [], violations.join('\n'));
+
+  const src = new URL(copied.match(/src="([^"]+)"/)[1].replaceAll('&amp;', '&'));
+  const query = Object.fromEntries(src.searchParams);
+  assert.deepEqual(
+    { panel: query.panel, embed: query.embed, show: query.show, temperature: query.temperature, top_k: query.top_k, seed: query.seed },
+    { panel: 'step', embed: '1', show: 'temperature', temperature: '0.7', top_k: '3', seed: '11' },
+  );
+  await page.goto(src.href);
+  await page.locator('figure.stage').first().waitFor();
+  assert.ok(await page.locator('#temperature').isVisible());
+  for (const hidden of ['#top-k', '#seed', '#order', '#logits', '#model-prompt']) {
+    assert.ok(await page.locator(hidden).isHidden(), `${hidden} is shown`);
+  }
+  const fixed = await page.getByTestId('fixed-settings').textContent();
+  assert.match(fixed, /^This experiment varies Temperature\. Fixed: Logits: [^;]+; Top-k: 3; Top-p: 1; Min-p: 0; Seed: 11; Forbidden tokens: none; Logit bias: none; Order: Temperature first \(Hugging Face\)\.$/);
+  // The learner varies the one control; the step follows.
+  await page.locator('#temperature').fill('2');
+  await page.waitForURL(/temperature=2/);
+
+  // A name the panel does not have is said, with the names it does.
+  await page.goto(`${lab.url}?panel=step&embed=1&show=temprature`);
+  const unknown = page.getByRole('alert').filter({ hasText: 'show=' });
+  await unknown.waitFor();
+  assert.match(await unknown.textContent(), /"temprature", which this panel does not have\. Its controls: logits, temperature, top_k/);
   assert.deepEqual(errors, []);
   await context.close();
 });

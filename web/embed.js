@@ -9,6 +9,9 @@
 // frame posted before it ran. A course page without it keeps its iframe's own height, and the
 // panel scrolls inside it. It runs on the course page, not in the lab.
 (() => {
+  // A page with several snippets includes this script once per snippet: one listener does.
+  if (window.decodeLabEmbed) return;
+  window.decodeLabEmbed = true;
   addEventListener('message', (event) => {
     const { data } = event;
     if (!data || data.type !== 'decode-lab:height' || !Number.isFinite(data.height) || data.height <= 0) return;

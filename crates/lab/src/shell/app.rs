@@ -13,7 +13,9 @@ use crate::panels::kv_cache::panel::KvPanel;
 use crate::panels::memory::panel::LedgerPanel;
 use crate::panels::step::panel::StepPanel;
 use crate::panels::your_turn::panel::YourTurnPanel;
+use crate::shell::embed_code::EmbedCode;
 use crate::shell::url::{self, PanelId, Shell};
+use crate::widgets::controls::Controls;
 
 fn read_shell() -> Shell {
     let pairs = url::pairs();
@@ -37,6 +39,8 @@ fn panel_view(panel: PanelId) -> AnyView {
 pub fn App() -> impl IntoView {
     let initial = read_shell();
     let problems = initial.problems.clone();
+    let controls = Controls::default();
+    provide_context(controls);
     let shell = RwSignal::new(initial);
     // Bumped by Back and Forward, so the open panel is re-created from the URL.
     let visit = RwSignal::new(0u64);
@@ -48,6 +52,7 @@ pub fn App() -> impl IntoView {
 
     Effect::new(move |_| crate::shell::web::set_theme(shell.with(|s| s.theme.name())));
     let open = Memo::new(move |_| (shell.with(|s| s.panel), visit.get()));
+    let open_panel = Memo::new(move |_| open.get().0);
     let embed = move || shell.with(|s| s.embed);
     let table_view = move || shell.with(|s| s.table_view);
 
@@ -100,6 +105,7 @@ pub fn App() -> impl IntoView {
         url::query_string(
             &Shell {
                 embed: false,
+                show: Vec::new(),
                 ..shell.get()
             }
             .to_pairs(),
@@ -146,8 +152,17 @@ pub fn App() -> impl IntoView {
             </header>
             {problems}
             <main id="main" tabindex="-1">
-                {move || panel_view(open.get().0)}
+                {move || controls.unknown().map(|p| view! { <p class="error" role="alert">{p}</p> })}
+                {move || controls.fixed().map(|s| view! { <p class="fixed-settings" data-testid="fixed-settings">{s}</p> })}
+                {move || {
+                    let panel = open.get().0;
+                    controls.open(panel.control_prefix(), &shell.with_untracked(|s| s.show.clone()));
+                    panel_view(panel)
+                }}
             </main>
+            <Show when=move || !embed()>
+                <EmbedCode panel=open_panel controls=controls/>
+            </Show>
         </div>
     }
 }

@@ -19,6 +19,13 @@ const HISTORY_GROUP_MS: f64 = 1000.0;
 
 thread_local! {
     static LAST_PUSH_MS: std::cell::Cell<f64> = const { std::cell::Cell::new(f64::NEG_INFINITY) };
+    static CHANGED: leptos::prelude::ArcTrigger = leptos::prelude::ArcTrigger::new();
+}
+
+/// Makes the reactive code running now re-run whenever the lab changes its URL.
+pub fn track() {
+    use leptos::prelude::Track;
+    CHANGED.with(|t| t.track());
 }
 
 /// The panels, in the order the lab lists them; the slug is the `panel` key's value.
@@ -66,6 +73,18 @@ impl PanelId {
             PanelId::Memory => "GPU memory ledger",
             PanelId::Checkpoint => "Checkpoint",
             PanelId::Capacity => "Capacity plan",
+        }
+    }
+
+    /// What the panel's input ids start with; a control's name in `show` is its id without it.
+    pub fn control_prefix(self) -> &'static str {
+        match self {
+            PanelId::Step | PanelId::Checkpoint => "",
+            PanelId::Generate => "gen-",
+            PanelId::YourTurn => "yt-",
+            PanelId::KvCache => "kv-cache-",
+            PanelId::Memory => "memory-",
+            PanelId::Capacity => "cap-",
         }
     }
 
@@ -287,6 +306,10 @@ fn navigate(query: &str, push: bool) {
     } else {
         history.replace_state_with_url(&JsValue::NULL, "", Some(query))
     };
+    CHANGED.with(|t| {
+        use leptos::prelude::Notify;
+        t.notify()
+    });
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 
 use leptos::prelude::*;
 
-use crate::widgets::form::problem_id;
+use crate::widgets::controls::Setting;
+use crate::widgets::form::{problem_id, Problems};
 
 /// The hint's id, then the problem's while there is one.
 fn described_by(id: &str, problem: Option<Signal<Option<String>>>) -> impl Fn() -> String {
@@ -41,7 +42,7 @@ pub fn Field(
     let hint_id = format!("{id}-hint");
     let invalid = move || problem.and_then(|p| p.get()).map(|_| "true");
     view! {
-        <div class="field">
+        <Setting id=id label=label value=Some(value) problem=problem>
             <label for=id>{label}</label>
             <input
                 id=id
@@ -56,7 +57,7 @@ pub fn Field(
             />
             <small id=hint_id>{hint}</small>
             {problem_view(id, problem)}
-        </div>
+        </Setting>
     }
 }
 
@@ -77,7 +78,7 @@ pub fn TextArea(
     let hint_id = format!("{id}-hint");
     let invalid = move || problem.and_then(|p| p.get()).map(|_| "true");
     view! {
-        <div class=if wide { "field wide" } else { "field" }>
+        <Setting id=id label=label value=Some(value) problem=problem class=if wide { "field wide" } else { "field" }>
             <label for=id>{label}</label>
             <textarea
                 id=id
@@ -90,6 +91,78 @@ pub fn TextArea(
             ></textarea>
             <small id=hint_id>{hint}</small>
             {problem_view(id, problem)}
-        </div>
+        </Setting>
     }
+}
+
+/// A labelled drop-down bound to one field of the form. `options` are (value, words);
+/// `set` gets the chosen value. The fixed-settings sentence states the chosen words.
+#[component]
+pub fn Choice(
+    id: &'static str,
+    label: &'static str,
+    options: Vec<(String, String)>,
+    /// The chosen option's value.
+    #[prop(into)]
+    value: Signal<String>,
+    set: Callback<String>,
+    /// The form's problem with this field, if it has one.
+    #[prop(optional, into)]
+    problem: Option<Signal<Option<String>>>,
+) -> impl IntoView {
+    let invalid = move || problem.and_then(|p| p.get()).map(|_| "true");
+    let words = {
+        let options = options.clone();
+        Signal::derive(move || {
+            let chosen = value.get();
+            options
+                .iter()
+                .find(|(v, _)| *v == chosen)
+                .map_or(chosen.clone(), |(_, words)| words.clone())
+        })
+    };
+    let options = options
+        .into_iter()
+        .map(|(v, words)| {
+            let chosen = v.clone();
+            view! { <option value=v prop:selected=move || value.get() == chosen>{words}</option> }
+        })
+        .collect_view();
+    view! {
+        <Setting id=id label=label value=Some(words) problem=problem>
+            <label for=id>{label}</label>
+            <select
+                id=id
+                aria-invalid=invalid
+                aria-describedby=move || problem.and_then(|p| p.get()).map(|_| problem_id(id))
+                on:change=move |ev| set.run(event_target_value(&ev))
+            >
+                {options}
+            </select>
+            {problem_view(id, problem)}
+        </Setting>
+    }
+}
+
+/// A [`Choice`]'s `set` for a typed field: the URL's problem with `id` goes, since the
+/// learner chose, and the chosen value (always one the options offer) is set.
+pub fn chosen<T: std::str::FromStr + Send + Sync + 'static>(
+    id: &'static str,
+    url_problems: RwSignal<Problems>,
+    set: WriteSignal<T>,
+) -> Callback<String> {
+    Callback::new(move |chosen: String| {
+        url_problems.update(|p| *p = p.without(id));
+        if let Ok(chosen) = chosen.parse() {
+            set.set(chosen);
+        }
+    })
+}
+
+/// A [`Choice`]'s options from (value, words) pairs.
+pub fn options<T: std::fmt::Display>(pairs: &[(T, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(value, words)| (value.to_string(), words.to_string()))
+        .collect()
 }

@@ -1,7 +1,8 @@
-//! What every panel shares: the form model, its labelled fields, reading numbers from them,
-//! and the bar chart with its mirror table.
+//! What every panel shares: the form model, its labelled fields and which of them a lesson
+//! shows, reading numbers from them, and the bar chart with its mirror table.
 
 pub mod chart;
+pub mod controls;
 pub mod field;
 pub mod form;
 pub mod number;

@@ -20,7 +20,7 @@ use crate::panels::generate::run_state::{Download, Figures, Phase, RunState, Sho
 use crate::panels::generate::view_model::{backend_status, parse_record, visible, GenerateForm};
 use crate::shell::url;
 use crate::shell::web::{chosen_file_text, download, now_ms};
-use crate::widgets::field::{Field, TextArea};
+use crate::widgets::field::{chosen, options, Choice, Field, TextArea};
 use crate::widgets::form::{Form, ProblemSummary};
 use crate::worker::link::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
@@ -160,38 +160,8 @@ pub fn GeneratePanel() -> impl IntoView {
                 <Field id="gen-seed" problem=problem("gen-seed") label="Seed" hint="The same seed gives the same tokens." value=seed.into() set=set_seed inputmode="numeric"/>
                 <TextArea id="gen-stop" problem=problem("gen-stop") label="Stop strings" hint="One per line; write \\n for a line break. The run stops when the text contains one." value=stop.into() set=set_stop/>
                 <Field id="gen-stop-tokens" problem=problem("gen-stop-tokens") label="Stop tokens" hint="Token ids that end the run, e.g. 10, 13." value=stop_tokens.into() set=set_stop_tokens inputmode="text"/>
-                <div class="field">
-                    <label for="gen-precision">"Precision"</label>
-                    <select
-                        id="gen-precision"
-                        aria-invalid=move || problem("gen-precision").get().map(|_| "true")
-                        on:change=move |ev| {
-                            url_problems.update(|p| *p = p.without("gen-precision"));
-                            if let Ok(chosen) = event_target_value(&ev).parse() {
-                                set_precision.set(chosen)
-                            }
-                        }
-                    >
-                        <option value=Precision::F32.name() selected=move || precision.get() == Precision::F32>"f32"</option>
-                        <option value=Precision::Int8.name() selected=move || precision.get() == Precision::Int8>"int8 (quantised)"</option>
-                    </select>
-                </div>
-                <div class="field">
-                    <label for="gen-backend">"Backend"</label>
-                    <select
-                        id="gen-backend"
-                        aria-invalid=move || problem("gen-backend").get().map(|_| "true")
-                        on:change=move |ev| {
-                            url_problems.update(|p| *p = p.without("gen-backend"));
-                            if let Ok(chosen) = event_target_value(&ev).parse() {
-                                set_backend_choice.set(chosen)
-                            }
-                        }
-                    >
-                        <option value=BackendChoice::Gpu.name() selected=move || backend_choice.get() == BackendChoice::Gpu>"WebGPU"</option>
-                        <option value=BackendChoice::Cpu.name() selected=move || backend_choice.get() == BackendChoice::Cpu>"CPU reference"</option>
-                    </select>
-                </div>
+                <Choice id="gen-precision" problem=problem("gen-precision") label="Precision" options=precision_options() value=Signal::derive(move || precision.get().to_string()) set=chosen("gen-precision", url_problems, set_precision)/>
+                <Choice id="gen-backend" problem=problem("gen-backend") label="Backend" options=backend_options() value=Signal::derive(move || backend_choice.get().to_string()) set=chosen("gen-backend", url_problems, set_backend_choice)/>
                 <Field id="gen-fault" label="Injected faults" hint="For testing the fallback: no-webgpu, no-adapter, device-request, canary, device-lost@N." value=fault.into() set=set_fault inputmode="text"/>
                 <div class="field buttons">
                     <button type="submit" disabled=move || phase.with(Phase::busy)>"Generate"</button>
@@ -236,6 +206,22 @@ pub fn GeneratePanel() -> impl IntoView {
             </details>
         </section>
     }
+}
+
+/// The precision drop-down's options.
+fn precision_options() -> Vec<(String, String)> {
+    options(&[
+        (Precision::F32, "f32"),
+        (Precision::Int8, "int8 (quantised)"),
+    ])
+}
+
+/// The backend drop-down's options.
+fn backend_options() -> Vec<(String, String)> {
+    options(&[
+        (BackendChoice::Gpu, "WebGPU"),
+        (BackendChoice::Cpu, "CPU reference"),
+    ])
 }
 
 /// The backend line: what runs the model, or what a run will ask for before the first.

@@ -10,7 +10,8 @@ use policy::StageOrder;
 use crate::panels::step::distribution_chart::Distribution;
 use crate::panels::step::view_model::{fresh_seed, logits_text, run_step, StepForm, StepView};
 use crate::shell::url;
-use crate::widgets::field::Field;
+use crate::widgets::controls::Setting;
+use crate::widgets::field::{chosen, options, Choice, Field};
 use crate::widgets::form::{Form, ProblemSummary};
 use crate::worker::link::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
@@ -157,7 +158,7 @@ pub fn StepPanel() -> impl IntoView {
             <ProblemSummary problems=problems/>
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 <Field id="logits" problem=problem("logits") label="Logits" hint="Comma-separated scores, one per token id." value=logits.into() set=set_logits inputmode="text"/>
-                <div class="field">
+                <Setting id="logits" label="Or a prompt, scored by the model">
                     <label for="model-prompt">"Or a prompt, scored by the model"</label>
                     <input
                         id="model-prompt"
@@ -174,7 +175,7 @@ pub fn StepPanel() -> impl IntoView {
                     <p class="progress" aria-live="polite" data-testid="model-logits-status">
                         {move || model_status.get().map(|(_, words)| words)}
                     </p>
-                </div>
+                </Setting>
                 <Field id="temperature" problem=problem("temperature") label="Temperature" hint="0 is greedy; higher flattens." value=temperature.into() set=set_temperature/>
                 <Field id="top-k" problem=problem("top-k") label="Top-k" hint="Keep the k highest; 0 is off." value=top_k.into() set=set_top_k inputmode="numeric"/>
                 <Field id="top-p" problem=problem("top-p") label="Top-p" hint="Keep the smallest set with this much probability; 1 is off." value=top_p.into() set=set_top_p/>
@@ -182,34 +183,26 @@ pub fn StepPanel() -> impl IntoView {
                 <Field id="seed" problem=problem("seed") label="Seed" hint="The same seed gives the same draw." value=seed.into() set=set_seed inputmode="numeric"/>
                 <Field id="forbidden" problem=problem("forbidden") label="Forbidden tokens" hint="Ids that can never be chosen, e.g. 2, 3." value=forbidden.into() set=set_forbidden inputmode="text"/>
                 <Field id="bias" problem=problem("bias") label="Logit bias" hint="id:value pairs added to the logits first, e.g. 1:+2, 3:-1." value=bias.into() set=set_bias inputmode="text"/>
-                <div class="field">
-                    <label for="order">"Order"</label>
-                    <select
-                        id="order"
-                        aria-invalid=move || problem("order").get().map(|_| "true")
-                        on:change=move |ev| {
-                            url_problems.update(|p| *p = p.without("order"));
-                            if let Ok(chosen) = event_target_value(&ev).parse() {
-                                set_order.set(chosen)
-                            }
-                        }
-                    >
-                        <option value=StageOrder::TemperatureFirst.name() selected=move || order.get() == StageOrder::TemperatureFirst>
-                            "Temperature first (Hugging Face)"
-                        </option>
-                        <option value=StageOrder::TemperatureLast.name() selected=move || order.get() == StageOrder::TemperatureLast>
-                            "Temperature last (llama.cpp)"
-                        </option>
-                    </select>
-                </div>
-                <div class="field">
+                <Choice id="order" problem=problem("order") label="Order" options=order_options() value=Signal::derive(move || order.get().to_string()) set=chosen("order", url_problems, set_order)/>
+                <Setting id="seed" label="New seed">
                     <button type="button" on:click=new_seed>"New seed"</button>
                     {move || seed_error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
-                </div>
+                </Setting>
             </form>
             <div class="result" aria-live="polite">{outcome}</div>
         </section>
     }
+}
+
+/// The order drop-down's options.
+fn order_options() -> Vec<(String, String)> {
+    options(&[
+        (
+            StageOrder::TemperatureFirst,
+            "Temperature first (Hugging Face)",
+        ),
+        (StageOrder::TemperatureLast, "Temperature last (llama.cpp)"),
+    ])
 }
 
 /// The same logits under both stage orders: the final distributions and the two choices.

@@ -1,0 +1,288 @@
+//! "Embed this experiment": the iframe snippet for the open panel as it stands, for a
+//! course author to paste into a course page. The author ticks the controls the lesson
+//! varies (the snippet's `show=`; none ticked shows them all), names the frame (its
+//! `title`, which a screen reader announces) and picks a theme. "Copy embed code" puts the
+//! snippet on the clipboard and says so in a live region; the snippet is also on screen, to
+//! select by hand where the browser refuses the clipboard.
+
+use leptos::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+
+use crate::shell::url::{self, PanelId, Theme, SHELL_KEYS};
+use crate::shell::web::js_text;
+use crate::widgets::controls::Controls;
+
+/// The query of the embedded experiment: the open panel's own pairs (from `pairs`, the
+/// page's), the panel and its table view, `embed=1`, then `show` and `theme` when set.
+pub fn embed_pairs(
+    pairs: &[(String, String)],
+    panel: PanelId,
+    show: &[String],
+    theme: Theme,
+) -> Vec<(String, String)> {
+    let mut out = vec![
+        ("panel".to_string(), panel.slug().to_string()),
+        ("embed".to_string(), "1".to_string()),
+    ];
+    out.extend(
+        pairs
+            .iter()
+            .filter(|(k, v)| k == "view" && v == "table")
+            .cloned(),
+    );
+    if !show.is_empty() {
+        out.push(("show".to_string(), show.join(",")));
+    }
+    if theme != Theme::Auto {
+        out.push(("theme".to_string(), theme.name().to_string()));
+    }
+    out.extend(
+        pairs
+            .iter()
+            .filter(|(k, _)| !SHELL_KEYS.contains(&k.as_str()))
+            .cloned(),
+    );
+    out
+}
+
+/// `text` made safe inside a double-quoted HTML attribute.
+fn attribute(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The snippet: the frame at `src` (a host without `embed.js` keeps its 600-pixel height
+/// and the panel scrolls inside), then the script at `lab_dir`, which fits every lab frame
+/// on the page to its content.
+pub fn snippet(src: &str, title: &str, lab_dir: &str) -> String {
+    format!(
+        "<iframe src=\"{}\" title=\"{}\" style=\"width:100%;height:600px;border:0\" loading=\"lazy\"></iframe>\n<script src=\"{}embed.js\" async></script>",
+        attribute(src),
+        attribute(title),
+        attribute(lab_dir)
+    )
+}
+
+/// The lab's address less its query (`…/index.html` or `…/`), and its folder.
+fn lab_address() -> (String, String) {
+    let Some(location) = web_sys::window().map(|w| w.location()) else {
+        return (String::new(), String::new());
+    };
+    let here = format!(
+        "{}{}",
+        location.origin().unwrap_or_default(),
+        location.pathname().unwrap_or_default()
+    );
+    let dir = here[..here.rfind('/').map_or(here.len(), |i| i + 1)].to_string();
+    (here, dir)
+}
+
+/// Puts `text` on the clipboard.
+async fn copy(text: String) -> Result<(), String> {
+    let window = web_sys::window().ok_or("the page has no window")?;
+    JsFuture::from(window.navigator().clipboard().write_text(&text))
+        .await
+        .map(|_| ())
+        .map_err(js_text)
+}
+
+#[component]
+pub fn EmbedCode(panel: Memo<PanelId>, controls: Controls) -> impl IntoView {
+    let ticked = RwSignal::new(Vec::<String>::new());
+    let title = RwSignal::new(String::new());
+    let theme = RwSignal::new(Theme::Auto);
+    let said = RwSignal::new(String::new());
+    // Another panel has other controls: the ticks and the words go with the old one.
+    Effect::new(move |_| {
+        panel.track();
+        ticked.set(Vec::new());
+        said.set(String::new());
+    });
+
+    let default_title = move || format!("Decoding-policy lab: {}", panel.get().title());
+    let code = Memo::new(move |_| {
+        // The panel's fields reach the URL in an effect; read the URL after each write.
+        url::track();
+        let pairs = url::pairs();
+        let show: Vec<String> = controls
+            .settings()
+            .into_iter()
+            .map(|c| c.name)
+            .filter(|n| ticked.with(|t| t.contains(n)))
+            .collect();
+        let query = embed_pairs(&pairs, panel.get(), &show, theme.get());
+        let query: Vec<(&str, String)> =
+            query.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let (here, dir) = lab_address();
+        let named = title.with(|t| t.trim().to_string());
+        let named = if named.is_empty() {
+            default_title()
+        } else {
+            named
+        };
+        snippet(
+            &format!("{here}{}", url::query_string(&query)),
+            &named,
+            &dir,
+        )
+    });
+
+    let boxes = move || {
+        controls
+            .settings()
+            .into_iter()
+            .map(|c| {
+                let id = format!("embed-show-{}", c.name);
+                let name = c.name.clone();
+                let toggle = move |ev| {
+                    let on = event_target_checked(&ev);
+                    ticked.update(|t| {
+                        t.retain(|n| *n != name);
+                        if on {
+                            t.push(name.clone());
+                        }
+                    });
+                };
+                view! {
+                    <div class="cap-choice">
+                        <input type="checkbox" id=id.clone() value=c.name on:change=toggle/>
+                        <label for=id>{c.label}</label>
+                    </div>
+                }
+            })
+            .collect_view()
+    };
+
+    let copy_code = move |_| {
+        let text = code.get_untracked();
+        let shown = ticked.with_untracked(Vec::len);
+        leptos::task::spawn_local(async move {
+            said.set(match copy(text).await {
+                Ok(()) if shown == 0 => {
+                    "Copied the embed code; the frame shows every control.".to_string()
+                }
+                Ok(()) => format!(
+                    "Copied the embed code; the frame shows {shown} control{} and states the rest.",
+                    if shown == 1 { "" } else { "s" }
+                ),
+                Err(why) => format!(
+                    "The browser did not allow copying ({why}); select the code below and copy it."
+                ),
+            });
+        });
+    };
+
+    // The dialog is built when it opens: closed, it holds no controls for the page to find.
+    let opened = RwSignal::new(false);
+    let toggle = move |ev: leptos::ev::Event| {
+        opened.set(event_target::<web_sys::Element>(&ev).has_attribute("open"))
+    };
+    let body = move || {
+        let themes = Theme::ALL.map(|t| {
+            view! { <option value=t.name() prop:selected=move || theme.get() == t>{t.name()}</option> }
+        });
+        view! {
+            <p>"Tick the controls the lesson varies; the frame states the others as fixed. None ticked shows them all."</p>
+            <fieldset class="embed-show">
+                <legend>"Controls to show"</legend>
+                {boxes}
+            </fieldset>
+            <div class="controls">
+                <div class="field">
+                    <label for="embed-title">"Frame title"</label>
+                    <input
+                        id="embed-title"
+                        type="text"
+                        autocomplete="off"
+                        aria-describedby="embed-title-hint"
+                        prop:placeholder=default_title
+                        prop:value=move || title.get()
+                        on:input=move |ev| title.set(event_target_value(&ev))
+                    />
+                    <small id="embed-title-hint">"What a screen reader announces for the frame."</small>
+                </div>
+                <div class="field">
+                    <label for="embed-theme">"Theme"</label>
+                    <select
+                        id="embed-theme"
+                        on:change=move |ev| {
+                            let chosen = event_target_value(&ev);
+                            if let Some(t) = Theme::ALL.into_iter().find(|t| t.name() == chosen) {
+                                theme.set(t);
+                            }
+                        }
+                    >
+                        {themes}
+                    </select>
+                </div>
+            </div>
+            <label for="embed-snippet">"Embed code"</label>
+            <textarea id="embed-snippet" readonly rows="4" prop:value=move || code.get()></textarea>
+            <div class="field buttons">
+                <button type="button" on:click=copy_code>"Copy embed code"</button>
+            </div>
+        }
+    };
+
+    view! {
+        <details class="embed-code" data-testid="embed-code" on:toggle=toggle>
+            <summary>"Embed this experiment"</summary>
+            {move || opened.get().then(body)}
+            <p role="status" aria-live="polite" data-testid="embed-said">{move || said.get()}</p>
+        </details>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_embedded_query_keeps_the_panels_fields_and_replaces_the_shells() {
+        let page = pairs(&[
+            ("panel", "step"),
+            ("view", "table"),
+            ("show", "seed"),
+            ("theme", "light"),
+            ("temperature", "0.7"),
+            ("top_k", "3"),
+        ]);
+        let show = ["temperature".to_string()];
+        assert_eq!(
+            embed_pairs(&page, PanelId::Step, &show, Theme::Dark),
+            pairs(&[
+                ("panel", "step"),
+                ("embed", "1"),
+                ("view", "table"),
+                ("show", "temperature"),
+                ("theme", "dark"),
+                ("temperature", "0.7"),
+                ("top_k", "3"),
+            ])
+        );
+        // Every control, the reader's theme: neither key is written.
+        let plain = embed_pairs(&page[..1], PanelId::Memory, &[], Theme::Auto);
+        assert_eq!(plain, pairs(&[("panel", "memory"), ("embed", "1")]));
+    }
+
+    #[test]
+    fn the_snippet_escapes_what_it_quotes() {
+        let code = snippet(
+            "https://lab.example/?panel=step&embed=1",
+            "Top-k \"3\" <vs> 5 & more",
+            "https://lab.example/",
+        );
+        assert_eq!(
+            code,
+            "<iframe src=\"https://lab.example/?panel=step&amp;embed=1\" title=\"Top-k &quot;3&quot; &lt;vs&gt; 5 &amp; more\" style=\"width:100%;height:600px;border:0\" loading=\"lazy\"></iframe>\n<script src=\"https://lab.example/embed.js\" async></script>"
+        );
+    }
+}
