@@ -5,7 +5,7 @@
 //! a lesson varies one thing. A hidden control whose value has a problem is shown, so the
 //! problem is never out of reach.
 //!
-//! Every control registers itself here when it is created, shown or not: the shell builds
+//! Every control registers itself here ([`hidden`]) when it is created, shown or not: the shell builds
 //! the sentence from the register, and the embed-code dialog offers each control to tick.
 //! A control without a value (an action such as "New seed") belongs to the setting it
 //! changes, and shows and hides with it.
@@ -157,22 +157,17 @@ impl Controls {
     }
 }
 
-/// One control's box in a panel's form: registered, and hidden while the lesson fixes it
-/// and it has no problem. `id` is the input's (or, for an action, its setting's).
-#[component]
-pub fn Setting(
+/// Registers the control `id` (for an action, its setting's id) and gives its box's
+/// `hidden`: true while the lesson fixes it and it has no problem. `value` is the setting
+/// in words; none for an action.
+pub fn hidden(
     id: &'static str,
     label: &'static str,
-    /// The setting in words; none for an action.
-    #[prop(optional_no_strip)]
     value: Option<Signal<String>>,
-    #[prop(optional_no_strip)] problem: Option<Signal<Option<String>>>,
-    #[prop(default = "field")] class: &'static str,
-    children: Children,
-) -> impl IntoView {
+    problem: Option<Signal<Option<String>>>,
+) -> impl Fn() -> bool + Copy + Send + Sync + 'static {
     let shown = use_context::<Controls>().is_none_or(|c| c.add(id, label, value));
-    let hidden = move || !shown && problem.and_then(|p| p.get()).is_none();
-    view! { <div class=class hidden=hidden>{children()}</div> }
+    move || !shown && problem.and_then(|p| p.get()).is_none()
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use leptos::prelude::*;
 
-use crate::widgets::controls::Setting;
+use crate::widgets::controls::hidden;
 use crate::widgets::form::{problem_id, Problems};
 
 /// The hint's id, then the problem's while there is one.
@@ -42,7 +42,7 @@ pub fn Field(
     let hint_id = format!("{id}-hint");
     let invalid = move || problem.and_then(|p| p.get()).map(|_| "true");
     view! {
-        <Setting id=id label=label value=Some(value) problem=problem>
+        <div class="field" hidden=hidden(id, label, Some(value), problem)>
             <label for=id>{label}</label>
             <input
                 id=id
@@ -57,7 +57,7 @@ pub fn Field(
             />
             <small id=hint_id>{hint}</small>
             {problem_view(id, problem)}
-        </Setting>
+        </div>
     }
 }
 
@@ -78,7 +78,7 @@ pub fn TextArea(
     let hint_id = format!("{id}-hint");
     let invalid = move || problem.and_then(|p| p.get()).map(|_| "true");
     view! {
-        <Setting id=id label=label value=Some(value) problem=problem class=if wide { "field wide" } else { "field" }>
+        <div class=if wide { "field wide" } else { "field" } hidden=hidden(id, label, Some(value), problem)>
             <label for=id>{label}</label>
             <textarea
                 id=id
@@ -91,7 +91,7 @@ pub fn TextArea(
             ></textarea>
             <small id=hint_id>{hint}</small>
             {problem_view(id, problem)}
-        </Setting>
+        </div>
     }
 }
 
@@ -129,7 +129,7 @@ pub fn Choice(
         })
         .collect_view();
     view! {
-        <Setting id=id label=label value=Some(words) problem=problem>
+        <div class="field" hidden=hidden(id, label, Some(words), problem)>
             <label for=id>{label}</label>
             <select
                 id=id
@@ -140,7 +140,7 @@ pub fn Choice(
                 {options}
             </select>
             {problem_view(id, problem)}
-        </Setting>
+        </div>
     }
 }
 

@@ -19,7 +19,7 @@ use crate::panels::capacity::view_model::{
 };
 use crate::shell::url;
 use crate::shell::web::{download, now_ms};
-use crate::widgets::controls::Setting;
+use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, Choice, Field};
 use crate::widgets::form::{problem_id, Form, ProblemSummary, Problems};
 
@@ -201,20 +201,20 @@ pub fn CapacityPanel() -> impl IntoView {
                 {select("cap-trace", "Trace (arrival process)", trace, set_trace, trace_options())}
                 <Field id="cap-n" problem=problem("cap-n") label="Requests in the trace" hint="At most 20,000; the page simulates every configuration on them." value=requests.into() set=set_requests inputmode="numeric"/>
                 <Field id="cap-rate" problem=problem("cap-rate") label="Arrival rate (requests/s)" hint="The trace's mean rate; the sweep multiplies it by each load scale." value=rate.into() set=set_rate/>
-                <Setting id="cap-batchings" label="Batching policies to sweep" value=Some(batchings.into()) problem=Some(batchings_problem)>
+                <div class="field" hidden=hidden("cap-batchings", "Batching policies to sweep", Some(batchings.into()), Some(batchings_problem))>
                     <fieldset class="cap-batchings" id="cap-batchings">
                         <legend>"Batching policies to sweep"</legend>
                         {checkboxes}
                         {move || batchings_problem.get().map(|m| view! { <small id=problem_id("cap-batchings") class="field-problem error">{m}</small> })}
                     </fieldset>
-                </Setting>
+                </div>
                 <Field id="cap-chunk" problem=problem("cap-chunk") label="Chunked prefill: tokens per iteration" hint="Decodes first, then prompt chunks up to this budget." value=chunk_budget.into() set=set_chunk_budget inputmode="numeric"/>
                 <Field id="cap-seqs" problem=problem("cap-seqs") label="Batch limits (sequences, comma-separated)" hint="Most sequences running at once, e.g. 1, 4, 16, 64." value=max_sequences.into() set=set_max_sequences/>
                 <Field id="cap-loads" problem=problem("cap-loads") label="Load scales (comma-separated)" hint="Multiples of the arrival rate offered to one replica." value=loads.into() set=set_loads/>
                 <Field id="cap-ttft" problem=problem("cap-ttft") label="SLO: p99 time to first token (ms)" hint="Held on all traffic and on every slice." value=ttft_ms.into() set=set_ttft_ms/>
                 <Field id="cap-tpot" problem=problem("cap-tpot") label="SLO: p99 time per output token (ms)" hint="Held on all traffic and on every slice." value=tpot_ms.into() set=set_tpot_ms/>
                 <Field id="cap-floor" problem=problem("cap-floor") label="Quality floor (% above full-precision bits per byte)" hint="Per slice, the rare Basque slice included; measured on the tiny model." value=floor_pct.into() set=set_floor_pct/>
-                <Setting id="cap-known-good" label="Degrade to the last released configuration" class="field cap-choice">
+                <div class="field cap-choice" hidden=hidden("cap-known-good", "Degrade to the last released configuration", None, None)>
                     <input
                         type="checkbox"
                         id="cap-known-good"
@@ -222,7 +222,7 @@ pub fn CapacityPanel() -> impl IntoView {
                         on:change=move |ev| use_known_good.set(event_target_checked(&ev))
                     />
                     <label for="cap-known-good">"Degrade to this session's last released configuration before the baseline"</label>
-                </Setting>
+                </div>
                 <div class="field buttons">
                     <button type="button" id=PLAN_ID on:click=start prop:disabled=move || planning.get()>
                         "Plan"

@@ -9,7 +9,7 @@ use crate::panels::kv_cache::view_model::{
 };
 use crate::shell::url;
 use crate::widgets::chart::{Bar, BarChart, Cell, Layout};
-use crate::widgets::controls::Setting;
+use crate::widgets::controls::hidden;
 use crate::widgets::field::Field;
 use crate::widgets::form::{Form, ProblemSummary};
 
@@ -121,13 +121,13 @@ pub fn KvPanel() -> impl IntoView {
             {notes}
             <ProblemSummary problems=problems.into()/>
             <form class="controls" on:submit=|ev| ev.prevent_default()>
-                <Setting id="kv-cache-preset" label="Preset (fills every field)" class="field wide">
+                <div class="field wide" hidden=hidden("kv-cache-preset", "Preset (fills every field)", None, None)>
                     <label for="kv-cache-preset">"Preset (fills every field)"</label>
                     <select id="kv-cache-preset" on:change=move |ev| apply(event_target_value(&ev))>
                         <option value="" prop:selected=move || matching.get().is_none()>"Custom shapes"</option>
                         {options}
                     </select>
-                </Setting>
+                </div>
                 <Field id="kv-cache-l" problem=problem("kv-cache-l") label="L: decoder layers (count)" hint="Layers that each keep their own cache." value=layers.into() set=set_layers inputmode="numeric"/>
                 <Field id="kv-cache-b" problem=problem("kv-cache-b") label="B: active sequences (count)" hint="The batch: sequences cached at once." value=batch.into() set=set_batch inputmode="numeric"/>
                 <Field id="kv-cache-s" problem=problem("kv-cache-s") label="S: cached tokens per sequence (tokens)" hint="Prompt plus generated tokens so far." value=seq_len.into() set=set_seq_len inputmode="numeric"/>

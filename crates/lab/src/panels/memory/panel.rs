@@ -8,7 +8,7 @@ use leptos::prelude::*;
 use crate::panels::memory::view_model::{compute, gb, LedgerForm, LedgerView};
 use crate::shell::url;
 use crate::widgets::chart::{Bar, BarChart, Cell, Layout, Mark};
-use crate::widgets::controls::Setting;
+use crate::widgets::controls::hidden;
 use crate::widgets::field::Field;
 use crate::widgets::form::{Form, ProblemSummary};
 
@@ -92,9 +92,9 @@ pub fn LedgerPanel() -> impl IntoView {
                 <Field id="memory-dev" problem=problem("memory-dev") label="Device memory (GB)" hint="The chapter: a 24 GB device." value=device.into() set=set_device/>
                 <Field id="memory-res" problem=problem("memory-res") label="Reserve (% of the device)" hint="Held back for the allocator and workspace. The chapter: 10 %." value=reserve.into() set=set_reserve/>
                 <Field id="memory-n" problem=problem("memory-n") label="Transformer blocks (count)" hint="Activations are split evenly across them." value=blocks.into() set=set_blocks inputmode="numeric"/>
-                <Setting id="memory-reset" label="Chapter's assumptions" class="field buttons">
+                <div class="field buttons" hidden=hidden("memory-reset", "Chapter's assumptions", None, None)>
                     <button type="button" class="secondary" on:click=reset>"Chapter's assumptions"</button>
-                </Setting>
+                </div>
             </form>
             <div class="result" aria-live="polite">{summary}</div>
             {chart}

@@ -10,7 +10,7 @@ use policy::StageOrder;
 use crate::panels::step::distribution_chart::Distribution;
 use crate::panels::step::view_model::{fresh_seed, logits_text, run_step, StepForm, StepView};
 use crate::shell::url;
-use crate::widgets::controls::Setting;
+use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, options, Choice, Field};
 use crate::widgets::form::{Form, ProblemSummary};
 use crate::worker::link::PanelWorker;
@@ -158,7 +158,7 @@ pub fn StepPanel() -> impl IntoView {
             <ProblemSummary problems=problems/>
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 <Field id="logits" problem=problem("logits") label="Logits" hint="Comma-separated scores, one per token id." value=logits.into() set=set_logits inputmode="text"/>
-                <Setting id="logits" label="Or a prompt, scored by the model">
+                <div class="field" hidden=hidden("logits", "Or a prompt, scored by the model", None, None)>
                     <label for="model-prompt">"Or a prompt, scored by the model"</label>
                     <input
                         id="model-prompt"
@@ -175,7 +175,7 @@ pub fn StepPanel() -> impl IntoView {
                     <p class="progress" aria-live="polite" data-testid="model-logits-status">
                         {move || model_status.get().map(|(_, words)| words)}
                     </p>
-                </Setting>
+                </div>
                 <Field id="temperature" problem=problem("temperature") label="Temperature" hint="0 is greedy; higher flattens." value=temperature.into() set=set_temperature/>
                 <Field id="top-k" problem=problem("top-k") label="Top-k" hint="Keep the k highest; 0 is off." value=top_k.into() set=set_top_k inputmode="numeric"/>
                 <Field id="top-p" problem=problem("top-p") label="Top-p" hint="Keep the smallest set with this much probability; 1 is off." value=top_p.into() set=set_top_p/>
@@ -184,10 +184,10 @@ pub fn StepPanel() -> impl IntoView {
                 <Field id="forbidden" problem=problem("forbidden") label="Forbidden tokens" hint="Ids that can never be chosen, e.g. 2, 3." value=forbidden.into() set=set_forbidden inputmode="text"/>
                 <Field id="bias" problem=problem("bias") label="Logit bias" hint="id:value pairs added to the logits first, e.g. 1:+2, 3:-1." value=bias.into() set=set_bias inputmode="text"/>
                 <Choice id="order" problem=problem("order") label="Order" options=order_options() value=Signal::derive(move || order.get().to_string()) set=chosen("order", url_problems, set_order)/>
-                <Setting id="seed" label="New seed">
+                <div class="field" hidden=hidden("seed", "New seed", None, None)>
                     <button type="button" on:click=new_seed>"New seed"</button>
                     {move || seed_error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
-                </Setting>
+                </div>
             </form>
             <div class="result" aria-live="polite">{outcome}</div>
         </section>
