@@ -309,10 +309,6 @@ pub fn BarChart(
             ),
         ),
     };
-    let head = headers
-        .iter()
-        .map(|c| view! { <th scope="col">{*c}</th> })
-        .collect_view();
     let body = bars
         .into_iter()
         .map(|b| {
@@ -334,12 +330,31 @@ pub fn BarChart(
             {elements}
         </svg>
         {children.map(|c| c())}
-        <table class="mirror" id=table_id>
+        {mirror_table("mirror", table_id, None, caption, headers, body)}
+    }
+}
+
+/// A table that mirrors a chart or lists a result: `class`, an `id` and a `data-testid`
+/// when given, its caption, one row of column headers, and the body rows the caller built.
+pub fn mirror_table(
+    class: &'static str,
+    id: Option<&'static str>,
+    testid: Option<&'static str>,
+    caption: impl IntoView,
+    headers: &'static [&'static str],
+    rows: impl IntoView,
+) -> impl IntoView {
+    let head = headers
+        .iter()
+        .map(|c| view! { <th scope="col">{*c}</th> })
+        .collect_view();
+    view! {
+        <table class=class id=id data-testid=testid>
             <caption>{caption}</caption>
             <thead>
                 <tr>{head}</tr>
             </thead>
-            <tbody>{body}</tbody>
+            <tbody>{rows}</tbody>
         </table>
     }
 }

@@ -19,6 +19,7 @@ use crate::panels::capacity::view_model::{
 };
 use crate::shell::url;
 use crate::shell::web::{download, now_ms};
+use crate::widgets::chart::mirror_table;
 use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, Choice, Field};
 use crate::widgets::form::{problem_id, Form, ProblemSummary, Problems};
@@ -376,28 +377,7 @@ fn SweepChart(view: Arc<PlanView>) -> impl IntoView {
             <p class="cap-legend chart-only">
                 "● passes every gate; × fails a gate; ring: the released configuration, its line: the same configuration at each load; dashed: the TTFT SLO."
             </p>
-            <table class="mirror" id="cap-sweep-table">
-                <caption>
-                    {format!("Every configuration of the sweep ({} rows; {passing} pass every gate): the chart's points", view.points.len())}
-                </caption>
-                <thead>
-                    <tr>
-                        <th scope="col">"Configuration"</th>
-                        <th scope="col">"Policy"</th>
-                        <th scope="col">"Batch limit"</th>
-                        <th scope="col">"Weights"</th>
-                        <th scope="col">"Load"</th>
-                        <th scope="col">"Offered (requests/s)"</th>
-                        <th scope="col">"Tokens/s"</th>
-                        <th scope="col">"p99 TTFT (ms)"</th>
-                        <th scope="col">"p99 time per token (ms)"</th>
-                        <th scope="col">"Goodput (requests/s)"</th>
-                        <th scope="col">"Cost per M tokens"</th>
-                        <th scope="col">"Gates"</th>
-                    </tr>
-                </thead>
-                <tbody>{rows}</tbody>
-            </table>
+            {mirror_table("mirror", Some("cap-sweep-table"), None, format!("Every configuration of the sweep ({} rows; {passing} pass every gate): the chart's points", view.points.len()), &["Configuration", "Policy", "Batch limit", "Weights", "Load", "Offered (requests/s)", "Tokens/s", "p99 TTFT (ms)", "p99 time per token (ms)", "Goodput (requests/s)", "Cost per M tokens", "Gates"], rows)}
         </figure>
     }
 }
@@ -570,63 +550,23 @@ fn ReportParts(view: Arc<PlanView>) -> impl IntoView {
     view! {
         <section class="cap-part" aria-labelledby="cap-contract-title">
             <h3 id="cap-contract-title">"1. Benchmark contract"</h3>
-            <table class="mirror cap-keyed" id="cap-contract-table">
-                <caption>"What was simulated, under which assumptions"</caption>
-                <thead><tr><th scope="col">"Input"</th><th scope="col">"Value"</th></tr></thead>
-                <tbody>{contract}</tbody>
-            </table>
+            {mirror_table("mirror cap-keyed", Some("cap-contract-table"), None, "What was simulated, under which assumptions", &["Input", "Value"], contract)}
         </section>
         <section class="cap-part" aria-labelledby="cap-profile-title">
             <h3 id="cap-profile-title">{format!("2. Profiler and bottleneck report: {}", chosen.name)}</h3>
-            <table class="mirror" id="cap-latency-table">
-                <caption>"Latency and goodput of the shipped configuration, on all traffic and per slice"</caption>
-                <thead>
-                    <tr>
-                        <th scope="col">"Slice"</th>
-                        <th scope="col">"Requests"</th>
-                        <th scope="col">"TTFT p50 (ms)"</th>
-                        <th scope="col">"TTFT p99 (ms)"</th>
-                        <th scope="col">"Time per token p50 (ms)"</th>
-                        <th scope="col">"Time per token p99 (ms)"</th>
-                        <th scope="col">"End to end p99 (ms)"</th>
-                        <th scope="col">"Goodput (requests/s)"</th>
-                        <th scope="col">"SLO attainment"</th>
-                    </tr>
-                </thead>
-                <tbody>{latency}</tbody>
-            </table>
-            <table class="mirror cap-keyed" id="cap-bottleneck-table">
-                <caption>"Where the time went (shares of the simulated wall time; queueing as a share of request latency)"</caption>
-                <thead><tr><th scope="col">"Time spent in"</th><th scope="col">"Share"</th></tr></thead>
-                <tbody>{shares}</tbody>
-            </table>
+            {mirror_table("mirror", Some("cap-latency-table"), None, "Latency and goodput of the shipped configuration, on all traffic and per slice", &["Slice", "Requests", "TTFT p50 (ms)", "TTFT p99 (ms)", "Time per token p50 (ms)", "Time per token p99 (ms)", "End to end p99 (ms)", "Goodput (requests/s)", "SLO attainment"], latency)}
+            {mirror_table("mirror cap-keyed", Some("cap-bottleneck-table"), None, "Where the time went (shares of the simulated wall time; queueing as a share of request latency)", &["Time spent in", "Share"], shares)}
             <p>{bottleneck}</p>
         </section>
         <section class="cap-part" aria-labelledby="cap-quality-title">
             <h3 id="cap-quality-title">"3. Quality gates"</h3>
-            <table class="mirror" id="cap-quality-table">
-                <caption>"Held-out bits per byte of the tiny model per slice and weight path (lower is better), against each slice's floor; eu is the rare slice"</caption>
-                <thead>
-                    <tr>
-                        <th scope="col">"Slice"</th>
-                        <th scope="col">"Weights"</th>
-                        <th scope="col">"Bits/byte"</th>
-                        <th scope="col">"Floor"</th>
-                        <th scope="col">"Verdict"</th>
-                    </tr>
-                </thead>
-                <tbody>{quality}</tbody>
-            </table>
+            {mirror_table("mirror", Some("cap-quality-table"), None, "Held-out bits per byte of the tiny model per slice and weight path (lower is better), against each slice's floor; eu is the rare slice", &["Slice", "Weights", "Bits/byte", "Floor", "Verdict"], quality)}
             <p>{format!("Gates of {}:", chosen.name)}</p>
             <ul class="cap-gates-list">{gates}</ul>
         </section>
         <section class="cap-part" aria-labelledby="cap-cost-title">
             <h3 id="cap-cost-title">"4. Capacity and cost recommendation"</h3>
-            <table class="mirror cap-keyed" id="cap-cost-table">
-                <caption>{format!("What the decision ships: {}", d.name)}</caption>
-                <thead><tr><th scope="col">"Figure"</th><th scope="col">"Value"</th></tr></thead>
-                <tbody>{cost_rows}</tbody>
-            </table>
+            {mirror_table("mirror cap-keyed", Some("cap-cost-table"), None, format!("What the decision ships: {}", d.name), &["Figure", "Value"], cost_rows)}
             {max_throughput}
         </section>
     }

@@ -20,6 +20,7 @@ use crate::panels::generate::run_state::{Download, Figures, Phase, RunState, Sho
 use crate::panels::generate::view_model::{backend_status, parse_record, visible, GenerateForm};
 use crate::shell::url;
 use crate::shell::web::{chosen_file_text, download, now_ms};
+use crate::widgets::chart::mirror_table;
 use crate::widgets::field::{chosen, options, Choice, Field, TextArea};
 use crate::widgets::form::{Form, ProblemSummary};
 use crate::worker::link::PanelWorker;
@@ -380,20 +381,7 @@ fn StepsTable(shown: Memo<Vec<Shown>>) -> impl IntoView {
             .collect_view()
     };
     view! {
-        <table class="mirror steps" data-testid="steps">
-            <caption>"Generated tokens: each step's token, its text, its probability under the policy, the entropy of the distribution it was drawn from (nats) and the uniform draw"</caption>
-            <thead>
-                <tr>
-                    <th scope="col">"Step"</th>
-                    <th scope="col">"Token id"</th>
-                    <th scope="col">"Text"</th>
-                    <th scope="col">"Probability"</th>
-                    <th scope="col">"Entropy"</th>
-                    <th scope="col">"Draw"</th>
-                </tr>
-            </thead>
-            <tbody>{rows}</tbody>
-        </table>
+        {mirror_table("mirror steps", None, Some("steps"), "Generated tokens: each step's token, its text, its probability under the policy, the entropy of the distribution it was drawn from (nats) and the uniform draw", &["Step", "Token id", "Text", "Probability", "Entropy", "Draw"], rows)}
     }
 }
 

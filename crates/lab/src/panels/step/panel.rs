@@ -10,6 +10,7 @@ use policy::StageOrder;
 use crate::panels::step::distribution_chart::Distribution;
 use crate::panels::step::view_model::{fresh_seed, logits_text, run_step, StepForm, StepView};
 use crate::shell::url;
+use crate::widgets::chart::mirror_table;
 use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, options, Choice, Field};
 use crate::widgets::form::{Form, ProblemSummary};
@@ -239,17 +240,7 @@ fn Comparison(this: StepView, other: StepView, order: StageOrder) -> impl IntoVi
         <div class="comparison" data-testid="order-comparison">
             <h3>"The same logits under both orders"</h3>
             <p>{verdict}</p>
-            <table class="mirror">
-                <caption>"Final probability of each token with the temperature applied first (Hugging Face) and last (llama.cpp)"</caption>
-                <thead>
-                    <tr>
-                        <th scope="col">"Token"</th>
-                        <th scope="col">"Temperature first"</th>
-                        <th scope="col">"Temperature last"</th>
-                    </tr>
-                </thead>
-                <tbody>{rows}</tbody>
-            </table>
+            {mirror_table("mirror", None, None, "Final probability of each token with the temperature applied first (Hugging Face) and last (llama.cpp)", &["Token", "Temperature first", "Temperature last"], rows)}
         </div>
     }
 }

@@ -12,6 +12,7 @@ use crate::panels::your_turn::view_model::{
 };
 use crate::shell::url;
 use crate::shell::web::now_ms;
+use crate::widgets::chart::mirror_table;
 use crate::widgets::field::{Field, TextArea};
 use crate::widgets::form::{Form, ProblemSummary};
 use crate::worker::link::PanelWorker;
@@ -456,21 +457,7 @@ fn Comparison(summaries: [Summary; 2]) -> impl IntoView {
                 {bars(1)}
                 <text x=half y=HEIGHT - 4.0 text-anchor="middle" class="axis-label">"temperature"</text>
             </svg>
-            <table class="mirror" data-testid="yt-table">
-                <caption>"Each temperature's runs: distinct outputs, distinct first tokens, mean entropy per token and the chosen token's mean probability"</caption>
-                <thead>
-                    <tr>
-                        <th scope="col">"Temperature"</th>
-                        <th scope="col">"Runs"</th>
-                        <th scope="col">"Distinct outputs"</th>
-                        <th scope="col">"Distinct first tokens"</th>
-                        <th scope="col">"Entropy (bits/token)"</th>
-                        <th scope="col">"Entropy (nats/token)"</th>
-                        <th scope="col">"Chosen-token probability"</th>
-                    </tr>
-                </thead>
-                <tbody>{rows}</tbody>
-            </table>
+            {mirror_table("mirror", None, Some("yt-table"), "Each temperature's runs: distinct outputs, distinct first tokens, mean entropy per token and the chosen token's mean probability", &["Temperature", "Runs", "Distinct outputs", "Distinct first tokens", "Entropy (bits/token)", "Entropy (nats/token)", "Chosen-token probability"], rows)}
         </figure>
     }
 }
