@@ -139,6 +139,30 @@ pub fn problem_id(field: &str) -> String {
     format!("{field}-problem")
 }
 
+/// A form's problems: the URL's, while the learner has not changed their fields, then
+/// those of `checked`, the form's check (or its result, which fails with the check's).
+pub fn problems_of<T: Send + Sync + 'static>(
+    url: Option<RwSignal<Problems>>,
+    checked: Memo<Result<T, Problems>>,
+) -> Signal<Problems> {
+    Signal::derive(move || {
+        let mut all = url.map(|u| u.get()).unwrap_or_default();
+        checked.with(|c| {
+            if let Err(found) = c {
+                all.extend(found.clone());
+            }
+        });
+        all
+    })
+}
+
+/// The message at each field, for the form whose problems are `problems`.
+pub fn problem_at(
+    problems: Signal<Problems>,
+) -> impl Fn(&'static str) -> Signal<Option<String>> + Copy {
+    move |field| Signal::derive(move || problems.with(|p| p.of(field)))
+}
+
 /// The list of every problem above a panel's results: how many fields need a change, then
 /// each message as a link to its field. Nothing when the form reads.
 #[component]

@@ -22,7 +22,7 @@ use crate::shell::web::{download, now_ms};
 use crate::widgets::chart::mirror_table;
 use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, Choice, Field};
-use crate::widgets::form::{problem_id, Form, ProblemSummary, Problems};
+use crate::widgets::form::{problem_at, problem_id, Form, ProblemSummary, Problems};
 
 /// What the last press of Plan gave, with the form it planned: the plan's own problems
 /// hold only while the form is that one.
@@ -92,7 +92,7 @@ pub fn CapacityPanel() -> impl IntoView {
         });
         all
     });
-    let problem = move |field: &'static str| Signal::derive(move || problems.with(|p| p.of(field)));
+    let problem = problem_at(problems);
 
     let planning = RwSignal::new(false);
     let status = RwSignal::new(String::new());

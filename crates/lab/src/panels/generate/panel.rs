@@ -22,7 +22,7 @@ use crate::shell::url;
 use crate::shell::web::{chosen_file_text, download, now_ms};
 use crate::widgets::chart::mirror_table;
 use crate::widgets::field::{chosen, options, Choice, Field, TextArea};
-use crate::widgets::form::{Form, ProblemSummary};
+use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
 use crate::worker::link::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
 
@@ -81,14 +81,8 @@ pub fn GeneratePanel() -> impl IntoView {
         fault: fault.get(),
     });
     let checked = Memo::new(move |_| form.get().check());
-    let problems = Signal::derive(move || {
-        let mut all = url_problems.get();
-        if let Err(found) = checked.get() {
-            all.extend(found);
-        }
-        all
-    });
-    let problem = move |field: &'static str| Signal::derive(move || problems.with(|p| p.of(field)));
+    let problems = problems_of(Some(url_problems), checked);
+    let problem = problem_at(problems);
 
     // The form's state in the URL as it changes (without `run=1`: a reload does not rerun).
     Effect::new(move |_| url::write(&form.get().to_pairs()));

@@ -11,7 +11,7 @@ use crate::shell::url;
 use crate::widgets::chart::{Bar, BarChart, Cell, Layout};
 use crate::widgets::controls::hidden;
 use crate::widgets::field::Field;
-use crate::widgets::form::{Form, ProblemSummary};
+use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -41,9 +41,8 @@ pub fn KvPanel() -> impl IntoView {
     });
     Effect::new(move |_| url::write(&form.get().to_pairs()));
     let result = Memo::new(move |_| compute(&form.get()));
-    let problems =
-        Memo::new(move |_| result.with(|r| r.as_ref().err().cloned().unwrap_or_default()));
-    let problem = move |field: &'static str| Signal::derive(move || problems.with(|p| p.of(field)));
+    let problems = problems_of(None, result);
+    let problem = problem_at(problems);
 
     // The preset last chosen, so that two presets with the same shapes (Llama-3-8B and
     // Mistral-7B) stay told apart.
@@ -119,7 +118,7 @@ pub fn KvPanel() -> impl IntoView {
             </p>
             {preset_message}
             {notes}
-            <ProblemSummary problems=problems.into()/>
+            <ProblemSummary problems=problems/>
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 <div class="field wide" hidden=hidden("kv-cache-preset", "Preset (fills every field)", None, None)>
                     <label for="kv-cache-preset">"Preset (fills every field)"</label>

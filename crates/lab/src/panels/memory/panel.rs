@@ -10,7 +10,7 @@ use crate::shell::url;
 use crate::widgets::chart::{Bar, BarChart, Cell, Layout, Mark};
 use crate::widgets::controls::hidden;
 use crate::widgets::field::Field;
-use crate::widgets::form::{Form, ProblemSummary};
+use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
 
 #[component]
 pub fn LedgerPanel() -> impl IntoView {
@@ -35,9 +35,8 @@ pub fn LedgerPanel() -> impl IntoView {
     });
     Effect::new(move |_| url::write(&form.get().to_pairs()));
     let result = Memo::new(move |_| compute(&form.get()));
-    let problems =
-        Memo::new(move |_| result.with(|r| r.as_ref().err().cloned().unwrap_or_default()));
-    let problem = move |field: &'static str| Signal::derive(move || problems.with(|p| p.of(field)));
+    let problems = problems_of(None, result);
+    let problem = problem_at(problems);
 
     let reset = move |_| {
         let d = LedgerForm::default();
@@ -84,7 +83,7 @@ pub fn LedgerPanel() -> impl IntoView {
             <p>
                 "Change the microbatch size and watch a simplified training-memory budget: weights, gradients and optimizer state are fixed; activations grow with every sample and accumulate block by block. A block is resident while everything up to it fits under the device less its reserve."
             </p>
-            <ProblemSummary problems=problems.into()/>
+            <ProblemSummary problems=problems/>
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 <Field id="memory-mb" problem=problem("memory-mb") label="Microbatch (samples)" hint="Samples per step; activations scale with it." value=microbatch.into() set=set_microbatch inputmode="numeric"/>
                 <Field id="memory-w" problem=problem("memory-w") label="Weights, gradients and optimizer (GB)" hint="Fixed whatever the microbatch. The chapter: 3.2 GB." value=fixed.into() set=set_fixed/>

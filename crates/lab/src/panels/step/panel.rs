@@ -13,7 +13,7 @@ use crate::shell::url;
 use crate::widgets::chart::mirror_table;
 use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, options, Choice, Field};
-use crate::widgets::form::{Form, ProblemSummary};
+use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
 use crate::worker::link::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
 
@@ -50,14 +50,8 @@ pub fn StepPanel() -> impl IntoView {
     });
     Effect::new(move |_| url::write(&form.get().to_pairs()));
     let result = Memo::new(move |_| run_step(&form.get()));
-    let problems = Signal::derive(move || {
-        let mut all = url_problems.get();
-        if let Err(found) = result.get() {
-            all.extend(found);
-        }
-        all
-    });
-    let problem = move |field: &'static str| Signal::derive(move || problems.with(|p| p.of(field)));
+    let problems = problems_of(Some(url_problems), result);
+    let problem = problem_at(problems);
     let other = Memo::new(move |_| run_step(&form.get().other_order()).ok());
 
     // The tiny model's logits for a prompt replace the typed ones (and so go into the URL).

@@ -14,7 +14,7 @@ use crate::shell::url;
 use crate::shell::web::now_ms;
 use crate::widgets::chart::mirror_table;
 use crate::widgets::field::{Field, TextArea};
-use crate::widgets::form::{Form, ProblemSummary};
+use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
 use crate::worker::link::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
 
@@ -90,8 +90,8 @@ pub fn YourTurnPanel() -> impl IntoView {
         }
     });
     let checked = Memo::new(move |_| form.get().check());
-    let problems = Signal::derive(move || checked.get().err().unwrap_or_default());
-    let problem = move |field: &'static str| Signal::derive(move || problems.with(|p| p.of(field)));
+    let problems = problems_of(None, checked);
+    let problem = problem_at(problems);
 
     let busy = move || phase.with(Phase::busy);
 
