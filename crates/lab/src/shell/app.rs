@@ -160,9 +160,7 @@ pub fn App() -> impl IntoView {
                     panel_view(panel)
                 }}
             </main>
-            <Show when=move || !embed()>
-                <EmbedCode panel=open_panel controls=controls/>
-            </Show>
+            {move || (!embed()).then(|| view! { <EmbedCode panel=open_panel.get() controls=controls/> })}
         </div>
     }
 }

@@ -1,9 +1,10 @@
 //! "Embed this experiment": the iframe snippet for the open panel as it stands, for a
 //! course author to paste into a course page. The author ticks the controls the lesson
-//! varies (the snippet's `show=`; none ticked shows them all), names the frame (its
-//! `title`, which a screen reader announces) and picks a theme. "Copy embed code" puts the
-//! snippet on the clipboard and says so in a live region; the snippet is also on screen, to
-//! select by hand where the browser refuses the clipboard.
+//! varies (the snippet's `show=`; none ticked shows them all); the frame's `title`, which a
+//! screen reader announces, names the panel and what it varies, and the page's `theme=`
+//! goes with it. "Copy embed code" puts the snippet on the clipboard and says so in a live
+//! region; the snippet is also on screen, to select by hand where the browser refuses the
+//! clipboard.
 
 use leptos::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -88,54 +89,56 @@ async fn copy(text: String) -> Result<(), String> {
         .map_err(js_text)
 }
 
-#[component]
-pub fn EmbedCode(panel: Memo<PanelId>, controls: Controls) -> impl IntoView {
-    let ticked = RwSignal::new(Vec::<String>::new());
-    let title = RwSignal::new(String::new());
-    let theme = RwSignal::new(Theme::Auto);
-    let said = RwSignal::new(String::new());
-    // Another panel has other controls: the ticks and the words go with the old one.
-    Effect::new(move |_| {
-        panel.track();
-        ticked.set(Vec::new());
-        said.set(String::new());
-    });
+/// The frame's title: the panel, and what the lesson varies.
+pub fn title(panel: PanelId, varied: &[&str]) -> String {
+    match varied {
+        [] => format!("Decoding-policy lab: {}", panel.title()),
+        _ => format!(
+            "Decoding-policy lab: {}, varying {}",
+            panel.title(),
+            varied.join(", ")
+        ),
+    }
+}
 
-    let default_title = move || format!("Decoding-policy lab: {}", panel.get().title());
-    let code = Memo::new(move |_| {
+#[component]
+pub fn EmbedCode(panel: PanelId, controls: Controls) -> impl IntoView {
+    let ticked = RwSignal::new(Vec::<String>::new());
+    let said = RwSignal::new(String::new());
+    let code = move || {
         // The panel's fields reach the URL in an effect; read the URL after each write.
         url::track();
-        let pairs = url::pairs();
-        let show: Vec<String> = controls
-            .settings()
-            .into_iter()
-            .map(|c| c.name)
-            .filter(|n| ticked.with(|t| t.contains(n)))
-            .collect();
-        let query = embed_pairs(&pairs, panel.get(), &show, theme.get());
+        let shell = url::pairs();
+        let settings = controls.settings();
+        let shown: Vec<_> =
+            ticked.with(|t| settings.iter().filter(|c| t.contains(&c.name)).collect());
+        let names: Vec<String> = shown.iter().map(|c| c.name.clone()).collect();
+        let theme = shell
+            .iter()
+            .find(|(k, _)| k == "theme")
+            .and_then(|(_, v)| Theme::ALL.into_iter().find(|t| t.name() == v))
+            .unwrap_or_default();
+        let query = embed_pairs(&shell, panel, &names, theme);
         let query: Vec<(&str, String)> =
             query.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
         let (here, dir) = lab_address();
-        let named = title.with(|t| t.trim().to_string());
-        let named = if named.is_empty() {
-            default_title()
-        } else {
-            named
-        };
+        let labels: Vec<&str> = shown.iter().map(|c| c.label).collect();
         snippet(
             &format!("{here}{}", url::query_string(&query)),
-            &named,
+            &title(panel, &labels),
             &dir,
         )
-    });
+    };
 
-    let boxes = move || {
-        controls
+    // The dialog is built when it opens: closed, it holds no controls for the page to find.
+    let opened = RwSignal::new(false);
+    let body = move || {
+        let boxes = controls
             .settings()
             .into_iter()
             .map(|c| {
                 let id = format!("embed-show-{}", c.name);
-                let name = c.name.clone();
+                let name = c.name;
                 let toggle = move |ev| {
                     let on = event_target_checked(&ev);
                     ticked.update(|t| {
@@ -147,90 +150,43 @@ pub fn EmbedCode(panel: Memo<PanelId>, controls: Controls) -> impl IntoView {
                 };
                 view! {
                     <div class="cap-choice">
-                        <input type="checkbox" id=id.clone() value=c.name on:change=toggle/>
+                        <input type="checkbox" id=id.clone() on:change=toggle/>
                         <label for=id>{c.label}</label>
                     </div>
                 }
             })
-            .collect_view()
-    };
-
-    let copy_code = move |_| {
-        let text = code.get_untracked();
-        let shown = ticked.with_untracked(Vec::len);
-        leptos::task::spawn_local(async move {
-            said.set(match copy(text).await {
-                Ok(()) if shown == 0 => {
-                    "Copied the embed code; the frame shows every control.".to_string()
-                }
-                Ok(()) => format!(
-                    "Copied the embed code; the frame shows {shown} control{} and states the rest.",
-                    if shown == 1 { "" } else { "s" }
-                ),
-                Err(why) => format!(
-                    "The browser did not allow copying ({why}); select the code below and copy it."
-                ),
-            });
-        });
-    };
-
-    // The dialog is built when it opens: closed, it holds no controls for the page to find.
-    let opened = RwSignal::new(false);
-    let toggle = move |ev: leptos::ev::Event| {
-        opened.set(event_target::<web_sys::Element>(&ev).has_attribute("open"))
-    };
-    let body = move || {
-        let themes = Theme::ALL.map(|t| {
-            view! { <option value=t.name() prop:selected=move || theme.get() == t>{t.name()}</option> }
-        });
+            .collect_view();
         view! {
-            <p>"Tick the controls the lesson varies; the frame states the others as fixed. None ticked shows them all."</p>
             <fieldset class="embed-show">
-                <legend>"Controls to show"</legend>
+                <legend>"Controls the lesson varies (none ticked: all of them; the others are stated as fixed)"</legend>
                 {boxes}
             </fieldset>
-            <div class="controls">
-                <div class="field">
-                    <label for="embed-title">"Frame title"</label>
-                    <input
-                        id="embed-title"
-                        type="text"
-                        autocomplete="off"
-                        aria-describedby="embed-title-hint"
-                        prop:placeholder=default_title
-                        prop:value=move || title.get()
-                        on:input=move |ev| title.set(event_target_value(&ev))
-                    />
-                    <small id="embed-title-hint">"What a screen reader announces for the frame."</small>
-                </div>
-                <div class="field">
-                    <label for="embed-theme">"Theme"</label>
-                    <select
-                        id="embed-theme"
-                        on:change=move |ev| {
-                            let chosen = event_target_value(&ev);
-                            if let Some(t) = Theme::ALL.into_iter().find(|t| t.name() == chosen) {
-                                theme.set(t);
-                            }
-                        }
-                    >
-                        {themes}
-                    </select>
-                </div>
-            </div>
-            <label for="embed-snippet">"Embed code"</label>
-            <textarea id="embed-snippet" readonly rows="4" prop:value=move || code.get()></textarea>
-            <div class="field buttons">
-                <button type="button" on:click=copy_code>"Copy embed code"</button>
-            </div>
+            <label for="embed-snippet">"Embed code (the theme is this page's theme= or the reader's)"</label>
+            <textarea id="embed-snippet" readonly rows="4" prop:value=code></textarea>
+            <button type="button" on:click=move |_| {
+                let (text, shown) = (code(), ticked.with_untracked(Vec::len));
+                leptos::task::spawn_local(async move {
+                    said.set(match copy(text).await {
+                        Ok(()) => format!("Copied the embed code; the frame shows {}.", match shown {
+                            0 => "every control".to_string(),
+                            1 => "1 control and states the rest".to_string(),
+                            n => format!("{n} controls and states the rest"),
+                        }),
+                        Err(why) => format!("The browser did not allow copying ({why}); select the code above and copy it."),
+                    });
+                });
+            }>"Copy embed code"</button>
         }
     };
 
     view! {
-        <details class="embed-code" data-testid="embed-code" on:toggle=toggle>
+        <details
+            class="embed-code"
+            on:toggle=move |ev| opened.set(event_target::<web_sys::Element>(&ev).has_attribute("open"))
+        >
             <summary>"Embed this experiment"</summary>
             {move || opened.get().then(body)}
-            <p role="status" aria-live="polite" data-testid="embed-said">{move || said.get()}</p>
+            <p role="status" data-testid="embed-said">{move || said.get()}</p>
         </details>
     }
 }
@@ -271,6 +227,18 @@ mod tests {
         // Every control, the reader's theme: neither key is written.
         let plain = embed_pairs(&page[..1], PanelId::Memory, &[], Theme::Auto);
         assert_eq!(plain, pairs(&[("panel", "memory"), ("embed", "1")]));
+    }
+
+    #[test]
+    fn the_title_names_the_panel_and_what_it_varies() {
+        assert_eq!(
+            title(PanelId::Step, &[]),
+            "Decoding-policy lab: Decoding step"
+        );
+        assert_eq!(
+            title(PanelId::Capacity, &["Arrival rate", "Requests"]),
+            "Decoding-policy lab: Capacity plan, varying Arrival rate, Requests"
+        );
     }
 
     #[test]
