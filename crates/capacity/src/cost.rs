@@ -193,31 +193,35 @@ impl Calibration {
     /// The lab's own forward-pass timings of decode-lab-tiny-v1 on its 2-vCPU EPYC
     /// (BENCHMARKS.md, "The tiny model's forward pass on the CPU", criterion medians).
     pub fn lab_cpu() -> Calibration {
-        let point = |phase, weights, seconds| MeasuredPoint {
-            phase,
-            weights,
-            seconds,
-        };
-        let (f, q) = (WeightPath::Full, WeightPath::Int8);
         let prefill = |tokens| Phase::Prefill { tokens };
         let decode = |position| Phase::Decode { position };
+        let phases = [
+            prefill(16),
+            prefill(64),
+            prefill(256),
+            decode(1),
+            decode(128),
+            decode(255),
+        ];
+        // The medians in seconds, one per phase above, of each weight path.
+        let full = [0.300e-3, 1.02e-3, 4.24e-3, 59.7e-6, 90.2e-6, 113e-6];
+        let int8 = [0.390e-3, 1.26e-3, 5.23e-3, 69.3e-6, 93.0e-6, 109e-6];
+        let points = |weights, medians: [f64; 6]| {
+            phases
+                .into_iter()
+                .zip(medians)
+                .map(move |(phase, seconds)| MeasuredPoint {
+                    phase,
+                    weights,
+                    seconds,
+                })
+        };
         Calibration {
             source: "BENCHMARKS.md: the tiny model's forward pass on the lab CPU (2 vCPU AMD EPYC)"
                 .into(),
-            points: vec![
-                point(prefill(16), f, 0.300e-3),
-                point(prefill(64), f, 1.02e-3),
-                point(prefill(256), f, 4.24e-3),
-                point(decode(1), f, 59.7e-6),
-                point(decode(128), f, 90.2e-6),
-                point(decode(255), f, 113e-6),
-                point(prefill(16), q, 0.390e-3),
-                point(prefill(64), q, 1.26e-3),
-                point(prefill(256), q, 5.23e-3),
-                point(decode(1), q, 69.3e-6),
-                point(decode(128), q, 93.0e-6),
-                point(decode(255), q, 109e-6),
-            ],
+            points: points(WeightPath::Full, full)
+                .chain(points(WeightPath::Int8, int8))
+                .collect(),
         }
     }
 

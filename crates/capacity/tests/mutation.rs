@@ -102,12 +102,8 @@ fn check_trace(bytes: &[u8], format: TraceFormat, parsed: &mut Tally) -> Result<
     parsed.values += 1;
     trace_is_consistent(&trace)?;
     let hardware = HardwareProfile::preset("lab-cpu").unwrap();
-    let policy = ServingPolicy {
-        batching: Batching::Continuous,
-        max_sequences: 8,
-        block_size: 16,
-        weights: WeightPath::Full,
-    };
+    // The lab's baseline: continuous batching of 8 sequences, KV blocks of 16 tokens.
+    let policy = NamedPolicy::baseline().policy;
     if let Ok(out) = simulate(&trace, &hardware, &ModelProfile::tiny(), &policy) {
         if !out.ttft_s.iter().all(|t| t.is_finite() && *t >= 0.0) {
             return Err("a request without a finite time to first token".into());

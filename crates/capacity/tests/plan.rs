@@ -8,6 +8,10 @@ use capacity::{
 };
 use proptest::prelude::*;
 
+mod common;
+
+use common::policy;
+
 fn small(preset: &str, requests: u64) -> PlanInputs {
     let mut inputs = PlanInputs::tiny_lab(preset).unwrap();
     if let TraceSource::Generated { spec } = &mut inputs.trace {
@@ -131,15 +135,6 @@ fn nothing_passing_degrades_to_the_baseline_or_the_last_known_good_and_says_by_h
     assert_eq!(report.chosen.name, known.name);
 }
 
-fn policy(batching: Batching, max_sequences: u32) -> ServingPolicy {
-    ServingPolicy {
-        batching,
-        max_sequences,
-        block_size: 16,
-        weights: WeightPath::Full,
-    }
-}
-
 fn tiny_trace(requests: u64) -> Trace {
     TraceSpec {
         requests,
@@ -147,6 +142,19 @@ fn tiny_trace(requests: u64) -> Trace {
     }
     .generate()
     .unwrap()
+}
+
+/// A trace of one request at time 0, in slice `slice` of the one slice "en".
+fn one_request(prompt_tokens: u32, output_tokens: u32, slice: u16) -> Trace {
+    Trace {
+        slices: vec!["en".into()],
+        requests: vec![capacity::Request {
+            arrival_s: 0.0,
+            prompt_tokens,
+            output_tokens,
+            slice,
+        }],
+    }
 }
 
 #[test]
@@ -209,28 +217,12 @@ fn bad_inputs_are_clear_errors() {
         memory_bytes: model.parameters * 4.0 + 12.5 * model.kv_cache_bytes(1, 16),
         ..hw.clone()
     };
-    let short = Trace {
-        slices: vec!["en".into()],
-        requests: vec![capacity::Request {
-            arrival_s: 0.0,
-            prompt_tokens: 100,
-            output_tokens: 50,
-            slice: 0,
-        }],
-    };
+    let short = one_request(100, 50, 0);
     let e = simulate(&short, &twelve, &model, &policy(Batching::Static, 4)).unwrap_err();
     assert!(matches!(e, CapacityError::NeverAdmits { .. }), "{e}");
     assert!(e.to_string().contains("reserves 16 KV blocks"), "{e}");
     // Longer than the context.
-    let long = Trace {
-        slices: vec!["en".into()],
-        requests: vec![capacity::Request {
-            arrival_s: 0.0,
-            prompt_tokens: 250,
-            output_tokens: 50,
-            slice: 0,
-        }],
-    };
+    let long = one_request(250, 50, 0);
     assert_eq!(
         simulate(&long, &hw, &model, &p).unwrap_err(),
         CapacityError::RequestTooLong {
@@ -240,15 +232,7 @@ fn bad_inputs_are_clear_errors() {
         }
     );
     // A hand-built trace whose slice index names no slice.
-    let orphan = Trace {
-        slices: vec!["en".into()],
-        requests: vec![capacity::Request {
-            arrival_s: 0.0,
-            prompt_tokens: 10,
-            output_tokens: 5,
-            slice: 3,
-        }],
-    };
+    let orphan = one_request(10, 5, 3);
     // (It is the trace's first request, not the "line 1" of a file the trace never was.)
     assert!(matches!(
         simulate(&orphan, &hw, &model, &p),

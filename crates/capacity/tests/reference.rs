@@ -4,8 +4,12 @@
 
 use capacity::{
     simulate, Arrivals, Batching, HardwareProfile, KvBudget, LengthDist, Metrics, ModelProfile,
-    ServingPolicy, SliceMix, Slo, TraceSpec, WeightPath,
+    ServingPolicy, SliceMix, Slo, TraceSpec,
 };
+
+mod common;
+
+use common::policy;
 
 fn one_slice() -> Vec<SliceMix> {
     vec![SliceMix {
@@ -44,12 +48,7 @@ fn poisson_arrivals_and_constant_service_match_the_md1_mean_wait() {
     };
     let model = ModelProfile::tiny();
     // One sequence at a time; a one-token prompt and a one-token answer: one iteration.
-    let policy = ServingPolicy {
-        batching: Batching::Continuous,
-        max_sequences: 1,
-        block_size: 16,
-        weights: WeightPath::Full,
-    };
+    let policy = policy(Batching::Continuous, 1);
     for (rho, seed) in [(0.5, 1), (0.7, 2)] {
         let spec = TraceSpec {
             name: "md1".into(),
@@ -112,15 +111,7 @@ fn continuous_batching_beats_static_batching_by_what_orca_and_vllm_report() {
     let hw = HardwareProfile::preset("a100-80gb").unwrap();
     let model = ModelProfile::preset("llama-2-13b").unwrap();
     let spec = sharegpt_like(3000);
-    let run = |batching| {
-        let policy = ServingPolicy {
-            batching,
-            max_sequences: 256,
-            block_size: 16,
-            weights: WeightPath::Full,
-        };
-        metrics(&spec, &hw, &model, &policy)
-    };
+    let run = |batching| metrics(&spec, &hw, &model, &policy(batching, 256));
     let static_batching = run(Batching::Static);
     let continuous = run(Batching::Continuous);
     let gain = continuous.output_tokens_per_s / static_batching.output_tokens_per_s;
@@ -162,15 +153,7 @@ fn chunked_prefill_lowers_the_p99_decode_stall_as_sarathi_serve_reports() {
         },
         slices: one_slice(),
     };
-    let run = |batching| {
-        let policy = ServingPolicy {
-            batching,
-            max_sequences: 128,
-            block_size: 16,
-            weights: WeightPath::Full,
-        };
-        metrics(&spec, &hw, &model, &policy)
-    };
+    let run = |batching| metrics(&spec, &hw, &model, &policy(batching, 128));
     let whole = run(Batching::Continuous);
     let chunked = run(Batching::ChunkedPrefill { token_budget: 512 });
     let lower = whole.tbt.p99 / chunked.tbt.p99;
@@ -203,12 +186,7 @@ fn kv_blocks_match_the_labs_kv_cache_estimator_for_the_tiny_model() {
     assert_eq!(ours.kv_cache_bytes(1, config.context_len as u64), lab);
 
     let hw = HardwareProfile::preset("lab-cpu").unwrap();
-    let policy = ServingPolicy {
-        batching: Batching::Continuous,
-        max_sequences: 8,
-        block_size: 16,
-        weights: WeightPath::Full,
-    };
+    let policy = policy(Batching::Continuous, 8);
     let budget = KvBudget::new(&hw, &ours, &policy).unwrap();
     let blocks_per_context = config.context_len as f64 / 16.0;
     assert_eq!(budget.bytes_per_block * blocks_per_context, lab);

@@ -7,44 +7,35 @@
 //! `CI=true`, where they fail: CI installs lavapipe, so no adapter there means the GPU path
 //! went untested.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
 use serde_json::Value;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
 
-fn decode_lab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_decode-lab"))
-        .args(args)
-        .current_dir(workspace())
-        .output()
-        .unwrap()
-}
+use common::{decode_lab, fails_with, recorded_hash};
 
-/// A greedy run's record and its standard error.
-fn greedy(prompt: &str, extra: &[&str]) -> (Value, String) {
-    let args = [
-        &[
-            "generate",
-            "--prompt",
-            prompt,
-            "--temperature",
-            "0",
-            "--max-tokens",
-            "32",
-            "--json",
-        ][..],
-        extra,
-    ]
-    .concat();
+/// The record and the standard error of `decode-lab generate`, with `args` then `extra`,
+/// which must succeed without a panic.
+fn generate(args: &[&str], extra: &[&str]) -> (Value, String) {
+    let args = [&["generate"][..], args, extra].concat();
     let out = decode_lab(&args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{args:?}: {stderr}");
     assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     (serde_json::from_slice(&out.stdout).unwrap(), stderr)
+}
+
+/// A greedy run's record and its standard error.
+fn greedy(prompt: &str, extra: &[&str]) -> (Value, String) {
+    let args = [
+        "--prompt",
+        prompt,
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "32",
+        "--json",
+    ];
+    generate(&args, extra)
 }
 
 fn tokens(record: &Value) -> Vec<u64> {
@@ -79,20 +70,6 @@ fn skipped_for_no_adapter(test: &str, record: &Value) -> bool {
         reason(record)
     );
     true
-}
-
-fn recorded_hash(role: &str) -> String {
-    let path = workspace().join("models/decode-lab-tiny-v1/config.json");
-    let config: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    config["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["role"] == role)
-        .unwrap()["sha256"]
-        .as_str()
-        .unwrap()
-        .to_string()
 }
 
 #[test]
@@ -217,46 +194,26 @@ fn every_fault_falls_back_to_cpu_reference_without_losing_a_token() {
 
 #[test]
 fn bad_backends_and_faults_are_named_and_the_summary_names_the_backend() {
+    // `generate --prompt "The "` and `extra`.
+    let generate_the =
+        |extra: &[&'static str]| [&["generate", "--prompt", "The "][..], extra].concat();
     for (args, message) in [
+        (generate_the(&["--backend", "tpu"]), "'tpu'"),
+        (vec!["replay", "run.json", "--backend", "tpu"], "'tpu'"),
         (
-            &["generate", "--prompt", "The ", "--backend", "tpu"][..],
-            "'tpu'",
-        ),
-        (&["replay", "run.json", "--backend", "tpu"][..], "'tpu'"),
-        (
-            &[
-                "generate",
-                "--prompt",
-                "The ",
-                "--backend",
-                "gpu",
-                "--inject-fault",
-                "canary,melt",
-            ][..],
+            generate_the(&["--backend", "gpu", "--inject-fault", "canary,melt"]),
             "unknown fault \"melt\"",
         ),
         (
-            &[
-                "generate",
-                "--prompt",
-                "The ",
-                "--backend",
-                "gpu",
-                "--inject-fault",
-                "device-lost@soon",
-            ][..],
+            generate_the(&["--backend", "gpu", "--inject-fault", "device-lost@soon"]),
             "unknown fault \"device-lost@soon\"",
         ),
         (
-            &["generate", "--prompt", "The ", "--inject-fault", "canary"][..],
+            generate_the(&["--inject-fault", "canary"]),
             "add --backend gpu",
         ),
     ] {
-        let out = decode_lab(args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} succeeded");
-        assert!(stderr.contains(message), "{args:?}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        fails_with(&args, message);
     }
 
     // Streamed text: the summary and the backend go to standard error.
@@ -289,31 +246,20 @@ fn bad_backends_and_faults_are_named_and_the_summary_names_the_backend() {
 /// with the steps on the host, and the CPU reference: the same tokens from the same seed.
 #[test]
 fn sampled_steps_taken_on_the_gpu_give_the_cpu_references_tokens() {
-    let sampled = |extra: &[&str]| {
-        let args = [
-            &[
-                "generate",
-                "--prompt",
-                "Choose Insert",
-                "--temperature",
-                "0.7",
-                "--top-k",
-                "40",
-                "--seed",
-                "11",
-                "--max-tokens",
-                "24",
-                "--json",
-            ][..],
-            extra,
-        ]
-        .concat();
-        let out = decode_lab(&args);
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{args:?}: {stderr}");
-        let record: Value = serde_json::from_slice(&out.stdout).unwrap();
-        (record, stderr)
-    };
+    let args = [
+        "--prompt",
+        "Choose Insert",
+        "--temperature",
+        "0.7",
+        "--top-k",
+        "40",
+        "--seed",
+        "11",
+        "--max-tokens",
+        "24",
+        "--json",
+    ];
+    let sampled = |extra: &[&str]| generate(&args, extra);
     let (on_device, stderr) = sampled(&["--backend", "gpu"]);
     if skipped_for_no_adapter("sampled_on_gpu", &on_device) {
         return;

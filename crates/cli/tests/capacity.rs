@@ -2,24 +2,10 @@
 //! plan out, the known-good file round trip, and one-line errors with exit code 2.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
-fn decode_lab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_decode-lab"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
 
-fn ok(args: &[&str]) -> String {
-    let out = decode_lab(args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use common::{decode_lab, ok};
 
 fn fails(args: &[&str]) -> String {
     let out = decode_lab(args);

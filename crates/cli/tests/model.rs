@@ -2,57 +2,10 @@
 //! `models/decode-lab-tiny-v1`, and every way a model directory can be wrong.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+mod common;
 
-fn model_dir() -> PathBuf {
-    workspace().join("models/decode-lab-tiny-v1")
-}
-
-fn decode_lab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_decode-lab"))
-        .args(args)
-        .current_dir(workspace())
-        .output()
-        .unwrap()
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = decode_lab(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn fails_with(args: &[&str], message: &str) {
-    let out = decode_lab(args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{args:?} succeeded");
-    assert!(stderr.contains(message), "{args:?}: {stderr}");
-}
-
-fn config() -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(model_dir().join("config.json")).unwrap())
-        .unwrap()
-}
-
-fn recorded_hash(role: &str) -> String {
-    config()["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["role"] == role)
-        .unwrap()["sha256"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
+use common::{config, decode_lab, fails_with, model_dir, ok, recorded_hash};
 
 /// A scratch copy of the model directory.
 fn scratch_copy(name: &str) -> PathBuf {

@@ -40,15 +40,21 @@ impl Kernels {
                 source: wgpu::ShaderSource::Wgsl(source.into()),
             })
         };
+        // The kernels that reduce within a workgroup, after the reductions they share.
+        macro_rules! reducing {
+            ($file:literal) => {
+                concat!(include_str!("shaders/reduce.wgsl"), include_str!($file))
+            };
+        }
         let embed = module("embed.wgsl", include_str!("shaders/embed.wgsl"));
         let rmsnorm = module("rmsnorm.wgsl", include_str!("shaders/rmsnorm.wgsl"));
         let matmul = module("matmul.wgsl", include_str!("shaders/matmul.wgsl"));
         let rope = module("rope.wgsl", include_str!("shaders/rope.wgsl"));
         let kv_store = module("kv_store.wgsl", include_str!("shaders/kv_store.wgsl"));
-        let attention = module("attention.wgsl", include_str!("shaders/attention.wgsl"));
+        let attention = module("attention.wgsl", reducing!("shaders/attention.wgsl"));
         let swiglu = module("swiglu.wgsl", include_str!("shaders/swiglu.wgsl"));
-        let softmax = module("softmax.wgsl", include_str!("shaders/softmax.wgsl"));
-        let sample = module("sample.wgsl", include_str!("shaders/sample.wgsl"));
+        let softmax = module("softmax.wgsl", reducing!("shaders/softmax.wgsl"));
+        let sample = module("sample.wgsl", reducing!("shaders/sample.wgsl"));
         let pipeline = |module: &wgpu::ShaderModule, entry: &str| {
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry),

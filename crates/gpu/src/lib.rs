@@ -19,7 +19,8 @@
 //! - [`ops`] runs one kernel at a time on host data: what the kernel tests and the
 //!   benchmarks compare with the CPU.
 //!
-//! The shaders are `.wgsl` files beside this crate's sources, one job each.
+//! The shaders are `.wgsl` files beside this crate's sources, one job each, but for
+//! `reduce.wgsl`: the workgroup reductions that attention, softmax and sample share.
 
 #![forbid(unsafe_code)]
 

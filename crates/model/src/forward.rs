@@ -839,7 +839,7 @@ impl policy::LanguageModel for Transformer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Layer, Linear};
+    use crate::Linear;
 
     fn config(n_kv_heads: usize) -> ModelConfig {
         ModelConfig {
@@ -859,7 +859,7 @@ mod tests {
 
     fn weights(c: &ModelConfig) -> Weights {
         let mut seed = 12_345u32;
-        let mut linear = |rows: usize, cols: usize| {
+        let linear = |rows: usize, cols: usize| {
             let data = (0..rows * cols)
                 .map(|_| {
                     seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
@@ -868,24 +868,7 @@ mod tests {
                 .collect();
             Linear::F32 { rows, cols, data }
         };
-        let (d, kv, ff) = (c.d_model, c.kv_dim(), c.d_ff);
-        Weights {
-            embed: linear(c.vocab_size, d),
-            layers: (0..c.n_layers)
-                .map(|_| Layer {
-                    attn_norm: vec![1.0; d],
-                    q: linear(d, d),
-                    k: linear(kv, d),
-                    v: linear(kv, d),
-                    o: linear(d, d),
-                    mlp_norm: vec![1.0; d],
-                    gate: linear(ff, d),
-                    up: linear(ff, d),
-                    down: linear(d, ff),
-                })
-                .collect(),
-            norm: vec![1.0; d],
-        }
+        Weights::from_fn(c, linear)
     }
 
     /// Prefill of every length in one block, split over threads or not, with AVX or

@@ -20,6 +20,8 @@
 mod config;
 mod error;
 mod forward;
+#[cfg(test)]
+mod kernel_checks;
 mod kv_cache;
 mod packed;
 mod parallel;

@@ -264,55 +264,42 @@ fn store<V: Lanes, const PT: usize, const RT: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn matrix(rows: usize, cols: usize, seed: u32) -> Linear {
-        let data = (0..rows * cols)
-            .map(|i| ((i as u32).wrapping_mul(2_654_435_761) ^ seed) as f32 / u32::MAX as f32 - 0.5)
-            .collect();
-        Linear::F32 { rows, cols, data }
-    }
+    use crate::kernel_checks::bit_identical;
 
     /// Whatever the CPU, the dispatched kernel gives exactly the portable sums; a position
     /// gets the same bits in a block as alone; and the sums are the plain ones.
     #[test]
     fn packed_kernels_are_bit_identical_everywhere() {
-        for (rows, cols, n) in [(37, 24, 11), (128, 128, 9), (352, 128, 6), (5, 13, 7)] {
-            for m in [matrix(rows, cols, 7), matrix(rows, cols, 7).quantized()] {
-                let packed = Packed::new(&m);
-                let xs: Vec<f32> = (0..n * cols).map(|i| (i as f32 * 0.37).sin()).collect();
-                let (mut fast, mut portable) = (vec![0.0; n * rows], vec![0.0; n * rows]);
-                packed.matmul(&xs, &mut fast);
-                packed.matmul_portable(&xs, &mut portable);
-                assert_eq!(fast, portable);
-                for t in 0..n {
-                    let x = &xs[t * cols..(t + 1) * cols];
-                    let mut alone = vec![0.0; rows];
-                    packed.matmul(x, &mut alone);
-                    assert_eq!(alone, &fast[t * rows..(t + 1) * rows]);
-                    let plain: Vec<f32> = (0..rows)
-                        .map(|r| {
-                            let (w, scale) = match &m {
-                                Linear::F32 { data, .. } => {
-                                    (data[r * cols..(r + 1) * cols].to_vec(), None)
-                                }
-                                Linear::Int8 { data, scales, .. } => (
-                                    data[r * cols..(r + 1) * cols]
-                                        .iter()
-                                        .map(|&q| f32::from(q))
-                                        .collect(),
-                                    Some(scales[r]),
-                                ),
-                            };
-                            let mut s = 0.0f32;
-                            for (w, x) in w.iter().zip(x) {
-                                s += x * w;
+        bit_identical(
+            Packed::new,
+            Packed::matmul,
+            Packed::matmul_portable,
+            Packed::matmul,
+            |m, x, alone| {
+                let cols = m.cols();
+                let plain: Vec<f32> = (0..m.rows())
+                    .map(|r| {
+                        let (w, scale) = match m {
+                            Linear::F32 { data, .. } => {
+                                (data[r * cols..(r + 1) * cols].to_vec(), None)
                             }
-                            scale.map_or(s, |k| k * s)
-                        })
-                        .collect();
-                    assert_eq!(plain, alone);
-                }
-            }
-        }
+                            Linear::Int8 { data, scales, .. } => (
+                                data[r * cols..(r + 1) * cols]
+                                    .iter()
+                                    .map(|&q| f32::from(q))
+                                    .collect(),
+                                Some(scales[r]),
+                            ),
+                        };
+                        let mut s = 0.0f32;
+                        for (w, x) in w.iter().zip(x) {
+                            s += x * w;
+                        }
+                        scale.map_or(s, |k| k * s)
+                    })
+                    .collect();
+                assert_eq!(plain, alone);
+            },
+        );
     }
 }

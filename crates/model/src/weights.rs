@@ -448,6 +448,33 @@ impl Reader<'_> {
 }
 
 impl Weights {
+    /// Weights of `config`'s shapes with every matrix made by `matrix(rows, cols)`, in file
+    /// order (the embedding, then each layer's q, k, v, o, gate, up and down), and every norm
+    /// 1: how tests build models of any size without a file.
+    pub fn from_fn(
+        config: &ModelConfig,
+        mut matrix: impl FnMut(usize, usize) -> Linear,
+    ) -> Weights {
+        let (d, kv, ff) = (config.d_model, config.kv_dim(), config.d_ff);
+        Weights {
+            embed: matrix(config.vocab_size, d),
+            layers: (0..config.n_layers)
+                .map(|_| Layer {
+                    attn_norm: vec![1.0; d],
+                    q: matrix(d, d),
+                    k: matrix(kv, d),
+                    v: matrix(kv, d),
+                    o: matrix(d, d),
+                    mlp_norm: vec![1.0; d],
+                    gate: matrix(ff, d),
+                    up: matrix(ff, d),
+                    down: matrix(d, ff),
+                })
+                .collect(),
+            norm: vec![1.0; d],
+        }
+    }
+
     /// Reads a safetensors file (f32 or int8) and checks it against `config`.
     pub fn from_safetensors(config: &ModelConfig, bytes: &[u8]) -> Result<Weights, ModelError> {
         config.validate()?;
@@ -614,35 +641,22 @@ impl Weights {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn matrix(rows: usize, cols: usize, seed: u32) -> Linear {
-        let data = (0..rows * cols)
-            .map(|i| ((i as u32).wrapping_mul(2_654_435_761) ^ seed) as f32 / u32::MAX as f32 - 0.5)
-            .collect();
-        Linear::F32 { rows, cols, data }
-    }
+    use crate::kernel_checks::bit_identical;
 
     /// Whatever the CPU, the dispatched kernels give exactly the portable sums, so a run
     /// replays bit for bit on any machine; and a position gets the same bits in a block
     /// (prefill) as alone (decode) as from `row_dot`.
     #[test]
     fn dispatched_kernels_equal_the_portable_ones_bit_for_bit() {
-        for (rows, cols, n) in [(37, 24, 11), (128, 128, 9), (352, 128, 6), (5, 13, 7)] {
-            for m in [matrix(rows, cols, 7), matrix(rows, cols, 7).quantized()] {
-                let xs: Vec<f32> = (0..n * cols).map(|i| (i as f32 * 0.37).sin()).collect();
-                let (mut fast, mut portable) = (vec![0.0; n * rows], vec![0.0; n * rows]);
-                m.matmul(&xs, &mut fast);
-                m.matmul_portable(&xs, &mut portable);
-                assert_eq!(fast, portable);
-                for t in 0..n {
-                    let x = &xs[t * cols..(t + 1) * cols];
-                    let mut alone = vec![0.0; rows];
-                    m.matvec(x, &mut alone);
-                    assert_eq!(alone, &fast[t * rows..(t + 1) * rows]);
-                    let dots: Vec<f32> = (0..rows).map(|r| m.row_dot(r, x)).collect();
-                    assert_eq!(dots, alone);
-                }
-            }
-        }
+        bit_identical(
+            Linear::clone,
+            Linear::matmul,
+            Linear::matmul_portable,
+            Linear::matvec,
+            |m, x, alone| {
+                let dots: Vec<f32> = (0..m.rows()).map(|r| m.row_dot(r, x)).collect();
+                assert_eq!(dots, alone);
+            },
+        );
     }
 }

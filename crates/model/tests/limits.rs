@@ -131,31 +131,11 @@ fn weights(c: &ModelConfig, mut value: impl FnMut(usize) -> f32) -> Weights {
             })
             .collect()
     };
-    let (d, kv, ff) = (c.d_model, c.kv_dim(), c.d_ff);
-    let mut linear = |rows: usize, cols: usize| Linear::F32 {
+    Weights::from_fn(c, |rows, cols| Linear::F32 {
         rows,
         cols,
         data: next(rows * cols),
-    };
-    let embed = linear(c.vocab_size, d);
-    let layers = (0..c.n_layers)
-        .map(|_| model::Layer {
-            attn_norm: vec![1.0; d],
-            q: linear(d, d),
-            k: linear(kv, d),
-            v: linear(kv, d),
-            o: linear(d, d),
-            mlp_norm: vec![1.0; d],
-            gate: linear(ff, d),
-            up: linear(ff, d),
-            down: linear(d, ff),
-        })
-        .collect();
-    Weights {
-        embed,
-        layers,
-        norm: vec![1.0; d],
-    }
+    })
 }
 
 fn small(i: usize) -> f32 {

@@ -23,6 +23,9 @@
 
 #![forbid(unsafe_code)]
 
+#[macro_use]
+mod names;
+
 pub mod chapter;
 mod error;
 pub mod generate;

@@ -23,9 +23,6 @@
 //! finds its cut-off from a logarithmic histogram of the weights. Everything is computed
 //! in f64.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
 
 use crate::error::Constraint;
@@ -64,25 +61,7 @@ impl StageOrder {
     }
 }
 
-impl fmt::Display for StageOrder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for StageOrder {
-    type Err = PolicyError;
-
-    /// Reads an order by its [`name`](StageOrder::name).
-    fn from_str(name: &str) -> Result<StageOrder, PolicyError> {
-        StageOrder::ALL
-            .into_iter()
-            .find(|order| order.name() == name)
-            .ok_or_else(|| PolicyError::UnknownOrder {
-                name: name.to_string(),
-            })
-    }
-}
+by_name!(StageOrder, UnknownOrder);
 
 /// A decoding policy: every knob of one step. The defaults switch every stage off
 /// (temperature 1, sampling from the full softmax).
@@ -1063,15 +1042,12 @@ fn top_five(candidates: &[(f64, u32)], weights: &[f64], total: f64, t: f64) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::tests::reads_back;
 
     #[test]
     fn an_order_reads_back_from_its_name_in_text_and_in_json() {
         for order in StageOrder::ALL {
-            assert_eq!(order.to_string().parse::<StageOrder>(), Ok(order));
-            assert_eq!(
-                serde_json::to_string(&order).unwrap(),
-                format!("\"{order}\"")
-            );
+            reads_back(order);
         }
     }
 

@@ -159,11 +159,7 @@ impl BackendKind {
     }
 }
 
-impl fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+by_name!(BackendKind);
 
 /// What ran the model's forward pass: the backend's kind and, for a GPU, which adapter.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -3,7 +3,6 @@
 //! CLI, the lab's page and its model worker, and the run record read and write the same
 //! ones, and so that the page can name them without linking the model or the GPU runtime.
 
-use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -42,25 +41,7 @@ impl Precision {
     }
 }
 
-impl fmt::Display for Precision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Precision {
-    type Err = PolicyError;
-
-    /// Reads a precision by its [`name`](Precision::name).
-    fn from_str(name: &str) -> Result<Precision, PolicyError> {
-        Precision::ALL
-            .into_iter()
-            .find(|precision| precision.name() == name)
-            .ok_or_else(|| PolicyError::UnknownPrecision {
-                name: name.to_string(),
-            })
-    }
-}
+by_name!(Precision, UnknownPrecision);
 
 /// Which forward pass a run asks for: `gpu` or `cpu` on the command line (`--backend`), in
 /// the lab's `backend=` key and in the worker's messages. Reading also takes the name of
@@ -97,11 +78,7 @@ impl BackendChoice {
     }
 }
 
-impl fmt::Display for BackendChoice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+by_name!(BackendChoice);
 
 impl FromStr for BackendChoice {
     type Err = PolicyError;
@@ -121,15 +98,12 @@ impl FromStr for BackendChoice {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::tests::reads_back;
 
     #[test]
     fn a_precision_reads_back_from_its_name_in_text_and_in_json() {
         for precision in Precision::ALL {
-            assert_eq!(precision.to_string().parse::<Precision>(), Ok(precision));
-            assert_eq!(
-                serde_json::to_string(&precision).unwrap(),
-                format!("\"{precision}\"")
-            );
+            reads_back(precision);
             assert_eq!(precision.role(), format!("weights-{precision}"));
         }
         assert_eq!(
@@ -141,13 +115,8 @@ mod tests {
     #[test]
     fn a_choice_reads_back_from_its_name_and_from_the_backend_it_runs() {
         for choice in BackendChoice::ALL {
-            assert_eq!(choice.to_string().parse::<BackendChoice>(), Ok(choice));
+            reads_back(choice);
             assert_eq!(choice.runs().name().parse::<BackendChoice>(), Ok(choice));
-            assert_eq!(
-                serde_json::to_string(&choice).unwrap(),
-                format!("\"{choice}\""),
-                "serde writes the same name"
-            );
             let read: BackendChoice = serde_json::from_str(&format!("\"{}\"", choice.runs()))
                 .expect("serde reads the backend's name too");
             assert_eq!(read, choice);

@@ -3,8 +3,8 @@
 
 use policy::generate::{GenerateError, Observer, StepRecord, Unobserved};
 use policy::{
-    generate, replay, ArtifactId, LanguageModel, Policy, PolicyError, ReplayReport, RunRecord,
-    StopConfig, StopReason,
+    generate, replay, LanguageModel, Policy, PolicyError, ReplayReport, RunRecord, StopConfig,
+    StopReason,
 };
 
 mod support;
@@ -239,15 +239,7 @@ impl LanguageModel for DeviceToy {
     /// The toy never fails; a step on its "device" can.
     type Error = PolicyError;
 
-    fn id(&self) -> ArtifactId {
-        self.toy.id()
-    }
-    fn vocab_size(&self) -> usize {
-        self.toy.vocab_size()
-    }
-    fn context_len(&self) -> usize {
-        self.toy.context_len()
-    }
+    support::toy_identity!();
     fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], PolicyError> {
         let Ok(logits) = self.toy.prefill(prompt);
         Ok(logits)
@@ -398,15 +390,7 @@ impl Breaking {
 impl LanguageModel for Breaking {
     type Error = Broke;
 
-    fn id(&self) -> ArtifactId {
-        self.toy.id()
-    }
-    fn vocab_size(&self) -> usize {
-        self.toy.vocab_size()
-    }
-    fn context_len(&self) -> usize {
-        self.toy.context_len()
-    }
+    support::toy_identity!();
     fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], Broke> {
         self.call()?;
         let Ok(logits) = self.toy.prefill(prompt);

@@ -3,7 +3,8 @@
 //! every stage and both orders; unit tests pin each stage's semantics on small numbers.
 
 use policy::{
-    step, NumpyRng, Policy, PolicyError, Snapshots, Stage, StageOrder, StepContext, StepOutcome,
+    step, Logit, NumpyRng, Policy, PolicyError, Snapshots, Stage, StageOrder, StepContext,
+    StepOutcome, TokenProb,
 };
 use proptest::prelude::*;
 
@@ -148,12 +149,12 @@ fn arb_case() -> impl Strategy<Value = (Policy, Vec<f64>, Vec<u32>, usize, u64)>
             prop_oneof![Just(1.0), 0.5f64..2.0],
             (-1.0f64..1.0, -1.0f64..1.0),
             0usize..4,
-            any::<bool>(),
+            prop::sample::select(StageOrder::ALL.to_vec()),
             prop::collection::vec((0..v as u32, -3.0f64..3.0), 0..3),
         );
         (logits, ids.clone(), ids, policy, 0usize..12, any::<u64>()).prop_map(
             move |(logits, forbidden, tokens, p, prompt_len, seed)| {
-                let (temperature, top_k, top_p, min_p, rep, (freq, pres), ngram, last, bias) = p;
+                let (temperature, top_k, top_p, min_p, rep, (freq, pres), ngram, order, bias) = p;
                 let mut forbidden = forbidden;
                 forbidden.truncate(v - 1); // leave at least one token alive
                 forbidden.retain(|&id| id != 0);
@@ -170,11 +171,7 @@ fn arb_case() -> impl Strategy<Value = (Policy, Vec<f64>, Vec<u32>, usize, u64)>
                     top_k,
                     top_p,
                     min_p,
-                    order: if last {
-                        StageOrder::TemperatureLast
-                    } else {
-                        StageOrder::TemperatureFirst
-                    },
+                    order,
                 };
                 let prompt_len = prompt_len.min(tokens.len());
                 (policy, logits, tokens, prompt_len, seed)
@@ -243,6 +240,11 @@ proptest! {
     }
 }
 
+/// The tokens the first stage (the constraints) reported in a step.
+fn constrained(outcome: StepOutcome) -> Vec<TokenProb> {
+    outcome.stages.unwrap().swap_remove(0).tokens
+}
+
 fn survivors(policy: &Policy, logits: &[f64]) -> Vec<u32> {
     let outcome = run(policy, logits, &[], 0, 0);
     outcome
@@ -308,9 +310,8 @@ fn repetition_penalty_follows_hugging_face() {
         repetition_penalty: 2.0,
         ..Policy::default()
     };
-    let outcome = run(&policy, &[4.0, -1.0, 1.0], &[0, 1], 2, 0);
-    let constrained = &outcome.stages.unwrap()[0];
-    let logits: Vec<f64> = constrained.tokens.iter().map(|t| t.logit).collect();
+    let constrained = constrained(run(&policy, &[4.0, -1.0, 1.0], &[0, 1], 2, 0));
+    let logits: Vec<f64> = constrained.iter().map(|t| t.logit).collect();
     assert_eq!(logits, [2.0, -2.0, 1.0]);
 }
 
@@ -322,12 +323,8 @@ fn frequency_and_presence_count_generated_tokens_only() {
         ..Policy::default()
     };
     // Token 0 is in the prompt only; token 1 was generated twice.
-    let outcome = run(&policy, &[0.0, 0.0, 0.0], &[0, 1, 1], 1, 0);
-    let logits: Vec<f64> = outcome.stages.unwrap()[0]
-        .tokens
-        .iter()
-        .map(|t| t.logit)
-        .collect();
+    let constrained = constrained(run(&policy, &[0.0, 0.0, 0.0], &[0, 1, 1], 1, 0));
+    let logits: Vec<f64> = constrained.iter().map(|t| t.logit).collect();
     assert_eq!(logits, [0.0, -2.0, 0.0]);
 }
 
@@ -337,12 +334,8 @@ fn no_repeat_ngram_bans_the_completing_token() {
         no_repeat_ngram: 2,
         ..Policy::default()
     };
-    let outcome = run(&policy, &[0.0, 0.0, 0.0], &[1, 2, 1], 3, 0);
-    let ids: Vec<u32> = outcome.stages.unwrap()[0]
-        .tokens
-        .iter()
-        .map(|t| t.id)
-        .collect();
+    let constrained = constrained(run(&policy, &[0.0, 0.0, 0.0], &[1, 2, 1], 3, 0));
+    let ids: Vec<u32> = constrained.iter().map(|t| t.id).collect();
     assert_eq!(ids, [0, 1]);
 }
 
@@ -393,16 +386,7 @@ fn stages_are_reported_in_pipeline_order() {
 #[test]
 fn bad_input_names_the_value() {
     let ok = Policy::default();
-    let err = |policy: &Policy, logits: &[f64]| {
-        step(
-            policy,
-            logits,
-            StepContext::default(),
-            &mut NumpyRng::new(0),
-            Snapshots::Skip,
-        )
-        .unwrap_err()
-    };
+    let err = |policy: &Policy, logits: &[f64]| bare_step(policy, logits, 0).unwrap_err();
     assert_eq!(err(&ok, &[]), PolicyError::EmptyVocabulary);
     assert_eq!(
         err(&ok, &[0.0, f64::INFINITY]),
@@ -478,14 +462,7 @@ fn largest_vocabulary_works() {
         temperature: 0.7,
         ..Policy::default()
     };
-    let outcome = step(
-        &policy,
-        &logits,
-        StepContext::default(),
-        &mut NumpyRng::new(1),
-        Snapshots::Skip,
-    )
-    .unwrap();
+    let outcome = bare_step(&policy, &logits, 1).unwrap();
     assert!(outcome.prob > 0.0 && outcome.survivors > 1);
 }
 
@@ -574,14 +551,7 @@ fn every_non_finite_logit_is_found_on_both_paths() {
                         top_k,
                         ..Policy::default()
                     };
-                    let err = step(
-                        &policy,
-                        &logits,
-                        StepContext::default(),
-                        &mut NumpyRng::new(0),
-                        Snapshots::Skip,
-                    )
-                    .unwrap_err();
+                    let err = bare_step(&policy, &logits, 0).unwrap_err();
                     assert!(
                         matches!(err, PolicyError::NonFiniteLogit { index, .. } if index == at),
                         "vocab {vocab}, {bad} at {at}, top-k {top_k}: {err:?}"
@@ -590,6 +560,22 @@ fn every_non_finite_logit_is_found_on_both_paths() {
             }
         }
     }
+}
+
+/// A step from `logits` (f32 or f64) under `policy` from seed `seed`, with no context and no
+/// snapshots.
+fn bare_step<L: Logit>(
+    policy: &Policy,
+    logits: &[L],
+    seed: u64,
+) -> Result<StepOutcome, PolicyError> {
+    step(
+        policy,
+        logits,
+        StepContext::default(),
+        &mut NumpyRng::new(seed),
+        Snapshots::Skip,
+    )
 }
 
 /// A step from `logits` under `policy` with context `tokens` (all generated), snapshots on.
@@ -718,14 +704,7 @@ fn extremes_that_stay_finite_are_chosen_from() {
         ..Policy::default()
     };
     let logits = [1.0f32, f32::MAX];
-    let err = step(
-        &policy,
-        &logits,
-        StepContext::default(),
-        &mut NumpyRng::new(0),
-        Snapshots::Skip,
-    )
-    .unwrap_err();
+    let err = bare_step(&policy, &logits, 0).unwrap_err();
     assert!(
         matches!(err, PolicyError::TemperatureOverflow { index: 1, .. }),
         "{err}"
@@ -819,7 +798,7 @@ fn extreme_case() -> impl Strategy<Value = (Policy, Vec<f64>, Vec<u32>, usize)> 
             prop_oneof![Just(0.0), 0.0f64..=1.0],
             prop_oneof![Just(1.0), any_positive()],
             (any_finite(), any_finite()),
-            any::<bool>(),
+            prop::sample::select(StageOrder::ALL.to_vec()),
             prop::collection::vec((0..v as u32, any_finite()), 0..3),
         );
         (
@@ -829,7 +808,7 @@ fn extreme_case() -> impl Strategy<Value = (Policy, Vec<f64>, Vec<u32>, usize)> 
             knobs,
         )
             .prop_map(|(logits, tokens, prompt_len, knobs)| {
-                let (temperature, top_k, top_p, min_p, rep, (freq, pres), last, bias) = knobs;
+                let (temperature, top_k, top_p, min_p, rep, (freq, pres), order, bias) = knobs;
                 let policy = Policy {
                     logit_bias: bias,
                     repetition_penalty: rep,
@@ -839,11 +818,7 @@ fn extreme_case() -> impl Strategy<Value = (Policy, Vec<f64>, Vec<u32>, usize)> 
                     top_k,
                     top_p,
                     min_p,
-                    order: if last {
-                        StageOrder::TemperatureLast
-                    } else {
-                        StageOrder::TemperatureFirst
-                    },
+                    order,
                     ..Policy::default()
                 };
                 let prompt_len = prompt_len.min(tokens.len());

@@ -2,7 +2,7 @@
 // position t, query head h). Position start + t sees cache positions 0..=start + t; query
 // head h reads KV head h / (heads / kv_heads) (grouped-query attention; MHA and MQA are the
 // same code). Scores live in workgroup memory; the max and the sum of exponentials are
-// workgroup tree reductions, so the softmax is stable.
+// workgroup tree reductions (reduce.wgsl), so the softmax is stable.
 
 struct Step { start: u32, n: u32 }
 struct Params { layer: u32, heads: u32, kv_heads: u32, head_dim: u32, context: u32, scale: f32, pad0: u32, pad1: u32 }
@@ -15,15 +15,11 @@ struct Params { layer: u32, heads: u32, kv_heads: u32, head_dim: u32, context: u
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
 const WG: u32 = 64u;
-// Below any score these kernels meet. (Written as -3.402823e38, not f32::MIN's -3.4028235e38: Chrome's
-// WGSL parser rejects that literal as beyond f32 instead of rounding it.)
-const LOWEST: f32 = -3.402823e38;
 // The runtime refuses models whose context or head size exceed these.
 const MAX_CONTEXT: u32 = 1024u;
 const MAX_HEAD_DIM: u32 = 256u;
 var<workgroup> scores: array<f32, MAX_CONTEXT>;
 var<workgroup> q_row: array<f32, MAX_HEAD_DIM>;
-var<workgroup> red: array<f32, WG>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -46,14 +42,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         scores[pos] = s;
         local_max = max(local_max, s);
     }
-    red[lid.x] = local_max;
-    workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half /= 2u) {
-        if (lid.x < half) { red[lid.x] = max(red[lid.x], red[lid.x + half]); }
-        workgroupBarrier();
-    }
-    let m = red[0];
-    workgroupBarrier();
+    let m = reduce_max(lid.x, local_max);
 
     var local_sum = 0.0;
     for (var pos = lid.x; pos < visible; pos += WG) {
@@ -61,13 +50,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         scores[pos] = e;
         local_sum += e;
     }
-    red[lid.x] = local_sum;
-    workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half /= 2u) {
-        if (lid.x < half) { red[lid.x] += red[lid.x + half]; }
-        workgroupBarrier();
-    }
-    let total = red[0];
+    let total = reduce_sum(lid.x, local_sum);
 
     for (var i = lid.x; i < p.head_dim; i += WG) {
         var acc = 0.0;

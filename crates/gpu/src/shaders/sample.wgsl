@@ -30,39 +30,12 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
 
 const WG: u32 = 256u;
-// Below any value these kernels meet (see attention.wgsl for why not -3.4028235e38).
-const LOWEST: f32 = -3.402823e38;
 const MAX_VOCAB: u32 = 1024u;
 const TOP: u32 = 5u;
 var<workgroup> l: array<f32, MAX_VOCAB>;
 var<workgroup> w: array<f32, MAX_VOCAB>;
 var<workgroup> keep: array<u32, MAX_VOCAB>;
-var<workgroup> red: array<f32, WG>;
 var<workgroup> red_id: array<u32, WG>;
-
-fn reduce_sum(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half /= 2u) {
-        if (lid < half) { red[lid] += red[lid + half]; }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
-}
-
-fn reduce_max(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var half = WG / 2u; half > 0u; half /= 2u) {
-        if (lid < half) { red[lid] = max(red[lid], red[lid + half]); }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
-}
 
 fn write_top(slot: u32, id: u32, prob: f32, logit: f32) {
     out[5u + slot] = id;

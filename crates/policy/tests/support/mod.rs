@@ -71,6 +71,25 @@ impl LanguageModel for Toy {
     }
 }
 
+/// The part of [`LanguageModel`] that a model wrapping the toy (in its field `toy`) passes on
+/// unchanged: the toy's id, vocabulary size and context length.
+#[allow(unused_macros)] // only the generation tests wrap the toy
+macro_rules! toy_identity {
+    () => {
+        fn id(&self) -> policy::ArtifactId {
+            self.toy.id()
+        }
+        fn vocab_size(&self) -> usize {
+            self.toy.vocab_size()
+        }
+        fn context_len(&self) -> usize {
+            self.toy.context_len()
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use toy_identity;
+
 pub struct Bytes;
 
 impl Vocabulary for Bytes {
