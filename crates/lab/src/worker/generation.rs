@@ -9,7 +9,8 @@ use gpu::{Faults, Runtime};
 use model::{ModelConfig, Transformer};
 use policy::generate::StepRecord;
 use policy::{
-    BackendChoice, Clock, Generation, ModelCall, Observer, Precision, RunConfig, RunRecord,
+    BackendChoice, Clock, Generation, ModelCall, Observer, Precision, ReplayReport, RunConfig,
+    RunRecord,
 };
 use tokenizer::Tokenizer;
 
@@ -37,6 +38,37 @@ impl Start {
     }
 }
 
+/// A run record read from an exported file (the first, when a JSONL export holds several),
+/// or what is wrong with it in words. `decode-lab replay` reads files the same way.
+pub fn parse_record(text: &str) -> Result<RunRecord, String> {
+    policy::parse_records(text)
+        .map_err(|e| format!("This file is not a run record the lab can read: {e}."))?
+        .into_iter()
+        .next()
+        .ok_or_else(|| "This file holds no run record.".to_string())
+}
+/// A replay's verdict in words: identical, or the first step that differs.
+pub fn replay_verdict(recorded: &RunRecord, replayed: &RunRecord) -> (bool, String) {
+    if recorded.tokenizer != replayed.tokenizer {
+        return (
+            false,
+            format!(
+                "Not replayable here: the record's tokenizer is {}, this lab's is {}.",
+                recorded.tokenizer, replayed.tokenizer
+            ),
+        );
+    }
+    match policy::record::compare(recorded, replayed) {
+        ReplayReport::Identical { steps } => (
+            true,
+            format!("Replay identical: all {steps} steps chose the same tokens with the same probabilities, and the run stopped for the same reason."),
+        ),
+        ReplayReport::Differs { step, detail, .. } => {
+            (false, format!("Replay differs first at step {step}: {detail}."))
+        }
+        altered @ ReplayReport::Altered { .. } => (false, format!("This record was {altered}.")),
+    }
+}
 /// What replays `record`: its own configuration, on the weights it names, on `backend`.
 pub fn replay_request(
     record: &RunRecord,
@@ -294,7 +326,7 @@ mod tests {
     use crate::test_support::{read, Ticks};
     use policy::BackendKind;
 
-    use crate::panels::generate::view_model::{parse_record, replay_verdict, GenerateForm};
+    use crate::panels::generate::view_model::GenerateForm;
     use crate::widgets::form::Form;
 
     /// The panel's loop, on the CPU backend, makes the same tokens as the CLI's

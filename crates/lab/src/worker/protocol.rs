@@ -35,9 +35,11 @@ pub struct GenerateRequest {
 pub enum Job {
     /// A new run of the Generate panel.
     Generate(Box<GenerateRequest>),
-    /// Regenerate a record on a backend and compare.
+    /// Regenerate a record on a backend and compare. The record is the JSON text of an
+    /// exported file (or of the page's own run): the worker reads and checks it, so the
+    /// page links neither the record's digest nor the comparison.
     Replay {
-        record: Box<RunRecord>,
+        record: String,
         backend: BackendChoice,
     },
     /// The model's next-token logits after a prompt (f32, CPU reference), for the
@@ -99,6 +101,13 @@ pub enum Event {
     Finished {
         record: Box<RunRecord>,
         figures: RunFigures,
+    },
+    /// The record a [`Job::Replay`] read, which the run now starting must reproduce.
+    Replaying(Box<RunRecord>),
+    /// After a replay's [`Event::Finished`]: whether it reproduced the record, in words.
+    Verdict {
+        identical: bool,
+        words: String,
     },
     /// The answer to [`Job::PromptLogits`].
     Logits(Vec<f32>),

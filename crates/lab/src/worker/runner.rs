@@ -18,7 +18,8 @@ use crate::worker::browser::{
 };
 use crate::worker::exercise::run_exercise;
 use crate::worker::generation::{
-    generate, load_model, prompt_logits, replay_request, speed, with_eos, ModelFiles, Start,
+    generate, load_model, parse_record, prompt_logits, replay_request, replay_verdict, speed,
+    with_eos, ModelFiles, Start,
 };
 use crate::worker::protocol::{Event, GpuTimings, Job, RunFigures};
 
@@ -85,6 +86,15 @@ pub async fn run(
     };
     let mut progress = |what: String| emit(Event::Working(what));
 
+    // A record to replay is read before anything loads: a file that is not one says so at once.
+    let recorded = match &job {
+        Job::Replay { record, .. } => {
+            let recorded = parse_record(record)?;
+            emit(Event::Replaying(Box::new(recorded.clone())));
+            Some(recorded)
+        }
+        _ => None,
+    };
     let began = now_ms();
     if state.files.is_none() {
         state.files = Some(load_model(&fetch, &mut progress).await?);
@@ -99,7 +109,10 @@ pub async fn run(
             }
             (request.config.clone(), Start::of(&request)?)
         }
-        Job::Replay { record, backend } => replay_request(&record, &files.config, backend)?,
+        Job::Replay { backend, .. } => match &recorded {
+            Some(recorded) => replay_request(recorded, &files.config, backend)?,
+            None => return Err("The record to replay was not read.".to_string()),
+        },
         Job::PromptLogits { prompt } => {
             let logits = prompt_logits(files, &prompt, &fetch, &mut progress).await?;
             emit(Event::Logits(logits));
@@ -218,9 +231,13 @@ pub async fn run(
         }),
         readbacks: runtime.readbacks().saturating_sub(readbacks_before),
     };
+    let verdict = recorded.map(|recorded| replay_verdict(&recorded, &record));
     emit(Event::Finished {
         record: Box::new(record),
         figures,
     });
+    if let Some((identical, words)) = verdict {
+        emit(Event::Verdict { identical, words });
+    }
     Ok(())
 }

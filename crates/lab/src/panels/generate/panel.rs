@@ -17,7 +17,7 @@ use wasm_bindgen::JsCast;
 
 use crate::panels::generate::latency_chart::{LatencyChart, LatencyRow};
 use crate::panels::generate::run_state::{Download, Figures, Phase, RunState, Shown};
-use crate::panels::generate::view_model::{backend_status, parse_record, visible, GenerateForm};
+use crate::panels::generate::view_model::{backend_status, visible, GenerateForm};
 use crate::shell::url;
 use crate::shell::web::{chosen_file_text, download, now_ms};
 use crate::widgets::chart::mirror_table;
@@ -102,7 +102,8 @@ pub fn GeneratePanel() -> impl IntoView {
             }
         }
     };
-    let replay = move |recorded| {
+    // A record to replay goes to the worker as its JSON text: the worker reads and checks it.
+    let replay = move |recorded: String| {
         let backend = backend_choice.get_untracked();
         send(
             run.try_update(|r| r.start_replay(recorded, backend, now_ms()))
@@ -385,7 +386,7 @@ fn RecordTools(
     run: RwSignal<RunState>,
     phase: Memo<Phase>,
     record: Memo<Option<RunRecord>>,
-    replay: Callback<RunRecord>,
+    replay: Callback<String>,
 ) -> impl IntoView {
     let run_count = Memo::new(move |_| run.with(|r| r.all_runs.len()));
     let verdict = Memo::new(move |_| run.with(|r| r.verdict.clone()));
@@ -412,20 +413,12 @@ fn RecordTools(
             return;
         };
         spawn_local(async move {
-            let parsed = match chosen_file_text(&input).await {
-                Ok(text) => parse_record(&text),
-                Err(e) => Err(e),
-            };
+            let read = chosen_file_text(&input).await;
             input.set_value("");
-            match parsed {
-                Ok(imported) => {
-                    file_message.set(Some(format!(
-                        "Imported a record of {} steps (prompt \"{}\", seed {}); replaying it.",
-                        imported.steps.len(),
-                        imported.config.prompt,
-                        imported.config.seed
-                    )));
-                    replay.run(imported);
+            match read {
+                Ok(text) => {
+                    file_message.set(None);
+                    replay.run(text);
                 }
                 Err(message) => file_message.set(Some(message)),
             }
@@ -436,7 +429,7 @@ fn RecordTools(
         <div class="record-tools">
             <h3>"Replay, export and import"</h3>
             <div class="field buttons">
-                <button type="button" on:click=move |_| { if let Some(r) = record.get_untracked() { replay.run(r) } } disabled=move || phase.with(Phase::busy) || record.with(Option::is_none)>
+                <button type="button" on:click=move |_| { if let Some(text) = record.with_untracked(|r| r.as_ref().and_then(|r| serde_json::to_string(r).ok())) { replay.run(text) } } disabled=move || phase.with(Phase::busy) || record.with(Option::is_none)>
                     "Replay"
                 </button>
                 <button type="button" class="secondary" on:click=export_record disabled=move || record.with(Option::is_none)>

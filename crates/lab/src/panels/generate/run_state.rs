@@ -6,7 +6,6 @@
 use policy::generate::StepRecord;
 use policy::{Backend, BackendChoice, RunRecord};
 
-use crate::panels::generate::view_model::replay_verdict;
 use crate::worker::protocol::{Event, GenerateRequest, Job, RunFigures};
 
 /// How often progress is announced to screen readers while tokens stream in.
@@ -101,8 +100,8 @@ pub struct RunState {
     pub announcement: String,
     pub downloading: Option<Download>,
     pub figures: Figures,
-    /// The record the replay in progress must reproduce.
-    expected: Option<RunRecord>,
+    /// Whether the run in progress replays [`RunState::record`].
+    replaying: bool,
     /// When progress was last announced, so that it is announced at most every
     /// [`ANNOUNCE_EVERY_MS`].
     announced_ms: f64,
@@ -123,7 +122,7 @@ impl Default for RunState {
             announcement: String::new(),
             downloading: None,
             figures: Figures::default(),
-            expected: None,
+            replaying: false,
             announced_ms: f64::NEG_INFINITY,
         }
     }
@@ -136,32 +135,29 @@ impl RunState {
             return None;
         }
         self.record = None;
-        self.start(request.config.prompt.clone(), None, now_ms);
+        self.start(request.config.prompt.clone(), false, now_ms);
         Some(Job::Generate(Box::new(request)))
     }
 
-    /// Shows `record` as the run record and, unless a run is in progress, starts regenerating
-    /// it on `backend` to compare: the job to send, or `None`.
+    /// Unless a run is in progress, starts regenerating the record whose JSON text is `record`
+    /// on `backend` to compare: the job to send, or `None`. The worker reads the record
+    /// ([`Event::Replaying`]), which is then shown, and judges the replay ([`Event::Verdict`]).
     pub fn start_replay(
         &mut self,
-        record: RunRecord,
+        record: String,
         backend: BackendChoice,
         now_ms: f64,
     ) -> Option<Job> {
-        self.record = Some(record.clone());
         if self.phase.busy() {
             return None;
         }
-        self.start(record.config.prompt.clone(), Some(record.clone()), now_ms);
-        Some(Job::Replay {
-            record: Box::new(record),
-            backend,
-        })
+        self.start(String::new(), true, now_ms);
+        Some(Job::Replay { record, backend })
     }
 
     /// What every run starts from: nothing shown, no verdict, no figures, and the live region
     /// quiet for [`ANNOUNCE_EVERY_MS`].
-    fn start(&mut self, prompt: String, expected: Option<RunRecord>, now_ms: f64) {
+    fn start(&mut self, prompt: String, replaying: bool, now_ms: f64) {
         self.backend = None;
         self.shown = Vec::new();
         self.shown_prompt = prompt;
@@ -170,7 +166,7 @@ impl RunState {
         self.downloading = None;
         self.announcement = String::new();
         self.announced_ms = now_ms;
-        self.expected = expected;
+        self.replaying = replaying;
         self.enter(Phase::Working("Starting the model worker…".to_string()));
     }
 
@@ -205,6 +201,16 @@ impl RunState {
             }
             Event::Step { step, text } => self.step(*step, text, now_ms),
             Event::Finished { record, figures } => self.finish(*record, figures),
+            Event::Replaying(record) => {
+                self.shown_prompt = record.config.prompt.clone();
+                self.record = Some(*record);
+            }
+            Event::Verdict { identical, words } => {
+                let done = format!("{} {words}", self.announcement);
+                self.verdict = Some((identical, words));
+                self.announcement = done.clone();
+                self.enter(Phase::Done(done));
+            }
             Event::Failed(message) => {
                 self.downloading = None;
                 self.announcement = message.clone();
@@ -243,17 +249,13 @@ impl RunState {
         let reason = made.stop_reason.describe();
         let n = made.steps.len();
         let tokens = if n == 1 { "token" } else { "tokens" };
-        let mut done = format!("Generated {n} {tokens}; stopped because {reason}.");
+        let done = format!("Generated {n} {tokens}; stopped because {reason}.");
         if let Ok(line) = serde_json::to_string(&made) {
             self.all_runs.push(line);
         }
-        match &self.expected {
-            Some(expected) => {
-                let (same, words) = replay_verdict(expected, &made);
-                done = format!("{done} {words}");
-                self.verdict = Some((same, words));
-            }
-            None => self.record = Some(made),
+        // A replay keeps the record it reproduces shown; the verdict follows.
+        if !self.replaying {
+            self.record = Some(made);
         }
         self.announcement = done.clone();
         self.enter(Phase::Done(done));
@@ -489,73 +491,55 @@ mod tests {
         let before = state.clone();
         assert_eq!(state.start_run(request(), 2.0), None);
         assert_eq!(state, before);
-        let imported = record(&[1], StopReason::MaxTokens);
         assert_eq!(
-            state.start_replay(imported.clone(), BackendChoice::Cpu, 3.0),
+            state.start_replay("{}".to_string(), BackendChoice::Cpu, 3.0),
             None
         );
-        assert_eq!(state.phase, Phase::Generating);
-        assert_eq!(
-            state.record,
-            Some(imported),
-            "an import still shows its record"
-        );
+        assert_eq!(state, before);
     }
 
     #[test]
-    fn a_replay_that_matches_is_identical_and_keeps_its_record() {
+    fn a_replay_shows_the_record_the_worker_read_and_takes_its_verdict() {
         let made = record(&[5, 6, 7], StopReason::MaxTokens);
         let mut state = after_run(&made);
-        let job = state.start_replay(made.clone(), BackendChoice::Gpu, 200.0);
+        let text = serde_json::to_string(&made).unwrap();
+        let job = state.start_replay(text.clone(), BackendChoice::Gpu, 200.0);
         assert_eq!(
             job,
             Some(Job::Replay {
-                record: Box::new(made.clone()),
+                record: text,
                 backend: BackendChoice::Gpu
             })
         );
-        assert_eq!(state.record.as_ref(), Some(&made));
-        assert_eq!(state.shown_prompt, made.config.prompt);
+        let recorded = record(&[5, 4, 7], StopReason::MaxTokens);
+        state.apply(Event::Replaying(Box::new(recorded.clone())), 205.0);
+        assert_eq!(state.record.as_ref(), Some(&recorded));
+        assert_eq!(state.shown_prompt, recorded.config.prompt);
         state.apply(Event::Generating, 210.0);
         steps(&mut state, &made, 220.0, 1.0);
         state.apply(finished(&made), 300.0);
-
-        let (same, words) = replay_verdict(&made, &made);
-        assert!(same);
-        assert_eq!(state.verdict, Some((true, words.clone())));
+        assert_eq!(
+            state.record.as_ref(),
+            Some(&recorded),
+            "the record replayed stays shown"
+        );
+        assert_eq!(state.verdict, None);
+        let words = "Replay differs first at step 1: token 4 was recorded, 6 replayed.";
+        state.apply(
+            Event::Verdict {
+                identical: false,
+                words: words.to_string(),
+            },
+            301.0,
+        );
+        assert_eq!(state.verdict, Some((false, words.to_string())));
         let Phase::Done(done) = &state.phase else {
             panic!("{:?}", state.phase)
         };
         assert!(done.starts_with("Generated 3 tokens;"), "{done}");
-        assert!(done.ends_with(&words), "{done}");
+        assert!(done.ends_with(words), "{done}");
         assert_eq!(state.announcement, *done);
-        assert_eq!(state.record.as_ref(), Some(&made));
         assert_eq!(state.all_runs.len(), 2);
-    }
-
-    #[test]
-    fn a_replay_that_differs_names_the_first_step_and_keeps_the_recorded_run() {
-        let recorded = record(&[5, 6, 7], StopReason::MaxTokens);
-        let mut imported = RunState::default();
-        imported
-            .start_replay(recorded.clone(), BackendChoice::Cpu, 0.0)
-            .unwrap();
-        let replayed = record(&[5, 4, 7], StopReason::MaxTokens);
-        imported.apply(finished(&replayed), 50.0);
-
-        let (same, words) = imported.verdict.clone().unwrap();
-        assert!(!same);
-        assert!(
-            words.starts_with("Replay differs first at step 1"),
-            "{words}"
-        );
-        assert_eq!(
-            imported.record,
-            Some(recorded),
-            "the record replayed stays shown"
-        );
-        assert_eq!(imported.phase.key(), "done");
-        assert!(imported.announcement.ends_with(&words));
     }
 
     #[test]

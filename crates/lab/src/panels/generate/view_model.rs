@@ -1,10 +1,9 @@
 //! The Generate panel's data: the form (and the URL) in, a checked [`GenerateRequest`] out
-//! for the worker; a record file read and a replay judged; the backend and tokens in words.
+//! for the worker; the backend and tokens in words.
 //! The run itself happens in the model worker ([`crate::worker::generation`]).
 
 use policy::{
-    Backend, BackendChoice, BackendKind, Policy, Precision, ReplayReport, RunConfig, RunRecord,
-    SeedSource, StopConfig,
+    Backend, BackendChoice, BackendKind, Policy, Precision, RunConfig, SeedSource, StopConfig,
 };
 
 use crate::widgets::form::{Form, Problems};
@@ -235,38 +234,6 @@ fn stop_tokens(text: &str) -> Result<Vec<u32>, String> {
                 .map_err(|_| format!("Stop token \"{s}\" is not a token id (a whole number)."))
         })
         .collect()
-}
-
-/// A run record read from an exported file (the first, when a JSONL export holds several),
-/// or what is wrong with it in words. `decode-lab replay` reads files the same way.
-pub fn parse_record(text: &str) -> Result<RunRecord, String> {
-    policy::parse_records(text)
-        .map_err(|e| format!("This file is not a run record the lab can read: {e}."))?
-        .into_iter()
-        .next()
-        .ok_or_else(|| "This file holds no run record.".to_string())
-}
-/// A replay's verdict in words: identical, or the first step that differs.
-pub fn replay_verdict(recorded: &RunRecord, replayed: &RunRecord) -> (bool, String) {
-    if recorded.tokenizer != replayed.tokenizer {
-        return (
-            false,
-            format!(
-                "Not replayable here: the record's tokenizer is {}, this lab's is {}.",
-                recorded.tokenizer, replayed.tokenizer
-            ),
-        );
-    }
-    match policy::record::compare(recorded, replayed) {
-        ReplayReport::Identical { steps } => (
-            true,
-            format!("Replay identical: all {steps} steps chose the same tokens with the same probabilities, and the run stopped for the same reason."),
-        ),
-        ReplayReport::Differs { step, detail, .. } => {
-            (false, format!("Replay differs first at step {step}: {detail}."))
-        }
-        altered @ ReplayReport::Altered { .. } => (false, format!("This record was {altered}.")),
-    }
 }
 
 /// The backend in words, for the status line. `browser_adapter` is what the browser itself
