@@ -916,9 +916,13 @@ impl PlanReport {
             }
             Ok(())
         }
-        let value = serde_json::to_value(self).map_err(|_| CapacityError::NotFinite {
-            figure: "the report".into(),
-        })?;
+        // The report as it is written ([`PlanReport::to_json`]), read back: what is checked is
+        // exactly what a reader gets. (It also keeps the browser's page small: the lab
+        // already writes the report this way, and reads JSON into a `Value` elsewhere.)
+        let value: serde_json::Value =
+            serde_json::from_str(&self.to_json()).map_err(|_| CapacityError::NotFinite {
+                figure: "the report".into(),
+            })?;
         walk(&value, &mut String::new())
     }
 }
