@@ -41,18 +41,20 @@ pub fn App() -> impl IntoView {
     let problems = initial.problems.clone();
     let controls = Controls::default();
     provide_context(controls);
+    // The theme is set when the lab starts and whenever Back or Forward land on a URL.
+    crate::shell::web::set_theme(initial.theme.name());
     let shell = RwSignal::new(initial);
     // Bumped by Back and Forward, so the open panel is re-created from the URL.
     let visit = RwSignal::new(0u64);
     let handle = window_event_listener(ev::popstate, move |_| {
-        shell.set(read_shell());
+        let landed = read_shell();
+        crate::shell::web::set_theme(landed.theme.name());
+        shell.set(landed);
         visit.update(|v| *v += 1);
     });
     on_cleanup(move || handle.remove());
 
-    Effect::new(move |_| crate::shell::web::set_theme(shell.with(|s| s.theme.name())));
     let open = Memo::new(move |_| (shell.with(|s| s.panel), visit.get()));
-    let open_panel = Memo::new(move |_| open.get().0);
     let embed = move || shell.with(|s| s.embed);
     let table_view = move || shell.with(|s| s.table_view);
 
@@ -160,7 +162,7 @@ pub fn App() -> impl IntoView {
                     panel_view(panel)
                 }}
             </main>
-            {move || (!embed()).then(|| view! { <EmbedCode panel=open_panel.get() controls=controls/> })}
+            {move || (!embed()).then(|| view! { <EmbedCode panel=open.get().0 controls=controls/> })}
         </div>
     }
 }
