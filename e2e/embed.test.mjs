@@ -145,14 +145,13 @@ test('the full lab writes the embed code for the experiment on screen, and its f
 
   await page.getByText('Embed this experiment').click();
   await page.locator('#embed-show-temperature').check();
-  await page.locator('#embed-title').fill('Temperature & the "shape" of a distribution');
   await page.getByRole('button', { name: 'Copy embed code' }).click();
   await page.getByTestId('embed-said').filter({ hasText: 'Copied' }).waitFor();
   assert.equal(await page.getByTestId('embed-said').textContent(),
     'Copied the embed code; the frame shows 1 control and states the rest.');
   const copied = await page.evaluate(() => navigator.clipboard.readText());
   assert.equal(copied, await page.locator('#embed-snippet').inputValue());
-  assert.match(copied, /^<iframe src="[^"]+" title="Temperature &amp; the &quot;shape&quot; of a distribution" style="width:100%;height:600px;border:0" loading="lazy"><\/iframe>\n<script src="[^"]+embed\.js" async><\/script>$/);
+  assert.match(copied, /^<iframe src="[^"]+" title="Decoding-policy lab: Decoding step, varying Temperature" style="width:100%;height:600px;border:0" loading="lazy"><\/iframe>\n<script src="[^"]+embed\.js" async><\/script>$/);
   await page.addScriptTag({ path: AXE });
   const violations = await page.evaluate(async () => {
     const result = await window.axe.run(document, { resultTypes: ['violations'] });

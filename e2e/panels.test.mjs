@@ -346,7 +346,7 @@ test('a run record is replayed, exported, imported and replayed; a corrupt file 
   await other.getByLabel('Import a run record to replay').setInputFiles({ name: 'edited-old.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(exported)) });
   await other.waitForFunction(() => /differs first at step 4/.test(document.querySelector('[data-testid=replay-verdict]')?.textContent ?? ''), null, { timeout: RUN_TIMEOUT });
   await other.getByLabel('Import a run record to replay').setInputFiles({ name: 'junk.json', mimeType: 'application/json', buffer: Buffer.from('{"steps": [1, 2') });
-  await other.getByText(/is not a run record the lab can read/).waitFor();
+  await other.getByRole('alert').filter({ hasText: /is not a run record the lab can read/ }).waitFor();
   assert.deepEqual(errors, []);
   await context.close();
 });

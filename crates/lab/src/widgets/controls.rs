@@ -98,6 +98,9 @@ impl Controls {
     /// The read-only sentence stating every setting the lesson fixes; `None` when `show`
     /// lists nothing.
     pub fn fixed(&self) -> Option<String> {
+        // The register changes as the panel's controls are created, after `show` is set:
+        // whoever reads this re-reads it then.
+        self.all.track();
         if !self.limited() {
             return None;
         }
