@@ -161,8 +161,8 @@ pub fn App() -> impl IntoView {
                     controls.open(panel.control_prefix(), &shell.with_untracked(|s| s.show.clone()));
                     panel_view(panel)
                 }}
+                {move || (!embed()).then(|| view! { <EmbedCode panel=open.get().0 controls=controls/> })}
             </main>
-            {move || (!embed()).then(|| view! { <EmbedCode panel=open.get().0 controls=controls/> })}
         </div>
     }
 }
