@@ -25,8 +25,8 @@ pub struct Control {
 /// The open panel's controls and the names `show` lists; one per lab, in a context.
 #[derive(Clone, Copy)]
 pub struct Controls {
-    show: StoredValue<Vec<String>>,
-    prefix: StoredValue<&'static str>,
+    /// The names `show` lists, and the open panel's id prefix.
+    lesson: StoredValue<(Vec<String>, &'static str)>,
     all: RwSignal<Vec<Control>>,
 }
 
@@ -48,8 +48,7 @@ impl Controls {
     /// An empty register, showing every control.
     fn empty() -> Controls {
         Controls {
-            show: StoredValue::new(Vec::new()),
-            prefix: StoredValue::new(""),
+            lesson: StoredValue::new((Vec::new(), "")),
             all: RwSignal::new(Vec::new()),
         }
     }
@@ -57,25 +56,24 @@ impl Controls {
     /// Empties the register for a panel about to be created, whose ids start with `prefix`,
     /// and whose lesson shows `show` (empty: every control).
     pub fn open(&self, prefix: &'static str, show: &[String]) {
-        self.prefix.set_value(prefix);
-        self.show
-            .set_value(show.iter().map(|s| name_of("", s)).collect());
+        self.lesson
+            .set_value((show.iter().map(|s| name_of("", s)).collect(), prefix));
         self.all.set(Vec::new());
     }
 
     /// Whether `show` lists anything.
     pub fn limited(&self) -> bool {
-        self.show.with_value(|s| !s.is_empty())
+        self.lesson.with_value(|(s, _)| !s.is_empty())
     }
 
     fn shows(&self, name: &str) -> bool {
-        self.show
-            .with_value(|s| s.is_empty() || s.iter().any(|n| n == name))
+        self.lesson
+            .with_value(|(s, _)| s.is_empty() || s.iter().any(|n| n == name))
     }
 
     /// Registers the control `id`; whether the lesson shows it.
     fn add(&self, id: &str, label: &'static str, value: Option<Signal<String>>) -> bool {
-        let name = name_of(self.prefix.get_value(), id);
+        let name = self.lesson.with_value(|(_, prefix)| name_of(prefix, id));
         let shown = self.shows(&name);
         self.all
             .update(|all| all.push(Control { name, label, value }));
@@ -140,7 +138,7 @@ impl Controls {
         let names: Vec<String> = self
             .all
             .with(|all| all.iter().map(|c| c.name.clone()).collect());
-        let missing: Vec<String> = self.show.with_value(|s| {
+        let missing: Vec<String> = self.lesson.with_value(|(s, _)| {
             s.iter()
                 .filter(|n| !names.contains(n))
                 .map(|n| format!("\"{n}\""))
