@@ -52,7 +52,10 @@ pub use quality::{
     EvalReport, EvalSlice, QualityFloor, QualityProfile, SliceQuality, MAX_BITS_PER_BYTE,
     MIN_BITS_PER_BYTE, TINY_EVAL_JSON,
 };
-pub use sim::{simulate, Batching, KvBudget, ServingPolicy, SimOutcome, Slo};
+pub use sim::{
+    simulate, Batching, KvBudget, ServingPolicy, SimOutcome, Slo,
+    VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+};
 pub use trace::{
     Arrivals, LengthDist, Request, SliceMix, Trace, TraceFormat, TraceSpec, MAX_ARRIVAL_S,
     MAX_RATE_PER_S, MAX_REQUESTS, MIN_RATE_PER_S,

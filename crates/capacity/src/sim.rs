@@ -1,6 +1,34 @@
 //! The serving simulator: iteration-level, discrete in time. Each iteration the scheduler
-//! admits waiting requests under the policy's limits and the paged KV cache, runs one batch
-//! (prefill chunks and decode steps), prices it with the roofline, and moves the clock.
+//! gives the running sequences their next tokens under the paged KV cache, admits waiting
+//! requests under the policy's limits, runs one batch (prefill chunks and decode steps),
+//! prices it with the roofline, and moves the clock.
+//!
+//! Continuous batching (with or without chunked prefill) follows vLLM v1's scheduler,
+//! `Scheduler.schedule` in `vllm/v1/core/sched/scheduler.py` as of vllm-project/vllm commit
+//! 00024d314514900f361ad072af6931e403b7f589, with FCFS order and no prefix cache:
+//! - One token budget per iteration (`max_num_batched_tokens`) that decodes and prompt tokens
+//!   share. The RUNNING sequences are scheduled first, in admission order, while budget
+//!   remains: a decode takes 1 token, a prompt still being prefilled takes what it needs up
+//!   to what remains.
+//! - A running sequence whose next token starts a KV block gets one; when none is free, the
+//!   most recently admitted running sequence is preempted (`self.running.pop()`), its
+//!   blocks freed, and it goes back to the FRONT of the waiting queue (`prepend_request`),
+//!   to be recomputed from its prompt and the tokens it has emitted. When the sequence that
+//!   needs the block is itself the last, it is the one preempted and no further running
+//!   sequence is scheduled in that iteration.
+//! - WAITING requests are admitted only if no sequence was preempted in the iteration
+//!   (`if not preempted_reqs:`), in queue order, while a slot (`max_num_seqs`), budget and
+//!   the blocks remain; the first that does not fit stops admission (FCFS). With chunked
+//!   prefill a prompt takes what remains of the budget; without it, a prompt longer than
+//!   what remains waits (`if not enable_chunked_prefill and num_new_tokens > token_budget:
+//!   break`).
+//! - Without chunked prefill the budget is vLLM's default for that case,
+//!   max(`max_model_len`, 2048) (`SchedulerConfig`, whose `verify_max_model_len` refuses a
+//!   smaller one, in `vllm/config/scheduler.py`); see [`Batching::token_budget`].
+//!
+//! Two simplifications remain: a prompt's KV blocks are all taken when it is admitted
+//! (vLLM allocates them chunk by chunk), and a budget smaller than the batch limit, which
+//! vLLM refuses, is run as vLLM's loop would run it (the youngest decodes wait).
 //!
 //! Work per iteration is O(running sequences) with no allocation; the clock jumps over idle
 //! gaps; the number of iterations is bounded by the trace (an error, never a hang).
@@ -28,16 +56,33 @@ pub enum Batching {
     Static,
     /// Iteration-level batching (Orca) on a paged KV cache (vLLM): sequences join and leave
     /// between iterations; a joining prompt is prefilled whole in one iteration, stalling the
-    /// decodes batched with it.
+    /// decodes batched with it. The iteration's tokens are capped by vLLM's default budget
+    /// without chunked prefill ([`Batching::token_budget`]); a prompt that does not fit in
+    /// what the decodes leave of it waits.
     Continuous,
-    /// Continuous batching with chunked prefill (Sarathi-Serve): every iteration runs all
-    /// decodes, then fills the rest of `token_budget` with prompt chunks.
+    /// Continuous batching with chunked prefill (Sarathi-Serve, vLLM's default): every
+    /// iteration runs the decodes, then fills the rest of `token_budget` with prompt chunks.
     ChunkedPrefill { token_budget: u32 },
 }
+
+/// vLLM's `SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS` (vllm/config/scheduler.py).
+pub const VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS: u32 = 2048;
 
 impl Batching {
     /// The names [`Batching::from_str`] reads, for messages.
     pub const EXPECTED: &'static str = "static, continuous or chunked:BUDGET";
+
+    /// The most tokens one iteration runs (vLLM's `max_num_batched_tokens`) for a model of
+    /// `context_len` tokens: the chunked-prefill budget, or for `continuous` vLLM's default
+    /// when chunked prefill is off, max(`context_len`, 2048), so that any request fits in
+    /// an iteration of its own; none for static batching, which prefills a whole batch.
+    pub fn token_budget(&self, context_len: u32) -> Option<u32> {
+        match self {
+            Batching::Static => None,
+            Batching::Continuous => Some(context_len.max(VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS)),
+            Batching::ChunkedPrefill { token_budget } => Some(*token_budget),
+        }
+    }
 
     /// The report's name: `static`, `continuous`, `chunked-prefill/128`. (`Display` is the
     /// name a user types, `chunked:128`.)
@@ -260,6 +305,237 @@ mod tests {
         assert!(GapHistogram::new().quantile(0.5).is_nan());
     }
 
+    /// The tiny model on a machine whose KV cache holds exactly `blocks` blocks of
+    /// `block_size` tokens.
+    fn machine(blocks: u64, block_size: u32) -> (HardwareProfile, ModelProfile) {
+        let model = ModelProfile::tiny();
+        let mut hw = HardwareProfile::preset("lab-cpu").unwrap();
+        hw.memory_reserve = 0.0;
+        hw.memory_bytes = model.weight_bytes(WeightPath::Full)
+            + (blocks as f64 + 0.5) * model.kv_cache_bytes(1, block_size as u64);
+        (hw, model)
+    }
+
+    /// Requests of (arrival s, prompt tokens, output tokens), in one slice.
+    fn trace(requests: &[(f64, u32, u32)]) -> Trace {
+        Trace {
+            slices: vec!["en".into()],
+            requests: requests
+                .iter()
+                .map(
+                    |&(arrival_s, prompt_tokens, output_tokens)| crate::trace::Request {
+                        arrival_s,
+                        prompt_tokens,
+                        output_tokens,
+                        slice: 0,
+                    },
+                )
+                .collect(),
+        }
+    }
+
+    fn policy(batching: Batching, max_sequences: u32, block_size: u32) -> ServingPolicy {
+        ServingPolicy {
+            batching,
+            max_sequences,
+            block_size,
+            weights: WeightPath::Full,
+        }
+    }
+
+    /// `simulate`'s outcome, with what each iteration scheduled.
+    fn run_logged(
+        trace: &Trace,
+        hw: &HardwareProfile,
+        model: &ModelProfile,
+        policy: &ServingPolicy,
+    ) -> (SimOutcome, Vec<Step>) {
+        let checked = simulate(trace, hw, model, policy).unwrap();
+        let kv = KvBudget::new(hw, model, policy).unwrap();
+        let roofline = Roofline::new(hw, model, policy.weights);
+        let mut sim = Simulator::new(trace, model, policy, kv, roofline);
+        sim.drive().unwrap();
+        assert_eq!(
+            (sim.out.iterations, sim.out.preemptions, sim.now),
+            (checked.iterations, checked.preemptions, checked.end_s)
+        );
+        (sim.out, sim.steps)
+    }
+
+    fn events(steps: &[Step]) -> Vec<Vec<Event>> {
+        steps.iter().map(|s| s.events.clone()).collect()
+    }
+
+    /// vLLM v1's rules, checked on every iteration: the tokens scheduled fit in the budget;
+    /// decodes come before any prompt tokens; nothing is admitted in an iteration that
+    /// preempted (so nothing is admitted and preempted in the same one).
+    fn assert_vllm_rules(steps: &[Step], budget: u64) {
+        for (n, step) in steps.iter().enumerate() {
+            let mut tokens = 0u64;
+            let mut prompt_seen = false;
+            for e in &step.events {
+                match *e {
+                    Event::Decode(_) => {
+                        assert!(
+                            !prompt_seen,
+                            "iteration {n}: a decode after a prompt: {step:?}"
+                        );
+                        tokens += 1;
+                    }
+                    Event::Prefill(_, chunk) | Event::Admit(_, chunk) => {
+                        prompt_seen = true;
+                        tokens += chunk as u64;
+                    }
+                    Event::Preempt(_) => {}
+                }
+            }
+            assert!(tokens <= budget, "iteration {n}: {tokens} tokens: {step:?}");
+            let preempts = step.events.iter().any(|e| matches!(e, Event::Preempt(_)));
+            let admits = step.events.iter().any(|e| matches!(e, Event::Admit(..)));
+            assert!(
+                !(preempts && admits),
+                "iteration {n} preempted and admitted: {step:?}"
+            );
+        }
+    }
+
+    use Event::{Admit, Decode, Preempt, Prefill};
+
+    /// Three KV blocks of 4 tokens. Requests 0 and 1 fill two; request 2 arrives while they
+    /// run. In iteration 2 both running sequences need a block for their next token and one
+    /// is free: request 0 takes it, request 1 (the last admitted) is preempted, and request 2
+    /// is not admitted. (Admitting first, as the simulator used to, took the free block for
+    /// request 2 and preempted it in the same iteration, before it computed anything, and
+    /// booked its queueing time as ending there.)
+    #[test]
+    fn running_sequences_get_their_blocks_before_admission_and_a_preempting_iteration_admits_nothing(
+    ) {
+        let (hw, model) = machine(3, 4);
+        let t = trace(&[(0.0, 4, 3), (0.0, 4, 3), (1e-9, 4, 3)]);
+        let p = policy(Batching::Continuous, 8, 4);
+        assert_eq!(KvBudget::new(&hw, &model, &p).unwrap().blocks, 3);
+        let (out, steps) = run_logged(&t, &hw, &model, &p);
+        assert_eq!(
+            events(&steps),
+            vec![
+                vec![Admit(0, 4), Admit(1, 4)],
+                // Request 1 goes back to the front of the queue, before request 2.
+                vec![Decode(0), Preempt(1)],
+                // Request 1 needs 2 blocks again (its prompt and its token); 1 is free.
+                vec![Decode(0)],
+                vec![Admit(1, 5), Admit(2, 4)],
+                // Request 2 is now the last admitted: it preempts itself.
+                vec![Decode(1), Preempt(2)],
+                vec![Admit(2, 5)],
+                vec![Decode(2)],
+            ]
+        );
+        assert_eq!(out.preemptions, 2);
+        assert_vllm_rules(&steps, 2048);
+        // Request 2 queued until its real admission, in iteration 4.
+        assert_eq!(out.queue_s[2], steps[3].start_s - 1e-9);
+        assert!(steps[3].start_s > steps[1].start_s);
+        assert_eq!(out.ttft_s[2], steps[4].start_s - 1e-9);
+    }
+
+    /// Four KV blocks of 4 tokens, five requests at once. In iteration 2 the four running
+    /// sequences each need a block and none is free: request 0 preempts request 3, request 1
+    /// preempts request 2 (vLLM's `self.running.pop()`, the most recently admitted), and
+    /// both go back to the FRONT of the waiting queue, in their order, ahead of request 4.
+    #[test]
+    fn preemption_takes_the_most_recently_admitted_and_requeues_it_at_the_front() {
+        let (hw, model) = machine(4, 4);
+        let t = trace(&[(0.0, 4, 2); 5]);
+        let p = policy(Batching::Continuous, 8, 4);
+        let (out, steps) = run_logged(&t, &hw, &model, &p);
+        assert_eq!(
+            events(&steps),
+            vec![
+                vec![Admit(0, 4), Admit(1, 4), Admit(2, 4), Admit(3, 4)],
+                vec![Preempt(3), Decode(0), Preempt(2), Decode(1)],
+                // Recomputed: the prompt and the token each emitted.
+                vec![Admit(2, 5), Admit(3, 5)],
+                vec![Admit(4, 4)],
+                vec![Decode(4)],
+            ]
+        );
+        assert_eq!(out.preemptions, 2);
+        assert_vllm_rules(&steps, 2048);
+    }
+
+    /// Without chunked prefill the budget is max(context, 2048) = 2048 tokens for the tiny
+    /// model (context 256). Twelve prompts of 200 tokens at once: ten fit (2,000 tokens);
+    /// the eleventh waits for the next iteration, where the ten decodes go first.
+    #[test]
+    fn continuous_batching_keeps_to_vllms_token_budget() {
+        let (hw, model) = machine(1_000, 16);
+        assert_eq!(
+            Batching::Continuous.token_budget(model.context_len),
+            Some(2048)
+        );
+        let t = trace(&[(0.0, 200, 2); 12]);
+        let (out, steps) = run_logged(&t, &hw, &model, &policy(Batching::Continuous, 64, 16));
+        let mut second: Vec<Event> = (0..10).map(Decode).collect();
+        second.extend([Admit(10, 200), Admit(11, 200)]);
+        assert_eq!(
+            events(&steps),
+            vec![
+                (0..10).map(|r| Admit(r, 200)).collect(),
+                second,
+                vec![Decode(10), Decode(11)],
+            ]
+        );
+        assert_eq!(out.queue_s[10], steps[1].start_s);
+        assert_vllm_rules(&steps, 2048);
+    }
+
+    /// Chunked prefill with a budget of 8 tokens: a prompt is admitted with what remains of
+    /// the budget and chunked; the decodes run before the prompt chunks.
+    #[test]
+    fn chunked_prefill_admits_into_what_remains_of_the_budget_and_runs_decodes_first() {
+        let (hw, model) = machine(1_000, 16);
+        let t = trace(&[(0.0, 10, 3), (0.0, 10, 3)]);
+        let p = policy(Batching::ChunkedPrefill { token_budget: 8 }, 4, 16);
+        let (_, steps) = run_logged(&t, &hw, &model, &p);
+        assert_eq!(
+            events(&steps),
+            vec![
+                vec![Admit(0, 8)],
+                vec![Prefill(0, 2), Admit(1, 6)],
+                vec![Decode(0), Prefill(1, 4)],
+                vec![Decode(0), Decode(1)],
+                vec![Decode(1)],
+            ]
+        );
+        assert_vllm_rules(&steps, 8);
+    }
+
+    /// The rules hold on a generated trace under KV pressure, in both batchings.
+    #[test]
+    fn vllms_rules_hold_under_kv_pressure() {
+        let (hw, model) = machine(48, 16);
+        // The preset's lengths (about 64 tokens a request), arriving faster than served.
+        let spec = crate::trace::TraceSpec {
+            requests: 400,
+            arrivals: crate::trace::Arrivals::Poisson { rate_per_s: 1e5 },
+            ..crate::trace::TraceSpec::preset("poisson").unwrap()
+        };
+        let t = spec.generate().unwrap();
+        for (batching, budget) in [
+            (Batching::Continuous, 2048),
+            (Batching::ChunkedPrefill { token_budget: 64 }, 64),
+            (Batching::ChunkedPrefill { token_budget: 24 }, 24),
+        ] {
+            let (out, steps) = run_logged(&t, &hw, &model, &policy(batching, 32, 16));
+            assert!(
+                out.preemptions > 20,
+                "{batching}: {} preemptions",
+                out.preemptions
+            );
+            assert_vllm_rules(&steps, budget);
+        }
+    }
+
     #[test]
     fn batchings_read_back_what_they_print() {
         for b in [
@@ -436,8 +712,7 @@ pub fn simulate(
             hint: "the trace's last arrival is too late; shift or shorten its arrival times (or use a load scale that stretches them less)".into(),
         });
     }
-    let static_reserve = (model.context_len as u64).div_ceil(bs);
-    let outcome = Simulator::new(trace, policy, kv, roofline, static_reserve).run()?;
+    let outcome = Simulator::new(trace, model, policy, kv, roofline).run()?;
     if outcome.end_s.is_nan() || outcome.end_s > clock_limit_s {
         return Err(CapacityError::ClockResolution {
             time_s: outcome.end_s,
@@ -471,6 +746,8 @@ fn clock_limit(roofline: &Roofline) -> Result<f64, CapacityError> {
 struct Simulator<'a> {
     trace: &'a Trace,
     policy: &'a ServingPolicy,
+    /// Tokens one continuous-batching iteration may run ([`Batching::token_budget`]).
+    token_budget: u64,
     roofline: Roofline,
     out: SimOutcome,
     running: Vec<Running>,
@@ -483,15 +760,40 @@ struct Simulator<'a> {
     iteration_limit: u64,
     /// Blocks a static-batching row reserves: the whole context.
     static_reserve: u64,
+    /// What each iteration scheduled, for the tests that pin the scheduler's rules.
+    #[cfg(test)]
+    steps: Vec<Step>,
+}
+
+/// One thing the scheduler did in an iteration (recorded by the unit tests only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(test), allow(dead_code))]
+enum Event {
+    /// A running sequence's decode step (1 token), by request.
+    Decode(u32),
+    /// A chunk of a running sequence's prompt: request, tokens.
+    Prefill(u32, u32),
+    /// A waiting request admitted, with the prompt tokens it runs now: request, tokens.
+    Admit(u32, u32),
+    /// A running sequence preempted back to the waiting queue, by request.
+    Preempt(u32),
+}
+
+/// One iteration's events, in the order the scheduler made them.
+#[cfg(test)]
+#[derive(Clone, Debug, PartialEq)]
+struct Step {
+    start_s: f64,
+    events: Vec<Event>,
 }
 
 impl<'a> Simulator<'a> {
     fn new(
         trace: &'a Trace,
+        model: &ModelProfile,
         policy: &'a ServingPolicy,
         kv: KvBudget,
         roofline: Roofline,
-        static_reserve: u64,
     ) -> Simulator<'a> {
         let n = trace.requests.len();
         let first = trace.requests[0].arrival_s;
@@ -504,6 +806,10 @@ impl<'a> Simulator<'a> {
         Simulator {
             trace,
             policy,
+            token_budget: policy
+                .batching
+                .token_budget(model.context_len)
+                .unwrap_or(u32::MAX) as u64,
             roofline,
             out: SimOutcome {
                 ttft_s: vec![f64::NAN; n],
@@ -534,11 +840,41 @@ impl<'a> Simulator<'a> {
             // preemption repeats at most a sequence's own tokens, and the oldest sequence
             // is never preempted, so 8x the trace's tokens is far above any real run.
             iteration_limit: 8 * tokens + 16 * n as u64 + 1024,
-            static_reserve,
+            static_reserve: (model.context_len as u64).div_ceil(policy.block_size as u64),
+            #[cfg(test)]
+            steps: Vec::new(),
         }
     }
 
     fn run(mut self) -> Result<SimOutcome, CapacityError> {
+        self.drive()?;
+        Ok(self.out)
+    }
+
+    #[cfg(test)]
+    fn note(&mut self, event: Event) {
+        if let Some(step) = self.steps.last_mut() {
+            step.events.push(event);
+        }
+    }
+
+    #[cfg(not(test))]
+    #[inline(always)]
+    fn note(&mut self, _event: Event) {}
+
+    #[cfg(test)]
+    fn begin_step(&mut self) {
+        self.steps.push(Step {
+            start_s: self.now,
+            events: Vec::new(),
+        });
+    }
+
+    #[cfg(not(test))]
+    #[inline(always)]
+    fn begin_step(&mut self) {}
+
+    fn drive(&mut self) -> Result<(), CapacityError> {
         let n = self.trace.requests.len();
         let mut finished = 0usize;
         while finished < n {
@@ -556,16 +892,15 @@ impl<'a> Simulator<'a> {
                     limit: self.iteration_limit,
                 });
             }
+            self.begin_step();
             finished += match self.policy.batching {
                 Batching::Static => self.static_iteration()?,
-                Batching::Continuous => self.continuous_iteration(u64::MAX)?,
-                Batching::ChunkedPrefill { token_budget } => {
-                    self.continuous_iteration(token_budget as u64)?
-                }
+                Batching::Continuous => self.continuous_iteration(false)?,
+                Batching::ChunkedPrefill { .. } => self.continuous_iteration(true)?,
             };
         }
         self.out.end_s = self.now;
-        Ok(self.out)
+        Ok(())
     }
 
     fn arrive(&mut self) {
@@ -639,16 +974,77 @@ impl<'a> Simulator<'a> {
         true
     }
 
-    /// One iteration of continuous batching; `budget` caps the iteration's tokens (decodes
-    /// first, then prompt chunks in admission order). Returns the requests that finished.
-    fn continuous_iteration(&mut self, budget: u64) -> Result<usize, CapacityError> {
-        // Admission, oldest first, while a slot and the prompt's blocks are free.
-        while (self.running.len() as u64) < self.policy.max_sequences as u64 {
+    /// One iteration of continuous batching, by vLLM v1's rules (the module's notes): the
+    /// running sequences first, in admission order, within the token budget, each growing
+    /// its KV by a block when its next token starts one and preempting from the back of the
+    /// running queue when none is free; then, unless one was preempted, the waiting
+    /// requests in order. `chunked`: a prompt may take what remains of the budget (else it
+    /// waits until it fits whole). Returns the requests that finished.
+    fn continuous_iteration(&mut self, chunked: bool) -> Result<usize, CapacityError> {
+        let bs = self.policy.block_size;
+        let mut left = self.token_budget;
+        let mut preempted = false;
+        let mut work = IterationWork::default();
+        // The running sequences. Only the sequence at `i` or a later one is ever preempted,
+        // so the work booked for the ones before it stands. The oldest sequence always fits
+        // alone, so the engine never deadlocks.
+        let mut i = 0;
+        while i < self.running.len() && left > 0 {
+            let s = self.running[i];
+            if s.cached >= s.prefill_target {
+                if s.cached + 1 > s.blocks * bs {
+                    if self.free_blocks == 0 {
+                        // vLLM's `self.running.pop()`: the most recently admitted; when it
+                        // is `s` itself, the loop ends with it.
+                        let Some(v) = self.running.pop() else { break };
+                        self.free_blocks += v.blocks as u64;
+                        self.waiting.push_front(Waiting {
+                            request: v.request,
+                            generated: v.generated,
+                        });
+                        self.out.preemptions += 1;
+                        preempted = true;
+                        self.note(Event::Preempt(v.request));
+                        continue;
+                    }
+                    self.free_blocks -= 1;
+                    self.running[i].blocks += 1;
+                }
+                work.add(IterationWork::decode(s.cached as f64));
+                let r = &mut self.running[i];
+                r.cached += 1;
+                r.emits = true;
+                left -= 1;
+                self.note(Event::Decode(s.request));
+            } else {
+                // The next chunk of a prompt (chunked prefill only: without it a prompt
+                // runs whole when admitted); its blocks were taken at admission.
+                let chunk = ((s.prefill_target - s.cached) as u64).min(left) as u32;
+                work.add(IterationWork::prefill(s.cached as f64, chunk as f64));
+                let r = &mut self.running[i];
+                r.cached += chunk;
+                // The last chunk of a prompt yields the next token.
+                r.emits = r.cached == r.prefill_target;
+                left -= chunk as u64;
+                self.note(Event::Prefill(s.request, chunk));
+            }
+            i += 1;
+        }
+        // The waiting requests, oldest first, while a slot, the budget and the prompt's
+        // blocks remain; none in an iteration that preempted (vLLM: `if not
+        // preempted_reqs:`).
+        while !preempted
+            && left > 0
+            && (self.running.len() as u64) < self.policy.max_sequences as u64
+        {
             let Some(&w) = self.waiting.front() else {
                 break;
             };
             let request = self.trace.requests[w.request as usize];
             let target = request.prompt_tokens + w.generated;
+            if !chunked && target as u64 > left {
+                break;
+            }
             let need = self.blocks_for(target as u64);
             if need > self.free_blocks {
                 break;
@@ -659,69 +1055,27 @@ impl<'a> Simulator<'a> {
             if queued.is_nan() {
                 *queued = self.now - request.arrival_s;
             }
+            let chunk = (target as u64).min(left) as u32;
+            left -= chunk as u64;
+            work.add(IterationWork::prefill(0.0, chunk as f64));
             self.running.push(Running {
                 request: w.request,
                 prefill_target: target,
-                cached: 0,
+                cached: chunk,
                 generated: w.generated,
                 blocks: need as u32,
-                emits: false,
+                // The last chunk of a prompt yields the next token.
+                emits: chunk == target,
                 finished: false,
             });
+            self.note(Event::Admit(w.request, chunk));
         }
-        if self.running.is_empty() {
+        if left == self.token_budget {
             return Err(CapacityError::NeverAdmits {
                 reason: "no waiting request fits in an empty engine".into(),
             });
         }
-        // A decode writes one more token to the cache; when no block is free the youngest
-        // sequence is preempted (and recomputed later, as vLLM does). The oldest sequence
-        // always fits alone, so the engine never deadlocks.
-        let bs = self.policy.block_size;
-        let mut i = 0;
-        while i < self.running.len() {
-            let s = self.running[i];
-            if s.cached >= s.prefill_target && s.cached + 1 > s.blocks * bs {
-                if self.free_blocks == 0 {
-                    let Some(v) = self.running.pop() else { break };
-                    self.free_blocks += v.blocks as u64;
-                    self.waiting.push_front(Waiting {
-                        request: v.request,
-                        generated: v.generated,
-                    });
-                    self.out.preemptions += 1;
-                    continue;
-                }
-                self.free_blocks -= 1;
-                self.running[i].blocks += 1;
-            }
-            i += 1;
-        }
         self.record_kv();
-        // The batch.
-        let decodes = self
-            .running
-            .iter()
-            .filter(|s| s.cached >= s.prefill_target)
-            .count() as u64;
-        let mut left = budget.saturating_sub(decodes);
-        let mut work = IterationWork::default();
-        for s in self.running.iter_mut() {
-            if s.cached >= s.prefill_target {
-                work.add(IterationWork::decode(s.cached as f64));
-                s.cached += 1;
-                s.emits = true;
-            } else {
-                let chunk = ((s.prefill_target - s.cached) as u64).min(left) as u32;
-                if chunk > 0 {
-                    work.add(IterationWork::prefill(s.cached as f64, chunk as f64));
-                    left -= chunk as u64;
-                    s.cached += chunk;
-                    // The last chunk of a prompt yields the next token.
-                    s.emits = s.cached == s.prefill_target;
-                }
-            }
-        }
         let start = self.now;
         self.advance(&work);
         // Emissions, and finished sequences leave (compacted in place, order kept).
