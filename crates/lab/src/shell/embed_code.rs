@@ -9,7 +9,7 @@
 use leptos::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
-use crate::shell::url::{self, PanelId, Shell, Theme, SHELL_KEYS};
+use crate::shell::url::{self, PanelId, Theme, SHELL_KEYS};
 use crate::shell::web::js_text;
 use crate::widgets::controls::Controls;
 
@@ -113,7 +113,11 @@ pub fn EmbedCode(panel: PanelId, controls: Controls) -> impl IntoView {
         let shown: Vec<_> =
             ticked.with(|t| settings.iter().filter(|c| t.contains(&c.name)).collect());
         let names: Vec<String> = shown.iter().map(|c| c.name.clone()).collect();
-        let theme = Shell::from_pairs(shell.iter().map(|(k, v)| (k.as_str(), v.as_str()))).theme;
+        let theme = shell
+            .iter()
+            .find(|(k, _)| k == "theme")
+            .and_then(|(_, v)| Theme::ALL.into_iter().find(|t| t.name() == v))
+            .unwrap_or_default();
         let query = embed_pairs(&shell, panel, &names, theme);
         let query: Vec<(&str, String)> =
             query.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();

@@ -25,8 +25,8 @@ pub struct Control {
 /// The open panel's controls and the names `show` lists; one per lab, in a context.
 #[derive(Clone, Copy)]
 pub struct Controls {
-    /// The names `show` lists, and the open panel's id prefix.
-    lesson: StoredValue<(Vec<String>, &'static str)>,
+    show: StoredValue<Vec<String>>,
+    prefix: StoredValue<&'static str>,
     all: RwSignal<Vec<Control>>,
 }
 
@@ -48,7 +48,8 @@ impl Controls {
     /// An empty register, showing every control.
     fn empty() -> Controls {
         Controls {
-            lesson: StoredValue::new((Vec::new(), "")),
+            show: StoredValue::new(Vec::new()),
+            prefix: StoredValue::new(""),
             all: RwSignal::new(Vec::new()),
         }
     }
@@ -56,24 +57,25 @@ impl Controls {
     /// Empties the register for a panel about to be created, whose ids start with `prefix`,
     /// and whose lesson shows `show` (empty: every control).
     pub fn open(&self, prefix: &'static str, show: &[String]) {
-        self.lesson
-            .set_value((show.iter().map(|s| name_of("", s)).collect(), prefix));
+        self.prefix.set_value(prefix);
+        self.show
+            .set_value(show.iter().map(|s| name_of("", s)).collect());
         self.all.set(Vec::new());
     }
 
     /// Whether `show` lists anything.
     pub fn limited(&self) -> bool {
-        self.lesson.with_value(|(s, _)| !s.is_empty())
+        self.show.with_value(|s| !s.is_empty())
     }
 
     fn shows(&self, name: &str) -> bool {
-        self.lesson
-            .with_value(|(s, _)| s.is_empty() || s.iter().any(|n| n == name))
+        self.show
+            .with_value(|s| s.is_empty() || s.iter().any(|n| n == name))
     }
 
     /// Registers the control `id`; whether the lesson shows it.
     fn add(&self, id: &str, label: &'static str, value: Option<Signal<String>>) -> bool {
-        let name = self.lesson.with_value(|(_, prefix)| name_of(prefix, id));
+        let name = name_of(self.prefix.get_value(), id);
         let shown = self.shows(&name);
         self.all
             .update(|all| all.push(Control { name, label, value }));
@@ -138,7 +140,7 @@ impl Controls {
         let names: Vec<String> = self
             .all
             .with(|all| all.iter().map(|c| c.name.clone()).collect());
-        let missing: Vec<String> = self.lesson.with_value(|(s, _)| {
+        let missing: Vec<String> = self.show.with_value(|s| {
             s.iter()
                 .filter(|n| !names.contains(n))
                 .map(|n| format!("\"{n}\""))
