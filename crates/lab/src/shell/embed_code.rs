@@ -158,10 +158,10 @@ pub fn EmbedCode(panel: PanelId, controls: Controls) -> impl IntoView {
             .collect_view();
         view! {
             <fieldset class="embed-show">
-                <legend>"Controls the lesson varies (none ticked: all of them; the others are stated as fixed)"</legend>
+                <legend>"Controls the lesson varies"</legend>
                 {boxes}
             </fieldset>
-            <label for="embed-snippet">"Embed code (the theme is this page's theme= or the reader's)"</label>
+            <label for="embed-snippet">"Embed code"</label>
             <textarea id="embed-snippet" readonly rows="4" prop:value=code></textarea>
             <button type="button" on:click=move |_| {
                 let (text, shown) = (code(), ticked.with_untracked(Vec::len));
