@@ -1,14 +1,14 @@
 //! Which of the open panel's controls a lesson shows. The URL's `show` names them: a
 //! control's name is its input's id less the panel's prefix, in lower case with `_` (`-`
 //! and capitals read the same): `temperature`, `top_k`, and `n` for the capacity panel's
-//! `cap-n`. Every other control is hidden, and its value is stated in one read-only sentence ([`Controls::fixed`]), so that
-//! a lesson varies one thing. A hidden control whose value has a problem is shown, so the
-//! problem is never out of reach.
+//! `cap-n`. Every other control is hidden, and its value is stated in one read-only
+//! sentence ([`Controls::fixed`]), so that a lesson varies one thing. A hidden control
+//! whose value has a problem is shown, so the problem is never out of reach.
 //!
-//! Every control registers itself here ([`hidden`]) when it is created, shown or not: the shell builds
-//! the sentence from the register, and the embed-code dialog offers each control to tick.
-//! A control without a value (an action such as "New seed") belongs to the setting it
-//! changes, and shows and hides with it.
+//! Every control registers itself here ([`hidden`]) when it is created, shown or not: the
+//! shell builds the sentence from the register, and the embed-code dialog offers each
+//! control to tick. A control without a value (an action such as "New seed") belongs to the
+//! setting it changes, and shows and hides with it.
 
 use leptos::prelude::*;
 

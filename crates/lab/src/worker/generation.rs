@@ -1,6 +1,7 @@
 //! The model worker's run of the Generate panel's request: the model's files fetched and
 //! checked, the runtime started, and the generation loop driven over the [`gpu::Runtime`]
-//! (WebGPU or the CPU reference) with every step handed back as plain data.
+//! (WebGPU or the CPU reference) with every step handed back as plain data; and a record to
+//! replay read from its file's text, replayed on its own configuration, and judged.
 //!
 //! Nothing here touches the browser: fetching, the clock and yielding come in as arguments,
 //! so the whole path runs natively in the tests (on the CPU backend).

@@ -4,7 +4,8 @@
 //! records anyway: measured, the page's wasm + JS was 506,682 bytes gzipped with
 //! `serde-wasm-bindgen` and about 12,000 less with JSON, which brings it under its 500,000
 //! budget. Forms are checked on the page; a job carries checked values, so the worker
-//! parses no form text. This and [`crate::worker::link`] are the only worker files the page
+//! parses no form text. The one text a job carries is a record to replay, which the worker
+//! reads and judges so that the page links neither the record's digest nor the comparison. This and [`crate::worker::link`] are the only worker files the page
 //! compiles; the rest needs the `worker` feature (the model, the tokenizer, the GPU runtime).
 
 use policy::generate::StepRecord;
