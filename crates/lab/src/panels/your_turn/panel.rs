@@ -379,9 +379,9 @@ fn SettingOutputs(summary: Summary, prompt: String) -> impl IntoView {
     }
 }
 
-const WIDTH: f64 = 320.0;
-const HEIGHT: f64 = 170.0;
-const TOP: f64 = 28.0;
+const WIDTH: f64 = 400.0;
+const HEIGHT: f64 = 178.0;
+const TOP: f64 = 36.0;
 const AXIS: f64 = 36.0;
 
 /// Distinct outputs and mean entropy per setting: SVG bars and a table, from the same rows.
