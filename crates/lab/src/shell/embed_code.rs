@@ -116,7 +116,7 @@ pub fn EmbedCode(panel: PanelId, controls: Controls) -> impl IntoView {
         let theme = shell
             .iter()
             .find(|(k, _)| k == "theme")
-            .and_then(|(_, v)| Theme::ALL.into_iter().find(|t| t.name() == v))
+            .and_then(|(_, v)| Theme::named(v))
             .unwrap_or_default();
         let query = embed_pairs(&shell, panel, &names, theme);
         let query: Vec<(&str, String)> =

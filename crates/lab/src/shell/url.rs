@@ -105,6 +105,11 @@ pub enum Theme {
 impl Theme {
     pub const ALL: [Theme; 3] = [Theme::Auto, Theme::Light, Theme::Dark];
 
+    /// The theme a `theme` value names.
+    pub fn named(name: &str) -> Option<Theme> {
+        Theme::ALL.into_iter().find(|t| t.name() == name)
+    }
+
     /// The `theme` key's value, and the `data-theme` the style sheet reads.
     pub fn name(self) -> &'static str {
         match self {
@@ -180,7 +185,7 @@ impl Shell {
                         .map(str::to_string)
                         .collect()
                 }
-                "theme" => match Theme::ALL.into_iter().find(|t| t.name() == value) {
+                "theme" => match Theme::named(value) {
                     Some(theme) => shell.theme = theme,
                     None => shell.problems.push(format!(
                         "The URL's theme=\"{value}\" is not light, dark or auto; following the system's."
