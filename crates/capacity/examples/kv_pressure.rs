@@ -5,10 +5,12 @@
 //! scheduler fix (admission after the running sequences grow; vLLM's token budget) were
 //! measured with it, before and after.
 
-use capacity::{
-    simulate, Arrivals, Batching, HardwareProfile, LengthDist, Metrics, ModelProfile,
-    ServingPolicy, SliceMix, Slo, TraceSpec, WeightPath,
-};
+use capacity::{simulate, Batching, HardwareProfile, Metrics, ModelProfile, Slo};
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::{policy, sharegpt_like};
 
 fn main() {
     let model = ModelProfile::preset("llama-3-8b").unwrap();
@@ -26,41 +28,13 @@ fn main() {
         Batching::ChunkedPrefill { token_budget: 2048 },
     ] {
         for rate in [4.0, 7.0, 10.0] {
-            let spec = TraceSpec {
-                name: "sharegpt-like".into(),
-                requests: 3_000,
-                seed: 13,
-                arrivals: Arrivals::Poisson { rate_per_s: rate },
-                prompt_tokens: LengthDist::LogNormal {
-                    median: 160.0,
-                    sigma: 1.0,
-                    min: 4,
-                    max: 1024,
-                },
-                output_tokens: LengthDist::LogNormal {
-                    median: 200.0,
-                    sigma: 0.9,
-                    min: 1,
-                    max: 1024,
-                },
-                slices: vec![SliceMix {
-                    slice: "en".into(),
-                    share: 1.0,
-                    prompt_scale: 1.0,
-                }],
-            };
-            let trace = spec.generate().unwrap();
-            let policy = ServingPolicy {
-                batching,
-                max_sequences: 256,
-                block_size: 16,
-                weights: WeightPath::Full,
-            };
-            let outcome = simulate(&trace, &hw, &model, &policy).unwrap();
-            let m = Metrics::new(&outcome, &trace, &policy, &hw, &slo);
+            let trace = sharegpt_like(3_000, rate).generate().unwrap();
+            let serving = policy(batching, 256);
+            let outcome = simulate(&trace, &hw, &model, &serving).unwrap();
+            let m = Metrics::new(&outcome, &trace, &serving, &hw, &slo);
             println!(
                 "{:<38} {:>6} {:>12} {:>11.3} {:>12.3} {:>11.3} {:>9.0}",
-                policy.label(),
+                serving.label(),
                 rate,
                 outcome.preemptions,
                 m.all.ttft.p99,

@@ -4,20 +4,12 @@
 
 use capacity::{
     simulate, Arrivals, Batching, HardwareProfile, KvBudget, LengthDist, Metrics, ModelProfile,
-    ServingPolicy, SliceMix, Slo, TraceSpec,
+    ServingPolicy, Slo, TraceSpec,
 };
 
 mod common;
 
-use common::policy;
-
-fn one_slice() -> Vec<SliceMix> {
-    vec![SliceMix {
-        slice: "en".into(),
-        share: 1.0,
-        prompt_scale: 1.0,
-    }]
-}
+use common::{one_slice, policy, sharegpt_like};
 
 fn metrics(
     spec: &TraceSpec,
@@ -75,30 +67,6 @@ fn poisson_arrivals_and_constant_service_match_the_md1_mean_wait() {
     }
 }
 
-/// ShareGPT-like chat on Llama-2-13B and one A100-80GB (the setting of the vLLM paper's
-/// OPT-13B runs), offered more load than either engine can serve.
-fn sharegpt_like(requests: u64) -> TraceSpec {
-    TraceSpec {
-        name: "sharegpt-like".into(),
-        requests,
-        seed: 13,
-        arrivals: Arrivals::Poisson { rate_per_s: 40.0 },
-        prompt_tokens: LengthDist::LogNormal {
-            median: 160.0,
-            sigma: 1.0,
-            min: 4,
-            max: 1024,
-        },
-        output_tokens: LengthDist::LogNormal {
-            median: 200.0,
-            sigma: 0.9,
-            min: 1,
-            max: 1024,
-        },
-        slices: one_slice(),
-    }
-}
-
 /// Orca (Yu et al., OSDI 2022) reports 36.9x the throughput of FasterTransformer's
 /// request-level batching at the same latency on GPT-3 175B; vLLM (Kwon et al., SOSP 2023)
 /// 2-4x over FasterTransformer and Orca at the same latency, from paged KV memory that
@@ -110,7 +78,9 @@ fn sharegpt_like(requests: u64) -> TraceSpec {
 fn continuous_batching_beats_static_batching_by_what_orca_and_vllm_report() {
     let hw = HardwareProfile::preset("a100-80gb").unwrap();
     let model = ModelProfile::preset("llama-2-13b").unwrap();
-    let spec = sharegpt_like(3000);
+    // ShareGPT-like chat on one A100-80GB (the setting of the vLLM paper's OPT-13B runs),
+    // offered more load than either engine can serve.
+    let spec = sharegpt_like(3000, 40.0);
     let run = |batching| metrics(&spec, &hw, &model, &policy(batching, 256));
     let static_batching = run(Batching::Static);
     let continuous = run(Batching::Continuous);
