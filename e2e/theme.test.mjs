@@ -161,3 +161,29 @@ for (const mode of MODES) {
     await context.close();
   });
 }
+
+// The style sheet writes the dark palette twice (for theme=dark, and inside the media query
+// for auto on a dark system); CSS cannot share one block between the two. Both must give
+// every colour variable the same value.
+test('theme=dark and auto on a dark system resolve every colour variable alike', async () => {
+  const palette = async (colorScheme, key) => {
+    const context = await browser.newContext({ colorScheme });
+    const page = await context.newPage();
+    await page.goto(`${url}?panel=step${key}`);
+    await page.locator('main section.panel h2').first().waitFor();
+    const values = await page.evaluate(() => {
+      const names = [...document.styleSheets].flatMap((sheet) => [...sheet.cssRules])
+        .filter((rule) => rule.selectorText === ':root')
+        .flatMap((rule) => [...rule.style].filter((p) => p.startsWith('--')));
+      const style = getComputedStyle(document.documentElement);
+      return Object.fromEntries(names.map((n) => [n, style.getPropertyValue(n).trim()]));
+    });
+    await context.close();
+    return values;
+  };
+  const dark = await palette('light', '&theme=dark');
+  const auto = await palette('dark', '');
+  assert.ok(Object.keys(dark).length >= 20, `only ${Object.keys(dark).length} colour variables found`);
+  assert.deepEqual(auto, dark);
+  assert.notDeepEqual(dark, await palette('light', ''), 'the light palette is not the dark one');
+});
