@@ -25,9 +25,11 @@
 mod cost;
 mod error;
 mod figures;
+mod fleet;
 mod gates;
 mod metrics;
 mod plan;
+mod prefix_cache;
 mod profile;
 mod quality;
 mod report;
@@ -40,6 +42,7 @@ pub use cost::{
 };
 pub use error::CapacityError;
 pub use figures::{figure, shortest};
+pub use fleet::{Fleet, Router, MAX_REPLICAS, MAX_ROUTER_STALENESS_S};
 pub use gates::{FailedGates, Gate, GateResult};
 pub use metrics::{Bottleneck, KvReport, KvWindow, Metrics, Percentiles, SliceMetrics};
 pub use plan::{
@@ -53,10 +56,10 @@ pub use quality::{
     MIN_BITS_PER_BYTE, TINY_EVAL_JSON,
 };
 pub use sim::{
-    simulate, Batching, KvBudget, ServingPolicy, SimOutcome, Slo,
+    simulate, simulate_fleet, Batching, KvBudget, ServingPolicy, SimOutcome, Slo,
     VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
 };
 pub use trace::{
-    Arrivals, LengthDist, Request, SliceMix, Trace, TraceFormat, TraceSpec, MAX_ARRIVAL_S,
-    MAX_RATE_PER_S, MAX_REQUESTS, MIN_RATE_PER_S,
+    Arrivals, LengthDist, PrefixMix, Request, SharedPrefix, SliceMix, Trace, TraceFormat,
+    TraceSpec, MAX_ARRIVAL_S, MAX_PREFIXES, MAX_RATE_PER_S, MAX_REQUESTS, MIN_RATE_PER_S,
 };

@@ -42,6 +42,8 @@ use serde::{Deserialize, Serialize};
 use crate::cost::{IterationWork, Roofline};
 use crate::error::{at_least_one, in_range, positive, CapacityError};
 use crate::figures::shortest;
+use crate::fleet::{Fleet, ReplicaView, Routing};
+use crate::prefix_cache::PrefixCache;
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
 use crate::trace::Trace;
 
@@ -328,9 +330,11 @@ mod tests {
                         prompt_tokens,
                         output_tokens,
                         slice: 0,
+                        prefix: None,
                     },
                 )
                 .collect(),
+            prefixes: Vec::new(),
         }
     }
 
@@ -353,13 +357,16 @@ mod tests {
         let checked = simulate(trace, hw, model, policy).unwrap();
         let kv = KvBudget::new(hw, model, policy).unwrap();
         let roofline = Roofline::new(hw, model, policy.weights);
-        let mut sim = Simulator::new(trace, model, policy, kv, roofline);
+        let fleet = Fleet::single();
+        let mut sim = Simulator::new(trace, model, policy, &fleet, kv, roofline);
         sim.drive().unwrap();
+        let steps = std::mem::take(&mut sim.replicas[0].steps);
+        let out = sim.run().unwrap();
         assert_eq!(
-            (sim.out.iterations, sim.out.preemptions, sim.now),
+            (out.iterations, out.preemptions, out.end_s),
             (checked.iterations, checked.preemptions, checked.end_s)
         );
-        (sim.out, sim.steps)
+        (out, steps)
     }
 
     fn events(steps: &[Step]) -> Vec<Vec<Event>> {
@@ -570,20 +577,42 @@ impl SimOutcome {
     pub fn gaps_count(&self) -> u64 {
         self.gaps.total
     }
+
+    /// Share of the prompt tokens of admitted requests (at their first admission) that
+    /// the prefix cache served; 0 without a cache.
+    pub fn prefix_cache_hit_rate(&self) -> f64 {
+        if self.prompt_tokens_admitted == 0 {
+            0.0
+        } else {
+            self.prefix_hit_tokens as f64 / self.prompt_tokens_admitted as f64
+        }
+    }
 }
 
 /// What one simulation measured, per request and in total; `report` turns it into figures.
+/// With several replicas the times are summed over replicas (shares of replica time) and
+/// the KV figures are those of the fullest replica in each window.
 #[derive(Clone, Debug)]
 pub struct SimOutcome {
     /// Per request, by trace index: time to first token, end-to-end latency, time per
-    /// output token (NaN for one-token outputs), time queued before first admission.
+    /// output token (NaN for one-token outputs), time queued before first admission. All
+    /// NaN for a rejected request.
     pub ttft_s: Vec<f64>,
     pub e2e_s: Vec<f64>,
     pub tpot_s: Vec<f64>,
     pub queue_s: Vec<f64>,
+    /// Per request, the replica the router sent it to.
+    pub replica: Vec<u32>,
     pub(crate) gaps: GapHistogram,
     pub first_arrival_s: f64,
     pub end_s: f64,
+    pub replicas: u32,
+    /// Requests refused at a full queue ([`Fleet::queue_cap`]).
+    pub rejected: u64,
+    /// Prompt tokens served from the prefix cache, and prompt tokens of admitted requests,
+    /// both counted at each request's first admission.
+    pub prefix_hit_tokens: u64,
+    pub prompt_tokens_admitted: u64,
     pub iterations: u64,
     pub preemptions: u64,
     /// Seconds of iterations under each roof, of fixed overhead, and idle.
@@ -593,9 +622,10 @@ pub struct SimOutcome {
     pub idle_s: f64,
     /// Tokens run through the model (prefill, recomputation and decode) and emitted.
     pub processed_tokens: u64,
+    /// One replica's KV cache.
     pub kv: KvBudget,
-    /// Peak KV blocks in use in each of 100 equal windows of the arrival span, then one
-    /// window for the drain after the last arrival.
+    /// Peak KV blocks in use (by running requests and pinned prefixes) in each of 100 equal
+    /// windows of the arrival span, then one window for the drain after the last arrival.
     pub kv_peak_blocks: Vec<u64>,
     pub window_s: f64,
 }
@@ -609,7 +639,10 @@ struct Running {
     prefill_target: u32,
     cached: u32,
     generated: u32,
+    /// KV blocks the sequence holds itself, and cached prefix blocks it shares: its
+    /// context fits in the two together.
     blocks: u32,
+    shared: u32,
     /// Emits a token at the end of the current iteration.
     emits: bool,
     /// Static batching: the row's output is complete (it still occupies its slot).
@@ -625,15 +658,30 @@ struct Waiting {
 
 const KV_WINDOWS: usize = 100;
 
-/// Simulates `trace` served by `policy`. Checks every input first; same inputs, same outcome.
+/// Simulates `trace` served by `policy` on one replica. Checks every input first; same
+/// inputs, same outcome.
 pub fn simulate(
     trace: &Trace,
     hardware: &HardwareProfile,
     model: &ModelProfile,
     policy: &ServingPolicy,
 ) -> Result<SimOutcome, CapacityError> {
+    simulate_fleet(trace, hardware, model, policy, &Fleet::single())
+}
+
+/// Simulates `trace` served by `fleet.replicas` replicas of `policy` behind its router.
+/// Checks every input first; same inputs, same outcome. One replica with round-robin
+/// routing, no cap and no prefix cache is exactly [`simulate`].
+pub fn simulate_fleet(
+    trace: &Trace,
+    hardware: &HardwareProfile,
+    model: &ModelProfile,
+    policy: &ServingPolicy,
+    fleet: &Fleet,
+) -> Result<SimOutcome, CapacityError> {
     hardware.validate()?;
     model.validate()?;
+    fleet.validate()?;
     if trace.requests.is_empty() {
         return Err(CapacityError::EmptyTrace);
     }
@@ -675,6 +723,21 @@ pub fn simulate(
                 trace.slices.len()
             )));
         }
+        if let Some(p) = r.prefix {
+            if p.id as usize >= trace.prefixes.len() {
+                return Err(bad(format!(
+                    "prefix index {} names none of the trace's {} prefixes",
+                    p.id,
+                    trace.prefixes.len()
+                )));
+            }
+            if p.tokens == 0 || p.tokens > r.prompt_tokens {
+                return Err(bad(format!(
+                    "its shared prefix of {} tokens is not 1 to its prompt's {} tokens",
+                    p.tokens, r.prompt_tokens
+                )));
+            }
+        }
         if tokens > model.context_len as u64 {
             return Err(CapacityError::RequestTooLong {
                 request: i,
@@ -712,7 +775,7 @@ pub fn simulate(
             hint: "the trace's last arrival is too late; shift or shorten its arrival times (or use a load scale that stretches them less)".into(),
         });
     }
-    let outcome = Simulator::new(trace, model, policy, kv, roofline).run()?;
+    let outcome = Simulator::new(trace, model, policy, fleet, kv, roofline).run()?;
     if outcome.end_s.is_nan() || outcome.end_s > clock_limit_s {
         return Err(CapacityError::ClockResolution {
             time_s: outcome.end_s,
@@ -743,26 +806,80 @@ fn clock_limit(roofline: &Roofline) -> Result<f64, CapacityError> {
     Ok(iteration / (1024.0 * f64::EPSILON))
 }
 
-struct Simulator<'a> {
+/// What every replica reads: the trace, the policy and its prices.
+struct Engine<'a> {
     trace: &'a Trace,
     policy: &'a ServingPolicy,
     /// Tokens one continuous-batching iteration may run ([`Batching::token_budget`]).
     token_budget: u64,
     roofline: Roofline,
-    out: SimOutcome,
-    running: Vec<Running>,
-    waiting: VecDeque<Waiting>,
-    next_arrival: usize,
-    free_blocks: u64,
-    now: f64,
-    /// When each request last emitted a token.
-    last_token_s: Vec<f64>,
-    iteration_limit: u64,
     /// Blocks a static-batching row reserves: the whole context.
     static_reserve: u64,
+    kv_blocks: u64,
+    first_arrival_s: f64,
+    window_s: f64,
+}
+
+impl Engine<'_> {
+    fn blocks_for(&self, tokens: u64) -> u64 {
+        tokens.div_ceil(self.policy.block_size as u64)
+    }
+}
+
+/// What each request met, whichever replica served it.
+struct Books {
+    ttft_s: Vec<f64>,
+    e2e_s: Vec<f64>,
+    tpot_s: Vec<f64>,
+    queue_s: Vec<f64>,
+    replica: Vec<u32>,
+    /// When each request last emitted a token.
+    last_token_s: Vec<f64>,
+    gaps: GapHistogram,
+    prefix_hit_tokens: u64,
+    prompt_tokens_admitted: u64,
+}
+
+/// One replica: its queues, its KV cache, its clock and what it spent.
+#[derive(Clone)]
+struct Replica {
+    running: Vec<Running>,
+    waiting: VecDeque<Waiting>,
+    free_blocks: u64,
+    cache: Option<PrefixCache>,
+    now: f64,
+    iterations: u64,
+    preemptions: u64,
+    compute_bound_s: f64,
+    memory_bound_s: f64,
+    overhead_s: f64,
+    idle_s: f64,
+    processed_tokens: u64,
+    kv_peak_blocks: Vec<u64>,
+    /// Requests that finished at the end of the current iteration (at `now`), and the
+    /// blocks they freed: until `now` the router must still see them.
+    finishing: u64,
+    finishing_blocks: u64,
     /// What each iteration scheduled, for the tests that pin the scheduler's rules.
     #[cfg(test)]
     steps: Vec<Step>,
+}
+
+/// The fleet: the replicas, the router, and the requests' books.
+struct Simulator<'a> {
+    engine: Engine<'a>,
+    fleet: &'a Fleet,
+    replicas: Vec<Replica>,
+    routing: Routing,
+    books: Books,
+    next_arrival: usize,
+    rejected: u64,
+    /// When the router's view was last refreshed (stale routing only).
+    refreshed_s: f64,
+    views: Vec<ReplicaView>,
+    kv: KvBudget,
+    iterations: u64,
+    iteration_limit: u64,
 }
 
 /// One thing the scheduler did in an iteration (recorded by the unit tests only).
@@ -792,6 +909,7 @@ impl<'a> Simulator<'a> {
         trace: &'a Trace,
         model: &ModelProfile,
         policy: &'a ServingPolicy,
+        fleet: &'a Fleet,
         kv: KvBudget,
         roofline: Roofline,
     ) -> Simulator<'a> {
@@ -803,52 +921,241 @@ impl<'a> Simulator<'a> {
             .iter()
             .map(|r| r.prompt_tokens as u64 + r.output_tokens as u64)
             .sum();
+        let replica = Replica {
+            running: Vec::with_capacity(policy.max_sequences.min(1 << 16) as usize),
+            waiting: VecDeque::new(),
+            free_blocks: kv.blocks,
+            cache: fleet
+                .prefix_cache
+                .then(|| PrefixCache::new(trace.prefixes.len())),
+            now: first,
+            iterations: 0,
+            preemptions: 0,
+            compute_bound_s: 0.0,
+            memory_bound_s: 0.0,
+            overhead_s: 0.0,
+            idle_s: 0.0,
+            processed_tokens: 0,
+            kv_peak_blocks: vec![0; KV_WINDOWS + 1],
+            finishing: 0,
+            finishing_blocks: 0,
+            #[cfg(test)]
+            steps: Vec::new(),
+        };
         Simulator {
-            trace,
-            policy,
-            token_budget: policy
-                .batching
-                .token_budget(model.context_len)
-                .unwrap_or(u32::MAX) as u64,
-            roofline,
-            out: SimOutcome {
+            engine: Engine {
+                trace,
+                policy,
+                token_budget: policy
+                    .batching
+                    .token_budget(model.context_len)
+                    .unwrap_or(u32::MAX) as u64,
+                roofline,
+                static_reserve: (model.context_len as u64).div_ceil(policy.block_size as u64),
+                kv_blocks: kv.blocks,
+                first_arrival_s: first,
+                window_s: ((last - first) / KV_WINDOWS as f64).max(f64::MIN_POSITIVE),
+            },
+            fleet,
+            replicas: (0..fleet.replicas).map(|_| replica.clone()).collect(),
+            routing: Routing::new(fleet.router),
+            books: Books {
                 ttft_s: vec![f64::NAN; n],
                 e2e_s: vec![f64::NAN; n],
                 tpot_s: vec![f64::NAN; n],
                 queue_s: vec![f64::NAN; n],
+                replica: vec![0; n],
+                last_token_s: vec![f64::NAN; n],
                 gaps: GapHistogram::new(),
-                first_arrival_s: first,
-                end_s: first,
-                iterations: 0,
-                preemptions: 0,
-                compute_bound_s: 0.0,
-                memory_bound_s: 0.0,
-                overhead_s: 0.0,
-                idle_s: 0.0,
-                processed_tokens: 0,
-                kv,
-                kv_peak_blocks: vec![0; KV_WINDOWS + 1],
-                window_s: ((last - first) / KV_WINDOWS as f64).max(f64::MIN_POSITIVE),
+                prefix_hit_tokens: 0,
+                prompt_tokens_admitted: 0,
             },
-            running: Vec::with_capacity(policy.max_sequences.min(1 << 16) as usize),
-            waiting: VecDeque::new(),
             next_arrival: 0,
-            free_blocks: kv.blocks,
-            now: first,
-            last_token_s: vec![f64::NAN; n],
+            rejected: 0,
+            refreshed_s: f64::NEG_INFINITY,
+            views: vec![ReplicaView::default(); fleet.replicas as usize],
+            kv,
+            iterations: 0,
             // Every iteration emits a token or prefills at least one prompt token; a
             // preemption repeats at most a sequence's own tokens, and the oldest sequence
             // is never preempted, so 8x the trace's tokens is far above any real run.
             iteration_limit: 8 * tokens + 16 * n as u64 + 1024,
-            static_reserve: (model.context_len as u64).div_ceil(policy.block_size as u64),
-            #[cfg(test)]
-            steps: Vec::new(),
         }
     }
 
     fn run(mut self) -> Result<SimOutcome, CapacityError> {
         self.drive()?;
-        Ok(self.out)
+        let end_s = self
+            .replicas
+            .iter()
+            .map(|r| r.now)
+            .fold(self.engine.first_arrival_s, f64::max);
+        let mut kv_peak_blocks = vec![0; KV_WINDOWS + 1];
+        let sum = |f: &dyn Fn(&Replica) -> f64| self.replicas.iter().map(f).sum::<f64>();
+        let compute_bound_s = sum(&|r| r.compute_bound_s);
+        let memory_bound_s = sum(&|r| r.memory_bound_s);
+        let overhead_s = sum(&|r| r.overhead_s);
+        // A replica that finished early idles until the last one does.
+        let idle_s = sum(&|r| r.idle_s + (end_s - r.now));
+        for r in &self.replicas {
+            for (peak, &p) in kv_peak_blocks.iter_mut().zip(&r.kv_peak_blocks) {
+                *peak = (*peak).max(p);
+            }
+        }
+        let books = self.books;
+        Ok(SimOutcome {
+            ttft_s: books.ttft_s,
+            e2e_s: books.e2e_s,
+            tpot_s: books.tpot_s,
+            queue_s: books.queue_s,
+            replica: books.replica,
+            gaps: books.gaps,
+            first_arrival_s: self.engine.first_arrival_s,
+            end_s,
+            replicas: self.fleet.replicas,
+            rejected: self.rejected,
+            prefix_hit_tokens: books.prefix_hit_tokens,
+            prompt_tokens_admitted: books.prompt_tokens_admitted,
+            iterations: self.replicas.iter().map(|r| r.iterations).sum(),
+            preemptions: self.replicas.iter().map(|r| r.preemptions).sum(),
+            compute_bound_s,
+            memory_bound_s,
+            overhead_s,
+            idle_s,
+            processed_tokens: self.replicas.iter().map(|r| r.processed_tokens).sum(),
+            kv: self.kv,
+            kv_peak_blocks,
+            window_s: self.engine.window_s,
+        })
+    }
+
+    /// Events in time order: an arrival is routed when no busy replica's next iteration
+    /// starts before it (an arrival at the instant an iteration starts joins it, as in a
+    /// single engine's `arrive`), else the busy replica whose next iteration starts first
+    /// (the lowest index on a tie) runs it. Idle replicas wait for their next arrival.
+    fn drive(&mut self) -> Result<(), CapacityError> {
+        let n = self.engine.trace.requests.len();
+        loop {
+            let busy = self
+                .replicas
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| !(r.running.is_empty() && r.waiting.is_empty()))
+                .fold(None::<(usize, f64)>, |m, (i, r)| match m {
+                    Some((_, t)) if t <= r.now => m,
+                    _ => Some((i, r.now)),
+                });
+            let arrival = (self.next_arrival < n)
+                .then(|| self.engine.trace.requests[self.next_arrival].arrival_s);
+            match (arrival, busy) {
+                (Some(t), Some((_, start))) if t <= start => self.route(t),
+                (Some(t), None) => self.route(t),
+                (_, Some((r, _))) => {
+                    self.iterations += 1;
+                    if self.iterations > self.iteration_limit {
+                        return Err(CapacityError::IterationLimit {
+                            limit: self.iteration_limit,
+                        });
+                    }
+                    let replica = &mut self.replicas[r];
+                    replica.iterations += 1;
+                    replica.begin_step();
+                    match self.engine.policy.batching {
+                        Batching::Static => {
+                            replica.static_iteration(&self.engine, &mut self.books)?
+                        }
+                        Batching::Continuous => {
+                            replica.continuous_iteration(&self.engine, &mut self.books, false)?
+                        }
+                        Batching::ChunkedPrefill { .. } => {
+                            replica.continuous_iteration(&self.engine, &mut self.books, true)?
+                        }
+                    }
+                }
+                (None, None) => return Ok(()),
+            }
+        }
+    }
+
+    /// Routes the next arrival (at `t`) to a replica, or rejects it at a full queue.
+    fn route(&mut self, t: f64) {
+        let i = self.next_arrival;
+        self.next_arrival += 1;
+        let request = self.engine.trace.requests[i];
+        let r = if self.replicas.len() == 1 {
+            0
+        } else {
+            let stale = self.fleet.router_staleness_s > 0.0;
+            if !stale || t >= self.refreshed_s + self.fleet.router_staleness_s {
+                for (view, replica) in self.views.iter_mut().zip(&mut self.replicas) {
+                    *view = replica.view(&self.engine, t);
+                    if stale {
+                        if let Some(cache) = &mut replica.cache {
+                            cache.refresh();
+                        }
+                    }
+                }
+                self.refreshed_s = t;
+            }
+            let bs = self.engine.policy.block_size;
+            let replicas = &self.replicas;
+            let hit = |r: usize| -> u64 {
+                match (request.prefix, &replicas[r].cache) {
+                    (Some(p), Some(cache)) => {
+                        let blocks = if stale {
+                            cache.seen_blocks(p.id)
+                        } else {
+                            cache.blocks(p.id)
+                        };
+                        (blocks.min(p.tokens / bs)) as u64
+                    }
+                    _ => 0,
+                }
+            };
+            let prompt_blocks = self.engine.blocks_for(request.prompt_tokens as u64);
+            self.routing.pick(&self.views, prompt_blocks, &hit)
+        };
+        self.books.replica[i] = r as u32;
+        let replica = &mut self.replicas[r];
+        if let Some(cap) = self.fleet.queue_cap {
+            if replica.waiting.len() as u64 >= cap as u64 {
+                self.rejected += 1;
+                return;
+            }
+        }
+        if replica.running.is_empty() && replica.waiting.is_empty() && t > replica.now {
+            // Idle until this arrival.
+            replica.idle_s += t - replica.now;
+            replica.now = t;
+        }
+        replica.waiting.push_back(Waiting {
+            request: i as u32,
+            generated: 0,
+        });
+    }
+}
+
+impl Replica {
+    /// What the router reads of this replica at time `t`: while its current iteration
+    /// runs (`t` before its end, `now`), the requests that iteration finishes are still
+    /// outstanding and hold their blocks.
+    fn view(&self, e: &Engine, t: f64) -> ReplicaView {
+        let (finishing, blocks) = if t < self.now {
+            (self.finishing, self.finishing_blocks)
+        } else {
+            (0, 0)
+        };
+        ReplicaView {
+            outstanding: (self.running.len() + self.waiting.len()) as u64 + finishing,
+            kv_used_blocks: self.used_blocks(e) + blocks,
+        }
+    }
+
+    /// Blocks held by running requests and pinned prefixes (idle cached blocks are free
+    /// for reuse, so they are not "in use").
+    fn used_blocks(&self, e: &Engine) -> u64 {
+        let idle = self.cache.as_ref().map_or(0, PrefixCache::idle_blocks);
+        e.kv_blocks - self.free_blocks - idle
     }
 
     #[cfg(test)]
@@ -874,115 +1181,128 @@ impl<'a> Simulator<'a> {
     #[inline(always)]
     fn begin_step(&mut self) {}
 
-    fn drive(&mut self) -> Result<(), CapacityError> {
-        let n = self.trace.requests.len();
-        let mut finished = 0usize;
-        while finished < n {
-            self.arrive();
-            if self.running.is_empty() && self.waiting.is_empty() {
-                // Idle: jump to the next arrival.
-                let next = self.trace.requests[self.next_arrival].arrival_s;
-                self.out.idle_s += next - self.now;
-                self.now = next;
-                continue;
-            }
-            self.out.iterations += 1;
-            if self.out.iterations > self.iteration_limit {
-                return Err(CapacityError::IterationLimit {
-                    limit: self.iteration_limit,
-                });
-            }
-            self.begin_step();
-            finished += match self.policy.batching {
-                Batching::Static => self.static_iteration()?,
-                Batching::Continuous => self.continuous_iteration(false)?,
-                Batching::ChunkedPrefill { .. } => self.continuous_iteration(true)?,
-            };
-        }
-        self.out.end_s = self.now;
-        Ok(())
-    }
-
-    fn arrive(&mut self) {
-        let requests = &self.trace.requests;
-        while self.next_arrival < requests.len()
-            && requests[self.next_arrival].arrival_s <= self.now
-        {
-            self.waiting.push_back(Waiting {
-                request: self.next_arrival as u32,
-                generated: 0,
-            });
-            self.next_arrival += 1;
-        }
-    }
-
-    fn blocks_for(&self, tokens: u64) -> u64 {
-        tokens.div_ceil(self.policy.block_size as u64)
-    }
-
-    fn record_kv(&mut self) {
-        let used = self.out.kv.blocks - self.free_blocks;
-        let offset = (self.now - self.out.first_arrival_s) / self.out.window_s;
+    fn record_kv(&mut self, e: &Engine) {
+        let used = self.used_blocks(e);
+        let offset = (self.now - e.first_arrival_s) / e.window_s;
         let w = if offset < KV_WINDOWS as f64 {
             offset.max(0.0) as usize
         } else {
             KV_WINDOWS
         };
-        let peak = &mut self.out.kv_peak_blocks[w];
+        let peak = &mut self.kv_peak_blocks[w];
         *peak = (*peak).max(used);
     }
 
-    /// Prices `work`, advances the clock, and books the time under its roof.
-    fn advance(&mut self, work: &IterationWork) {
-        let cost = self.roofline.cost(work);
-        if cost.compute_s >= cost.memory_s {
-            self.out.compute_bound_s += cost.compute_s;
-        } else {
-            self.out.memory_bound_s += cost.memory_s;
+    /// Takes `n` free blocks, evicting idle cached prefix blocks when the free ones do not
+    /// suffice; false (and nothing taken) when even that is not enough. A prefix about to
+    /// be used must be pinned first, so that its blocks are not the ones evicted.
+    fn take_blocks(&mut self, n: u64) -> bool {
+        if n > self.free_blocks {
+            let Some(cache) = &mut self.cache else {
+                return false;
+            };
+            let short = n - self.free_blocks;
+            if cache.idle_blocks() < short {
+                return false;
+            }
+            self.free_blocks += cache.evict(short);
         }
-        self.out.overhead_s += cost.overhead_s;
-        self.out.processed_tokens += work.tokens as u64;
-        self.now += cost.time_s();
+        self.free_blocks -= n;
+        true
     }
 
-    /// Books one token of `seq` emitted now; true when it was the request's last. Gaps of
-    /// sequences that also emitted at `iteration_start` all equal the iteration's length
+    /// A sequence leaves the engine (finished or preempted): its own blocks are free, and
+    /// its prefix is no longer pinned by it.
+    fn release(&mut self, e: &Engine, s: &Running) {
+        self.free_blocks += s.blocks as u64;
+        if let (Some(cache), Some(p)) =
+            (&mut self.cache, e.trace.requests[s.request as usize].prefix)
+        {
+            cache.unpin(p.id);
+        }
+    }
+
+    /// A sequence's prefill is complete: the full blocks of its shared prefix that it
+    /// computed pass to the prefix cache.
+    fn prefilled(&mut self, e: &Engine, i: usize) {
+        let Some(cache) = &mut self.cache else {
+            return;
+        };
+        let s = &mut self.running[i];
+        if let Some(p) = e.trace.requests[s.request as usize].prefix {
+            let adopted = cache.adopt(p.id, p.tokens / e.policy.block_size);
+            s.blocks -= adopted;
+            s.shared += adopted;
+        }
+    }
+
+    /// Prices `work`, advances the clock, and books the time under its roof.
+    fn advance(&mut self, e: &Engine, work: &IterationWork) {
+        let cost = e.roofline.cost(work);
+        if cost.compute_s >= cost.memory_s {
+            self.compute_bound_s += cost.compute_s;
+        } else {
+            self.memory_bound_s += cost.memory_s;
+        }
+        self.overhead_s += cost.overhead_s;
+        self.processed_tokens += work.tokens as u64;
+        self.now += cost.time_s();
+    }
+}
+
+impl Books {
+    /// Books one token of `seq` emitted at `now`; true when it was the request's last. Gaps
+    /// of sequences that also emitted at `iteration_start` all equal the iteration's length
     /// and are only counted in `steady` (one histogram update per iteration).
-    fn emit(&mut self, seq: &mut Running, iteration_start: f64, steady: &mut u64) -> bool {
+    fn emit(
+        &mut self,
+        e: &Engine,
+        seq: &mut Running,
+        now: f64,
+        iteration_start: f64,
+        steady: &mut u64,
+    ) -> bool {
         let r = seq.request as usize;
-        let request = self.trace.requests[r];
+        let request = e.trace.requests[r];
         if seq.generated == 0 {
-            self.out.ttft_s[r] = self.now - request.arrival_s;
+            self.ttft_s[r] = now - request.arrival_s;
         } else {
             let last = self.last_token_s[r];
             if last == iteration_start {
                 *steady += 1;
             } else {
-                self.out.gaps.add(self.now - last, 1);
+                self.gaps.add(now - last, 1);
             }
         }
-        self.last_token_s[r] = self.now;
+        self.last_token_s[r] = now;
         seq.generated += 1;
         if seq.generated < request.output_tokens {
             return false;
         }
-        let e2e = self.now - request.arrival_s;
-        self.out.e2e_s[r] = e2e;
+        let e2e = now - request.arrival_s;
+        self.e2e_s[r] = e2e;
         if request.output_tokens > 1 {
-            self.out.tpot_s[r] = (e2e - self.out.ttft_s[r]) / (request.output_tokens - 1) as f64;
+            self.tpot_s[r] = (e2e - self.ttft_s[r]) / (request.output_tokens - 1) as f64;
         }
         true
     }
+}
 
+impl Replica {
     /// One iteration of continuous batching, by vLLM v1's rules (the module's notes): the
     /// running sequences first, in admission order, within the token budget, each growing
     /// its KV by a block when its next token starts one and preempting from the back of the
     /// running queue when none is free; then, unless one was preempted, the waiting
     /// requests in order. `chunked`: a prompt may take what remains of the budget (else it
-    /// waits until it fits whole). Returns the requests that finished.
-    fn continuous_iteration(&mut self, chunked: bool) -> Result<usize, CapacityError> {
-        let bs = self.policy.block_size;
-        let mut left = self.token_budget;
+    /// waits until it fits whole).
+    fn continuous_iteration(
+        &mut self,
+        e: &Engine,
+        books: &mut Books,
+        chunked: bool,
+    ) -> Result<(), CapacityError> {
+        let bs = e.policy.block_size;
+        let mut left = e.token_budget;
         let mut preempted = false;
         let mut work = IterationWork::default();
         // The running sequences. Only the sequence at `i` or a later one is ever preempted,
@@ -992,22 +1312,21 @@ impl<'a> Simulator<'a> {
         while i < self.running.len() && left > 0 {
             let s = self.running[i];
             if s.cached >= s.prefill_target {
-                if s.cached + 1 > s.blocks * bs {
-                    if self.free_blocks == 0 {
+                if s.cached + 1 > (s.blocks + s.shared) * bs {
+                    if !self.take_blocks(1) {
                         // vLLM's `self.running.pop()`: the most recently admitted; when it
                         // is `s` itself, the loop ends with it.
                         let Some(v) = self.running.pop() else { break };
-                        self.free_blocks += v.blocks as u64;
+                        self.release(e, &v);
                         self.waiting.push_front(Waiting {
                             request: v.request,
                             generated: v.generated,
                         });
-                        self.out.preemptions += 1;
+                        self.preemptions += 1;
                         preempted = true;
                         self.note(Event::Preempt(v.request));
                         continue;
                     }
-                    self.free_blocks -= 1;
                     self.running[i].blocks += 1;
                 }
                 work.add(IterationWork::decode(s.cached as f64));
@@ -1026,6 +1345,9 @@ impl<'a> Simulator<'a> {
                 // The last chunk of a prompt yields the next token.
                 r.emits = r.cached == r.prefill_target;
                 left -= chunk as u64;
+                if r.emits {
+                    self.prefilled(e, i);
+                }
                 self.note(Event::Prefill(s.request, chunk));
             }
             i += 1;
@@ -1033,63 +1355,80 @@ impl<'a> Simulator<'a> {
         // The waiting requests, oldest first, while a slot, the budget and the prompt's
         // blocks remain; none in an iteration that preempted (vLLM: `if not
         // preempted_reqs:`).
-        while !preempted
-            && left > 0
-            && (self.running.len() as u64) < self.policy.max_sequences as u64
+        while !preempted && left > 0 && (self.running.len() as u64) < e.policy.max_sequences as u64
         {
             let Some(&w) = self.waiting.front() else {
                 break;
             };
-            let request = self.trace.requests[w.request as usize];
+            let request = e.trace.requests[w.request as usize];
             let target = request.prompt_tokens + w.generated;
-            if !chunked && target as u64 > left {
+            // The prefix cache's hit: whole blocks, and never the prompt's last token.
+            let prefix = self.cache.as_ref().zip(request.prefix);
+            let hit_blocks = prefix.map_or(0, |(cache, p)| {
+                cache.blocks(p.id).min(p.tokens / bs).min((target - 1) / bs)
+            });
+            let hit = hit_blocks * bs;
+            if !chunked && (target - hit) as u64 > left {
                 break;
             }
-            let need = self.blocks_for(target as u64);
-            if need > self.free_blocks {
+            let need = e.blocks_for(target as u64) - hit_blocks as u64;
+            let available = self.free_blocks
+                + prefix.map_or(0, |(cache, p)| cache.evictable_besides(Some(p.id)));
+            if need > available {
                 break;
             }
+            if let (Some(cache), Some(p)) = (&mut self.cache, request.prefix) {
+                cache.pin(p.id);
+            }
+            let took = self.take_blocks(need);
+            debug_assert!(took, "the blocks were counted as available");
             self.waiting.pop_front();
-            self.free_blocks -= need;
-            let queued = &mut self.out.queue_s[w.request as usize];
+            let queued = &mut books.queue_s[w.request as usize];
             if queued.is_nan() {
                 *queued = self.now - request.arrival_s;
+                books.prompt_tokens_admitted += request.prompt_tokens as u64;
+                books.prefix_hit_tokens += hit as u64;
             }
-            let chunk = (target as u64).min(left) as u32;
+            let chunk = ((target - hit) as u64).min(left) as u32;
             left -= chunk as u64;
-            work.add(IterationWork::prefill(0.0, chunk as f64));
+            work.add(IterationWork::prefill(hit as f64, chunk as f64));
             self.running.push(Running {
                 request: w.request,
                 prefill_target: target,
-                cached: chunk,
+                cached: hit + chunk,
                 generated: w.generated,
                 blocks: need as u32,
+                shared: hit_blocks,
                 // The last chunk of a prompt yields the next token.
-                emits: chunk == target,
+                emits: hit + chunk == target,
                 finished: false,
             });
+            if hit + chunk == target {
+                self.prefilled(e, self.running.len() - 1);
+            }
             self.note(Event::Admit(w.request, chunk));
         }
-        if left == self.token_budget {
+        if left == e.token_budget {
             return Err(CapacityError::NeverAdmits {
                 reason: "no waiting request fits in an empty engine".into(),
             });
         }
-        self.record_kv();
+        self.record_kv(e);
         let start = self.now;
-        self.advance(&work);
+        self.advance(e, &work);
         // Emissions, and finished sequences leave (compacted in place, order kept).
         let mut running = std::mem::take(&mut self.running);
-        let mut finished = 0;
         let mut steady = 0;
         let mut kept = 0;
+        let free_before = self.free_blocks;
+        self.finishing = 0;
         for r in 0..running.len() {
             let mut s = running[r];
             if s.emits {
                 s.emits = false;
-                if self.emit(&mut s, start, &mut steady) {
-                    self.free_blocks += s.blocks as u64;
-                    finished += 1;
+                if books.emit(e, &mut s, self.now, start, &mut steady) {
+                    self.release(e, &s);
+                    self.finishing += 1;
                     continue;
                 }
             }
@@ -1098,26 +1437,29 @@ impl<'a> Simulator<'a> {
         }
         running.truncate(kept);
         self.running = running;
+        self.finishing_blocks = self.free_blocks - free_before;
         if steady > 0 {
-            self.out.gaps.add(self.now - start, steady);
+            books.gaps.add(self.now - start, steady);
         }
-        Ok(finished)
+        Ok(())
     }
 
     /// One iteration of static batching: when idle, form and prefill a batch (padded to its
-    /// longest prompt); else run one decode step of every row, finished or not.
-    fn static_iteration(&mut self) -> Result<usize, CapacityError> {
+    /// longest prompt); else run one decode step of every row, finished or not. Static
+    /// batching reserves each row's whole context and shares no prefix.
+    fn static_iteration(&mut self, e: &Engine, books: &mut Books) -> Result<(), CapacityError> {
         let forming = self.running.is_empty();
         if forming {
-            let reserve = self.static_reserve;
-            while (self.running.len() as u64) < self.policy.max_sequences as u64
+            let reserve = e.static_reserve;
+            while (self.running.len() as u64) < e.policy.max_sequences as u64
                 && self.free_blocks >= reserve
             {
                 let Some(w) = self.waiting.pop_front() else {
                     break;
                 };
-                let request = self.trace.requests[w.request as usize];
-                self.out.queue_s[w.request as usize] = self.now - request.arrival_s;
+                let request = e.trace.requests[w.request as usize];
+                books.queue_s[w.request as usize] = self.now - request.arrival_s;
+                books.prompt_tokens_admitted += request.prompt_tokens as u64;
                 self.free_blocks -= reserve;
                 self.running.push(Running {
                     request: w.request,
@@ -1125,6 +1467,7 @@ impl<'a> Simulator<'a> {
                     cached: 0,
                     generated: 0,
                     blocks: reserve as u32,
+                    shared: 0,
                     emits: true,
                     finished: false,
                 });
@@ -1135,7 +1478,7 @@ impl<'a> Simulator<'a> {
                 });
             }
         }
-        self.record_kv();
+        self.record_kv(e);
         let rows = self.running.len() as f64;
         let mut work = if forming {
             let longest = self
@@ -1161,24 +1504,25 @@ impl<'a> Simulator<'a> {
         work.kv_read *= rows;
         work.kv_written *= rows;
         let start = self.now;
-        self.advance(&work);
+        self.advance(e, &work);
         let mut batch = std::mem::take(&mut self.running);
-        let mut finished = 0;
         let mut steady = 0;
         for s in batch.iter_mut() {
-            if !s.finished && self.emit(s, start, &mut steady) {
+            if !s.finished && books.emit(e, s, self.now, start, &mut steady) {
                 s.finished = true;
-                finished += 1;
             }
         }
         if steady > 0 {
-            self.out.gaps.add(self.now - start, steady);
+            books.gaps.add(self.now - start, steady);
         }
+        (self.finishing, self.finishing_blocks) = (0, 0);
         if batch.iter().all(|s| s.finished) {
-            self.free_blocks += batch.iter().map(|s| s.blocks as u64).sum::<u64>();
+            self.finishing = batch.len() as u64;
+            self.finishing_blocks = batch.iter().map(|s| s.blocks as u64).sum::<u64>();
+            self.free_blocks += self.finishing_blocks;
             batch.clear();
         }
         self.running = batch;
-        Ok(finished)
+        Ok(())
     }
 }

@@ -1,5 +1,5 @@
-//! Workload traces: requests (arrival, prompt and output lengths, language slice) from a
-//! seeded generator of mixed arrivals, or from a CSV or JSONL file.
+//! Workload traces: requests (arrival, prompt and output lengths, language slice, shared
+//! prefix) from a seeded generator of mixed arrivals, or from a CSV or JSONL file.
 //!
 //! Trace files (one request per row, arrivals in seconds, not decreasing):
 //!
@@ -13,7 +13,14 @@
 //! {"arrival_s": 0.0, "prompt_tokens": 42, "output_tokens": 17, "slice": "en"}
 //! ```
 //!
+//! Two optional columns name a shared prefix: the first `prefix_tokens` of the prompt are
+//! the same in every request with that `prefix_id` (a system prompt, an earlier turn of a
+//! conversation). In CSV the header then ends `,prefix_id,prefix_tokens` and a row without
+//! a prefix leaves both empty; in JSONL a row has both keys or neither.
+//!
 //! Blank lines and lines starting with `#` are skipped in both.
+
+use std::collections::HashMap;
 
 use policy::SplitMix64;
 use serde::{Deserialize, Serialize};
@@ -44,13 +51,26 @@ pub struct Request {
     pub output_tokens: u32,
     /// Index into [`Trace::slices`].
     pub slice: u16,
+    /// The shared prefix the prompt starts with, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<SharedPrefix>,
 }
 
-/// Requests in arrival order and the names of their slices.
+/// The first `tokens` of a prompt, shared by every request with the same prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedPrefix {
+    /// Index into [`Trace::prefixes`].
+    pub id: u32,
+    pub tokens: u32,
+}
+
+/// Requests in arrival order, the names of their slices and of their shared prefixes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
     pub slices: Vec<String>,
     pub requests: Vec<Request>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefixes: Vec<String>,
 }
 
 /// How requests arrive.
@@ -241,7 +261,27 @@ pub struct TraceSpec {
     pub prompt_tokens: LengthDist,
     pub output_tokens: LengthDist,
     pub slices: Vec<SliceMix>,
+    /// Shared prefixes that prompts start with; none when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_prefixes: Option<PrefixMix>,
 }
+
+/// Shared prompt prefixes (system prompts): `count` of them, each of a length drawn once
+/// from `tokens`; a request starts with one, chosen uniformly, with probability `share`,
+/// and its own prompt (drawn as without prefixes) follows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrefixMix {
+    pub count: u32,
+    pub tokens: LengthDist,
+    pub share: f64,
+}
+
+/// The most distinct prefixes a generated trace has.
+pub const MAX_PREFIXES: u32 = 1_000_000;
+
+/// Mixed into the trace's seed for the prefixes' own stream, so that a spec's other draws
+/// are the same with and without prefixes.
+const PREFIX_STREAM: u64 = 0x9E37_79B9_7F4A_7C15;
 
 impl TraceSpec {
     pub fn validate(&self) -> Result<(), CapacityError> {
@@ -286,6 +326,12 @@ impl TraceSpec {
                 reason: format!("shares sum to {}, not 1", shortest(total)),
             });
         }
+        if let Some(p) = &self.shared_prefixes {
+            at_least_one("shared prefixes", p.count as u64)?;
+            in_range("shared prefixes", p.count as f64, 1.0, MAX_PREFIXES as f64)?;
+            p.tokens.validate("shared prefix tokens")?;
+            in_range("share of requests with a shared prefix", p.share, 0.0, 1.0)?;
+        }
         Ok(())
     }
 
@@ -295,6 +341,12 @@ impl TraceSpec {
         let n = self.requests as usize;
         let mut rng = SplitMix64::new(self.seed);
         let mut arrivals = ArrivalClock::new(&self.arrivals, &mut rng);
+        let mut prefix_rng = SplitMix64::new(self.seed ^ PREFIX_STREAM);
+        let prefix_lengths: Vec<u32> = self.shared_prefixes.as_ref().map_or(Vec::new(), |p| {
+            (0..p.count)
+                .map(|_| p.tokens.draw(&mut prefix_rng))
+                .collect()
+        });
         let mut requests = Vec::with_capacity(n);
         for _ in 0..n {
             let arrival_s = arrivals.next(&mut rng);
@@ -312,23 +364,37 @@ impl TraceSpec {
             let prompt = self.prompt_tokens.draw(&mut rng) as f64 * scale;
             let prompt_tokens = prompt.round().clamp(1.0, u32::MAX as f64) as u32;
             let output_tokens = self.output_tokens.draw(&mut rng);
+            let prefix = self.shared_prefixes.as_ref().and_then(|p| {
+                let shared = prefix_rng.uniform() < p.share;
+                let id = prefix_rng.below(p.count as u64) as u32;
+                shared.then(|| SharedPrefix {
+                    id,
+                    tokens: prefix_lengths[id as usize],
+                })
+            });
             requests.push(Request {
                 arrival_s,
-                prompt_tokens,
+                prompt_tokens: prompt_tokens.saturating_add(prefix.map_or(0, |p| p.tokens)),
                 output_tokens,
                 slice: slice as u16,
+                prefix,
             });
         }
         Ok(Trace {
             slices: self.slices.iter().map(|s| s.slice.clone()).collect(),
             requests,
+            prefixes: (0..prefix_lengths.len())
+                .map(|i| format!("prefix-{i}"))
+                .collect(),
         })
     }
 
     /// Chat traffic for the lab's tiny model (context 256): log-normal prompts (median 40)
     /// and answers (median 24), 95 % English and 5 % Basque, the rare slice, whose prompts
-    /// take 1.39 times the tokens; 5,000 requests at 200 per second. Arrivals: `poisson`, `bursty` (bursts of 8x the calm
-    /// rate 10 % of the time) or `diurnal` (±60 % over a 10-minute "day").
+    /// take 1.39 times the tokens; 5,000 requests at 200 per second. Arrivals: `poisson`,
+    /// `bursty` (bursts of 8x the calm rate 10 % of the time) or `diurnal` (±60 % over a
+    /// 10-minute "day"). `chat-prefix` is `poisson` where every prompt starts with one of 8
+    /// system prompts of 64 tokens, followed by the user's message (median 24 tokens).
     pub fn presets() -> Vec<TraceSpec> {
         let base = |name: &str, arrivals: Arrivals| TraceSpec {
             name: name.into(),
@@ -359,6 +425,7 @@ impl TraceSpec {
                     prompt_scale: 1.39,
                 },
             ],
+            shared_prefixes: None,
         };
         let rate = 200.0;
         vec![
@@ -380,6 +447,20 @@ impl TraceSpec {
                     period_s: 600.0,
                 },
             ),
+            TraceSpec {
+                prompt_tokens: LengthDist::LogNormal {
+                    median: 24.0,
+                    sigma: 0.6,
+                    min: 2,
+                    max: 64,
+                },
+                shared_prefixes: Some(PrefixMix {
+                    count: 8,
+                    tokens: LengthDist::Constant { tokens: 64 },
+                    share: 1.0,
+                }),
+                ..base("chat-prefix", Arrivals::Poisson { rate_per_s: rate })
+            },
         ]
     }
 
@@ -502,9 +583,12 @@ struct JsonRow {
     prompt_tokens: u32,
     output_tokens: u32,
     slice: String,
+    prefix_id: Option<String>,
+    prefix_tokens: Option<u32>,
 }
 
 const CSV_HEADER: &str = "arrival_s,prompt_tokens,output_tokens,slice";
+const CSV_PREFIX_COLUMNS: &str = ",prefix_id,prefix_tokens";
 
 /// serde_json's reason without its "at line 1 column N" (a row is one line; the trace's
 /// own line number leads the message): "invalid type: …, expected u32 (column 70)".
@@ -522,8 +606,12 @@ impl Trace {
         let mut trace = Trace {
             slices: Vec::new(),
             requests: Vec::new(),
+            prefixes: Vec::new(),
         };
         let mut header_seen = false;
+        let mut columns = 4;
+        // Prefix ids by name (a trace may name a prefix per conversation).
+        let mut prefix_index: HashMap<String, usize> = HashMap::new();
         let mut previous = 0.0;
         for (index, raw) in text.lines().enumerate() {
             let line = index + 1;
@@ -532,22 +620,31 @@ impl Trace {
                 continue;
             }
             let bad = |reason: String| CapacityError::TraceRow { line, reason };
-            let (arrival_s, prompt_tokens, output_tokens, slice) = match format {
+            let (arrival_s, prompt_tokens, output_tokens, slice, prefix) = match format {
                 TraceFormat::Csv => {
                     if !header_seen {
                         let header: String = row.chars().filter(|c| !c.is_whitespace()).collect();
-                        if header != CSV_HEADER {
+                        columns = if header == CSV_HEADER {
+                            4
+                        } else if header == format!("{CSV_HEADER}{CSV_PREFIX_COLUMNS}") {
+                            6
+                        } else {
                             return Err(bad(format!(
-                                "expected the header {CSV_HEADER:?}, found {row:?}"
+                                "expected the header {CSV_HEADER:?}, optionally followed by {CSV_PREFIX_COLUMNS:?}, found {row:?}"
                             )));
-                        }
+                        };
                         header_seen = true;
                         continue;
                     }
                     let fields: Vec<&str> = row.split(',').map(str::trim).collect();
-                    if fields.len() != 4 {
+                    if fields.len() != columns {
+                        let header = if columns == 4 {
+                            CSV_HEADER.to_string()
+                        } else {
+                            format!("{CSV_HEADER}{CSV_PREFIX_COLUMNS}")
+                        };
                         return Err(bad(format!(
-                            "expected 4 comma-separated fields ({CSV_HEADER}), found {}",
+                            "expected {columns} comma-separated fields ({header}), found {}",
                             fields.len()
                         )));
                     }
@@ -566,16 +663,37 @@ impl Trace {
                             ))
                         })
                     };
+                    let prefix = match fields.get(4..6) {
+                        Some(["", ""]) | None => None,
+                        Some([id, _]) => Some((id.to_string(), tokens(5, "prefix_tokens")?)),
+                        Some(_) => None,
+                    };
                     (
                         arrival,
                         tokens(1, "prompt_tokens")?,
                         tokens(2, "output_tokens")?,
                         fields[3].to_string(),
+                        prefix,
                     )
                 }
                 TraceFormat::Jsonl => {
                     let r: JsonRow = serde_json::from_str(row).map_err(|e| bad(json_reason(&e)))?;
-                    (r.arrival_s, r.prompt_tokens, r.output_tokens, r.slice)
+                    let prefix = match (r.prefix_id, r.prefix_tokens) {
+                        (None, None) => None,
+                        (Some(id), Some(tokens)) => Some((id, tokens)),
+                        _ => {
+                            return Err(bad(
+                                "a row gives both prefix_id and prefix_tokens, or neither".into(),
+                            ))
+                        }
+                    };
+                    (
+                        r.arrival_s,
+                        r.prompt_tokens,
+                        r.output_tokens,
+                        r.slice,
+                        prefix,
+                    )
                 }
             };
             if !(arrival_s.is_finite() && (0.0..=MAX_ARRIVAL_S).contains(&arrival_s)) {
@@ -616,12 +734,44 @@ impl Trace {
                     trace.slices.len() - 1
                 }
             };
+            let prefix = match prefix {
+                None => None,
+                Some((id, tokens)) => {
+                    if id.is_empty() {
+                        return Err(bad(format!(
+                            "prefix_tokens {tokens} is given without a prefix_id"
+                        )));
+                    }
+                    if tokens == 0 || tokens > prompt_tokens {
+                        return Err(bad(format!(
+                            "prefix_tokens {tokens} of prefix {id:?} is not 1 to the prompt's {prompt_tokens} tokens (a prefix cannot be longer than its prompt)"
+                        )));
+                    }
+                    let next = trace.prefixes.len();
+                    let id = match prefix_index.get(&id) {
+                        Some(&i) => i,
+                        None => {
+                            if next >= MAX_PREFIXES as usize {
+                                return Err(bad(format!("more than {MAX_PREFIXES} prefixes")));
+                            }
+                            prefix_index.insert(id.clone(), next);
+                            trace.prefixes.push(id);
+                            next
+                        }
+                    };
+                    Some(SharedPrefix {
+                        id: id as u32,
+                        tokens,
+                    })
+                }
+            };
             previous = arrival_s;
             trace.requests.push(Request {
                 arrival_s,
                 prompt_tokens,
                 output_tokens,
                 slice: index as u16,
+                prefix,
             });
         }
         if trace.requests.is_empty() {
@@ -631,12 +781,18 @@ impl Trace {
     }
 
     /// The trace as CSV, the schema [`Trace::parse`] reads.
+    /// The trace as a CSV file [`Trace::parse`] reads back; the prefix columns only when a
+    /// request has a prefix.
     pub fn to_csv(&self) -> String {
+        let prefixed = self.requests.iter().any(|r| r.prefix.is_some());
         let mut out = String::from(CSV_HEADER);
+        if prefixed {
+            out.push_str(CSV_PREFIX_COLUMNS);
+        }
         out.push('\n');
         for r in &self.requests {
             out.push_str(&format!(
-                "{},{},{},{}\n",
+                "{},{},{},{}",
                 r.arrival_s,
                 r.prompt_tokens,
                 r.output_tokens,
@@ -644,6 +800,17 @@ impl Trace {
                     .get(r.slice as usize)
                     .map_or("?", String::as_str)
             ));
+            if prefixed {
+                match r.prefix {
+                    Some(p) => out.push_str(&format!(
+                        ",{},{}",
+                        self.prefixes.get(p.id as usize).map_or("?", String::as_str),
+                        p.tokens
+                    )),
+                    None => out.push_str(",,"),
+                }
+            }
+            out.push('\n');
         }
         out
     }

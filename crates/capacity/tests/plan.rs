@@ -153,7 +153,9 @@ fn one_request(prompt_tokens: u32, output_tokens: u32, slice: u16) -> Trace {
             prompt_tokens,
             output_tokens,
             slice,
+            prefix: None,
         }],
+        prefixes: Vec::new(),
     }
 }
 
@@ -322,6 +324,7 @@ proptest! {
             prompt_tokens: LengthDist::Uniform { min: 1, max: prompt_max },
             output_tokens: LengthDist::Uniform { min: 1, max: output_max },
             slices: vec![SliceMix { slice: "en".into(), share: 1.0, prompt_scale: 1.0 }],
+            shared_prefixes: None,
         };
         let trace = spec.generate().unwrap();
         let hw = HardwareProfile {
@@ -377,6 +380,7 @@ fn request(arrival_s: f64, slice: u16) -> capacity::Request {
         prompt_tokens: 20,
         output_tokens: 8,
         slice,
+        prefix: None,
     }
 }
 
@@ -389,6 +393,7 @@ fn a_trace_without_an_arrival_span_has_no_rate_to_plan_for() {
         inputs.trace = recorded(Trace {
             slices: vec!["en".into()],
             requests,
+            prefixes: Vec::new(),
         });
         inputs.quality_floors.retain(|f| f.slice == "en");
         let e = Plan::run(&inputs).unwrap_err();
@@ -610,6 +615,7 @@ fn a_time_past_the_clocks_precision_is_an_error_not_zero_latency() {
     let late = Trace {
         slices: vec!["en".into()],
         requests: vec![request(0.0, 0), request(1e12, 0)],
+        prefixes: Vec::new(),
     };
     let e = simulate(&late, &hw, &model, &policy(Batching::Continuous, 4)).unwrap_err();
     assert!(matches!(e, CapacityError::ClockResolution { .. }), "{e}");

@@ -52,6 +52,7 @@ fn poisson_arrivals_and_constant_service_match_the_md1_mean_wait() {
             prompt_tokens: LengthDist::Constant { tokens: 1 },
             output_tokens: LengthDist::Constant { tokens: 1 },
             slices: one_slice(),
+            shared_prefixes: None,
         };
         let m = metrics(&spec, &hw, &model, &policy);
         let waited = m.all.ttft.mean - service;
@@ -122,6 +123,7 @@ fn chunked_prefill_lowers_the_p99_decode_stall_as_sarathi_serve_reports() {
             max: 1000,
         },
         slices: one_slice(),
+        shared_prefixes: None,
     };
     let run = |batching| metrics(&spec, &hw, &model, &policy(batching, 128));
     let whole = run(Batching::Continuous);

@@ -44,5 +44,6 @@ pub fn sharegpt_like(requests: u64, rate_per_s: f64) -> TraceSpec {
             max: 1024,
         },
         slices: one_slice(),
+        shared_prefixes: None,
     }
 }
