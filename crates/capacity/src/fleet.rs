@@ -169,12 +169,12 @@ impl Fleet {
         if *self == Fleet::single() {
             return String::new();
         }
-        let mut label = format!(
-            "{} replica{}, {}",
-            self.replicas,
-            if self.replicas == 1 { "" } else { "s" },
-            self.router
-        );
+        // One replica is routed no way in particular.
+        let mut label = if self.replicas == 1 {
+            "1 replica".to_string()
+        } else {
+            format!("{} replicas, {}", self.replicas, self.router)
+        };
         if self.prefix_cache {
             label.push_str(", prefix cache");
         }

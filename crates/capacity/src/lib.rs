@@ -46,9 +46,9 @@ pub use fleet::{Fleet, Router, MAX_REPLICAS, MAX_ROUTER_STALENESS_S};
 pub use gates::{FailedGates, Gate, GateResult};
 pub use metrics::{Bottleneck, KvReport, KvWindow, Metrics, Percentiles, SliceMetrics};
 pub use plan::{
-    ConfigReport, Contract, Decision, DecisionKind, NamedPolicy, Plan, PlanInputs, PlanReport,
-    QualityRow, Sweep, SweepRow, TraceSlice, TraceSource, MAX_LOAD_SCALE, MAX_PLAN_WORK, MAX_SLO_S,
-    MAX_TRACE_RATE_PER_S, MIN_LOAD_SCALE, MIN_SLO_S,
+    ConfigReport, Contract, Decision, DecisionKind, FleetSweep, NamedPolicy, Plan, PlanInputs,
+    PlanReport, QualityRow, Sweep, SweepRow, TraceSlice, TraceSource, MAX_LOAD_SCALE,
+    MAX_PLAN_WORK, MAX_SLO_S, MAX_TRACE_RATE_PER_S, MIN_LOAD_SCALE, MIN_SLO_S,
 };
 pub use profile::{HardwareProfile, ModelProfile, WeightPath};
 pub use quality::{

@@ -60,7 +60,10 @@ pub struct SliceMetrics {
     pub tpot: Percentiles,
     /// End-to-end latency.
     pub e2e: Percentiles,
+    /// Output tokens of the requests served (a rejected request has none).
     pub output_tokens: u64,
+    /// Requests refused at a full queue: no latency, and against goodput.
+    pub rejected: u64,
     /// Requests that met both SLOs, per second of the run.
     pub goodput_per_s: f64,
     /// Share of requests that met both SLOs.
@@ -113,6 +116,10 @@ pub struct KvReport {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
     pub requests: u64,
+    /// Replicas that served the trace; throughput, goodput and cost are the fleet's.
+    pub replicas: u32,
+    /// Share of admitted prompt tokens served from the replicas' prefix caches.
+    pub prefix_cache_hit_rate: f64,
     /// From the first arrival to the last token, seconds.
     pub duration_s: f64,
     pub prompt_tokens: u64,
@@ -154,7 +161,11 @@ impl Metrics {
                 ttft: Percentiles::of(ids().map(|i| outcome.ttft_s[i]), &mut scratch),
                 tpot: Percentiles::of(ids().map(|i| outcome.tpot_s[i]), &mut scratch),
                 e2e: Percentiles::of(ids().map(|i| outcome.e2e_s[i]), &mut scratch),
-                output_tokens: ids().map(|i| trace.requests[i].output_tokens as u64).sum(),
+                output_tokens: ids()
+                    .filter(|&i| !outcome.e2e_s[i].is_nan())
+                    .map(|i| trace.requests[i].output_tokens as u64)
+                    .sum(),
+                rejected: ids().filter(|&i| outcome.ttft_s[i].is_nan()).count() as u64,
                 goodput_per_s: good as f64 / duration,
                 slo_attainment: if requests == 0 {
                     0.0
@@ -230,6 +241,8 @@ impl Metrics {
         let peak_used_blocks = outcome.kv_peak_blocks.iter().copied().max().unwrap_or(0);
         Metrics {
             requests: trace.requests.len() as u64,
+            replicas: outcome.replicas,
+            prefix_cache_hit_rate: outcome.prefix_cache_hit_rate(),
             duration_s: duration,
             prompt_tokens,
             output_tokens,
@@ -237,7 +250,9 @@ impl Metrics {
             total_tokens_per_s: (output_tokens + prompt_tokens) as f64 / duration,
             tbt,
             queue,
-            cost_per_million_output_tokens: hardware.cost_per_hour * duration
+            cost_per_million_output_tokens: hardware.cost_per_hour
+                * outcome.replicas as f64
+                * duration
                 / 3600.0
                 / output_tokens as f64
                 * 1e6,

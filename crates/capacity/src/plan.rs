@@ -14,11 +14,12 @@ use serde::{Deserialize, Serialize};
 use crate::cost::{Calibration, CalibrationFit};
 use crate::error::{at_least_one, in_range, positive, CapacityError};
 use crate::figures::{figure, shortest};
+use crate::fleet::{Fleet, Router};
 use crate::gates::{FailedGates, Gate, GateResult};
 use crate::metrics::Metrics;
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
 use crate::quality::{QualityFloor, QualityProfile, MAX_BITS_PER_BYTE, MIN_BITS_PER_BYTE};
-use crate::sim::{simulate, Batching, ServingPolicy, Slo};
+use crate::sim::{simulate_fleet, Batching, ServingPolicy, Slo};
 use crate::trace::{Trace, TraceSpec};
 
 /// The highest arrival rate of a trace the planner takes, requests per second (a thousand
@@ -83,6 +84,98 @@ pub struct Sweep {
     pub max_sequences: Vec<u32>,
     pub weights: Vec<WeightPath>,
     pub block_size: u32,
+    /// The fleets each configuration is served on (one replica when absent).
+    #[serde(default)]
+    pub fleet: FleetSweep,
+}
+
+/// Replica counts and routers to sweep, and the settings every fleet of the sweep shares.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FleetSweep {
+    pub replicas: Vec<u32>,
+    pub routers: Vec<Router>,
+    pub router_staleness_s: f64,
+    pub queue_cap: Option<u32>,
+    pub prefix_cache: bool,
+}
+
+impl Default for FleetSweep {
+    /// One replica: the single engine.
+    fn default() -> FleetSweep {
+        let one = Fleet::single();
+        FleetSweep {
+            replicas: vec![one.replicas],
+            routers: vec![one.router],
+            router_staleness_s: one.router_staleness_s,
+            queue_cap: one.queue_cap,
+            prefix_cache: one.prefix_cache,
+        }
+    }
+}
+
+impl FleetSweep {
+    /// Every fleet, replica counts outermost; one replica is routed one way only (every
+    /// router sends everything to it).
+    pub fn fleets(&self) -> Vec<Fleet> {
+        let mut fleets = Vec::new();
+        for &replicas in &self.replicas {
+            for (i, &router) in self.routers.iter().enumerate() {
+                if replicas == 1 && i > 0 {
+                    break;
+                }
+                fleets.push(Fleet {
+                    replicas,
+                    router,
+                    router_staleness_s: self.router_staleness_s,
+                    queue_cap: self.queue_cap,
+                    prefix_cache: self.prefix_cache,
+                });
+            }
+        }
+        fleets
+    }
+
+    /// At least one replica count and router, each fleet valid.
+    pub fn validate(&self) -> Result<(), CapacityError> {
+        if self.replicas.is_empty() || self.routers.is_empty() {
+            return Err(CapacityError::Sweep {
+                reason: "needs at least one replica count and one router".into(),
+            });
+        }
+        for fleet in self.fleets() {
+            fleet.validate()?;
+        }
+        Ok(())
+    }
+
+    /// The fleets in words, empty for the single engine.
+    fn describe(&self) -> String {
+        if *self == FleetSweep::default() {
+            return String::new();
+        }
+        let mut words = format!(
+            " × replicas {:?} × routers {}",
+            self.replicas,
+            self.routers
+                .iter()
+                .map(|r| r.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if self.prefix_cache {
+            words.push_str("; prefix caches");
+        }
+        if self.router_staleness_s > 0.0 {
+            words.push_str(&format!(
+                "; the router's view refreshed every {} s",
+                shortest(self.router_staleness_s)
+            ));
+        }
+        if let Some(cap) = self.queue_cap {
+            words.push_str(&format!("; at most {cap} requests waiting per replica"));
+        }
+        words
+    }
 }
 
 impl Sweep {
@@ -108,6 +201,7 @@ impl Sweep {
                 MAX_LOAD_SCALE,
             )?;
         }
+        self.fleet.validate()?;
         at_least_one("KV block size (tokens)", self.block_size as u64)?;
         if self.block_size > model.context_len {
             return Err(CapacityError::OutOfRange {
@@ -135,7 +229,7 @@ impl Sweep {
     /// "static, continuous × batch limits [1, 4] × weights full; KV blocks of 16 tokens".
     pub fn configurations(&self) -> String {
         format!(
-            "{} × batch limits {:?} × weights {}; KV blocks of {} tokens",
+            "{} × batch limits {:?} × weights {}{}; KV blocks of {} tokens",
             self.batchings
                 .iter()
                 .map(|b| b.label())
@@ -147,6 +241,7 @@ impl Sweep {
                 .map(|w| w.name())
                 .collect::<Vec<_>>()
                 .join(", "),
+            self.fleet.describe(),
             self.block_size
         )
     }
@@ -157,6 +252,9 @@ impl Sweep {
 pub struct NamedPolicy {
     pub name: String,
     pub policy: ServingPolicy,
+    /// The fleet it is served on (one replica when absent).
+    #[serde(default = "Fleet::single")]
+    pub fleet: Fleet,
 }
 
 impl NamedPolicy {
@@ -171,6 +269,7 @@ impl NamedPolicy {
                 block_size: 16,
                 weights: WeightPath::Full,
             },
+            fleet: Fleet::single(),
         }
     }
 }
@@ -196,6 +295,7 @@ impl NamedPolicy {
         }
         self.policy
             .validate()
+            .and_then(|()| self.fleet.validate())
             .map_err(|e| CapacityError::KnownGood {
                 reason: format!("policy {:?}: {e}", self.name),
             })
@@ -253,6 +353,7 @@ impl PlanInputs {
                 max_sequences: vec![1, 4, 16, 64],
                 weights: vec![WeightPath::Full, WeightPath::Int8],
                 block_size: 16,
+                fleet: FleetSweep::default(),
             },
             baseline: NamedPolicy::baseline(),
             last_known_good: None,
@@ -264,6 +365,9 @@ impl PlanInputs {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SweepRow {
     pub policy: ServingPolicy,
+    pub fleet: Fleet,
+    pub replicas: u32,
+    pub router: String,
     /// The trace's arrival rate times this (arrivals compressed in time).
     pub load_scale: f64,
     pub offered_rate_per_s: f64,
@@ -279,6 +383,9 @@ pub struct SweepRow {
     pub goodput_per_s: f64,
     pub cost_per_million_output_tokens: f64,
     pub kv_min_headroom: f64,
+    pub prefix_cache_hit_rate: f64,
+    /// Requests refused at a full queue.
+    pub rejected: u64,
     pub passes_gates: bool,
     pub failed_gates: FailedGates,
     /// Why the point could not run (weights too large, …); its figures are then 0.
@@ -319,11 +426,13 @@ pub struct Decision {
     pub kind: DecisionKind,
     pub name: String,
     pub policy: ServingPolicy,
-    /// Load per replica the decision holds: the sustained multiple of the trace's rate
-    /// (1 for a fallback, which is judged on the trace as given).
+    pub fleet: Fleet,
+    /// Load the simulated fleet holds: the sustained multiple of the trace's rate (1 for a
+    /// fallback, which is judged on the trace as given), and that rate.
     pub load_scale: f64,
     pub sustained_rate_per_s: f64,
-    /// Replicas that serve the whole trace at that load, and what they cost per hour.
+    /// Replicas that serve the whole trace (the fleet's, divided by its load scale), and
+    /// what they cost per hour.
     pub replicas: u64,
     pub cost_per_hour: f64,
     /// In words: why this configuration.
@@ -340,6 +449,7 @@ pub struct Decision {
 pub struct ConfigReport {
     pub name: String,
     pub policy: ServingPolicy,
+    pub fleet: Fleet,
     pub metrics: Metrics,
     pub gates: Vec<GateResult>,
 }
@@ -466,6 +576,7 @@ fn validate(inputs: &PlanInputs) -> Result<usize, CapacityError> {
         sweep.batchings.len(),
         sweep.max_sequences.len(),
         sweep.weights.len(),
+        sweep.fleet.fleets().len(),
     ]
     .iter()
     .fold(1usize, |p, &n| p.saturating_mul(n));
@@ -568,9 +679,10 @@ impl<'a> Bench<'a> {
         &self,
         trace: &Trace,
         policy: &ServingPolicy,
+        fleet: &Fleet,
     ) -> Result<(Metrics, Vec<GateResult>), CapacityError> {
         let hardware = self.hardware(policy.weights);
-        let outcome = simulate(trace, &hardware, &self.inputs.model, policy)?;
+        let outcome = simulate_fleet(trace, &hardware, &self.inputs.model, policy, fleet)?;
         let metrics = Metrics::new(&outcome, trace, policy, &hardware, &self.inputs.slo);
         let gates = self.gate(&metrics, policy);
         Ok((metrics, gates))
@@ -617,12 +729,14 @@ impl<'a> Bench<'a> {
         &self,
         name: &str,
         policy: &ServingPolicy,
+        fleet: &Fleet,
         trace: &Trace,
     ) -> Result<ConfigReport, CapacityError> {
-        let (metrics, gates) = self.evaluate(trace, policy)?;
+        let (metrics, gates) = self.evaluate(trace, policy, fleet)?;
         Ok(ConfigReport {
             name: name.into(),
             policy: policy.clone(),
+            fleet: *fleet,
             metrics,
             gates,
         })
@@ -696,20 +810,23 @@ fn sweep(
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<SweepRow>, CapacityError> {
     let sweep = &bench.inputs.sweep;
+    let fleets = sweep.fleet.fleets();
     let mut rows = Vec::new();
     for &load in &sweep.load_scales {
         let scaled = bench.at_load(load);
         for &batching in &sweep.batchings {
             for &max_sequences in &sweep.max_sequences {
                 for &weights in &sweep.weights {
-                    let policy = ServingPolicy {
-                        batching,
-                        max_sequences,
-                        block_size: sweep.block_size,
-                        weights,
-                    };
-                    let row = SweepRow::new(&policy, load, bench.offered_rate_per_s * load);
-                    match bench.evaluate(&scaled, &policy) {
+                    for fleet in &fleets {
+                        let policy = ServingPolicy {
+                            batching,
+                            max_sequences,
+                            block_size: sweep.block_size,
+                            weights,
+                        };
+                        let row =
+                            SweepRow::new(&policy, fleet, load, bench.offered_rate_per_s * load);
+                        match bench.evaluate(&scaled, &policy, fleet) {
                         Ok((metrics, gates)) => rows.push(row.measured(&metrics, &gates)),
                         Err(
                             e @ (CapacityError::WeightsTooLarge { .. }
@@ -736,7 +853,8 @@ fn sweep(
                         }
                         Err(e) => return Err(e),
                     }
-                    progress(rows.len(), points);
+                        progress(rows.len(), points);
+                    }
                 }
             }
         }
@@ -797,9 +915,20 @@ fn release(
             ));
         }
     }
-    let replicas = ((1.0 / row.load_scale) - 1e-9).ceil().max(1.0) as u64;
+    let fleet = row.fleet;
+    let replicas = ((fleet.replicas as f64 / row.load_scale) - 1e-9)
+        .ceil()
+        .max(1.0) as u64;
+    let serving = if fleet.replicas == 1 {
+        "one replica sustains".to_string()
+    } else {
+        format!(
+            "{} replicas behind {} routing sustain",
+            fleet.replicas, fleet.router
+        )
+    };
     reason.push_str(&format!(
-        "; one replica sustains {} requests/s ({}x the trace) within the gates, so the trace's {} requests/s need {replicas} replica{} at {} per hour",
+        "; {serving} {} requests/s ({}x the trace) within the gates, so the trace's {} requests/s need {replicas} replica{} at {} per hour",
         figure(row.offered_rate_per_s),
         figure(row.load_scale),
         figure(bench.offered_rate_per_s),
@@ -808,11 +937,17 @@ fn release(
     ));
     // The sweep kept each point's row, not its full figures: the one that ships is
     // measured again (the simulation is deterministic, so these are the row's figures).
-    let chosen = bench.profile(&row.label, &row.policy, &bench.at_load(row.load_scale))?;
+    let chosen = bench.profile(
+        &row.label,
+        &row.policy,
+        &fleet,
+        &bench.at_load(row.load_scale),
+    )?;
     let decision = Decision {
         kind: DecisionKind::Release,
         name: row.label.clone(),
         policy: row.policy.clone(),
+        fleet,
         load_scale: row.load_scale,
         sustained_rate_per_s: row.offered_rate_per_s,
         replicas,
@@ -849,7 +984,12 @@ fn degrade(
             "no configuration of the sweep can run on this machine".into(),
         ),
     };
-    let chosen = bench.profile(&fallback.name, &fallback.policy, &bench.trace)?;
+    let chosen = bench.profile(
+        &fallback.name,
+        &fallback.policy,
+        &fallback.fleet,
+        &bench.trace,
+    )?;
     let mut reason = format!("{why}; degrading to {}", fallback.name);
     if !chosen.gates.iter().all(|g| g.passed) {
         reason.push_str(&format!(
@@ -861,10 +1001,11 @@ fn degrade(
         kind,
         name: fallback.name.clone(),
         policy: fallback.policy.clone(),
+        fleet: fallback.fleet,
         load_scale: 1.0,
         sustained_rate_per_s: bench.offered_rate_per_s,
-        replicas: 1,
-        cost_per_hour: inputs.hardware.cost_per_hour,
+        replicas: fallback.fleet.replicas as u64,
+        cost_per_hour: fallback.fleet.replicas as f64 * inputs.hardware.cost_per_hour,
         reason,
         failed_gates,
         max_throughput,
@@ -878,7 +1019,13 @@ impl PlanReport {
     /// that prints `inf` or a JSON `null` where a number belongs.
     fn check_finite(&self) -> Result<(), CapacityError> {
         // The only nulls a report may hold: its optional parts, absent.
-        const OPTIONAL: [&str; 4] = ["calibration", "trace_seed", "error", "max_throughput"];
+        const OPTIONAL: [&str; 5] = [
+            "calibration",
+            "trace_seed",
+            "error",
+            "max_throughput",
+            "queue_cap",
+        ];
         fn walk(value: &serde_json::Value, path: &mut String) -> Result<(), CapacityError> {
             match value {
                 serde_json::Value::Object(map) => {
@@ -957,16 +1104,19 @@ fn offered_rate(trace: &Trace) -> Result<f64, CapacityError> {
     Ok(rate)
 }
 
-/// Higher goodput, then higher throughput, then lower cost; earlier rows win ties.
+/// Higher goodput per replica, then higher throughput per replica, then lower cost;
+/// earlier rows win ties. (Per replica: a larger fleet has more goodput, not a better
+/// configuration.)
 fn better(a: &SweepRow, b: &SweepRow) -> bool {
+    let per = |r: &SweepRow, x: f64| x / r.replicas as f64;
     (
-        a.goodput_per_s,
-        a.output_tokens_per_s,
+        per(a, a.goodput_per_s),
+        per(a, a.output_tokens_per_s),
         -a.cost_per_million_output_tokens,
     )
         .partial_cmp(&(
-            b.goodput_per_s,
-            b.output_tokens_per_s,
+            per(b, b.goodput_per_s),
+            per(b, b.output_tokens_per_s),
             -b.cost_per_million_output_tokens,
         ))
         == Some(std::cmp::Ordering::Greater)
@@ -996,12 +1146,24 @@ fn quality_rows(inputs: &PlanInputs) -> Vec<QualityRow> {
 impl SweepRow {
     /// A policy at a load, offered `rate` requests/s, before it is measured: every figure 0,
     /// no gate passed.
-    fn new(policy: &ServingPolicy, load: f64, rate: f64) -> SweepRow {
+    fn new(policy: &ServingPolicy, fleet: &Fleet, load: f64, rate: f64) -> SweepRow {
+        let fleet_label = fleet.label();
         SweepRow {
             policy: policy.clone(),
+            fleet: *fleet,
+            replicas: fleet.replicas,
+            router: fleet.router.name().into(),
             load_scale: load,
             offered_rate_per_s: rate,
-            label: format!("{} at {}x load", policy.label(), shortest(load)),
+            label: if fleet_label.is_empty() {
+                format!("{} at {}x load", policy.label(), shortest(load))
+            } else {
+                format!(
+                    "{}, {fleet_label} at {}x load",
+                    policy.label(),
+                    shortest(load)
+                )
+            },
             batching: policy.batching.label(),
             max_sequences: policy.max_sequences,
             weights: policy.weights.name().into(),
@@ -1012,6 +1174,8 @@ impl SweepRow {
             goodput_per_s: 0.0,
             cost_per_million_output_tokens: 0.0,
             kv_min_headroom: 0.0,
+            prefix_cache_hit_rate: 0.0,
+            rejected: 0,
             passes_gates: false,
             failed_gates: FailedGates::default(),
             error: None,
@@ -1028,6 +1192,8 @@ impl SweepRow {
             goodput_per_s: metrics.all.goodput_per_s,
             cost_per_million_output_tokens: metrics.cost_per_million_output_tokens,
             kv_min_headroom: metrics.kv.min_headroom,
+            prefix_cache_hit_rate: metrics.prefix_cache_hit_rate,
+            rejected: metrics.all.rejected,
             passes_gates: gates.iter().all(|g| g.passed),
             failed_gates: FailedGates::of(gates),
             ..self

@@ -7,6 +7,7 @@ use std::fmt::Write;
 
 use crate::cost::{CalibrationFit, Phase};
 use crate::figures::{figure, pct};
+use crate::fleet::Fleet;
 use crate::metrics::{KvReport, Metrics, Percentiles, SliceMetrics};
 use crate::plan::{ConfigReport, Contract, Decision, DecisionKind, PlanReport, SweepRow};
 use crate::profile::GIB;
@@ -338,19 +339,44 @@ fn recommendation(d: &Decision, sweep: &[SweepRow]) -> String {
     out
 }
 
-/// Every point of the sweep, one row each.
+/// Every point of the sweep, one row each; with replicas, prefix caches or a queue cap,
+/// also each row's replicas, router, prefix-cache hit rate and rejected requests.
 fn sweep_table(sweep: &[SweepRow]) -> String {
-    let mut out = String::from(
-        "| configuration | tokens/s | p99 TTFT (ms) | p99 time per token (ms) | p99 time between tokens (ms) | goodput (requests/s) | cost per M tokens | KV headroom | gates |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    let fleets = sweep.iter().any(|r| r.fleet != Fleet::single());
+    let mut out = String::from("| configuration |");
+    if fleets {
+        out.push_str(" replicas | router | prefix hits | rejected |");
+    }
+    out.push_str(
+        " tokens/s | p99 TTFT (ms) | p99 time per token (ms) | p99 time between tokens (ms) | goodput (requests/s) | cost per M tokens | KV headroom | gates |\n|---|",
     );
+    if fleets {
+        out.push_str("---:|---|---:|---:|");
+    }
+    out.push_str("---:|---:|---:|---:|---:|---:|---:|---|\n");
     for r in sweep {
+        let fleet = if fleets {
+            format!(
+                " {} | {} | {} | {} |",
+                r.replicas,
+                r.router,
+                pct0(r.prefix_cache_hit_rate),
+                r.rejected
+            )
+        } else {
+            String::new()
+        };
         if let Some(e) = &r.error {
-            let _ = writeln!(out, "| {} | | | | | | | | cannot run: {e} |", r.label);
+            let _ = writeln!(
+                out,
+                "| {} |{fleet} | | | | | | | | cannot run: {e} |",
+                r.label
+            );
             continue;
         }
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} |{fleet} {} | {} | {} | {} | {} | {} | {} | {} |",
             r.label,
             figure(r.output_tokens_per_s),
             ms(r.ttft_p99_s),

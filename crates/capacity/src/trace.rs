@@ -380,12 +380,21 @@ impl TraceSpec {
                 prefix,
             });
         }
+        // Prefixes are numbered in order of first use, as a trace file's are when read.
+        let mut first_use = vec![u32::MAX; prefix_lengths.len()];
+        let mut prefixes = Vec::new();
+        for p in requests.iter_mut().filter_map(|r| r.prefix.as_mut()) {
+            let id = &mut first_use[p.id as usize];
+            if *id == u32::MAX {
+                *id = prefixes.len() as u32;
+                prefixes.push(format!("prefix-{id}"));
+            }
+            p.id = *id;
+        }
         Ok(Trace {
             slices: self.slices.iter().map(|s| s.slice.clone()).collect(),
             requests,
-            prefixes: (0..prefix_lengths.len())
-                .map(|i| format!("prefix-{i}"))
-                .collect(),
+            prefixes,
         })
     }
 

@@ -13,10 +13,16 @@ use capacity::{
 };
 use mutation::{campaign, Kind};
 
-/// A short valid trace: 40 requests of the bursty preset, both slices.
+/// A short valid trace: 40 requests of the bursty preset, both slices, half of them with
+/// one of three shared prefixes.
 fn valid_trace() -> Trace {
     TraceSpec {
         requests: 40,
+        shared_prefixes: Some(capacity::PrefixMix {
+            count: 3,
+            tokens: capacity::LengthDist::Constant { tokens: 8 },
+            share: 0.5,
+        }),
         ..TraceSpec::preset("bursty").unwrap()
     }
     .generate()
@@ -44,6 +50,17 @@ fn trace_is_consistent(trace: &Trace) -> Result<(), String> {
         }
         if r.slice as usize >= trace.slices.len() {
             return Err(format!("request {i} names slice {}", r.slice));
+        }
+        if let Some(p) = r.prefix {
+            if p.id as usize >= trace.prefixes.len() || p.tokens == 0 || p.tokens > r.prompt_tokens
+            {
+                return Err(format!("request {i} has prefix {p:?}: {r:?}"));
+            }
+        }
+    }
+    for (i, p) in trace.prefixes.iter().enumerate() {
+        if p.is_empty() || trace.prefixes[..i].contains(p) {
+            return Err(format!("prefix name {p:?} empty or repeated"));
         }
     }
     for (i, s) in trace.slices.iter().enumerate() {
@@ -128,7 +145,13 @@ fn check_trace(bytes: &[u8], format: TraceFormat, parsed: &mut Tally) -> Result<
 
 #[test]
 fn csv_trace_files() {
-    let text = format!("# a recorded trace\n\n{}", valid_trace().to_csv());
+    let trace = valid_trace();
+    assert!(trace.requests.iter().any(|r| r.prefix.is_some()));
+    assert_eq!(
+        Trace::parse(&trace.to_csv(), TraceFormat::Csv).unwrap(),
+        trace
+    );
+    let text = format!("# a recorded trace\n\n{}", trace.to_csv());
     let mut tally = Tally::default();
     let report = campaign(
         "capacity trace CSV",
@@ -145,15 +168,17 @@ fn jsonl_trace_files() {
     let trace = valid_trace();
     let mut text = String::from("# a recorded trace\n");
     for r in &trace.requests {
-        text.push_str(
-            &serde_json::json!({
-                "arrival_s": r.arrival_s,
-                "prompt_tokens": r.prompt_tokens,
-                "output_tokens": r.output_tokens,
-                "slice": trace.slices[r.slice as usize],
-            })
-            .to_string(),
-        );
+        let mut row = serde_json::json!({
+            "arrival_s": r.arrival_s,
+            "prompt_tokens": r.prompt_tokens,
+            "output_tokens": r.output_tokens,
+            "slice": trace.slices[r.slice as usize],
+        });
+        if let Some(p) = r.prefix {
+            row["prefix_id"] = trace.prefixes[p.id as usize].clone().into();
+            row["prefix_tokens"] = p.tokens.into();
+        }
+        text.push_str(&row.to_string());
         text.push('\n');
     }
     assert_eq!(Trace::parse(&text, TraceFormat::Jsonl).unwrap(), trace);
@@ -227,6 +252,13 @@ fn known_good_plans() {
             block_size: 16,
             weights: WeightPath::Int8,
         },
+        fleet: capacity::Fleet {
+            replicas: 4,
+            router: capacity::Router::KvAware,
+            router_staleness_s: 0.5,
+            queue_cap: Some(64),
+            prefix_cache: true,
+        },
     };
     // As --save-known-good writes it.
     let text = serde_json::to_string_pretty(&known).unwrap() + "\n";
@@ -251,6 +283,9 @@ fn known_good_plans() {
                 || p.max_sequences == 0
                 || p.block_size == 0
                 || p.batching == (Batching::ChunkedPrefill { token_budget: 0 })
+                || k.fleet.replicas == 0
+                || k.fleet.queue_cap == Some(0)
+                || !(0.0..=capacity::MAX_ROUTER_STALENESS_S).contains(&k.fleet.router_staleness_s)
             {
                 return Err(format!("accepted {k:?}"));
             }

@@ -127,6 +127,7 @@ fn nothing_passing_degrades_to_the_baseline_or_the_last_known_good_and_says_by_h
             block_size: 16,
             weights: WeightPath::Full,
         },
+        fleet: capacity::Fleet::single(),
     };
     inputs.last_known_good = Some(known.clone());
     let report = Plan::run(&inputs).unwrap();

@@ -19,7 +19,7 @@ pub enum ReportFormat {
 
 #[derive(Args)]
 pub struct CapacityArgs {
-    /// A trace preset (poisson, bursty, diurnal) or a trace file (.csv or .jsonl; schema in
+    /// A trace preset (poisson, bursty, diurnal, chat-prefix) or a trace file (.csv or .jsonl; schema in
     /// the README).
     #[arg(long, default_value = "poisson", value_name = "PRESET|FILE")]
     trace: String,
@@ -57,6 +57,24 @@ pub struct CapacityArgs {
     /// Tokens per KV-cache block.
     #[arg(long, allow_hyphen_values = true)]
     block_size: Option<u32>,
+    /// Replica counts to sweep, comma-separated: the trace served on N identical replicas
+    /// behind a router.
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    replicas: Option<String>,
+    /// Routers to sweep, comma-separated: round-robin, random, least-outstanding, least-kv,
+    /// prefix-affinity, kv-aware (formulas in the README).
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true)]
+    router: Option<String>,
+    /// The router sees replica load and cache state refreshed every S seconds (0: live).
+    #[arg(long, value_name = "S", allow_hyphen_values = true)]
+    router_staleness: Option<f64>,
+    /// Admission control: at most this many requests wait per replica; the rest are
+    /// rejected and count against goodput.
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    queue_cap: Option<u32>,
+    /// A prefix cache on each replica (`on` or `off`).
+    #[arg(long, value_name = "on|off")]
+    prefix_cache: Option<String>,
     /// SLO: p99 time to first token, seconds.
     #[arg(long, allow_hyphen_values = true)]
     slo_ttft_p99: Option<f64>,
@@ -264,6 +282,7 @@ pub fn inputs(args: &CapacityArgs) -> Result<PlanInputs, String> {
         )?;
         sweep_flag(&inputs, "load-scales", text)?;
     }
+    fleet(args, &mut inputs)?;
     if let Some(size) = args.block_size {
         inputs.sweep.block_size = size;
         inputs.baseline.policy.block_size = size;
@@ -312,6 +331,55 @@ pub fn inputs(args: &CapacityArgs) -> Result<PlanInputs, String> {
         inputs.last_known_good = Some(known);
     }
     Ok(inputs)
+}
+
+/// `--replicas`, `--router`, `--router-staleness`, `--queue-cap` and `--prefix-cache`: the
+/// fleets the sweep serves each configuration on.
+fn fleet(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
+    let fleet = &mut inputs.sweep.fleet;
+    let check = |fleet: &capacity::FleetSweep, name: &str, text: &str| {
+        fleet
+            .validate()
+            .map_err(|e| format!("{}: {e}", flag(name, text)))
+    };
+    if let Some(text) = &args.replicas {
+        fleet.replicas = list(
+            "replicas",
+            text,
+            &format!(
+                "whole numbers of replicas from 1 to {}",
+                capacity::MAX_REPLICAS
+            ),
+            |s| s.parse().ok(),
+        )?;
+        check(fleet, "replicas", text)?;
+    }
+    if let Some(text) = &args.router {
+        fleet.routers = list("router", text, capacity::Router::EXPECTED, |s| {
+            s.parse().ok()
+        })?;
+    }
+    if let Some(s) = args.router_staleness {
+        fleet.router_staleness_s = s;
+        check(fleet, "router-staleness", &shortest(s))?;
+    }
+    if let Some(cap) = args.queue_cap {
+        fleet.queue_cap = Some(cap);
+        check(fleet, "queue-cap", &cap.to_string())?;
+    }
+    if let Some(text) = &args.prefix_cache {
+        fleet.prefix_cache = match text.as_str() {
+            "on" => true,
+            "off" => false,
+            _ => {
+                return Err(format!(
+                    "{}: expected on or off",
+                    flag("prefix-cache", text)
+                ))
+            }
+        };
+    }
+    Ok(())
 }
 
 /// The trace: a file (`.csv`, `.jsonl`) read here, or a preset shaped by `--requests`,
@@ -411,8 +479,11 @@ pub fn run(args: &CapacityArgs) -> Result<String, String> {
         TraceSource::Recorded { trace, .. } => trace.requests.len() as u64,
     };
     let s = &inputs.sweep;
-    let points =
-        (s.load_scales.len() * s.batchings.len() * s.max_sequences.len() * s.weights.len()) as u64;
+    let points = (s.load_scales.len()
+        * s.batchings.len()
+        * s.max_sequences.len()
+        * s.weights.len()
+        * s.fleet.fleets().len()) as u64;
     let work = points.saturating_mul(requests);
     if work > ANNOUNCE_WORK && work <= capacity::MAX_PLAN_WORK {
         note(&format!(
@@ -438,7 +509,7 @@ pub fn run(args: &CapacityArgs) -> Result<String, String> {
         use capacity::CapacityError::*;
         match e {
             TooMuchWork { .. } => format!(
-                "{e}; lower --requests, use a shorter trace, or sweep fewer --load-scales, --policy, --batch-limits or --weights"
+                "{e}; lower --requests, use a shorter trace, or sweep fewer --load-scales, --policy, --batch-limits, --weights, --replicas or --router"
             ),
             // What the trace itself holds: named by the flag that gave it.
             BadRequest { .. }
@@ -452,8 +523,9 @@ pub fn run(args: &CapacityArgs) -> Result<String, String> {
     if let Some(path) = &args.save_known_good {
         if report.decision.kind == capacity::DecisionKind::Release {
             let known = NamedPolicy {
-                name: format!("known-good: {}", report.decision.policy.label()),
+                name: format!("known-good: {}", report.decision.name),
                 policy: report.decision.policy.clone(),
+                fleet: report.decision.fleet,
             };
             let text = serde_json::to_string_pretty(&known).map_err(|e| e.to_string())?;
             std::fs::write(path, text + "\n").map_err(|e| {

@@ -271,3 +271,94 @@ fn save_known_good_never_writes_over_a_file_the_run_reads() {
         capacity::TINY_EVAL_JSON
     );
 }
+
+#[test]
+fn replicas_routers_and_prefix_caches_sweep_and_bad_ones_exit_2() {
+    let plan: serde_json::Value = serde_json::from_str(&ok(&[
+        "capacity",
+        "--trace",
+        "chat-prefix",
+        "--requests",
+        "600",
+        "--policy",
+        "chunked:128",
+        "--batch-limits",
+        "16",
+        "--weights",
+        "full",
+        "--load-scales",
+        "2,8",
+        "--replicas",
+        "1,4",
+        "--router",
+        "round-robin,kv-aware",
+        "--prefix-cache",
+        "on",
+        "--json",
+    ]))
+    .unwrap();
+    // One replica is routed one way; four replicas once per router; at two loads.
+    let rows = plan["sweep"].as_array().unwrap();
+    let fleets: Vec<(u64, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["replicas"].as_u64().unwrap(),
+                r["router"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let one_load = [(1, "round-robin"), (4, "round-robin"), (4, "kv-aware")];
+    assert_eq!(fleets, [one_load, one_load].concat());
+    // Every system prompt is 64 tokens of prompts 66 to 128 tokens long: most of the
+    // prompt tokens hit once the eight prompts are cached.
+    for r in rows {
+        let hits = r["prefix_cache_hit_rate"].as_f64().unwrap();
+        assert!((0.4..0.8).contains(&hits), "{hits}");
+    }
+    assert!(plan["decision"]["replicas"].as_u64().unwrap() >= 1);
+
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["capacity", "--replicas", "0"],
+            "error: --replicas 0: replicas must be at least 1, got 0\n",
+        ),
+        (
+            &["capacity", "--router", "fastest"],
+            "error: --router fastest: \"fastest\" is not valid; expected round-robin, random, least-outstanding, least-kv, prefix-affinity or kv-aware\n",
+        ),
+        (
+            &["capacity", "--router-staleness", "-1"],
+            "error: --router-staleness -1: router staleness (s) must lie in [0, 1e6], got -1\n",
+        ),
+        (
+            &["capacity", "--queue-cap", "0"],
+            "error: --queue-cap 0: queue cap (requests waiting per replica) must be at least 1, got 0\n",
+        ),
+        (
+            &["capacity", "--prefix-cache", "yes"],
+            "error: --prefix-cache yes: expected on or off\n",
+        ),
+    ];
+    for (args, expected) in cases {
+        assert_eq!(fails(args), expected, "{args:?}");
+    }
+}
+
+#[test]
+fn a_prefix_longer_than_its_prompt_names_its_line() {
+    let csv = scratch("prefix.csv");
+    std::fs::write(
+        &csv,
+        "arrival_s,prompt_tokens,output_tokens,slice,prefix_id,prefix_tokens\n0,40,8,en,system,32\n0.1,30,8,en,,\n0.2,20,8,en,system,32\n",
+    )
+    .unwrap();
+    let err = fails(&["capacity", "--trace", csv.to_str().unwrap()]);
+    assert_eq!(
+        err,
+        format!(
+            "error: --trace {}: trace line 4: prefix_tokens 32 of prefix \"system\" is not 1 to the prompt's 20 tokens (a prefix cannot be longer than its prompt)\n",
+            csv.display()
+        )
+    );
+}

@@ -411,6 +411,7 @@ impl Form for CapacityForm {
                     max_sequences: seqs?,
                     weights: weights?,
                     block_size: 16,
+                    fleet: Default::default(),
                 },
                 baseline: NamedPolicy::baseline(),
                 last_known_good: None,
@@ -902,6 +903,9 @@ pub fn trace_options() -> Vec<(String, String)> {
         .into_iter()
         .map(|t| {
             let text = match t.arrivals {
+                _ if t.shared_prefixes.is_some() => {
+                    "chat-prefix (steady, with shared system prompts)"
+                }
                 Arrivals::Poisson { .. } => "poisson (steady arrivals)",
                 Arrivals::Bursty { .. } => "bursty (bursts of 8x the calm rate)",
                 Arrivals::Diurnal { .. } => "diurnal (±60 % over a 10-minute day)",
@@ -930,6 +934,7 @@ pub fn known_good(report: &PlanReport) -> Option<NamedPolicy> {
     (report.decision.kind == DecisionKind::Release).then(|| NamedPolicy {
         name: format!("last known-good: {}", report.decision.policy.label()),
         policy: report.decision.policy.clone(),
+        fleet: report.decision.fleet,
     })
 }
 
@@ -1019,7 +1024,7 @@ mod tests {
         assert!(name.ends_with(".json") && mime == "application/json");
         assert!(serde_json::from_str::<serde_json::Value>(&text).is_ok());
         assert_eq!(hardware_options().len(), 5);
-        assert_eq!(trace_options().len(), 3);
+        assert_eq!(trace_options().len(), 4);
         assert!(model_options()
             .iter()
             .any(|(v, _)| v == "decode-lab-tiny-v1"));
@@ -1068,6 +1073,7 @@ mod tests {
         let known = NamedPolicy {
             name: "known-good".into(),
             policy: view.report.decision.policy.clone(),
+            fleet: view.report.decision.fleet,
         };
         let view = plan(&form, Some(known)).unwrap();
         assert_eq!(
