@@ -3,7 +3,9 @@
 //! requests, for each batching policy side by side, and at 1,000,000 requests the
 //! simulation plus its figures (percentiles, per slice, bottleneck, KV timeline). The
 //! trace is drawn outside the timed loop. Target: 1,000,000 requests in at most 2 s, cost
-//! linear in requests (compare the two sizes).
+//! linear in requests (compare the two sizes). Also (issue 13) the chat-prefix preset at 8
+//! times its rate on 8 replicas with prefix caches behind kv-aware routing, continuous
+//! batching: the same target.
 //!
 //! Run with `cargo bench -p policy-bench --bench capacity`; criterion keeps the medians
 //! under `target/criterion/capacity/`.
@@ -12,8 +14,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use capacity::{
-    simulate, Batching, Calibration, HardwareProfile, Metrics, ModelProfile, ServingPolicy, Slo,
-    TraceSpec, WeightPath,
+    simulate, simulate_fleet, Batching, Calibration, Fleet, HardwareProfile, Metrics, ModelProfile,
+    Router, ServingPolicy, Slo, TraceSpec, WeightPath,
 };
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
@@ -66,6 +68,30 @@ fn bench(c: &mut Criterion) {
                     b.iter(|| simulate(black_box(trace), &hardware, &model, &policy).unwrap())
                 },
             );
+            if name == "continuous" {
+                let mut spec = TraceSpec {
+                    requests,
+                    ..TraceSpec::preset("chat-prefix").unwrap()
+                };
+                spec.arrivals.set_mean_rate(8.0 * spec.arrivals.mean_rate());
+                let chat = spec.generate().unwrap();
+                let fleet = Fleet {
+                    replicas: 8,
+                    router: Router::KvAware,
+                    prefix_cache: true,
+                    ..Fleet::single()
+                };
+                group.bench_with_input(
+                    BenchmarkId::new("simulate/8-replicas-kv-aware", requests),
+                    &chat,
+                    |b, trace| {
+                        b.iter(|| {
+                            simulate_fleet(black_box(trace), &hardware, &model, &policy, &fleet)
+                                .unwrap()
+                        })
+                    },
+                );
+            }
             if requests == 1_000_000 && name == "continuous" {
                 group.bench_with_input(
                     BenchmarkId::new("simulate-and-metrics/continuous", requests),
