@@ -133,6 +133,24 @@ pub struct Fleet {
     pub queue_cap: Option<u32>,
     /// Whether each replica keeps a prefix cache ([`crate::prefix_cache`]).
     pub prefix_cache: bool,
+    /// Prefill/decode disaggregation (DistServe, Splitwise): the first `prefill_replicas`
+    /// of the replicas only prefill, the rest only decode, and each request's KV cache
+    /// moves between them over a link of `kv_link_gbps`. 0: every replica does both.
+    #[serde(default)]
+    pub prefill_replicas: u32,
+    #[serde(default = "default_kv_link_gbps")]
+    pub kv_link_gbps: f64,
+}
+
+/// The KV link's default bandwidth, Gbit/s: one 400 Gb/s NIC per replica (an InfiniBand
+/// NDR port), as on DGX H100 systems.
+pub const DEFAULT_KV_LINK_GBPS: f64 = 400.0;
+
+/// The highest KV link bandwidth a fleet may set, Gbit/s.
+pub const MAX_KV_LINK_GBPS: f64 = 1e6;
+
+fn default_kv_link_gbps() -> f64 {
+    DEFAULT_KV_LINK_GBPS
 }
 
 impl Fleet {
@@ -144,7 +162,14 @@ impl Fleet {
             router_staleness_s: 0.0,
             queue_cap: None,
             prefix_cache: false,
+            prefill_replicas: 0,
+            kv_link_gbps: DEFAULT_KV_LINK_GBPS,
         }
+    }
+
+    /// Whether prefill and decode run on separate replicas.
+    pub fn disaggregated(&self) -> bool {
+        self.prefill_replicas > 0
     }
 
     /// 1 to [`MAX_REPLICAS`] replicas, a staleness of 0 to [`MAX_ROUTER_STALENESS_S`]
@@ -161,6 +186,22 @@ impl Fleet {
         if let Some(cap) = self.queue_cap {
             at_least_one("queue cap (requests waiting per replica)", cap as u64)?;
         }
+        if self.disaggregated() {
+            if self.prefill_replicas >= self.replicas {
+                return Err(CapacityError::Sweep {
+                    reason: format!(
+                        "a disaggregated fleet of {} replicas with {} prefill replicas leaves no decode replica; P:D needs at least one of each",
+                        self.replicas, self.prefill_replicas
+                    ),
+                });
+            }
+            in_range(
+                "KV link bandwidth (Gbit/s)",
+                crate::error::positive("KV link bandwidth (Gbit/s)", self.kv_link_gbps)?,
+                1e-3,
+                MAX_KV_LINK_GBPS,
+            )?;
+        }
         Ok(())
     }
 
@@ -170,7 +211,14 @@ impl Fleet {
             return String::new();
         }
         // One replica is routed no way in particular.
-        let mut label = if self.replicas == 1 {
+        let mut label = if self.disaggregated() {
+            format!(
+                "{}:{} prefill:decode replicas, {}",
+                self.prefill_replicas,
+                self.replicas - self.prefill_replicas,
+                self.router
+            )
+        } else if self.replicas == 1 {
             "1 replica".to_string()
         } else {
             format!("{} replicas, {}", self.replicas, self.router)

@@ -42,7 +42,9 @@ pub use cost::{
 };
 pub use error::CapacityError;
 pub use figures::{figure, shortest};
-pub use fleet::{Fleet, Router, MAX_REPLICAS, MAX_ROUTER_STALENESS_S};
+pub use fleet::{
+    Fleet, Router, DEFAULT_KV_LINK_GBPS, MAX_KV_LINK_GBPS, MAX_REPLICAS, MAX_ROUTER_STALENESS_S,
+};
 pub use gates::{FailedGates, Gate, GateResult};
 pub use metrics::{Bottleneck, KvReport, KvWindow, Metrics, Percentiles, SliceMetrics};
 pub use plan::{

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::cost::{Calibration, CalibrationFit};
 use crate::error::{at_least_one, in_range, positive, CapacityError};
 use crate::figures::{figure, shortest};
-use crate::fleet::{Fleet, Router};
+use crate::fleet::{Fleet, Router, DEFAULT_KV_LINK_GBPS, MAX_REPLICAS};
 use crate::gates::{FailedGates, Gate, GateResult};
 use crate::metrics::Metrics;
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
@@ -97,6 +97,16 @@ pub struct FleetSweep {
     pub router_staleness_s: f64,
     pub queue_cap: Option<u32>,
     pub prefix_cache: bool,
+    /// Prefill and decode replicas (P, D) of a disaggregated fleet, swept beside the
+    /// colocated fleet of P + D replicas: the same accelerators, split or not.
+    #[serde(default)]
+    pub disaggregate: Option<(u32, u32)>,
+    #[serde(default = "default_kv_link_gbps")]
+    pub kv_link_gbps: f64,
+}
+
+fn default_kv_link_gbps() -> f64 {
+    DEFAULT_KV_LINK_GBPS
 }
 
 impl Default for FleetSweep {
@@ -109,6 +119,8 @@ impl Default for FleetSweep {
             router_staleness_s: one.router_staleness_s,
             queue_cap: one.queue_cap,
             prefix_cache: one.prefix_cache,
+            disaggregate: None,
+            kv_link_gbps: one.kv_link_gbps,
         }
     }
 }
@@ -117,22 +129,40 @@ impl FleetSweep {
     /// Every fleet, replica counts outermost; one replica is routed one way only (every
     /// router sends everything to it).
     pub fn fleets(&self) -> Vec<Fleet> {
+        let mut counts = self.replicas.clone();
+        if let Some((p, d)) = self.disaggregate {
+            let colocated = p.saturating_add(d);
+            if !counts.contains(&colocated) {
+                counts.push(colocated);
+            }
+        }
         let mut fleets = Vec::new();
-        for &replicas in &self.replicas {
+        for replicas in counts {
             for (i, &router) in self.routers.iter().enumerate() {
                 if replicas == 1 && i > 0 {
                     break;
                 }
-                fleets.push(Fleet {
-                    replicas,
-                    router,
-                    router_staleness_s: self.router_staleness_s,
-                    queue_cap: self.queue_cap,
-                    prefix_cache: self.prefix_cache,
-                });
+                fleets.push(self.fleet(replicas, router, 0));
+            }
+        }
+        if let Some((p, d)) = self.disaggregate {
+            for &router in &self.routers {
+                fleets.push(self.fleet(p.saturating_add(d), router, p));
             }
         }
         fleets
+    }
+
+    fn fleet(&self, replicas: u32, router: Router, prefill_replicas: u32) -> Fleet {
+        Fleet {
+            replicas,
+            router,
+            router_staleness_s: self.router_staleness_s,
+            queue_cap: self.queue_cap,
+            prefix_cache: self.prefix_cache,
+            prefill_replicas,
+            kv_link_gbps: self.kv_link_gbps,
+        }
     }
 
     /// At least one replica count and router, each fleet valid.
@@ -141,6 +171,15 @@ impl FleetSweep {
             return Err(CapacityError::Sweep {
                 reason: "needs at least one replica count and one router".into(),
             });
+        }
+        if let Some((p, d)) = self.disaggregate {
+            if p == 0 || d == 0 || p as u64 + d as u64 > MAX_REPLICAS as u64 {
+                return Err(CapacityError::Sweep {
+                    reason: format!(
+                        "disaggregation {p}:{d} must have at least one prefill and one decode replica, and at most {MAX_REPLICAS} in all"
+                    ),
+                });
+            }
         }
         for fleet in self.fleets() {
             fleet.validate()?;
@@ -173,6 +212,13 @@ impl FleetSweep {
         }
         if let Some(cap) = self.queue_cap {
             words.push_str(&format!("; at most {cap} requests waiting per replica"));
+        }
+        if let Some((p, d)) = self.disaggregate {
+            words.push_str(&format!(
+                "; disaggregated {p}:{d} prefill:decode against {} colocated replicas, KV over {} Gbit/s",
+                p + d,
+                shortest(self.kv_link_gbps)
+            ));
         }
         words
     }
@@ -1019,12 +1065,13 @@ impl PlanReport {
     /// that prints `inf` or a JSON `null` where a number belongs.
     fn check_finite(&self) -> Result<(), CapacityError> {
         // The only nulls a report may hold: its optional parts, absent.
-        const OPTIONAL: [&str; 5] = [
+        const OPTIONAL: [&str; 6] = [
             "calibration",
             "trace_seed",
             "error",
             "max_throughput",
             "queue_cap",
+            "disaggregate",
         ];
         fn walk(value: &serde_json::Value, path: &mut String) -> Result<(), CapacityError> {
             match value {

@@ -33,7 +33,8 @@
 //! Work per iteration is O(running sequences) with no allocation; the clock jumps over idle
 //! gaps; the number of iterations is bounded by the trace (an error, never a hang).
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::fmt;
 use std::str::FromStr;
 
@@ -601,7 +602,8 @@ pub struct SimOutcome {
     pub e2e_s: Vec<f64>,
     pub tpot_s: Vec<f64>,
     pub queue_s: Vec<f64>,
-    /// Per request, the replica the router sent it to.
+    /// Per request, the replica the router sent it to (its prefill replica when the fleet
+    /// is disaggregated).
     pub replica: Vec<u32>,
     pub(crate) gaps: GapHistogram,
     pub first_arrival_s: f64,
@@ -633,6 +635,8 @@ pub struct SimOutcome {
 /// One running sequence, kept in admission order.
 #[derive(Clone, Copy, Debug)]
 struct Running {
+    /// It pinned its prefix in the replica's cache (released when it leaves).
+    pinned: bool,
     request: u32,
     /// Tokens to have cached before the next emission while prefilling (the prompt, plus
     /// the tokens emitted before a preemption when recomputing).
@@ -654,6 +658,19 @@ struct Waiting {
     request: u32,
     /// Tokens emitted before a preemption (0 for a fresh request).
     generated: u32,
+    /// Its prompt's KV cache arrived from a prefill replica: it only decodes.
+    prefilled: bool,
+}
+
+/// What a replica of a fleet does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// Prefill and decode (colocated).
+    Both,
+    /// Prefill only: at its first token a request leaves for a decode replica.
+    Prefill,
+    /// Decode only: requests arrive with their prompt's KV cache.
+    Decode,
 }
 
 const KV_WINDOWS: usize = 100;
@@ -692,6 +709,11 @@ pub fn simulate_fleet(
         });
     }
     policy.validate()?;
+    if fleet.disaggregated() && policy.batching == Batching::Static {
+        return Err(CapacityError::NeverAdmits {
+            reason: "static batching cannot hand a request from a prefill replica to a decode replica; disaggregation needs continuous batching".into(),
+        });
+    }
     let kv = KvBudget::new(hardware, model, policy)?;
     let bs = policy.block_size as u64;
     let mut longest = 0u64;
@@ -818,6 +840,8 @@ struct Engine<'a> {
     kv_blocks: u64,
     first_arrival_s: f64,
     window_s: f64,
+    /// Seconds to move one token's KV cache from a prefill to a decode replica.
+    transfer_s_per_token: f64,
 }
 
 impl Engine<'_> {
@@ -843,6 +867,10 @@ struct Books {
 /// One replica: its queues, its KV cache, its clock and what it spent.
 #[derive(Clone)]
 struct Replica {
+    role: Role,
+    /// Requests whose prefill finished here, to move to a decode replica: (request, when
+    /// their KV cache arrives there).
+    handoffs: Vec<(u32, f64)>,
     running: Vec<Running>,
     waiting: VecDeque<Waiting>,
     free_blocks: u64,
@@ -870,13 +898,18 @@ struct Simulator<'a> {
     engine: Engine<'a>,
     fleet: &'a Fleet,
     replicas: Vec<Replica>,
+    /// The router of arriving requests, and (disaggregated) of the decode pool.
     routing: Routing,
+    decode_routing: Routing,
     books: Books,
     next_arrival: usize,
     rejected: u64,
     /// When the router's view was last refreshed (stale routing only).
     refreshed_s: f64,
     views: Vec<ReplicaView>,
+    /// KV caches on their way to decode replicas: (arrival time's bits, request), earliest
+    /// first (times are at or above 0, so their bits order as they do).
+    transfers: BinaryHeap<Reverse<(u64, u32)>>,
     kv: KvBudget,
     iterations: u64,
     iteration_limit: u64,
@@ -922,6 +955,8 @@ impl<'a> Simulator<'a> {
             .map(|r| r.prompt_tokens as u64 + r.output_tokens as u64)
             .sum();
         let replica = Replica {
+            role: Role::Both,
+            handoffs: Vec::new(),
             running: Vec::with_capacity(policy.max_sequences.min(1 << 16) as usize),
             waiting: VecDeque::new(),
             free_blocks: kv.blocks,
@@ -955,10 +990,23 @@ impl<'a> Simulator<'a> {
                 kv_blocks: kv.blocks,
                 first_arrival_s: first,
                 window_s: ((last - first) / KV_WINDOWS as f64).max(f64::MIN_POSITIVE),
+                transfer_s_per_token: roofline.kv_bytes_per_token
+                    / (fleet.kv_link_gbps * 1e9 / 8.0),
             },
             fleet,
-            replicas: (0..fleet.replicas).map(|_| replica.clone()).collect(),
+            replicas: (0..fleet.replicas)
+                .map(|i| Replica {
+                    role: match (fleet.disaggregated(), i < fleet.prefill_replicas) {
+                        (false, _) => Role::Both,
+                        (true, true) => Role::Prefill,
+                        (true, false) => Role::Decode,
+                    },
+                    ..replica.clone()
+                })
+                .collect(),
+            transfers: BinaryHeap::new(),
             routing: Routing::new(fleet.router),
+            decode_routing: Routing::new(fleet.router),
             books: Books {
                 ttft_s: vec![f64::NAN; n],
                 e2e_s: vec![f64::NAN; n],
@@ -1047,9 +1095,15 @@ impl<'a> Simulator<'a> {
                 });
             let arrival = (self.next_arrival < n)
                 .then(|| self.engine.trace.requests[self.next_arrival].arrival_s);
-            match (arrival, busy) {
-                (Some(t), Some((_, start))) if t <= start => self.route(t),
-                (Some(t), None) => self.route(t),
+            // A KV cache reaching the decode pool, when one is due before the next request.
+            let handoff = self
+                .transfers
+                .peek()
+                .map(|Reverse((bits, _))| f64::from_bits(*bits))
+                .filter(|&t| arrival.is_none_or(|a| t < a));
+            match (handoff.or(arrival), busy) {
+                (Some(t), Some((_, start))) if t <= start => self.route(t, handoff.is_some()),
+                (Some(t), None) => self.route(t, handoff.is_some()),
                 (_, Some((r, _))) => {
                     self.iterations += 1;
                     if self.iterations > self.iteration_limit {
@@ -1071,19 +1125,39 @@ impl<'a> Simulator<'a> {
                             replica.continuous_iteration(&self.engine, &mut self.books, true)?
                         }
                     }
+                    for (request, at) in replica.handoffs.drain(..) {
+                        self.transfers.push(Reverse((at.to_bits(), request)));
+                    }
                 }
                 (None, None) => return Ok(()),
             }
         }
     }
 
-    /// Routes the next arrival (at `t`) to a replica, or rejects it at a full queue.
-    fn route(&mut self, t: f64) {
-        let i = self.next_arrival;
-        self.next_arrival += 1;
+    /// Routes the next arrival at `t` to a replica, or rejects it at a full queue: a
+    /// request of the trace (to a prefill replica when disaggregated), or with `handoff`
+    /// the next KV cache due at the decode pool.
+    fn route(&mut self, t: f64, handoff: bool) {
+        let (i, pool) = if handoff {
+            let Some(Reverse((_, i))) = self.transfers.pop() else {
+                return;
+            };
+            (
+                i as usize,
+                self.fleet.prefill_replicas as usize..self.replicas.len(),
+            )
+        } else {
+            self.next_arrival += 1;
+            let prefill = if self.fleet.disaggregated() {
+                self.fleet.prefill_replicas as usize
+            } else {
+                self.replicas.len()
+            };
+            (self.next_arrival - 1, 0..prefill)
+        };
         let request = self.engine.trace.requests[i];
-        let r = if self.replicas.len() == 1 {
-            0
+        let r = if pool.len() == 1 {
+            pool.start
         } else {
             let stale = self.fleet.router_staleness_s > 0.0;
             if !stale || t >= self.refreshed_s + self.fleet.router_staleness_s {
@@ -1098,8 +1172,11 @@ impl<'a> Simulator<'a> {
                 self.refreshed_s = t;
             }
             let bs = self.engine.policy.block_size;
-            let replicas = &self.replicas;
+            let replicas = &self.replicas[pool.clone()];
             let hit = |r: usize| -> u64 {
+                if handoff {
+                    return 0;
+                }
                 match (request.prefix, &replicas[r].cache) {
                     (Some(p), Some(cache)) => {
                         let blocks = if stale {
@@ -1113,14 +1190,21 @@ impl<'a> Simulator<'a> {
                 }
             };
             let prompt_blocks = self.engine.blocks_for(request.prompt_tokens as u64);
-            self.routing.pick(&self.views, prompt_blocks, &hit)
+            let routing = if handoff {
+                &mut self.decode_routing
+            } else {
+                &mut self.routing
+            };
+            pool.start + routing.pick(&self.views[pool.clone()], prompt_blocks, &hit)
         };
-        self.books.replica[i] = r as u32;
         let replica = &mut self.replicas[r];
-        if let Some(cap) = self.fleet.queue_cap {
-            if replica.waiting.len() as u64 >= cap as u64 {
-                self.rejected += 1;
-                return;
+        if !handoff {
+            self.books.replica[i] = r as u32;
+            if let Some(cap) = self.fleet.queue_cap {
+                if replica.waiting.len() as u64 >= cap as u64 {
+                    self.rejected += 1;
+                    return;
+                }
             }
         }
         if replica.running.is_empty() && replica.waiting.is_empty() && t > replica.now {
@@ -1130,7 +1214,8 @@ impl<'a> Simulator<'a> {
         }
         replica.waiting.push_back(Waiting {
             request: i as u32,
-            generated: 0,
+            generated: handoff as u32,
+            prefilled: handoff,
         });
     }
 }
@@ -1215,6 +1300,9 @@ impl Replica {
     /// its prefix is no longer pinned by it.
     fn release(&mut self, e: &Engine, s: &Running) {
         self.free_blocks += s.blocks as u64;
+        if !s.pinned {
+            return;
+        }
         if let (Some(cache), Some(p)) =
             (&mut self.cache, e.trace.requests[s.request as usize].prefix)
         {
@@ -1229,6 +1317,9 @@ impl Replica {
             return;
         };
         let s = &mut self.running[i];
+        if !s.pinned {
+            return;
+        }
         if let Some(p) = e.trace.requests[s.request as usize].prefix {
             let adopted = cache.adopt(p.id, p.tokens / e.policy.block_size);
             s.blocks -= adopted;
@@ -1321,6 +1412,8 @@ impl Replica {
                         self.waiting.push_front(Waiting {
                             request: v.request,
                             generated: v.generated,
+                            // Recomputed here, from its prompt and what it emitted.
+                            prefilled: false,
                         });
                         self.preemptions += 1;
                         preempted = true;
@@ -1361,6 +1454,31 @@ impl Replica {
                 break;
             };
             let request = e.trace.requests[w.request as usize];
+            if w.prefilled {
+                // Its prompt's KV cache arrived: it joins with its first decode step
+                // (vLLM schedules one new token for such a request).
+                let prompt = request.prompt_tokens;
+                let need = e.blocks_for(prompt as u64 + 1);
+                if !self.take_blocks(need) {
+                    break;
+                }
+                self.waiting.pop_front();
+                work.add(IterationWork::decode(prompt as f64));
+                left -= 1;
+                self.running.push(Running {
+                    pinned: false,
+                    request: w.request,
+                    prefill_target: prompt,
+                    cached: prompt + 1,
+                    generated: w.generated,
+                    blocks: need as u32,
+                    shared: 0,
+                    emits: true,
+                    finished: false,
+                });
+                self.note(Event::Admit(w.request, 1));
+                continue;
+            }
             let target = request.prompt_tokens + w.generated;
             // The prefix cache's hit: whole blocks, and never the prompt's last token.
             let prefix = self.cache.as_ref().zip(request.prefix);
@@ -1377,6 +1495,7 @@ impl Replica {
             if need > available {
                 break;
             }
+            let pinned = prefix.is_some();
             if let (Some(cache), Some(p)) = (&mut self.cache, request.prefix) {
                 cache.pin(p.id);
             }
@@ -1393,6 +1512,7 @@ impl Replica {
             left -= chunk as u64;
             work.add(IterationWork::prefill(hit as f64, chunk as f64));
             self.running.push(Running {
+                pinned,
                 request: w.request,
                 prefill_target: target,
                 cached: hit + chunk,
@@ -1431,6 +1551,15 @@ impl Replica {
                     self.finishing += 1;
                     continue;
                 }
+                if self.role == Role::Prefill {
+                    // Its first token is out: its KV cache leaves for the decode pool.
+                    self.release(e, &s);
+                    self.finishing += 1;
+                    let prompt = e.trace.requests[s.request as usize].prompt_tokens;
+                    self.handoffs
+                        .push((s.request, self.now + prompt as f64 * e.transfer_s_per_token));
+                    continue;
+                }
             }
             running[kept] = s;
             kept += 1;
@@ -1462,6 +1591,7 @@ impl Replica {
                 books.prompt_tokens_admitted += request.prompt_tokens as u64;
                 self.free_blocks -= reserve;
                 self.running.push(Running {
+                    pinned: false,
                     request: w.request,
                     prefill_target: request.prompt_tokens,
                     cached: 0,

@@ -258,6 +258,8 @@ fn known_good_plans() {
             router_staleness_s: 0.5,
             queue_cap: Some(64),
             prefix_cache: true,
+            prefill_replicas: 1,
+            kv_link_gbps: 100.0,
         },
     };
     // As --save-known-good writes it.
@@ -285,6 +287,9 @@ fn known_good_plans() {
                 || p.batching == (Batching::ChunkedPrefill { token_budget: 0 })
                 || k.fleet.replicas == 0
                 || k.fleet.queue_cap == Some(0)
+                || k.fleet.prefill_replicas >= k.fleet.replicas.max(1)
+                    && k.fleet.prefill_replicas > 0
+                || k.fleet.disaggregated() && !(k.fleet.kv_link_gbps > 0.0)
                 || !(0.0..=capacity::MAX_ROUTER_STALENESS_S).contains(&k.fleet.router_staleness_s)
             {
                 return Err(format!("accepted {k:?}"));

@@ -75,6 +75,14 @@ pub struct CapacityArgs {
     /// A prefix cache on each replica (`on` or `off`).
     #[arg(long, value_name = "on|off")]
     prefix_cache: Option<String>,
+    /// Prefill/decode disaggregation: P prefill and D decode replicas, swept beside P + D
+    /// colocated ones.
+    #[arg(long, value_name = "P:D", allow_hyphen_values = true)]
+    disaggregate: Option<String>,
+    /// Bandwidth of the link a request's KV cache crosses from its prefill to its decode
+    /// replica, Gbit/s [default: 400].
+    #[arg(long, value_name = "GBPS", allow_hyphen_values = true)]
+    kv_link_gbps: Option<f64>,
     /// SLO: p99 time to first token, seconds.
     #[arg(long, allow_hyphen_values = true)]
     slo_ttft_p99: Option<f64>,
@@ -378,6 +386,29 @@ fn fleet(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
                 ))
             }
         };
+    }
+    if let Some(text) = &args.disaggregate {
+        let split = text
+            .split_once(':')
+            .and_then(|(p, d)| Some((p.trim().parse().ok()?, d.trim().parse().ok()?)))
+            .ok_or_else(|| {
+                format!(
+                    "{}: expected P:D, the prefill and decode replicas as whole numbers, e.g. 3:1",
+                    flag("disaggregate", text)
+                )
+            })?;
+        fleet.disaggregate = Some(split);
+        check(fleet, "disaggregate", text)?;
+    }
+    if let Some(gbps) = args.kv_link_gbps {
+        fleet.kv_link_gbps = gbps;
+        if fleet.disaggregate.is_none() {
+            return Err(format!(
+                "{}: the KV link joins prefill and decode replicas; give --disaggregate P:D too",
+                flag("kv-link-gbps", &shortest(gbps))
+            ));
+        }
+        check(fleet, "kv-link-gbps", &shortest(gbps))?;
     }
     Ok(())
 }

@@ -318,7 +318,23 @@ fn replicas_routers_and_prefix_caches_sweep_and_bad_ones_exit_2() {
     }
     assert!(plan["decision"]["replicas"].as_u64().unwrap() >= 1);
 
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 9] = [
+        (
+            &["capacity", "--disaggregate", "3"],
+            "error: --disaggregate 3: expected P:D, the prefill and decode replicas as whole numbers, e.g. 3:1\n",
+        ),
+        (
+            &["capacity", "--disaggregate", "2:0"],
+            "error: --disaggregate 2:0: sweep: disaggregation 2:0 must have at least one prefill and one decode replica, and at most 4096 in all\n",
+        ),
+        (
+            &["capacity", "--disaggregate", "1:1", "--kv-link-gbps", "0"],
+            "error: --kv-link-gbps 0: KV link bandwidth (Gbit/s) must be a finite number above zero, got 0\n",
+        ),
+        (
+            &["capacity", "--kv-link-gbps", "100"],
+            "error: --kv-link-gbps 100: the KV link joins prefill and decode replicas; give --disaggregate P:D too\n",
+        ),
         (
             &["capacity", "--replicas", "0"],
             "error: --replicas 0: replicas must be at least 1, got 0\n",
