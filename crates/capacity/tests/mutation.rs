@@ -289,7 +289,8 @@ fn known_good_plans() {
                 || k.fleet.queue_cap == Some(0)
                 || k.fleet.prefill_replicas >= k.fleet.replicas.max(1)
                     && k.fleet.prefill_replicas > 0
-                || k.fleet.disaggregated() && !(k.fleet.kv_link_gbps > 0.0)
+                || k.fleet.disaggregated()
+                    && k.fleet.kv_link_gbps.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
                 || !(0.0..=capacity::MAX_ROUTER_STALENESS_S).contains(&k.fleet.router_staleness_s)
             {
                 return Err(format!("accepted {k:?}"));
