@@ -24,10 +24,9 @@ fn bench_draft(c: &mut Criterion) {
         .expect("config");
     let hash = config.file("tokenizer").expect("tokenizer").sha256.clone();
     let draft = NgramModel::from_bytes(&read("draft.ngram"), &hash).expect("draft");
-    let tokenizer = tokenizer::Tokenizer::from_json(
-        &String::from_utf8(read("tokenizer.json")).expect("utf-8"),
-    )
-    .expect("tokenizer");
+    let tokenizer =
+        tokenizer::Tokenizer::from_json(&String::from_utf8(read("tokenizer.json")).expect("utf-8"))
+            .expect("tokenizer");
     let mut target =
         Transformer::from_safetensors(config, &read("model.f32.safetensors")).expect("weights");
     let text = std::fs::read_to_string(root.join("corpus/valid.eu.txt")).expect("corpus");
@@ -44,7 +43,9 @@ fn bench_draft(c: &mut Criterion) {
     group.bench_function("draft-ngram3", |b| {
         b.iter(|| {
             at = if at + 1 >= tokens.len() { 2 } else { at + 1 };
-            draft.next_distribution(&tokens[..at], &mut out).expect("ids");
+            draft
+                .next_distribution(&tokens[..at], &mut out)
+                .expect("ids");
             black_box(out[0])
         })
     });
@@ -56,7 +57,9 @@ fn bench_draft(c: &mut Criterion) {
     group.bench_function("draft-ngram3+policy", |b| {
         b.iter(|| {
             at = if at + 1 >= tokens.len() { 2 } else { at + 1 };
-            draft.next_distribution(&tokens[..at], &mut out).expect("ids");
+            draft
+                .next_distribution(&tokens[..at], &mut out)
+                .expect("ids");
             logits.clear();
             logits.extend(out.iter().map(|p| p.ln()));
             let context = StepContext::new(&tokens[..at], 1);
