@@ -1,7 +1,8 @@
 //! An interpolated Kneser–Ney n-gram model over token ids: the cheap draft of speculative
 //! decoding, and the statistical baseline the tiny transformer is measured against.
 //!
-//! The smoothing follows NLTK's `KneserNeyInterpolated` (Chen and Goodman 1998, §4.1):
+//! The smoothing follows NLTK's `KneserNeyInterpolated` (interpolated Kneser–Ney as Chen and
+//! Goodman, 1998, describe it):
 //!
 //! - the highest order uses raw counts c(ctx w); each lower order uses continuation counts
 //!   N1+(• ctx w), the number of distinct tokens seen before `ctx w`;
@@ -12,11 +13,12 @@
 //!   level is discounted too and interpolated with the uniform 1/V, as kenlm does, so every
 //!   token of the vocabulary has a probability above 0 and every distribution sums to 1.
 //!
-//! The discount of each order is Chen and Goodman's estimate D = n1 / (n1 + 2 n2) from the
-//! counts-of-counts of that order's (raw or continuation) counts, or one fixed value. Where
-//! an order has no n-gram counted once or none counted twice (a small vocabulary's unigram
-//! level: every token follows many others), the estimate is undefined and D is 0.5, the
-//! value kenlm's `--discount_fallback` gives the count-1 discount.
+//! The discount of each order is the estimate D = n1 / (n1 + 2 n2) (Ney, Essen and Kneser
+//! 1994, as Chen and Goodman use it) from the counts-of-counts of that order's (raw or
+//! continuation) counts, or one fixed value. Where an order has no n-gram counted once or none
+//! counted twice (a small vocabulary's unigram level: every token follows many others), the
+//! estimate is undefined and D is 0.5, the value kenlm's `--discount_fallback` gives the
+//! count-1 discount.
 //! Training is deterministic: the same streams give the same model, byte for byte
 //! ([`NgramModel::to_bytes`]; the format is in [`format`]).
 //!
@@ -58,7 +60,7 @@ pub const FALLBACK_DISCOUNT: f64 = 0.5;
 /// How each order's discount D is chosen.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Discounts {
-    /// Chen and Goodman's D = n1 / (n1 + 2 n2), per order, from that order's counts
+    /// D = n1 / (n1 + 2 n2), per order, from that order's counts
     /// ([`FALLBACK_DISCOUNT`] where that is undefined).
     Estimated,
     /// One value for every order (NLTK's form; its default is 0.1).
@@ -196,7 +198,7 @@ pub fn train(streams: &[&[u32]], config: &TrainConfig) -> Result<NgramModel, Ngr
     )
 }
 
-/// Chen and Goodman's D = n1 / (n1 + 2 n2), from how many n-grams have count 1 and 2.
+/// D = n1 / (n1 + 2 n2), from how many n-grams have count 1 and 2.
 fn estimate_discount(counts: &[u32]) -> f64 {
     let n1 = counts.iter().filter(|&&c| c == 1).count() as u64;
     let n2 = counts.iter().filter(|&&c| c == 2).count() as u64;
