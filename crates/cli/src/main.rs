@@ -232,10 +232,10 @@ impl From<PathArg> for Argpartition {
     }
 }
 
-/// Every knob of the policy, shared by `pipeline` and `generate`.
+/// Every knob of the policy, shared by `pipeline`, `generate` and `speculate`.
 #[derive(Args)]
 struct PolicyArgs {
-    /// 0 is greedy [default: 1 for pipeline, 0.7 for generate].
+    /// 0 is greedy [default: 1 for pipeline, 0.7 for generate and speculate].
     #[arg(long, allow_hyphen_values = true)]
     temperature: Option<f64>,
     #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
