@@ -598,7 +598,7 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, String> {
             );
         }
         let policies = speculate::planner_policies();
-        let (model, draft, measured) = speculate::measure(
+        let measured = speculate::measure(
             &dir,
             &args.corpus,
             &draft_file,
@@ -607,12 +607,12 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, String> {
             args.max_tokens,
         )?;
         let file = speculate::PlannerFile {
-            model,
-            draft,
+            model: measured.model,
+            draft: measured.draft,
             k: args.k,
             policies: policies
                 .iter()
-                .zip(measured)
+                .zip(measured.by_policy)
                 .map(|(policy, slices)| speculate::PolicyAcceptance {
                     policy: speculate::policy_name(policy),
                     slices,
@@ -621,7 +621,7 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, String> {
         };
         return serde_json::to_string_pretty(&file).map_err(|e| e.to_string());
     }
-    let (model, draft, mut measured) = speculate::measure(
+    let mut measured = speculate::measure(
         &dir,
         &args.corpus,
         &draft_file,
@@ -630,11 +630,11 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, String> {
         args.max_tokens,
     )?;
     let report = speculate::Report {
-        model,
-        draft,
+        model: measured.model,
+        draft: measured.draft,
         k: args.k,
         policy: speculate::policy_name(&policy),
-        slices: measured.pop().unwrap_or_default(),
+        slices: measured.by_policy.pop().unwrap_or_default(),
     };
     if args.json {
         serde_json::to_string(&report).map_err(|e| e.to_string())

@@ -171,7 +171,16 @@ pub fn policy_name(policy: &Policy) -> String {
     parts.join(", ")
 }
 
-/// The measured acceptance of each policy on each slice: `[policy][slice]`.
+/// What [`measure`] found.
+pub struct Measured {
+    pub model: String,
+    /// The draft's name (`ngram-3`).
+    pub draft: String,
+    /// `[policy][slice]`, in the order the policies were given.
+    pub by_policy: Vec<Vec<SliceAcceptance>>,
+}
+
+/// The measured acceptance of each policy on each slice.
 pub fn measure(
     dir: &Path,
     corpus: &Path,
@@ -179,7 +188,7 @@ pub fn measure(
     policies: &[Policy],
     k: usize,
     max_tokens: usize,
-) -> Result<(String, String, Vec<Vec<SliceAcceptance>>), String> {
+) -> Result<Measured, String> {
     if k == 0 {
         return Err("--k 0 drafts no token: speculative decoding needs --k of at least 1".into());
     }
@@ -239,8 +248,11 @@ pub fn measure(
             });
         }
     }
-    let model = model_dir::config(dir)?.name;
-    Ok((model, crate::draft::name(&draft), by_policy))
+    Ok(Measured {
+        model: model_dir::config(dir)?.name,
+        draft: crate::draft::name(&draft),
+        by_policy,
+    })
 }
 
 /// Σ α over the scored positions of `tokens`, per policy, and how many positions there were.
