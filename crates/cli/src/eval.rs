@@ -16,7 +16,7 @@ use crate::model_dir;
 use crate::run::WallClock;
 
 /// The slices: language code, name, held-out file under the corpus directory.
-const SLICES: [(&str, &str, &str); 2] = [
+pub const SLICES: [(&str, &str, &str); 2] = [
     ("en", "English", "valid.en.txt"),
     ("eu", "Basque (rare-language slice)", "valid.eu.txt"),
 ];

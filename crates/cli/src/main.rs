@@ -4,7 +4,8 @@
 //! the full policy and prints every stage as JSON, the same numbers the browser lab shows;
 //! `generate`, `replay` and `eval` run the shipped tiny model: `generate` and `replay` on the
 //! CPU or, with `--backend gpu`, on WebGPU (falling back to `cpu-reference`); `eval` on the
-//! CPU; `capacity` plans serving capacity (the `capacity` crate).
+//! CPU; `capacity` plans serving capacity (the `capacity` crate); `ngram train` builds the
+//! n-gram draft and `speculate` measures how often speculative decoding accepts its tokens.
 //!
 //! Bad input is one `error:` line on standard error naming the value, and exit code 2;
 //! `replay` exits with 1 when a run differs from its record or the record was altered.
@@ -14,10 +15,12 @@
 #![forbid(unsafe_code)]
 
 mod capacity_plan;
+mod draft;
 mod eval;
 mod model_dir;
 mod output;
 mod run;
+mod speculate;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -61,6 +64,70 @@ enum Command {
     /// An inference capacity plan: sweep serving policies over a trace, gate them on SLOs
     /// and per-slice quality, and release one or degrade to a named baseline.
     Capacity(capacity_plan::CapacityArgs),
+    /// Speculative decoding's acceptance rate α and tokens per verification E, per language
+    /// slice, teacher-forced on the held-out pages under a decoding policy.
+    Speculate(SpeculateArgs),
+    /// The n-gram draft model.
+    #[command(subcommand)]
+    Ngram(NgramCommand),
+}
+
+#[derive(Subcommand)]
+enum NgramCommand {
+    /// Train the interpolated Kneser-Ney draft on the training corpus with the model's
+    /// tokenizer, write it, and print its held-out bits per byte per slice.
+    Train(NgramTrainArgs),
+}
+
+#[derive(Args)]
+struct NgramTrainArgs {
+    /// The model directory whose tokenizer the draft uses [default: models/decode-lab-tiny-v1].
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// The corpus directory with train.{en,eu}.txt and valid.{en,eu}.txt.
+    #[arg(long, default_value = "corpus")]
+    corpus: PathBuf,
+    /// The n-gram order, 1 to 4.
+    #[arg(long, default_value_t = 3, allow_hyphen_values = true)]
+    order: usize,
+    /// Where to write the model [default: draft.ngram in the model directory].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Score at most this many held-out tokens per slice.
+    #[arg(long, default_value_t = usize::MAX, allow_hyphen_values = true)]
+    max_tokens: usize,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct SpeculateArgs {
+    /// The draft model.
+    #[arg(long, default_value_t = speculate::DraftKind::Ngram, value_parser = named::<speculate::DraftKind>(speculate::DraftKind::ALL.map(speculate::DraftKind::name)))]
+    draft: speculate::DraftKind,
+    /// The draft's file [default: draft.ngram in the model directory].
+    #[arg(long, value_name = "PATH")]
+    draft_file: Option<PathBuf>,
+    /// Tokens drafted per verification (E depends on it; α does not).
+    #[arg(long, allow_hyphen_values = true)]
+    k: usize,
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Measure the three policies the capacity planner compares (greedy, temperature 0.7,
+    /// temperature 1.5) and print its file (models/decode-lab-tiny-v1/speculate.json);
+    /// takes no policy flags.
+    #[arg(long)]
+    planner: bool,
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// The corpus directory with valid.en.txt and valid.eu.txt.
+    #[arg(long, default_value = "corpus")]
+    corpus: PathBuf,
+    /// Score at most this many held-out tokens per slice.
+    #[arg(long, default_value_t = usize::MAX, allow_hyphen_values = true)]
+    max_tokens: usize,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -165,10 +232,10 @@ impl From<PathArg> for Argpartition {
     }
 }
 
-/// Every knob of the policy, shared by `pipeline` and `generate`.
+/// Every knob of the policy, shared by `pipeline`, `generate` and `speculate`.
 #[derive(Args)]
 struct PolicyArgs {
-    /// 0 is greedy [default: 1 for pipeline, 0.7 for generate].
+    /// 0 is greedy [default: 1 for pipeline, 0.7 for generate and speculate].
     #[arg(long, allow_hyphen_values = true)]
     temperature: Option<f64>,
     #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
@@ -491,6 +558,91 @@ fn run_eval(args: &EvalArgs) -> Result<String, String> {
     }
 }
 
+fn run_ngram(command: &NgramCommand) -> Result<String, String> {
+    match command {
+        NgramCommand::Train(args) => {
+            let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+            let out = args
+                .out
+                .clone()
+                .unwrap_or_else(|| dir.join(model_dir::DRAFT_FILE));
+            let report = draft::train(&dir, &args.corpus, args.order, &out, args.max_tokens)?;
+            if args.json {
+                serde_json::to_string(&report).map_err(|e| e.to_string())
+            } else {
+                Ok(draft::table(&report))
+            }
+        }
+    }
+}
+
+fn run_speculate(args: &SpeculateArgs) -> Result<String, String> {
+    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    let draft_file = match args.draft {
+        speculate::DraftKind::Ngram => args
+            .draft_file
+            .clone()
+            .unwrap_or_else(|| dir.join(model_dir::DRAFT_FILE)),
+    };
+    let policy = args.policy.policy(0.7)?;
+    if args.planner {
+        let untouched = Policy {
+            temperature: 0.7,
+            ..Policy::default()
+        };
+        if args.policy.temperature.is_some() || policy != untouched {
+            return Err(
+                "--planner measures its own three policies (greedy, temperature 0.7 and 1.5): \
+                 drop the policy flags"
+                    .into(),
+            );
+        }
+        let policies = speculate::planner_policies();
+        let measured = speculate::measure(
+            &dir,
+            &args.corpus,
+            &draft_file,
+            &policies,
+            args.k,
+            args.max_tokens,
+        )?;
+        let file = speculate::PlannerFile {
+            model: measured.model,
+            draft: measured.draft,
+            k: args.k,
+            policies: policies
+                .iter()
+                .zip(measured.by_policy)
+                .map(|(policy, slices)| speculate::PolicyAcceptance {
+                    policy: speculate::policy_name(policy),
+                    slices,
+                })
+                .collect(),
+        };
+        return serde_json::to_string_pretty(&file).map_err(|e| e.to_string());
+    }
+    let mut measured = speculate::measure(
+        &dir,
+        &args.corpus,
+        &draft_file,
+        std::slice::from_ref(&policy),
+        args.k,
+        args.max_tokens,
+    )?;
+    let report = speculate::Report {
+        model: measured.model,
+        draft: measured.draft,
+        k: args.k,
+        policy: speculate::policy_name(&policy),
+        slices: measured.by_policy.pop().unwrap_or_default(),
+    };
+    if args.json {
+        serde_json::to_string(&report).map_err(|e| e.to_string())
+    } else {
+        Ok(speculate::table(&report))
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run_command(&cli.command) {
@@ -515,6 +667,8 @@ fn run_command(command: &Command) -> Result<ExitCode, Failure> {
         Command::Generate(args) => run_generate(args)?,
         Command::Eval(args) => run_eval(args)?,
         Command::Capacity(args) => capacity_plan::run(args)?,
+        Command::Speculate(args) => run_speculate(args)?,
+        Command::Ngram(command) => run_ngram(command)?,
         Command::Replay(args) => {
             let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
             let backend = args.backend.choice()?;

@@ -1,5 +1,6 @@
 //! A released model directory: `config.json`, the f32 and int8 weights and `tokenizer.json`,
-//! each file checked against the SHA-256 the config records before it is used.
+//! each file checked against the SHA-256 the config records before it is used; and beside
+//! them the speculative draft `draft.ngram`, which records the SHA-256 of its tokenizer.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +9,9 @@ use tokenizer::Tokenizer;
 
 /// The model that ships with the lab.
 pub const DEFAULT_MODEL: &str = "models/decode-lab-tiny-v1";
+/// The n-gram draft's file in a model directory (not in `config.json`'s files: the lab does
+/// not load it).
+pub const DRAFT_FILE: &str = "draft.ngram";
 
 /// A loaded model and its tokenizer.
 pub struct Loaded {
@@ -83,13 +87,39 @@ fn load_weights(dir: &Path, config: &ModelConfig, role: &str) -> Result<Transfor
 /// The tokenizer first: it is small, and a tokenizer of another vocabulary than the model's
 /// is refused before the weights are read.
 fn load_role(dir: &Path, config: ModelConfig, role: &str) -> Result<Loaded, String> {
-    let tokenizer_bytes = verified(dir, &config, "tokenizer")?;
+    let tokenizer = checked_tokenizer(dir, &config)?;
+    let model = load_weights(dir, &config, role)?;
+    Ok(Loaded { model, tokenizer })
+}
+
+fn checked_tokenizer(dir: &Path, config: &ModelConfig) -> Result<Tokenizer, String> {
+    let tokenizer_bytes = verified(dir, config, "tokenizer")?;
     let json = String::from_utf8(tokenizer_bytes)
         .map_err(|_| "tokenizer.json is not UTF-8".to_string())?;
     let tokenizer = Tokenizer::from_json(&json).map_err(|e| format!("tokenizer.json: {e}"))?;
     config
         .check_vocabulary(tokenizer.vocab_size())
         .map_err(|e| format!("tokenizer.json: {e}"))?;
-    let model = load_weights(dir, &config, role)?;
-    Ok(Loaded { model, tokenizer })
+    Ok(tokenizer)
+}
+
+/// The checked tokenizer alone, with the SHA-256 its file has.
+pub fn load_tokenizer(dir: &Path) -> Result<(Tokenizer, String), String> {
+    let config = config(dir)?;
+    let tokenizer = checked_tokenizer(dir, &config)?;
+    let hash = config
+        .file("tokenizer")
+        .map_err(|e| e.to_string())?
+        .sha256
+        .clone();
+    Ok((tokenizer, hash))
+}
+
+/// The n-gram draft at `path`, which must have been trained with this directory's tokenizer.
+pub fn load_draft(dir: &Path, path: &Path) -> Result<ngram::NgramModel, String> {
+    let config = config(dir)?;
+    let hash = &config.file("tokenizer").map_err(|e| e.to_string())?.sha256;
+    let bytes = read(path)?;
+    ngram::NgramModel::from_bytes(&bytes, hash)
+        .map_err(|e| format!("the n-gram draft {}: {e}", path.display()))
 }

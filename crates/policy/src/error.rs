@@ -102,6 +102,46 @@ pub enum PolicyError {
     LogitBiasToken(String),
     #[error("logit bias for token {id} must be a finite number, but it is {value:?}")]
     LogitBiasValue { id: u32, value: String },
+    /// Speculative decoding compares two distributions over one vocabulary.
+    #[error(
+        "the target's distribution has {target} tokens but the draft's has {draft}: \
+         speculative decoding needs both over the same vocabulary"
+    )]
+    DistributionLengths { target: usize, draft: usize },
+    #[error(
+        "the {role}'s probability of token {index} is {}, but a probability must be a finite \
+         number from 0 to 1",
+        Shortest(*.value)
+    )]
+    InvalidProbability {
+        role: &'static str,
+        index: usize,
+        value: f64,
+    },
+    #[error("the {role}'s distribution sums to {}, not 1", Shortest(*.sum))]
+    DistributionSum { role: &'static str, sum: f64 },
+    #[error(
+        "drafted token {token} has probability 0 under the draft's distribution, so the draft \
+         cannot have drawn it"
+    )]
+    ImpossibleDraft { token: u32 },
+    #[error("k = 0 drafts no token: speculative decoding needs k of at least 1")]
+    NoDraftTokens,
+    #[error(
+        "acceptance rate {} is invalid: it is a probability, from 0 to 1",
+        Shortest(*.0)
+    )]
+    InvalidAcceptanceRate(f64),
+    #[error(
+        "a verification of {drafted} drafted tokens needs {drafted} draft distributions and \
+         {} target distributions, but it has {drafts} and {targets}",
+        drafted + 1
+    )]
+    BlockShape {
+        drafted: usize,
+        drafts: usize,
+        targets: usize,
+    },
 }
 
 /// The constraint whose arithmetic overflowed, with its setting.

@@ -4,7 +4,9 @@
 //! frequency and presence penalties, no-repeat n-grams, minimum new tokens), temperature,
 //! top-k, top-p and min-p, a numerically stable softmax, then takes the argmax or draws
 //! with NumPy's `default_rng` stream. [`chapter`] reproduces the course's `decode.py`
-//! exactly; [`generate`] runs the loop over any model and accounts for every token.
+//! exactly; [`generate`] runs the loop over any model and accounts for every token;
+//! [`speculative`] is the accept/reject rule of speculative decoding over two final
+//! distributions.
 //!
 //! This crate is pure: no I/O, no clocks, no globals, and no randomness but the seeded
 //! generator handed in. It builds for native targets and `wasm32-unknown-unknown`.
@@ -35,6 +37,7 @@ pub mod record;
 mod request;
 pub mod rng;
 mod shortest;
+pub mod speculative;
 
 pub use error::{Constraint, PolicyError};
 pub use generate::{

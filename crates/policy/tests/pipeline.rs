@@ -901,3 +901,31 @@ fn a_chosen_token_never_has_probability_zero() {
         "{outcome:?}"
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Speculative decoding compares final distributions; the dense one it reads is the
+    /// naive reference's, and taking it draws nothing.
+    #[test]
+    fn the_dense_final_distribution_is_the_reference((policy, logits, tokens, prompt_len, _seed) in arb_case()) {
+        let mut dense = Vec::new();
+        let result = policy::speculative::final_distribution(
+            &mut policy::Stepper::default(),
+            &policy,
+            &logits,
+            StepContext::new(&tokens, prompt_len),
+            &mut dense,
+        );
+        let expected = reference(&policy, &logits, &tokens, prompt_len);
+        if let Err(PolicyError::AllTokensMasked { .. }) = result {
+            prop_assert!(expected.iter().all(|p| p.is_nan()));
+            return Ok(());
+        }
+        result.unwrap();
+        prop_assert_eq!(dense.len(), logits.len());
+        for (id, (g, e)) in dense.iter().zip(&expected).enumerate() {
+            prop_assert!((g - e).abs() <= TOLERANCE, "token {id}: dense {g}, reference {e}");
+        }
+    }
+}

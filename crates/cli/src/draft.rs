@@ -1,0 +1,114 @@
+//! `decode-lab ngram train`: the n-gram draft trained on the training corpus with the model's
+//! tokenizer, written into the model directory, and its held-out bits per byte on the same
+//! tokens `eval` scores the transformer on.
+
+use std::path::Path;
+
+use ngram::{Discounts, NgramModel, TrainConfig};
+use serde::Serialize;
+
+use crate::eval::SLICES;
+use crate::model_dir;
+
+/// The training text, one stream per language (no n-gram spans the two).
+const TRAINING: [&str; 2] = ["train.en.txt", "train.eu.txt"];
+
+#[derive(Serialize)]
+pub struct HeldOut {
+    pub slice: String,
+    pub tokens: usize,
+    pub bytes: usize,
+    pub bits_per_byte: f64,
+}
+
+#[derive(Serialize)]
+pub struct TrainReport {
+    /// `ngram-N`, as `speculate` names the draft.
+    pub draft: String,
+    pub file: String,
+    pub file_bytes: usize,
+    /// Stored n-grams per order, order 1 first.
+    pub ngrams: Vec<usize>,
+    pub discounts: Vec<f64>,
+    pub slices: Vec<HeldOut>,
+}
+
+/// The draft's name in reports: `ngram-3` for an order-3 model.
+pub fn name(model: &NgramModel) -> String {
+    format!("ngram-{}", model.order())
+}
+
+fn read_text(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+pub fn train(
+    dir: &Path,
+    corpus: &Path,
+    order: usize,
+    out: &Path,
+    max_tokens: usize,
+) -> Result<TrainReport, String> {
+    let (tokenizer, hash) = model_dir::load_tokenizer(dir)?;
+    let streams = TRAINING
+        .iter()
+        .map(|file| read_text(&corpus.join(file)).map(|text| tokenizer.encode(&text)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let config = TrainConfig {
+        order,
+        vocab: tokenizer.vocab_size() as u32,
+        tokenizer_sha256: hash,
+        discounts: Discounts::Estimated,
+    };
+    let views: Vec<&[u32]> = streams.iter().map(Vec::as_slice).collect();
+    let model = ngram::train(&views, &config).map_err(|e| format!("--order {order}: {e}"))?;
+    let bytes = model.to_bytes();
+    std::fs::write(out, &bytes).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+
+    let context = model_dir::config(dir)?.context_len;
+    let mut slices = Vec::new();
+    for (code, name, file) in SLICES {
+        let text = read_text(&corpus.join(file))?;
+        let tokens = tokenizer.encode(&text);
+        let tokens = &tokens[..tokens.len().min(max_tokens)];
+        let (mut bits, mut predicted, mut byte_count) = (0.0f64, 0usize, 0usize);
+        // The positions `eval` scores: each context-length window predicts its tokens after
+        // the first, seeing only the window, so the two models are compared on one text.
+        for window in tokens.chunks(context).filter(|w| w.len() > 1) {
+            for i in 1..window.len() {
+                let p = model
+                    .prob(&window[..i], window[i])
+                    .map_err(|e| e.to_string())?;
+                bits -= p.log2();
+                predicted += 1;
+                byte_count += policy::Vocabulary::token_bytes(&tokenizer, window[i]).len();
+            }
+        }
+        slices.push(HeldOut {
+            slice: format!("{code}: {name}"),
+            tokens: predicted,
+            bytes: byte_count,
+            bits_per_byte: bits / byte_count.max(1) as f64,
+        });
+    }
+    Ok(TrainReport {
+        draft: name(&model),
+        file: out.display().to_string(),
+        file_bytes: bytes.len(),
+        ngrams: model.sizes(),
+        discounts: model.discounts().to_vec(),
+        slices,
+    })
+}
+
+/// The report for people.
+pub fn table(report: &TrainReport) -> String {
+    let mut out = format!(
+        "{} written to {} ({} bytes; n-grams per order {:?}; discounts {:?})\n\nslice | tokens | bits/byte\n",
+        report.draft, report.file, report.file_bytes, report.ngrams, report.discounts
+    );
+    for s in &report.slices {
+        out += &format!("{} | {} | {:.3}\n", s.slice, s.tokens, s.bits_per_byte);
+    }
+    out
+}
