@@ -142,6 +142,10 @@ pub enum CapacityError {
     /// Calibration points that cannot determine the fit.
     #[error("calibration: {reason}")]
     Calibration { reason: String },
+    /// Speculative decoding without what it needs: an acceptance rate per slice, a known
+    /// decoding policy, a measured profile.
+    #[error("speculative decoding: {reason}")]
+    Speculation { reason: String },
     /// A sweep with nothing to sweep.
     #[error("sweep: {reason}")]
     Sweep { reason: String },

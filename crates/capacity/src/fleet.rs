@@ -140,7 +140,14 @@ pub struct Fleet {
     pub prefill_replicas: u32,
     #[serde(default = "default_kv_link_gbps")]
     pub kv_link_gbps: f64,
+    /// Speculative decoding: each decode step drafts this many tokens and verifies them in
+    /// one target pass ([`crate::speculation`]); 0 is off.
+    #[serde(default)]
+    pub speculative_k: u32,
 }
+
+/// The most tokens a speculative step may draft.
+pub const MAX_SPECULATIVE_K: u32 = 16;
 
 /// The KV link's default bandwidth, Gbit/s: one 400 Gb/s NIC per replica (an InfiniBand
 /// NDR port), as on DGX H100 systems.
@@ -164,6 +171,7 @@ impl Fleet {
             prefix_cache: false,
             prefill_replicas: 0,
             kv_link_gbps: DEFAULT_KV_LINK_GBPS,
+            speculative_k: 0,
         }
     }
 
@@ -186,6 +194,12 @@ impl Fleet {
         if let Some(cap) = self.queue_cap {
             at_least_one("queue cap (requests waiting per replica)", cap as u64)?;
         }
+        in_range(
+            "speculative tokens per step (k)",
+            self.speculative_k as f64,
+            0.0,
+            MAX_SPECULATIVE_K as f64,
+        )?;
         if self.disaggregated() {
             if self.prefill_replicas >= self.replicas {
                 return Err(CapacityError::Sweep {
@@ -234,6 +248,9 @@ impl Fleet {
         }
         if let Some(cap) = self.queue_cap {
             label.push_str(&format!(", queue cap {cap}"));
+        }
+        if self.speculative_k > 0 {
+            label.push_str(&format!(", speculative k={}", self.speculative_k));
         }
         label
     }

@@ -34,6 +34,7 @@ mod profile;
 mod quality;
 mod report;
 mod sim;
+mod speculation;
 mod trace;
 
 pub use cost::{
@@ -44,13 +45,15 @@ pub use error::CapacityError;
 pub use figures::{figure, shortest};
 pub use fleet::{
     Fleet, Router, DEFAULT_KV_LINK_GBPS, MAX_KV_LINK_GBPS, MAX_REPLICAS, MAX_ROUTER_STALENESS_S,
+    MAX_SPECULATIVE_K,
 };
 pub use gates::{FailedGates, Gate, GateResult};
 pub use metrics::{Bottleneck, KvReport, KvWindow, Metrics, Percentiles, SliceMetrics};
 pub use plan::{
-    ConfigReport, Contract, Decision, DecisionKind, FleetSweep, NamedPolicy, Plan, PlanInputs,
-    PlanReport, QualityRow, Sweep, SweepRow, TraceSlice, TraceSource, MAX_LOAD_SCALE,
-    MAX_PLAN_WORK, MAX_SLO_S, MAX_TRACE_RATE_PER_S, MIN_LOAD_SCALE, MIN_SLO_S,
+    AcceptanceRow, ConfigReport, Contract, Decision, DecisionKind, FleetSweep, NamedPolicy, Plan,
+    PlanInputs, PlanReport, QualityRow, SpeculationReport, Sweep, SweepRow, TraceSlice,
+    TraceSource, MAX_LOAD_SCALE, MAX_PLAN_WORK, MAX_SLO_S, MAX_TRACE_RATE_PER_S, MIN_LOAD_SCALE,
+    MIN_SLO_S,
 };
 pub use profile::{HardwareProfile, ModelProfile, WeightPath};
 pub use quality::{
@@ -58,8 +61,12 @@ pub use quality::{
     MIN_BITS_PER_BYTE, TINY_EVAL_JSON,
 };
 pub use sim::{
-    simulate, simulate_fleet, Batching, KvBudget, ServingPolicy, SimOutcome, Slo,
-    VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    simulate, simulate_fleet, simulate_speculative, Batching, DraftModel, KvBudget, ServingPolicy,
+    SimOutcome, Slo, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
+};
+pub use speculation::{
+    expected_tokens_per_step, PolicyAcceptance, SliceAcceptance, SpeculationInputs,
+    SpeculationProfile, NGRAM_DRAFT_S_PER_TOKEN, TINY_SPECULATE_JSON,
 };
 pub use trace::{
     Arrivals, LengthDist, PrefixMix, Request, SharedPrefix, SliceMix, Trace, TraceFormat,

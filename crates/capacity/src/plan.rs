@@ -19,7 +19,8 @@ use crate::gates::{FailedGates, Gate, GateResult};
 use crate::metrics::Metrics;
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
 use crate::quality::{QualityFloor, QualityProfile, MAX_BITS_PER_BYTE, MIN_BITS_PER_BYTE};
-use crate::sim::{simulate_fleet, Batching, ServingPolicy, Slo};
+use crate::sim::{simulate_fleet, simulate_speculative, Batching, DraftModel, ServingPolicy, Slo};
+use crate::speculation::{expected_tokens_per_step, PolicyAcceptance, SpeculationInputs};
 use crate::trace::{Trace, TraceSpec};
 
 /// The highest arrival rate of a trace the planner takes, requests per second (a thousand
@@ -103,6 +104,10 @@ pub struct FleetSweep {
     pub disaggregate: Option<(u32, u32)>,
     #[serde(default = "default_kv_link_gbps")]
     pub kv_link_gbps: f64,
+    /// Speculative decoding: every fleet is also served drafting this many tokens per step
+    /// (with [`PlanInputs::speculation`]'s measured acceptance).
+    #[serde(default)]
+    pub speculative_k: Option<u32>,
 }
 
 fn default_kv_link_gbps() -> f64 {
@@ -121,6 +126,7 @@ impl Default for FleetSweep {
             prefix_cache: one.prefix_cache,
             disaggregate: None,
             kv_link_gbps: one.kv_link_gbps,
+            speculative_k: None,
         }
     }
 }
@@ -150,6 +156,20 @@ impl FleetSweep {
                 fleets.push(self.fleet(p.saturating_add(d), router, p));
             }
         }
+        if let Some(k) = self.speculative_k {
+            fleets = fleets
+                .into_iter()
+                .flat_map(|f| {
+                    [
+                        f,
+                        Fleet {
+                            speculative_k: k,
+                            ..f
+                        },
+                    ]
+                })
+                .collect();
+        }
         fleets
     }
 
@@ -162,6 +182,7 @@ impl FleetSweep {
             prefix_cache: self.prefix_cache,
             prefill_replicas,
             kv_link_gbps: self.kv_link_gbps,
+            speculative_k: 0,
         }
     }
 
@@ -170,6 +191,12 @@ impl FleetSweep {
         if self.replicas.is_empty() || self.routers.is_empty() {
             return Err(CapacityError::Sweep {
                 reason: "needs at least one replica count and one router".into(),
+            });
+        }
+        if self.speculative_k == Some(0) {
+            return Err(CapacityError::Speculation {
+                reason: "k = 0 drafts nothing; k must be at least 1 (or leave speculation off)"
+                    .into(),
             });
         }
         if let Some((p, d)) = self.disaggregate {
@@ -212,6 +239,11 @@ impl FleetSweep {
         }
         if let Some(cap) = self.queue_cap {
             words.push_str(&format!("; at most {cap} requests waiting per replica"));
+        }
+        if let Some(k) = self.speculative_k {
+            words.push_str(&format!(
+                "; without and with speculative decoding of {k} tokens"
+            ));
         }
         if let Some((p, d)) = self.disaggregate {
             words.push_str(&format!(
@@ -365,6 +397,9 @@ pub struct PlanInputs {
     pub baseline: NamedPolicy,
     /// The last plan that passed (kept as a file by the CLI); preferred over the baseline.
     pub last_known_good: Option<NamedPolicy>,
+    /// The decoding policy and measured acceptance that speculative fleets use.
+    #[serde(default)]
+    pub speculation: Option<SpeculationInputs>,
 }
 
 impl PlanInputs {
@@ -403,6 +438,7 @@ impl PlanInputs {
             },
             baseline: NamedPolicy::baseline(),
             last_known_good: None,
+            speculation: None,
         })
     }
 }
@@ -529,6 +565,28 @@ pub struct Contract {
     pub slo: Slo,
     pub quality_floors: Vec<QualityFloor>,
     pub sweep: Sweep,
+    /// When the sweep speculates: α per policy and slice, the plan's policy first.
+    pub speculation: Option<SpeculationReport>,
+}
+
+/// What speculative decoding was planned with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpeculationReport {
+    pub k: u32,
+    pub decoding: String,
+    pub draft: String,
+    pub draft_s_per_token: f64,
+    /// Every measured policy and slice, with E at the plan's k: how the decoding policy
+    /// moves α, and how the rare slice's differs.
+    pub acceptance: Vec<AcceptanceRow>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AcceptanceRow {
+    pub policy: String,
+    pub slice: String,
+    pub acceptance_rate: f64,
+    pub expected_tokens_per_step: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -592,6 +650,21 @@ fn validate(inputs: &PlanInputs) -> Result<usize, CapacityError> {
     if let Some(known) = &inputs.last_known_good {
         known.validate()?;
     }
+    if let Some(s) = &inputs.speculation {
+        in_range(
+            "the draft's seconds per token",
+            s.draft_s_per_token,
+            0.0,
+            1.0,
+        )?;
+    }
+    if sweep.fleet.speculative_k.is_some() && inputs.speculation.is_none() {
+        return Err(CapacityError::Speculation {
+            reason:
+                "the sweep speculates, but no decoding policy and measured acceptance were given"
+                    .into(),
+        });
+    }
     for (i, floor) in inputs.quality_floors.iter().enumerate() {
         let what = format!("quality floor of slice {:?} (bits/byte)", floor.slice);
         in_range(
@@ -651,6 +724,8 @@ struct Bench<'a> {
     trace: Trace,
     offered_rate_per_s: f64,
     quality: Vec<QualityRow>,
+    /// The measured α of each of the trace's slices under the plan's decoding policy.
+    draft: Option<DraftModel>,
 }
 
 impl<'a> Bench<'a> {
@@ -694,12 +769,20 @@ impl<'a> Bench<'a> {
         for r in &mut trace.requests {
             r.arrival_s -= origin;
         }
+        let draft = match &inputs.speculation {
+            Some(s) => Some(DraftModel {
+                acceptance: s.profile.acceptance(&s.decoding, &trace.slices)?,
+                draft_s_per_token: s.draft_s_per_token,
+            }),
+            None => None,
+        };
         Ok(Bench {
             inputs,
             calibration,
             trace,
             offered_rate_per_s,
             quality: quality_rows(inputs),
+            draft,
         })
     }
 
@@ -728,7 +811,12 @@ impl<'a> Bench<'a> {
         fleet: &Fleet,
     ) -> Result<(Metrics, Vec<GateResult>), CapacityError> {
         let hardware = self.hardware(policy.weights);
-        let outcome = simulate_fleet(trace, &hardware, &self.inputs.model, policy, fleet)?;
+        let outcome = match &self.draft {
+            Some(draft) if fleet.speculative_k > 0 => {
+                simulate_speculative(trace, &hardware, &self.inputs.model, policy, fleet, draft)?
+            }
+            _ => simulate_fleet(trace, &hardware, &self.inputs.model, policy, fleet)?,
+        };
         let metrics = Metrics::new(&outcome, trace, policy, &hardware, &self.inputs.slo);
         let gates = self.gate(&metrics, policy);
         Ok((metrics, gates))
@@ -836,6 +924,11 @@ impl<'a> Bench<'a> {
             slo: inputs.slo,
             quality_floors: inputs.quality_floors.clone(),
             sweep: inputs.sweep.clone(),
+            speculation: inputs
+                .speculation
+                .as_ref()
+                .zip(inputs.sweep.fleet.speculative_k)
+                .map(|(s, k)| speculation_report(s, k)),
         };
         PlanReport {
             contract,
@@ -844,6 +937,30 @@ impl<'a> Bench<'a> {
             sweep,
             decision,
         }
+    }
+}
+
+/// α and E of every measured policy and slice at `k`, the plan's decoding policy first.
+fn speculation_report(s: &SpeculationInputs, k: u32) -> SpeculationReport {
+    let wanted = s.decoding.trim().replace('-', " ");
+    let mut policies: Vec<&PolicyAcceptance> = s.profile.policies.iter().collect();
+    policies.sort_by_key(|p| p.policy != wanted);
+    SpeculationReport {
+        k,
+        decoding: wanted.clone(),
+        draft: s.profile.draft.clone(),
+        draft_s_per_token: s.draft_s_per_token,
+        acceptance: policies
+            .into_iter()
+            .flat_map(|p| {
+                p.slices.iter().map(|sl| AcceptanceRow {
+                    policy: p.policy.clone(),
+                    slice: sl.slice.clone(),
+                    acceptance_rate: sl.acceptance_rate,
+                    expected_tokens_per_step: expected_tokens_per_step(sl.acceptance_rate, k),
+                })
+            })
+            .collect(),
     }
 }
 
@@ -1065,13 +1182,15 @@ impl PlanReport {
     /// that prints `inf` or a JSON `null` where a number belongs.
     fn check_finite(&self) -> Result<(), CapacityError> {
         // The only nulls a report may hold: its optional parts, absent.
-        const OPTIONAL: [&str; 6] = [
+        const OPTIONAL: [&str; 8] = [
             "calibration",
             "trace_seed",
             "error",
             "max_throughput",
             "queue_cap",
             "disaggregate",
+            "speculative_k",
+            "speculation",
         ];
         fn walk(value: &serde_json::Value, path: &mut String) -> Result<(), CapacityError> {
             match value {

@@ -136,7 +136,29 @@ fn contract(c: &Contract) -> String {
             figure(f.max_bits_per_byte)
         );
     }
-    let _ = writeln!(out, "| sweep | {} |\n", c.sweep.configurations());
+    let _ = writeln!(out, "| sweep | {} |", c.sweep.configurations());
+    if let Some(spec) = &c.speculation {
+        let _ = writeln!(
+            out,
+            "| speculative decoding | {} drafted tokens per step by {} ({} µs per token), α measured under {} |",
+            spec.k,
+            spec.draft,
+            figure(spec.draft_s_per_token * 1e6),
+            spec.decoding
+        );
+        for a in &spec.acceptance {
+            let _ = writeln!(
+                out,
+                "| α {}, {} | {} (E = {} tokens per step at k = {}) |",
+                a.policy,
+                a.slice,
+                figure(a.acceptance_rate),
+                figure(a.expected_tokens_per_step),
+                spec.k
+            );
+        }
+    }
+    out.push('\n');
     if let Some(fit) = &c.calibration {
         out.push_str(&calibration(fit));
     }

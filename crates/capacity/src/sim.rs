@@ -47,6 +47,7 @@ use crate::fleet::{Fleet, ReplicaView, Routing};
 use crate::prefix_cache::PrefixCache;
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
 use crate::trace::Trace;
+use policy::SplitMix64;
 
 /// How the scheduler forms batches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -359,7 +360,11 @@ mod tests {
         let kv = KvBudget::new(hw, model, policy).unwrap();
         let roofline = Roofline::new(hw, model, policy.weights);
         let fleet = Fleet::single();
-        let mut sim = Simulator::new(trace, model, policy, &fleet, kv, roofline);
+        let none = DraftModel {
+            acceptance: Vec::new(),
+            draft_s_per_token: 0.0,
+        };
+        let mut sim = Simulator::new(trace, model, policy, &fleet, &none, kv, roofline);
         sim.drive().unwrap();
         let steps = std::mem::take(&mut sim.replicas[0].steps);
         let out = sim.run().unwrap();
@@ -647,8 +652,9 @@ struct Running {
     /// context fits in the two together.
     blocks: u32,
     shared: u32,
-    /// Emits a token at the end of the current iteration.
-    emits: bool,
+    /// Tokens it emits at the end of the current iteration (more than one when a
+    /// speculative step accepts drafted tokens).
+    emits: u32,
     /// Static batching: the row's output is complete (it still occupies its slot).
     finished: bool,
 }
@@ -688,7 +694,8 @@ pub fn simulate(
 
 /// Simulates `trace` served by `fleet.replicas` replicas of `policy` behind its router.
 /// Checks every input first; same inputs, same outcome. One replica with round-robin
-/// routing, no cap and no prefix cache is exactly [`simulate`].
+/// routing, no cap and no prefix cache is exactly [`simulate`]. A fleet that speculates
+/// needs [`simulate_speculative`].
 pub fn simulate_fleet(
     trace: &Trace,
     hardware: &HardwareProfile,
@@ -696,9 +703,68 @@ pub fn simulate_fleet(
     policy: &ServingPolicy,
     fleet: &Fleet,
 ) -> Result<SimOutcome, CapacityError> {
+    let none = DraftModel {
+        acceptance: Vec::new(),
+        draft_s_per_token: 0.0,
+    };
+    simulate_speculative(trace, hardware, model, policy, fleet, &none)
+}
+
+/// The draft model of speculative decoding, as the simulator sees it: per slice of the
+/// trace, the probability that a drafted token is accepted (α, measured under the plan's
+/// decoding policy by `decode-lab speculate`), and the draft's seconds per token.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DraftModel {
+    pub acceptance: Vec<f64>,
+    pub draft_s_per_token: f64,
+}
+
+/// [`simulate_fleet`] with speculative decoding when `fleet.speculative_k` > 0: every
+/// decode step drafts up to k tokens (never past the request's last), verifies them and
+/// the next position in one pass of the target (priced as a prefill chunk of k + 1
+/// tokens), and emits the accepted tokens and one more; the draft's time is added to the
+/// iteration.
+pub fn simulate_speculative(
+    trace: &Trace,
+    hardware: &HardwareProfile,
+    model: &ModelProfile,
+    policy: &ServingPolicy,
+    fleet: &Fleet,
+    draft: &DraftModel,
+) -> Result<SimOutcome, CapacityError> {
     hardware.validate()?;
     model.validate()?;
     fleet.validate()?;
+    if fleet.speculative_k > 0 {
+        if draft.acceptance.len() != trace.slices.len() {
+            return Err(CapacityError::Speculation {
+                reason: format!(
+                    "{} acceptance rates for the trace's {} slices",
+                    draft.acceptance.len(),
+                    trace.slices.len()
+                ),
+            });
+        }
+        for (slice, &alpha) in trace.slices.iter().zip(&draft.acceptance) {
+            in_range(
+                &format!("acceptance rate of slice {slice:?}"),
+                alpha,
+                0.0,
+                1.0,
+            )?;
+        }
+        in_range(
+            "the draft's seconds per token",
+            draft.draft_s_per_token,
+            0.0,
+            1.0,
+        )?;
+        if policy.batching == Batching::Static {
+            return Err(CapacityError::NeverAdmits {
+                reason: "static batching decodes every row in lockstep and cannot verify a different number of drafted tokens per row; speculative decoding needs continuous batching".into(),
+            });
+        }
+    }
     if trace.requests.is_empty() {
         return Err(CapacityError::EmptyTrace);
     }
@@ -797,7 +863,7 @@ pub fn simulate_fleet(
             hint: "the trace's last arrival is too late; shift or shorten its arrival times (or use a load scale that stretches them less)".into(),
         });
     }
-    let outcome = Simulator::new(trace, model, policy, fleet, kv, roofline).run()?;
+    let outcome = Simulator::new(trace, model, policy, fleet, draft, kv, roofline).run()?;
     if outcome.end_s.is_nan() || outcome.end_s > clock_limit_s {
         return Err(CapacityError::ClockResolution {
             time_s: outcome.end_s,
@@ -842,7 +908,15 @@ struct Engine<'a> {
     window_s: f64,
     /// Seconds to move one token's KV cache from a prefill to a decode replica.
     transfer_s_per_token: f64,
+    /// Speculative decoding: tokens drafted per step, the draft's seconds per token, and
+    /// the acceptance rate of each slice of the trace.
+    speculative_k: u32,
+    draft_s_per_token: f64,
+    acceptance: Vec<f64>,
 }
+
+/// Mixed with the replica's index to seed its speculative draws.
+const SPECULATION_SEED: u64 = 0x5BEC_0DE5;
 
 impl Engine<'_> {
     fn blocks_for(&self, tokens: u64) -> u64 {
@@ -868,6 +942,8 @@ struct Books {
 #[derive(Clone)]
 struct Replica {
     role: Role,
+    /// Draws speculative acceptances (seeded per replica: the same inputs, the same run).
+    rng: SplitMix64,
     /// Requests whose prefill finished here, to move to a decode replica: (request, when
     /// their KV cache arrives there).
     handoffs: Vec<(u32, f64)>,
@@ -943,6 +1019,7 @@ impl<'a> Simulator<'a> {
         model: &ModelProfile,
         policy: &'a ServingPolicy,
         fleet: &'a Fleet,
+        draft: &DraftModel,
         kv: KvBudget,
         roofline: Roofline,
     ) -> Simulator<'a> {
@@ -956,6 +1033,7 @@ impl<'a> Simulator<'a> {
             .sum();
         let replica = Replica {
             role: Role::Both,
+            rng: SplitMix64::new(0),
             handoffs: Vec::new(),
             running: Vec::with_capacity(policy.max_sequences.min(1 << 16) as usize),
             waiting: VecDeque::new(),
@@ -992,10 +1070,14 @@ impl<'a> Simulator<'a> {
                 window_s: ((last - first) / KV_WINDOWS as f64).max(f64::MIN_POSITIVE),
                 transfer_s_per_token: roofline.kv_bytes_per_token
                     / (fleet.kv_link_gbps * 1e9 / 8.0),
+                speculative_k: fleet.speculative_k,
+                draft_s_per_token: draft.draft_s_per_token,
+                acceptance: draft.acceptance.clone(),
             },
             fleet,
             replicas: (0..fleet.replicas)
                 .map(|i| Replica {
+                    rng: SplitMix64::new(SPECULATION_SEED ^ i as u64),
                     role: match (fleet.disaggregated(), i < fleet.prefill_replicas) {
                         (false, _) => Role::Both,
                         (true, true) => Role::Prefill,
@@ -1396,6 +1478,8 @@ impl Replica {
         let mut left = e.token_budget;
         let mut preempted = false;
         let mut work = IterationWork::default();
+        // The draft model's time for this iteration's speculative steps.
+        let mut draft_s = 0.0;
         // The running sequences. Only the sequence at `i` or a later one is ever preempted,
         // so the work booked for the ones before it stands. The oldest sequence always fits
         // alone, so the engine never deadlocks.
@@ -1403,8 +1487,19 @@ impl Replica {
         while i < self.running.len() && left > 0 {
             let s = self.running[i];
             if s.cached >= s.prefill_target {
-                if s.cached + 1 > (s.blocks + s.shared) * bs {
-                    if !self.take_blocks(1) {
+                // A speculative step verifies its drafted tokens and the next one in one
+                // pass over `positions`; a plain decode step is one position.
+                let request = e.trace.requests[s.request as usize];
+                let drafted = e
+                    .speculative_k
+                    .min(request.output_tokens - s.generated - 1)
+                    .min(left as u32 - 1);
+                let positions = drafted + 1;
+                let short = (s.cached + positions)
+                    .div_ceil(bs)
+                    .saturating_sub(s.blocks + s.shared);
+                if short > 0 {
+                    if !self.take_blocks(short as u64) {
                         // vLLM's `self.running.pop()`: the most recently admitted; when it
                         // is `s` itself, the loop ends with it.
                         let Some(v) = self.running.pop() else { break };
@@ -1420,13 +1515,26 @@ impl Replica {
                         self.note(Event::Preempt(v.request));
                         continue;
                     }
-                    self.running[i].blocks += 1;
+                    self.running[i].blocks += short;
                 }
-                work.add(IterationWork::decode(s.cached as f64));
+                let emitted = if drafted == 0 {
+                    work.add(IterationWork::decode(s.cached as f64));
+                    1
+                } else {
+                    work.add(IterationWork::prefill(s.cached as f64, positions as f64));
+                    draft_s += drafted as f64 * e.draft_s_per_token;
+                    // Each drafted token is accepted with probability α given the ones
+                    // before it were; the first rejection ends the step, which emits the
+                    // accepted tokens and one more (the correction, or the bonus token).
+                    let alpha = e.acceptance[request.slice as usize];
+                    1 + (0..drafted)
+                        .take_while(|_| self.rng.uniform() < alpha)
+                        .count() as u32
+                };
                 let r = &mut self.running[i];
-                r.cached += 1;
-                r.emits = true;
-                left -= 1;
+                r.cached += emitted;
+                r.emits = emitted;
+                left -= positions as u64;
                 self.note(Event::Decode(s.request));
             } else {
                 // The next chunk of a prompt (chunked prefill only: without it a prompt
@@ -1436,9 +1544,9 @@ impl Replica {
                 let r = &mut self.running[i];
                 r.cached += chunk;
                 // The last chunk of a prompt yields the next token.
-                r.emits = r.cached == r.prefill_target;
+                r.emits = (r.cached == r.prefill_target) as u32;
                 left -= chunk as u64;
-                if r.emits {
+                if r.emits > 0 {
                     self.prefilled(e, i);
                 }
                 self.note(Event::Prefill(s.request, chunk));
@@ -1473,7 +1581,7 @@ impl Replica {
                     generated: w.generated,
                     blocks: need as u32,
                     shared: 0,
-                    emits: true,
+                    emits: 1,
                     finished: false,
                 });
                 self.note(Event::Admit(w.request, 1));
@@ -1520,7 +1628,7 @@ impl Replica {
                 blocks: need as u32,
                 shared: hit_blocks,
                 // The last chunk of a prompt yields the next token.
-                emits: hit + chunk == target,
+                emits: (hit + chunk == target) as u32,
                 finished: false,
             });
             if hit + chunk == target {
@@ -1536,6 +1644,8 @@ impl Replica {
         self.record_kv(e);
         let start = self.now;
         self.advance(e, &work);
+        self.overhead_s += draft_s;
+        self.now += draft_s;
         // Emissions, and finished sequences leave (compacted in place, order kept).
         let mut running = std::mem::take(&mut self.running);
         let mut steady = 0;
@@ -1544,9 +1654,9 @@ impl Replica {
         self.finishing = 0;
         for r in 0..running.len() {
             let mut s = running[r];
-            if s.emits {
-                s.emits = false;
-                if books.emit(e, &mut s, self.now, start, &mut steady) {
+            if s.emits > 0 {
+                let tokens = std::mem::take(&mut s.emits);
+                if (0..tokens).any(|_| books.emit(e, &mut s, self.now, start, &mut steady)) {
                     self.release(e, &s);
                     self.finishing += 1;
                     continue;
@@ -1598,7 +1708,7 @@ impl Replica {
                     generated: 0,
                     blocks: reserve as u32,
                     shared: 0,
-                    emits: true,
+                    emits: 1,
                     finished: false,
                 });
             }

@@ -260,6 +260,7 @@ fn known_good_plans() {
             prefix_cache: true,
             prefill_replicas: 1,
             kv_link_gbps: 100.0,
+            speculative_k: 4,
         },
     };
     // As --save-known-good writes it.
@@ -287,6 +288,7 @@ fn known_good_plans() {
                 || p.batching == (Batching::ChunkedPrefill { token_budget: 0 })
                 || k.fleet.replicas == 0
                 || k.fleet.queue_cap == Some(0)
+                || k.fleet.speculative_k > capacity::MAX_SPECULATIVE_K
                 || k.fleet.prefill_replicas >= k.fleet.replicas.max(1)
                     && k.fleet.prefill_replicas > 0
                 || k.fleet.disaggregated()

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use capacity::{
     shortest, Batching, Calibration, HardwareProfile, ModelProfile, NamedPolicy, Plan, PlanInputs,
-    QualityProfile, Trace, TraceFormat, TraceSource, TraceSpec, WeightPath,
+    QualityProfile, SpeculationInputs, SpeculationProfile, Trace, TraceFormat, TraceSource,
+    TraceSpec, WeightPath,
 };
 use clap::{Args, ValueEnum};
 
@@ -83,6 +84,19 @@ pub struct CapacityArgs {
     /// replica, Gbit/s [default: 400].
     #[arg(long, value_name = "GBPS", allow_hyphen_values = true)]
     kv_link_gbps: Option<f64>,
+    /// Speculative decoding: sweep every configuration also drafting K tokens per step,
+    /// with the acceptance measured per slice under --decoding.
+    #[arg(long, value_name = "K", allow_hyphen_values = true)]
+    speculative: Option<u32>,
+    /// The decoding policy the plan serves, whose measured acceptance rate applies:
+    /// greedy, temperature-0.7 or temperature-1.5 (those `decode-lab speculate --planner`
+    /// measures).
+    #[arg(long, value_name = "POLICY", default_value = "temperature-0.7")]
+    decoding: String,
+    /// The measured acceptance: the JSON of `decode-lab speculate --planner` (default:
+    /// the committed models/decode-lab-tiny-v1/speculate.json).
+    #[arg(long, value_name = "FILE")]
+    speculation: Option<PathBuf>,
     /// SLO: p99 time to first token, seconds.
     #[arg(long, allow_hyphen_values = true)]
     slo_ttft_p99: Option<f64>,
@@ -400,6 +414,36 @@ fn fleet(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
         fleet.disaggregate = Some(split);
         check(fleet, "disaggregate", text)?;
     }
+    if let Some(k) = args.speculative {
+        fleet.speculative_k = Some(k);
+        check(fleet, "speculative", &k.to_string())?;
+        let profile = match &args.speculation {
+            Some(path) => {
+                SpeculationProfile::from_json(&read("speculation", path)?).map_err(|e| {
+                    format!("{}: {e}", flag("speculation", &path.display().to_string()))
+                })?
+            }
+            None => SpeculationProfile::tiny().map_err(|e| e.to_string())?,
+        };
+        let wanted = args.decoding.replace('-', " ");
+        if !profile.policies.iter().any(|p| p.policy == wanted) {
+            return Err(format!(
+                "{}: the measured profile has no policy {wanted:?}; it has {}",
+                flag("decoding", &args.decoding),
+                profile.policy_names()
+            ));
+        }
+        inputs.speculation = Some(SpeculationInputs {
+            decoding: args.decoding.clone(),
+            profile,
+            draft_s_per_token: capacity::NGRAM_DRAFT_S_PER_TOKEN,
+        });
+    } else if args.speculation.is_some() {
+        return Err(
+            "--speculation gives the measured acceptance of --speculative K; give K too".into(),
+        );
+    }
+    let fleet = &mut inputs.sweep.fleet;
     if let Some(gbps) = args.kv_link_gbps {
         fleet.kv_link_gbps = gbps;
         if fleet.disaggregate.is_none() {

@@ -63,7 +63,7 @@ enum Command {
     Eval(EvalArgs),
     /// An inference capacity plan: sweep serving policies over a trace, gate them on SLOs
     /// and per-slice quality, and release one or degrade to a named baseline.
-    Capacity(capacity_plan::CapacityArgs),
+    Capacity(Box<capacity_plan::CapacityArgs>),
     /// Speculative decoding's acceptance rate α and tokens per verification E, per language
     /// slice, teacher-forced on the held-out pages under a decoding policy.
     Speculate(SpeculateArgs),

@@ -318,7 +318,15 @@ fn replicas_routers_and_prefix_caches_sweep_and_bad_ones_exit_2() {
     }
     assert!(plan["decision"]["replicas"].as_u64().unwrap() >= 1);
 
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 11] = [
+        (
+            &["capacity", "--speculative", "0"],
+            "error: --speculative 0: speculative decoding: k = 0 drafts nothing; k must be at least 1 (or leave speculation off)\n",
+        ),
+        (
+            &["capacity", "--speculative", "4", "--decoding", "top-p"],
+            "error: --decoding top-p: the measured profile has no policy \"top p\"; it has greedy, temperature 0.7, temperature 1.5\n",
+        ),
         (
             &["capacity", "--disaggregate", "3"],
             "error: --disaggregate 3: expected P:D, the prefill and decode replicas as whole numbers, e.g. 3:1\n",

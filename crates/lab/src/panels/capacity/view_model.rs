@@ -415,6 +415,7 @@ impl Form for CapacityForm {
                 },
                 baseline: NamedPolicy::baseline(),
                 last_known_good: None,
+                speculation: None,
             })
         })
     }
