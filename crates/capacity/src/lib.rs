@@ -33,6 +33,7 @@ mod prefix_cache;
 mod profile;
 mod quality;
 mod report;
+mod rollout;
 mod sim;
 mod speculation;
 mod trace;
@@ -59,6 +60,9 @@ pub use profile::{HardwareProfile, ModelProfile, WeightPath};
 pub use quality::{
     EvalReport, EvalSlice, QualityFloor, QualityProfile, SliceQuality, MAX_BITS_PER_BYTE,
     MIN_BITS_PER_BYTE, TINY_EVAL_JSON,
+};
+pub use rollout::{
+    Owners, PlaybookEntry, RolloutInputs, RolloutReport, RolloutWindow, MIN_SAMPLES,
 };
 pub use sim::{
     simulate, simulate_fleet, simulate_speculative, Batching, DraftModel, KvBudget, ServingPolicy,

@@ -19,7 +19,10 @@ use crate::gates::{FailedGates, Gate, GateResult};
 use crate::metrics::Metrics;
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
 use crate::quality::{QualityFloor, QualityProfile, MAX_BITS_PER_BYTE, MIN_BITS_PER_BYTE};
-use crate::sim::{simulate_fleet, simulate_speculative, Batching, DraftModel, ServingPolicy, Slo};
+use crate::rollout::{playbook, rollout, Owners, PlaybookEntry, RolloutInputs, RolloutReport};
+use crate::sim::{
+    simulate_fleet, simulate_speculative, Batching, DraftModel, ServingPolicy, SimOutcome, Slo,
+};
 use crate::speculation::{expected_tokens_per_step, PolicyAcceptance, SpeculationInputs};
 use crate::trace::{Trace, TraceSpec};
 
@@ -400,6 +403,15 @@ pub struct PlanInputs {
     /// The decoding policy and measured acceptance that speculative fleets use.
     #[serde(default)]
     pub speculation: Option<SpeculationInputs>,
+    /// Who owns the playbook's detectors.
+    #[serde(default)]
+    pub owners: Owners,
+    /// A canary release of what the plan ships, on `rollout_trace` (the plan's trace when
+    /// absent): production traffic need not be the trace it was planned on.
+    #[serde(default)]
+    pub rollout: Option<RolloutInputs>,
+    #[serde(default)]
+    pub rollout_trace: Option<TraceSource>,
 }
 
 impl PlanInputs {
@@ -439,6 +451,9 @@ impl PlanInputs {
             baseline: NamedPolicy::baseline(),
             last_known_good: None,
             speculation: None,
+            owners: Owners::default(),
+            rollout: None,
+            rollout_trace: None,
         })
     }
 }
@@ -606,6 +621,10 @@ pub struct PlanReport {
     pub quality: Vec<QualityRow>,
     pub sweep: Vec<SweepRow>,
     pub decision: Decision,
+    /// A detector, owner, mitigation and stop condition for every gate of what ships.
+    pub playbook: Vec<PlaybookEntry>,
+    /// The canary release, when asked for and the plan releases.
+    pub rollout: Option<RolloutReport>,
 }
 
 /// The planner.
@@ -632,7 +651,10 @@ impl Plan {
         let bench = Bench::new(inputs)?;
         let rows = sweep(&bench, points, progress)?;
         let (decision, chosen) = decide(&bench, &rows)?;
-        let report = bench.into_report(rows, decision, chosen);
+        let (playbook, rollout) = operate(&bench, &decision, &chosen)?;
+        let mut report = bench.into_report(rows, decision, chosen);
+        report.playbook = playbook;
+        report.rollout = rollout;
         report.check_finite()?;
         Ok(report)
     }
@@ -657,6 +679,9 @@ fn validate(inputs: &PlanInputs) -> Result<usize, CapacityError> {
             0.0,
             1.0,
         )?;
+    }
+    if let Some(r) = &inputs.rollout {
+        r.validate()?;
     }
     if sweep.fleet.speculative_k.is_some() && inputs.speculation.is_none() {
         return Err(CapacityError::Speculation {
@@ -811,15 +836,26 @@ impl<'a> Bench<'a> {
         fleet: &Fleet,
     ) -> Result<(Metrics, Vec<GateResult>), CapacityError> {
         let hardware = self.hardware(policy.weights);
-        let outcome = match &self.draft {
-            Some(draft) if fleet.speculative_k > 0 => {
-                simulate_speculative(trace, &hardware, &self.inputs.model, policy, fleet, draft)?
-            }
-            _ => simulate_fleet(trace, &hardware, &self.inputs.model, policy, fleet)?,
-        };
+        let outcome = self.outcome(trace, policy, fleet)?;
         let metrics = Metrics::new(&outcome, trace, policy, &hardware, &self.inputs.slo);
         let gates = self.gate(&metrics, policy);
         Ok((metrics, gates))
+    }
+
+    /// One configuration simulated on `trace`.
+    fn outcome(
+        &self,
+        trace: &Trace,
+        policy: &ServingPolicy,
+        fleet: &Fleet,
+    ) -> Result<SimOutcome, CapacityError> {
+        let hardware = self.hardware(policy.weights);
+        match &self.draft {
+            Some(draft) if fleet.speculative_k > 0 => {
+                simulate_speculative(trace, &hardware, &self.inputs.model, policy, fleet, draft)
+            }
+            _ => simulate_fleet(trace, &hardware, &self.inputs.model, policy, fleet),
+        }
     }
 
     /// The gates of one point: the SLOs on all traffic and on every slice, then the
@@ -936,8 +972,58 @@ impl<'a> Bench<'a> {
             quality: self.quality,
             sweep,
             decision,
+            playbook: Vec::new(),
+            rollout: None,
         }
     }
+}
+
+/// The playbook of what ships, and (asked for, and the plan releases) its canary against
+/// the fallback on the rollout trace at the released load.
+fn operate(
+    bench: &Bench,
+    decision: &Decision,
+    chosen: &ConfigReport,
+) -> Result<(Vec<PlaybookEntry>, Option<RolloutReport>), CapacityError> {
+    let inputs = bench.inputs;
+    let fallback = inputs.last_known_good.as_ref().unwrap_or(&inputs.baseline);
+    let rollout_inputs = inputs.rollout.clone().unwrap_or(RolloutInputs::canary(0.1));
+    let trace = match &inputs.rollout_trace {
+        Some(source) => {
+            let mut t = source.trace()?;
+            let origin = t.requests.first().map_or(0.0, |r| r.arrival_s);
+            for r in &mut t.requests {
+                r.arrival_s = (r.arrival_s - origin) / decision.load_scale;
+            }
+            t
+        }
+        None => bench.at_load(decision.load_scale),
+    };
+    let span = trace.requests.last().map_or(0.0, |r| r.arrival_s)
+        - trace.requests.first().map_or(0.0, |r| r.arrival_s);
+    let window_s = span / rollout_inputs.windows as f64;
+    let book = playbook(
+        &chosen.gates,
+        &trace,
+        window_s,
+        &inputs.owners,
+        &fallback.name,
+    );
+    let rollout = match (&inputs.rollout, &decision.kind) {
+        (Some(r), DecisionKind::Release) => {
+            let candidate = bench.outcome(&trace, &decision.policy, &decision.fleet)?;
+            let back = bench.outcome(&trace, &fallback.policy, &fallback.fleet)?;
+            Some(rollout(
+                r,
+                &trace,
+                &inputs.slo,
+                (&decision.name, &candidate),
+                (&fallback.name, &back),
+            )?)
+        }
+        _ => None,
+    };
+    Ok((book, rollout))
 }
 
 /// α and E of every measured policy and slice at `k`, the plan's decoding policy first.
@@ -1182,7 +1268,11 @@ impl PlanReport {
     /// that prints `inf` or a JSON `null` where a number belongs.
     fn check_finite(&self) -> Result<(), CapacityError> {
         // The only nulls a report may hold: its optional parts, absent.
-        const OPTIONAL: [&str; 8] = [
+        const OPTIONAL: [&str; 12] = [
+            "rollout",
+            "detected_at_s",
+            "detector",
+            "stopped_at_s",
             "calibration",
             "trace_seed",
             "error",

@@ -33,6 +33,7 @@ impl PlanReport {
             profile(&self.chosen),
             quality_gates(self),
             recommendation(&self.decision, &self.sweep),
+            operations(self),
         ]
         .concat()
     }
@@ -414,5 +415,64 @@ fn sweep_table(sweep: &[SweepRow]) -> String {
             }
         );
     }
+    out
+}
+
+/// Part 5: the failure playbook, and the canary when one was simulated.
+fn operations(report: &PlanReport) -> String {
+    let mut out = String::from(
+        "## 5. Failure playbook and rollout\n\n| detector | owner | mitigation | stop condition |\n|---|---|---|---|\n",
+    );
+    for p in &report.playbook {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            p.detector, p.owner, p.mitigation, p.stop_condition
+        );
+    }
+    out.push('\n');
+    let Some(r) = &report.rollout else {
+        return out;
+    };
+    let at = |t: f64| format!("{} s", figure(t - r.start_s));
+    let _ = writeln!(
+        out,
+        "Canary: {} took {} of the requests from t0 = {} s, judged over {} s windows; the fallback is {}.\n",
+        r.candidate,
+        pct0(r.fraction),
+        figure(r.start_s),
+        figure(r.window_s),
+        r.fallback
+    );
+    match (&r.detector, r.detected_at_s, r.stopped_at_s) {
+        (Some(d), Some(detected), Some(stopped)) => {
+            let _ = writeln!(
+                out,
+                "**Stopped.** The detector fired {} after t0 ({d}); the canary's traffic returned to {} {} after t0. {} of its {} requests missed the SLO; after the stop the fallback served {} of its share and missed {}.\n",
+                at(detected),
+                r.fallback,
+                at(stopped),
+                r.missed_slo,
+                r.canary_requests,
+                r.after_stop_requests,
+                r.after_stop_missed
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                out,
+                "**Completed.** No detector fired; {} of the canary's {} requests missed the SLO.\n",
+                r.missed_slo, r.canary_requests
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "| slice | canary requests | missed the SLO |\n|---|---:|---:|"
+    );
+    for (slice, missed, of) in &r.missed_by_slice {
+        let _ = writeln!(out, "| {slice} | {of} | {missed} |");
+    }
+    out.push('\n');
     out
 }

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use capacity::{
-    shortest, Batching, Calibration, HardwareProfile, ModelProfile, NamedPolicy, Plan, PlanInputs,
-    QualityProfile, SpeculationInputs, SpeculationProfile, Trace, TraceFormat, TraceSource,
-    TraceSpec, WeightPath,
+    shortest, Batching, Calibration, HardwareProfile, ModelProfile, NamedPolicy, Owners, Plan,
+    PlanInputs, QualityProfile, RolloutInputs, SpeculationInputs, SpeculationProfile, Trace,
+    TraceFormat, TraceSource, TraceSpec, WeightPath,
 };
 use clap::{Args, ValueEnum};
 
@@ -97,6 +97,24 @@ pub struct CapacityArgs {
     /// the committed models/decode-lab-tiny-v1/speculate.json).
     #[arg(long, value_name = "FILE")]
     speculation: Option<PathBuf>,
+    /// Simulate the release as a canary taking this share of the requests
+    /// (`canary:FRACTION`); a detector stops it at the first breached gate.
+    #[arg(long, value_name = "canary:FRACTION")]
+    rollout: Option<String>,
+    /// The traffic the canary meets (a preset or a trace file, at the plan's rate unless
+    /// --rate is given) [default: the plan's trace].
+    #[arg(long, value_name = "PRESET|FILE")]
+    rollout_trace: Option<String>,
+    /// Seconds from a detection to the canary's traffic back on the fallback [default: one
+    /// detector window].
+    #[arg(long, value_name = "S", allow_hyphen_values = true)]
+    mitigation_delay: Option<f64>,
+    /// The role that owns the latency detectors of the playbook.
+    #[arg(long, value_name = "ROLE", default_value = "serving on-call")]
+    owner_latency: String,
+    /// The role that owns the quality detectors of the playbook.
+    #[arg(long, value_name = "ROLE", default_value = "model quality owner")]
+    owner_quality: String,
     /// SLO: p99 time to first token, seconds.
     #[arg(long, allow_hyphen_values = true)]
     slo_ttft_p99: Option<f64>,
@@ -305,6 +323,7 @@ pub fn inputs(args: &CapacityArgs) -> Result<PlanInputs, String> {
         sweep_flag(&inputs, "load-scales", text)?;
     }
     fleet(args, &mut inputs)?;
+    operations(args, &mut inputs)?;
     if let Some(size) = args.block_size {
         inputs.sweep.block_size = size;
         inputs.baseline.policy.block_size = size;
@@ -453,6 +472,72 @@ fn fleet(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
             ));
         }
         check(fleet, "kv-link-gbps", &shortest(gbps))?;
+    }
+    Ok(())
+}
+
+/// `--rollout`, `--rollout-trace`, `--mitigation-delay` and the owners: how the release
+/// is operated.
+fn operations(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
+    for (name, role) in [
+        ("owner-latency", &args.owner_latency),
+        ("owner-quality", &args.owner_quality),
+    ] {
+        if role.trim().is_empty() {
+            return Err(format!("{}: name a role", flag(name, role)));
+        }
+    }
+    inputs.owners = Owners {
+        latency: args.owner_latency.trim().into(),
+        quality: args.owner_quality.trim().into(),
+    };
+    let Some(text) = &args.rollout else {
+        if args.rollout_trace.is_some() || args.mitigation_delay.is_some() {
+            return Err("--rollout-trace and --mitigation-delay shape a canary; give --rollout canary:FRACTION too".into());
+        }
+        return Ok(());
+    };
+    let fraction: f64 = text
+        .strip_prefix("canary:")
+        .and_then(|f| f.trim().parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "{}: expected canary:FRACTION, the candidate's share of the requests, e.g. canary:0.1",
+                flag("rollout", text)
+            )
+        })?;
+    let mut rollout = RolloutInputs::canary(fraction);
+    rollout.mitigation_delay_s = args.mitigation_delay;
+    rollout
+        .validate()
+        .map_err(|e| format!("{}: {e}", flag("rollout", text)))?;
+    inputs.rollout = Some(rollout);
+    if let Some(name) = &args.rollout_trace {
+        let plan_rate = match &inputs.trace {
+            TraceSource::Generated { spec } => Some(spec.arrivals.mean_rate()),
+            TraceSource::Recorded { .. } => None,
+        };
+        inputs.rollout_trace = Some(if let Some(format) = TraceFormat::from_path(name) {
+            TraceSource::Recorded {
+                name: name.clone(),
+                trace: Trace::parse(&read("rollout-trace", Path::new(name))?, format)
+                    .map_err(|err| format!("{}: {err}", flag("rollout-trace", name)))?,
+            }
+        } else {
+            let mut spec = TraceSpec::preset(name).map_err(|err| {
+                format!(
+                    "{}: {err} (or give a trace file ending in .csv or .jsonl)",
+                    flag("rollout-trace", name)
+                )
+            })?;
+            if let Some(rate) = plan_rate {
+                spec.arrivals.set_mean_rate(rate);
+            }
+            if let TraceSource::Generated { spec: plan } = &inputs.trace {
+                spec.requests = plan.requests;
+            }
+            TraceSource::Generated { spec }
+        });
     }
     Ok(())
 }

@@ -318,7 +318,19 @@ fn replicas_routers_and_prefix_caches_sweep_and_bad_ones_exit_2() {
     }
     assert!(plan["decision"]["replicas"].as_u64().unwrap() >= 1);
 
-    let cases: [(&[&str], &str); 11] = [
+    let cases: [(&[&str], &str); 14] = [
+        (
+            &["capacity", "--rollout", "half"],
+            "error: --rollout half: expected canary:FRACTION, the candidate's share of the requests, e.g. canary:0.1\n",
+        ),
+        (
+            &["capacity", "--rollout", "canary:0"],
+            "error: --rollout canary:0: canary fraction must lie in [1e-6, 1], got 0\n",
+        ),
+        (
+            &["capacity", "--rollout-trace", "bursty"],
+            "error: --rollout-trace and --mitigation-delay shape a canary; give --rollout canary:FRACTION too\n",
+        ),
         (
             &["capacity", "--speculative", "0"],
             "error: --speculative 0: speculative decoding: k = 0 drafts nothing; k must be at least 1 (or leave speculation off)\n",

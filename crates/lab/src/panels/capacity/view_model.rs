@@ -416,6 +416,9 @@ impl Form for CapacityForm {
                 baseline: NamedPolicy::baseline(),
                 last_known_good: None,
                 speculation: None,
+                owners: Default::default(),
+                rollout: None,
+                rollout_trace: None,
             })
         })
     }
