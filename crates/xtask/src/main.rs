@@ -259,10 +259,12 @@ fn test(root: &Path) -> Result<(), String> {
     let path = tool_path(root);
 
     run(cargo().args(["fmt", "--all", "--check"]))?;
-    // The lab twice: the page alone, and with the model worker's code (`worker` feature).
+    // The lab three times: the page alone, with the model worker's code (`worker` feature),
+    // and with the capacity planner's (`planner` feature).
     // The trainer (candle) is outside the default members; its parity test still runs here.
     clippy(&[])?;
     clippy(&["-p", "lab", "--features", "worker"])?;
+    clippy(&["-p", "lab", "--features", "planner"])?;
     clippy(&["-p", "trainer"])?;
 
     // Architecture invariants: the policy core is pure; it, the model and the tokenizer build
@@ -290,6 +292,16 @@ fn test(root: &Path) -> Result<(), String> {
         &["model", "tokenizer", "gpu", "wgpu"],
     )?;
     lint(&["-p", "lab", "--bin", "lab", "--target", WASM_TARGET])?;
+    lint(&[
+        "-p",
+        "lab",
+        "--bin",
+        "planner",
+        "--features",
+        "planner",
+        "--target",
+        WASM_TARGET,
+    ])?;
     run(cargo().args([
         "build",
         "-p",
@@ -308,7 +320,7 @@ fn test(root: &Path) -> Result<(), String> {
     // The GPU runtime's browser-only code is linted too.
     lint(&["-p", "gpu", "--target", WASM_TARGET])?;
 
-    run(cargo().args(["test", "--features", "lab/worker"]))?;
+    run(cargo().args(["test", "--features", "lab/worker,lab/planner"]))?;
     run(cargo().args(["test", "-p", "trainer"]))?;
 
     run(Command::new("trunk")
