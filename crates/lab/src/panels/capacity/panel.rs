@@ -13,24 +13,17 @@ use std::sync::Arc;
 use leptos::prelude::*;
 
 use crate::panels::capacity::view_model::{
-    field_named, hardware_options, model_options, trace_options, weight_options, CapacityForm,
-    BATCHINGS, PLAN_ID,
+    hardware_options, model_options, trace_options, weight_options, CapacityForm, News, Outcome,
+    PlanRun, BATCHINGS, PLAN_ID,
 };
-use crate::planner::protocol::{Block, Part, PlanDisplay, Planner, PlannerEvent, PlannerJob};
+use crate::planner::protocol::{Block, Part, PlanDisplay, Planner, PlannerEvent};
 use crate::shell::url;
 use crate::shell::web::{download, now_ms};
 use crate::widgets::chart::data_table;
 use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, Choice, Field};
-use crate::widgets::form::{problem_at, problem_id, Form, ProblemSummary, Problems};
+use crate::widgets::form::{problem_at, problem_id, Form, ProblemSummary};
 use crate::worker::link::PanelLink;
-
-/// What the last press of Plan gave, with the form it planned: the plan's own problems
-/// hold only while the form is that one.
-type Outcome = (CapacityForm, Result<Arc<PlanDisplay>, Problems>);
-
-/// The plan out at the worker: its job id, its form and when Plan was pressed.
-type Pending = (u64, CapacityForm, f64);
 
 #[component]
 pub fn CapacityPanel() -> impl IntoView {
@@ -98,99 +91,47 @@ pub fn CapacityPanel() -> impl IntoView {
     });
     let problem = problem_at(problems);
 
-    let planning = RwSignal::new(false);
     let status = RwSignal::new(String::new());
     let use_known_good = RwSignal::new(false);
-    // The last configuration this session released, as the worker wrote it (the JSON of a
-    // known-good plan): the "last known-good" when asked for.
-    let last_released = StoredValue::new(None::<String>);
+    let run = StoredValue::new(PlanRun::default());
+    // `PlanRun::busy`, for the Plan button.
+    let planning = RwSignal::new(false);
     let planner = PanelLink::<Planner>::new();
-    let pending = StoredValue::new(None::<Pending>);
-    let jobs = StoredValue::new(0u64);
 
-    // News of the plan out, or of the worker; news of an older job is dropped.
-    let on_event = move |event: PlannerEvent| {
-        let current = |id: u64| pending.with_value(|p| p.as_ref().is_some_and(|p| p.0 == id));
-        let finish = |result: Result<Arc<PlanDisplay>, Problems>| {
-            planning.set(false);
-            if let Some((_, planned, _)) = pending.try_update_value(Option::take).flatten() {
-                outcome.set(Some((planned, result)));
-            }
-        };
-        match event {
-            PlannerEvent::Progress { id, done, total } if current(id) => status.set(format!(
-                "Planning… {done} of {total} configurations simulated."
-            )),
-            PlannerEvent::Planned { id, display } if current(id) => {
-                let took = pending.with_value(|p| p.as_ref().map_or(0.0, |p| now_ms() - p.2));
-                if let Some(released) = &display.released {
-                    last_released.set_value(Some(released.clone()));
-                }
-                status.set(format!(
-                    "Planned {} configurations in {took:.0} ms. {}",
-                    display.configurations, display.verdict
-                ));
-                finish(Ok(Arc::new(*display)));
-            }
-            PlannerEvent::Problems { id, problems } if current(id) => {
-                let mut found = Problems::default();
-                for (field, message) in problems {
-                    found.add(field_named(&field), message);
-                }
-                status.set("The plan did not run; the reason is listed above.".into());
-                finish(Err(found));
-            }
-            PlannerEvent::Failed(message) => {
-                planning.set(false);
-                pending.set_value(None);
-                status.set(message);
-            }
-            PlannerEvent::Panicked(message) => {
-                // The worker is gone; the next press of Plan starts a new one.
-                planner.discard();
-                planning.set(false);
-                pending.set_value(None);
-                status.set(format!(
-                    "The capacity planner hit an internal error and stopped: {message}. Press Plan to start a new one."
-                ));
-            }
-            // Ready is the link's, and news of an older job is stale.
-            _ => {}
+    let show = move |news: News| {
+        planning.set(run.with_value(PlanRun::busy));
+        if news.discard_worker {
+            planner.discard();
+        }
+        status.set(news.status);
+        if let Some(result) = news.outcome {
+            outcome.set(Some(result));
         }
     };
-
-    let start = move |_| {
-        if planning.get_untracked() {
-            return;
+    let on_event = move |event: PlannerEvent| {
+        if let Some(news) = run.try_update_value(|r| r.apply(event, now_ms())).flatten() {
+            show(news);
         }
+    };
+    let start = move |_| {
         if checked.with_untracked(Option::is_some) {
             status.set("The plan did not run; the fields listed above need a change.".into());
             outcome.set(None);
             return;
         }
-        let planned = form.get_untracked();
-        let id = jobs.get_value() + 1;
-        jobs.set_value(id);
-        let job = PlannerJob {
-            id,
-            form: planned
-                .to_pairs()
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-            known_good: if use_known_good.get_untracked() {
-                last_released.get_value()
-            } else {
-                None
-            },
+        let (planned, known) = (form.get_untracked(), use_known_good.get_untracked());
+        let Some(job) = run
+            .try_update_value(|r| r.start(planned, known, now_ms()))
+            .flatten()
+        else {
+            return;
         };
-        pending.set_value(Some((id, planned, now_ms())));
         planning.set(true);
         status.set("Planning…".into());
         if let Err(message) = planner.send(&job, on_event) {
-            planning.set(false);
-            pending.set_value(None);
-            status.set(message);
+            if let Some(news) = run.try_update_value(|r| r.could_not_start(message)) {
+                show(news);
+            }
         }
     };
 

@@ -1,7 +1,8 @@
 //! The capacity planner's form as plain data: its text (from the URL or the inputs) checks
 //! into [`capacity::PlanInputs`] or into every field's problem. The page checks it as the
 //! fields change; the planner worker reads the same pairs and checks them again before it
-//! plans ([`crate::panels::capacity::display`]), so both hold the same rules.
+//! plans (`display.rs`, built into the worker only), so both hold the same rules.
+//! [`PlanRun`] is the Plan button's state: the job out at the worker and what its news means.
 //!
 //! URL keys (each optional; a value that does not read stays in its field and is reported
 //! there, and a name a select does not offer is reported at the select, which keeps its
@@ -21,6 +22,7 @@
 //! limit, about 0.7 s and 0.9 s.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use capacity::{
     figure, Arrivals, Batching, Calibration, CapacityError, HardwareProfile, ModelProfile,
@@ -28,6 +30,7 @@ use capacity::{
     MAX_LOAD_SCALE, MAX_RATE_PER_S, MIN_LOAD_SCALE, MIN_RATE_PER_S, MIN_SLO_S,
 };
 
+use crate::planner::protocol::{PlanDisplay, PlannerEvent, PlannerJob};
 use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
 use crate::widgets::number::{number_in, sentence, whole_in};
 
@@ -623,9 +626,140 @@ pub fn weight_options() -> Vec<(String, String)> {
     .to_vec()
 }
 
+/// What the last press of Plan gave, with the form it planned: the plan's own problems
+/// hold only while the form is that one.
+pub type Outcome = (CapacityForm, Result<Arc<PlanDisplay>, Problems>);
+
+/// The Plan button's state: the job out at the planner worker, what the worker's news means
+/// for the status line and the result, and the configuration a later plan may degrade to.
+#[derive(Debug, Default)]
+pub struct PlanRun {
+    /// Jobs sent so far; the next one's id is one more.
+    sent: u64,
+    /// The job out: its id, its form, and the page's clock when Plan was pressed.
+    pending: Option<(u64, CapacityForm, f64)>,
+    /// The last configuration this session released, as the worker wrote it (the JSON of a
+    /// known-good plan).
+    last_released: Option<String>,
+}
+
+/// What a piece of the worker's news changes on the page.
+#[derive(Clone, Debug, PartialEq)]
+pub struct News {
+    pub status: String,
+    /// The plan's result, once it is over.
+    pub outcome: Option<Outcome>,
+    /// The worker panicked and is gone: drop it, and the next Plan starts another.
+    pub discard_worker: bool,
+}
+
+impl PlanRun {
+    /// Whether a plan is out (the Plan button waits).
+    pub fn busy(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// The job for a press of Plan at `now_ms` on a checked `form`, degrading to this
+    /// session's last released configuration when `use_known_good`; `None` while one is out.
+    pub fn start(
+        &mut self,
+        form: CapacityForm,
+        use_known_good: bool,
+        now_ms: f64,
+    ) -> Option<PlannerJob> {
+        if self.busy() {
+            return None;
+        }
+        self.sent += 1;
+        let job = PlannerJob {
+            id: self.sent,
+            form: form
+                .to_pairs()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            known_good: use_known_good.then(|| self.last_released.clone()).flatten(),
+        };
+        self.pending = Some((self.sent, form, now_ms));
+        Some(job)
+    }
+
+    /// The job could not be sent: nothing is out, and the status says why.
+    pub fn could_not_start(&mut self, message: String) -> News {
+        self.pending = None;
+        News {
+            status: message,
+            outcome: None,
+            discard_worker: false,
+        }
+    }
+
+    /// What `event`, arriving at `now_ms`, changes; `None` for news of an older job.
+    pub fn apply(&mut self, event: PlannerEvent, now_ms: f64) -> Option<News> {
+        let current = |id: u64| self.pending.as_ref().is_some_and(|p| p.0 == id);
+        let news = |status: String| News {
+            status,
+            outcome: None,
+            discard_worker: false,
+        };
+        match event {
+            PlannerEvent::Progress { id, done, total } if current(id) => Some(news(format!(
+                "Planning… {done} of {total} configurations simulated."
+            ))),
+            PlannerEvent::Planned { id, display } if current(id) => {
+                let (_, planned, started) = self.pending.take()?;
+                if let Some(released) = &display.released {
+                    self.last_released = Some(released.clone());
+                }
+                Some(News {
+                    // The page's own time: the worker's round trip is part of the wait.
+                    status: format!(
+                        "Planned {} configurations in {:.0} ms. {}",
+                        display.configurations,
+                        now_ms - started,
+                        display.verdict
+                    ),
+                    outcome: Some((planned, Ok(Arc::new(*display)))),
+                    discard_worker: false,
+                })
+            }
+            PlannerEvent::Problems { id, problems } if current(id) => {
+                let (_, planned, _) = self.pending.take()?;
+                let mut found = Problems::default();
+                for (field, message) in problems {
+                    found.add(field_named(&field), message);
+                }
+                Some(News {
+                    status: "The plan did not run; the reason is listed above.".into(),
+                    outcome: Some((planned, Err(found))),
+                    discard_worker: false,
+                })
+            }
+            PlannerEvent::Failed(message) => {
+                self.pending = None;
+                Some(news(message))
+            }
+            PlannerEvent::Panicked(message) => {
+                self.pending = None;
+                Some(News {
+                    status: format!(
+                        "The capacity planner hit an internal error and stopped: {message}. Press Plan to start a new one."
+                    ),
+                    outcome: None,
+                    discard_worker: true,
+                })
+            }
+            // Ready is the link's, and news of an older job is stale.
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::planner::protocol::{ReportFile, SweepChart};
+    use crate::widgets::chart::Table;
 
     /// Each problem as (field, message), in the form's order.
     fn named(problems: &Problems) -> Vec<(&str, &str)> {
@@ -844,5 +978,143 @@ mod tests {
             Ok(Batching::ChunkedPrefill { token_budget: 64 })
         );
         assert!(batching_named("dynamic", 64).is_err());
+    }
+
+    /// A display with only what the status line and the known-good path read.
+    fn shown(configurations: usize, verdict: &str, released: Option<&str>) -> PlanDisplay {
+        let table = Table {
+            class: "mirror".into(),
+            id: None,
+            caption: String::new(),
+            headers: Vec::new(),
+            rows: Vec::new(),
+        };
+        let file = ReportFile {
+            name: "plan.md".into(),
+            mime: "text/markdown".into(),
+            text: String::new(),
+        };
+        PlanDisplay {
+            configurations,
+            kind: "release".into(),
+            verdict: verdict.into(),
+            reason: String::new(),
+            failed_gates: Vec::new(),
+            chart: SweepChart {
+                width: 1.0,
+                height: 1.0,
+                left: 0.0,
+                right: 0.0,
+                top: 0.0,
+                bottom: 0.0,
+                summary: String::new(),
+                x_ticks: Vec::new(),
+                y_ticks: Vec::new(),
+                slo_x: 0.0,
+                slo_label: String::new(),
+                points: Vec::new(),
+                curve: Vec::new(),
+            },
+            sweep_table: table,
+            parts: Vec::new(),
+            markdown: file.clone(),
+            json: file,
+            released: released.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_plan_run_sends_the_form_shows_progress_and_times_the_round_trip() {
+        let mut run = PlanRun::default();
+        let job = run.start(small(), true, 1000.0).unwrap();
+        assert_eq!(job.id, 1);
+        assert_eq!(
+            job.form,
+            small()
+                .to_pairs()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(job.known_good, None, "nothing released yet");
+        assert!(run.busy() && run.start(small(), false, 1001.0).is_none());
+
+        let progress = PlannerEvent::Progress {
+            id: 1,
+            done: 6,
+            total: 120,
+        };
+        let news = run.apply(progress, 1100.0).unwrap();
+        assert_eq!(news.status, "Planning… 6 of 120 configurations simulated.");
+        assert_eq!(news.outcome, None);
+        let stale = PlannerEvent::Progress {
+            id: 0,
+            done: 1,
+            total: 2,
+        };
+        assert_eq!(run.apply(stale, 1100.0), None);
+
+        let display = shown(120, "Release: the fastest.", Some("{\"name\":\"x\"}"));
+        let planned = PlannerEvent::Planned {
+            id: 1,
+            display: Box::new(display.clone()),
+        };
+        let news = run.apply(planned, 1250.4).unwrap();
+        assert_eq!(
+            news.status,
+            "Planned 120 configurations in 250 ms. Release: the fastest."
+        );
+        assert_eq!(news.outcome, Some((small(), Ok(Arc::new(display)))));
+        assert!(!run.busy() && !news.discard_worker);
+
+        // The next plan may degrade to what this one released; a degraded plan keeps it.
+        let job = run.start(CapacityForm::default(), true, 2000.0).unwrap();
+        assert_eq!(job.id, 2);
+        assert_eq!(job.known_good.as_deref(), Some("{\"name\":\"x\"}"));
+        let degraded = PlannerEvent::Planned {
+            id: 2,
+            display: Box::new(shown(120, "Degrade to …", None)),
+        };
+        run.apply(degraded, 2100.0).unwrap();
+        let job = run.start(CapacityForm::default(), false, 3000.0).unwrap();
+        assert_eq!(job.known_good, None, "unless the box is ticked");
+        run.apply(PlannerEvent::Failed("x".into()), 3001.0);
+        let job = run.start(CapacityForm::default(), true, 3002.0).unwrap();
+        assert_eq!(job.known_good.as_deref(), Some("{\"name\":\"x\"}"));
+    }
+
+    #[test]
+    fn a_plan_runs_problems_land_at_their_fields_and_a_panic_drops_the_worker() {
+        let mut run = PlanRun::default();
+        run.start(small(), false, 0.0).unwrap();
+        let problems = PlannerEvent::Problems {
+            id: 1,
+            problems: vec![
+                ("cap-rate".into(), "Too fast.".into()),
+                ("somewhere".into(), "Odd.".into()),
+            ],
+        };
+        let news = run.apply(problems, 5.0).unwrap();
+        let mut expected = Problems::one("cap-rate", "Too fast.");
+        expected.add(PLAN_ID, "Odd.");
+        assert_eq!(news.outcome, Some((small(), Err(expected))));
+        assert!(!run.busy());
+
+        run.start(small(), false, 10.0).unwrap();
+        let news = run
+            .apply(PlannerEvent::Panicked("index out of bounds".into()), 11.0)
+            .unwrap();
+        assert!(news.discard_worker && !run.busy());
+        assert!(
+            news.status.contains("index out of bounds"),
+            "{}",
+            news.status
+        );
+
+        run.start(small(), false, 20.0).unwrap();
+        let news = run.could_not_start("No worker.".into());
+        assert_eq!(news.status, "No worker.");
+        assert!(!run.busy());
+        assert_eq!(run.apply(PlannerEvent::Ready, 21.0), None);
     }
 }
