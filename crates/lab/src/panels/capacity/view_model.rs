@@ -395,8 +395,8 @@ impl Form for CapacityForm {
             if points * r > MAX_WORK {
                 let message = format!(
                     "The sweep would simulate {points} configurations of {r} requests, {} \
-                     requests in all; the lab stops at {MAX_WORK} so that the page stays \
-                     responsive. Lower the request count or sweep fewer settings \
+                     requests in all; the lab stops at {MAX_WORK} so that a plan takes a \
+                     second or so. Lower the request count or sweep fewer settings \
                      (decode-lab's capacity command has no such limit).",
                     points * r
                 );
