@@ -125,14 +125,45 @@ test('a generation on the CPU, with its trace, chart and tooltips, passes axe-co
   await context.close();
 });
 
-test('the capacity planner plans, shows the decision and its sweep as chart and table, and passes axe-core', async () => {
-  const { context, page, errors } = await open('?panel=capacity');
+test('the capacity planner plans in its worker with progress, shows the decision and its sweep as chart and table, and passes axe-core', async () => {
+  const { context, page, errors } = await open(null);
+  // Every Web Worker the page starts, by script: the planner starts on the first Plan only.
+  await page.addInitScript(() => {
+    const Native = window.Worker;
+    window.startedWorkers = [];
+    window.Worker = class extends Native {
+      constructor(script, options) {
+        super(script, options);
+        window.startedWorkers.push(String(script));
+      }
+    };
+  });
+  await page.goto(`${url}?panel=capacity`);
+  await page.locator('#cap-plan').waitFor();
+  assert.deepEqual(await page.evaluate(() => window.startedWorkers), [], 'no worker before Plan');
+  // Every text the status line shows, as it changes: the planner's progress, then the result.
+  await page.evaluate(() => {
+    window.statusTexts = [];
+    const status = document.querySelector('.capacity p.progress');
+    new MutationObserver(() => window.statusTexts.push(status.textContent))
+      .observe(status, { childList: true, characterData: true, subtree: true });
+  });
   await page.locator('#cap-plan').click();
   await page.locator('.cap-decision').waitFor({ timeout: RUN_TIMEOUT });
-  const kind = await page.locator('.cap-decision').getAttribute('data-kind');
-  assert.ok(['release', 'degrade-to-baseline', 'degrade-to-last-known-good'].includes(kind), kind);
+  // The default plan releases (as the lab's native test of the same plan asserts).
+  assert.equal(await page.locator('.cap-decision').getAttribute('data-kind'), 'release');
   const rows = await page.locator('#cap-sweep-table tbody tr').count();
-  assert.ok(rows > 0, 'the sweep has rows');
+  assert.equal(rows, 120, 'a row per configuration');
+  const texts = await page.evaluate(() => window.statusTexts);
+  assert.ok(texts.some((t) => /^Planning… \d+ of 120 configurations simulated\.$/.test(t)), `no progress among ${JSON.stringify(texts)}`);
+  const [, tookMs] = texts.at(-1).match(/^Planned 120 configurations in (\d+) ms\. Release: /) ?? [];
+  assert.ok(tookMs, `the status after the plan is ${JSON.stringify(texts.at(-1))}`);
+  const reports = texts.filter((t) => t.startsWith('Planning… ')).length;
+  console.log(`BENCH capacity plan configurations=120 requests=2000 page_ms=${tookMs} progress_lines=${reports}`);
+  for (const id of ['cap-sweep-table', 'cap-contract-table', 'cap-latency-table', 'cap-bottleneck-table', 'cap-quality-table', 'cap-cost-table']) {
+    assert.ok(await page.locator(`#${id} tbody tr`).count() > 0, `${id} has rows`);
+  }
+  assert.ok(await page.locator('#cap-sweep-table td[data-value]').count() > rows, 'numeric cells carry data-value');
   await assertAccessible(page, 'capacity after planning');
   await page.screenshot({ path: join(SHOTS, 'capacity-plan.png'), fullPage: true });
   // An SLO nothing meets degrades to the named baseline and says which gate failed.
@@ -140,6 +171,11 @@ test('the capacity planner plans, shows the decision and its sweep as chart and 
   await page.locator('#cap-plan').click();
   await page.waitForFunction(() => document.querySelector('.cap-decision')?.dataset.kind === 'degrade-to-baseline', null, { timeout: RUN_TIMEOUT });
   assert.match(await page.locator('.cap-decision').textContent(), /TTFT|first token/i);
+  // With the box ticked, it degrades to the configuration this session released first.
+  await page.locator('#cap-known-good').check();
+  await page.locator('#cap-plan').click();
+  await page.waitForFunction(() => document.querySelector('.cap-decision')?.dataset.kind === 'degrade-to-last-known-good', null, { timeout: RUN_TIMEOUT });
+  assert.deepEqual(await page.evaluate(() => window.startedWorkers), ['planner_loader.js'], 'one planner, reused');
   assert.deepEqual(errors, []);
   await context.close();
 });
@@ -392,7 +428,7 @@ test('the page stays responsive while the worker generates, and Cancel stops wit
   await gpuBrowser.close();
 });
 
-test('no request leaves the origin; after a first visit the lab loads and generates offline', async () => {
+test('no request leaves the origin; after a first visit the lab loads, generates and plans offline', async () => {
   const { context, page, errors, requests } = await open('?panel=generate&backend=cpu&max=6&run=1');
   await generated(page);
   await page.evaluate(() => navigator.serviceWorker.ready.then(() => true));
@@ -406,6 +442,10 @@ test('no request leaves the origin; after a first visit the lab loads and genera
   await page.getByRole('button', { name: 'Generate', exact: true }).click();
   const record = await generated(page);
   assert.equal(record.steps.length, 6);
+  // The planner's worker comes from the service worker's cache too.
+  await page.goto(`${url}?panel=capacity&cap_n=300`);
+  await page.locator('#cap-plan').click();
+  await page.locator('.cap-decision').waitFor({ timeout: RUN_TIMEOUT });
   await page.goto(`${url}?panel=kv-cache`);
   await page.locator('#kv-cache-title').waitFor();
   assert.deepEqual(errors, []);
@@ -432,11 +472,14 @@ async function loadFigures(label, launchArgs) {
   await b.close();
 }
 
-// The size budgets of issue 12: the page's own wasm and JS (everything but the model worker's
-// files and the service worker) at most 500,000 bytes gzipped, page and worker together at
-// most 1,000,000. Load times are printed, not asserted.
+// The size budgets of issue 12: the page's own wasm and JS (everything but the two workers'
+// files and the service worker) at most 500,000 bytes gzipped, page and model worker together
+// at most 1,000,000. Issue 13's capacity planner worker is budgeted on its own: its measured
+// size when it moved out of the page (195,396 bytes), rounded up to the next 50,000.
+// Load times are printed, not asserted.
 const PAGE_BUDGET_GZIP = 500_000;
 const TOTAL_BUDGET_GZIP = 1_000_000;
+const PLANNER_BUDGET_GZIP = 200_000;
 
 test('the page and the worker stay within their size budgets; load times are printed', async () => {
   // Not counted: the service worker, and embed.js, which runs on course pages, not in the lab.
@@ -444,14 +487,18 @@ test('the page and the worker stay within their size budgets; load times are pri
   const gz = (path) => gzipSync(readFileSync(path), { level: 9 }).length;
   const code = files.reduce((sum, f) => sum + gz(join(DIST, f)), 0);
   const raw = files.reduce((sum, f) => sum + statSync(join(DIST, f)).size, 0);
+  const sum = (names) => names.reduce((total, f) => total + gz(join(DIST, f)), 0);
   const workerFiles = files.filter((f) => f.startsWith('worker'));
   assert.ok(workerFiles.some((f) => f.endsWith('.wasm')), `no worker wasm among ${files.join(', ')}`);
-  const pageFiles = files.filter((f) => !f.startsWith('worker'));
+  const plannerFiles = files.filter((f) => f.startsWith('planner'));
+  assert.ok(plannerFiles.some((f) => f.endsWith('.wasm')), `no planner wasm among ${files.join(', ')}`);
+  const pageFiles = files.filter((f) => !f.startsWith('worker') && !f.startsWith('planner'));
   assert.ok(pageFiles.some((f) => f.endsWith('.wasm')), `no page wasm among ${files.join(', ')}`);
-  const page = pageFiles.reduce((sum, f) => sum + gz(join(DIST, f)), 0);
-  console.log(`BENCH size page_gzip_bytes=${page} worker_gzip_bytes=${code - page}`);
+  const [page, worker, planner] = [pageFiles, workerFiles, plannerFiles].map(sum);
+  console.log(`BENCH size page_gzip_bytes=${page} worker_gzip_bytes=${worker} planner_gzip_bytes=${planner}`);
   assert.ok(page <= PAGE_BUDGET_GZIP, `the page's wasm and JS are ${page} bytes gzipped, over ${PAGE_BUDGET_GZIP}`);
-  assert.ok(code <= TOTAL_BUDGET_GZIP, `page and worker are ${code} bytes gzipped, over ${TOTAL_BUDGET_GZIP}`);
+  assert.ok(page + worker <= TOTAL_BUDGET_GZIP, `page and model worker are ${page + worker} bytes gzipped, over ${TOTAL_BUDGET_GZIP}`);
+  assert.ok(planner <= PLANNER_BUDGET_GZIP, `the planner's wasm and JS are ${planner} bytes gzipped, over ${PLANNER_BUDGET_GZIP}`);
   const modelDir = join(DIST, 'models', 'decode-lab-tiny-v1');
   const weights = readdirSync(modelDir).filter((f) => f.endsWith('.safetensors'))
     .map((f) => `${f}=${gz(join(modelDir, f))}`).join(' ');

@@ -8,6 +8,8 @@ const MODEL_FILES = ['config.json', 'tokenizer.json', 'model.f32.safetensors', '
   .map((f) => `models/decode-lab-tiny-v1/${f}`);
 // The model worker's files: Trunk does not hash a worker's names, and the page does not name them.
 const WORKER_FILES = ['worker_loader.js', 'worker.js', 'worker_bg.wasm'];
+// The capacity planner's worker, likewise: cached at install, so Plan works offline.
+const PLANNER_FILES = ['planner_loader.js', 'planner.js', 'planner_bg.wasm'];
 
 const scope = () => new URL(self.registration.scope);
 const sameOrigin = (url) => new URL(url).origin === self.location.origin;
@@ -21,7 +23,7 @@ self.addEventListener('install', (event) => {
     const named = [...html.matchAll(/(?:href|src)="([^"#]+)"/g)]
       .map((m) => new URL(m[1], scope()).href)
       .filter((u) => sameOrigin(u) && !u.startsWith('data:'));
-    const files = [...MODEL_FILES, ...WORKER_FILES].map((f) => new URL(f, scope()).href);
+    const files = [...MODEL_FILES, ...WORKER_FILES, ...PLANNER_FILES].map((f) => new URL(f, scope()).href);
     await cache.addAll([...new Set([...named, ...files])]);
     await self.skipWaiting();
   })());

@@ -1,10 +1,12 @@
-//! The browser lab: two wasm binaries from one crate. The page (`main.rs`) is the [`shell`]
+//! The browser lab: three wasm binaries from one crate. The page (`main.rs`) is the [`shell`]
 //! and the [`panels`]; the model worker (`bin/worker.rs`) is [`worker::host`] and
-//! [`worker::runner`]. ARCHITECTURE.md has the map.
+//! [`worker::runner`]; the capacity planner (`bin/planner.rs`) is [`planner::host`].
+//! ARCHITECTURE.md has the map.
 
 #![forbid(unsafe_code)]
 
 mod panels;
+pub mod planner;
 mod shell;
 #[cfg(all(test, feature = "worker"))]
 mod test_support;

@@ -255,15 +255,54 @@ fn lint(args: &[&str]) -> Result<(), String> {
         .args(["--", "-D", "warnings"]))
 }
 
+/// Symbols (as segments of their mangled names) of the capacity plan: the simulator and the
+/// report. Only the planner worker links them.
+const PLANNING: [&str; 2] = ["8capacity3sim8simulate", "8capacity6report"];
+
+/// The page does not plan: in Trunk's release build, the page's wasm (before wasm-opt, with
+/// its name section) names no function of the capacity simulator or report. The planner's
+/// wasm must name them, or the scan could not see them in the page's either.
+fn check_page_does_not_plan(target: &Path) -> Result<(), String> {
+    let read = |profile: &str, bin: &str| {
+        let path = target
+            .join(WASM_TARGET)
+            .join(profile)
+            .join(format!("{bin}.wasm"));
+        std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let page = read("wasm-release", "lab")?;
+    let planner = read("wasm-planner", "planner")?;
+    for symbol in PLANNING {
+        if !names(&planner, symbol) {
+            return Err(format!(
+                "the planner's wasm names no {symbol}: without names, the page's cannot be checked"
+            ));
+        }
+        if names(&page, symbol) {
+            return Err(format!(
+                "the page's wasm links {symbol}: the capacity plan must run in the planner worker"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `wasm` holds `symbol`'s bytes (a name of its name section).
+fn names(wasm: &[u8], symbol: &str) -> bool {
+    wasm.windows(symbol.len()).any(|w| w == symbol.as_bytes())
+}
+
 fn test(root: &Path) -> Result<(), String> {
     install(root)?;
     let path = tool_path(root);
 
     run(cargo().args(["fmt", "--all", "--check"]))?;
-    // The lab twice: the page alone, and with the model worker's code (`worker` feature).
+    // The lab three times: the page alone, with the model worker's code (`worker` feature),
+    // and with the capacity planner's (`planner` feature).
     // The trainer (candle) is outside the default members; its parity test still runs here.
     clippy(&[])?;
     clippy(&["-p", "lab", "--features", "worker"])?;
+    clippy(&["-p", "lab", "--features", "planner"])?;
     clippy(&["-p", "trainer"])?;
 
     // Architecture invariants: the policy core is pure; it, the model and the tokenizer build
@@ -292,6 +331,16 @@ fn test(root: &Path) -> Result<(), String> {
         &["model", "tokenizer", "gpu", "wgpu"],
     )?;
     lint(&["-p", "lab", "--bin", "lab", "--target", WASM_TARGET])?;
+    lint(&[
+        "-p",
+        "lab",
+        "--bin",
+        "planner",
+        "--features",
+        "planner",
+        "--target",
+        WASM_TARGET,
+    ])?;
     run(cargo().args([
         "build",
         "-p",
@@ -312,7 +361,7 @@ fn test(root: &Path) -> Result<(), String> {
     // The GPU runtime's browser-only code is linted too.
     lint(&["-p", "gpu", "--target", WASM_TARGET])?;
 
-    run(cargo().args(["test", "--features", "lab/worker"]))?;
+    run(cargo().args(["test", "--features", "lab/worker,lab/planner"]))?;
     run(cargo().args(["test", "-p", "trainer"]))?;
 
     run(Command::new("trunk")
@@ -322,9 +371,30 @@ fn test(root: &Path) -> Result<(), String> {
     let target = env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
+    check_page_does_not_plan(&target)?;
     run(Command::new("node")
         .args(["--test", "e2e/"])
         .env("DIST_DIR", root.join("dist"))
         .env("DECODE_LAB_BIN", target.join("debug/decode-lab"))
         .env("CHROMIUM", CHROMIUM))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The legacy mangling rustc writes into a wasm's name section (length-prefixed path
+    /// segments, then the hash), written out by hand.
+    #[test]
+    fn a_mangled_name_is_found_by_its_segments() {
+        let section = b"\x00\x04name_ZN8capacity3sim8simulate17h667b3a0fae060140E\x01";
+        assert!(names(section, PLANNING[0]));
+        assert!(!names(section, PLANNING[1]));
+        assert!(names(
+            b"_ZN8capacity6report13quality_gates17h10f1E",
+            PLANNING[1]
+        ));
+        assert!(!names(b"_ZN8capacity3sim3Slo8validate17hE", PLANNING[0]));
+        assert!(!names(b"", PLANNING[0]));
+    }
 }

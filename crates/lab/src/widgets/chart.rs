@@ -9,6 +9,7 @@
 //! header is `scope="row"`.
 
 use leptos::prelude::*;
+use serde::{Deserialize, Serialize};
 
 /// Room above the tallest column (more when columns carry end text), and under the baseline
 /// for the ticks.
@@ -25,10 +26,11 @@ const FILL: f64 = 0.7;
 const MOST_TICKS: usize = 16;
 
 /// One table cell after the row's header.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
-    text: String,
-    value: Option<String>,
+    pub text: String,
+    /// The number in full, for the cell's `data-value`.
+    pub value: Option<String>,
 }
 
 impl Cell {
@@ -309,28 +311,75 @@ pub fn BarChart(
             ),
         ),
     };
-    let body = bars
-        .into_iter()
-        .map(|b| {
-            let cells = b
-                .cells
-                .into_iter()
-                .map(|c| view! { <td data-value=c.value>{c.text}</td> })
-                .collect_view();
-            view! {
-                <tr class=b.row_class>
-                    <th scope="row">{b.label}</th>
-                    {cells}
-                </tr>
-            }
-        })
-        .collect_view();
+    let body = body_rows(bars.into_iter().map(|b| Row {
+        class: b.row_class.map(str::to_string),
+        header: b.label,
+        cells: b.cells,
+    }));
     view! {
         <svg class="chart" viewBox=format!("0 0 {width} {height}") role="img" aria-label=summary>
             {elements}
         </svg>
         {children.map(|c| c())}
         {mirror_table("mirror", table_id, None, caption, headers, body)}
+    }
+}
+
+/// One body row of a table: its class, its header cell and its other cells.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub class: Option<String>,
+    pub header: String,
+    pub cells: Vec<Cell>,
+}
+
+/// A whole table as data, for results built away from the page (the capacity planner's, in
+/// its worker): the page draws any such table with [`data_table`], so a new one costs the
+/// page's wasm nothing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Table {
+    pub class: String,
+    pub id: Option<String>,
+    pub caption: String,
+    pub headers: Vec<String>,
+    pub rows: Vec<Row>,
+}
+
+/// The body rows of a table, every table's: the header cell is `scope="row"`, and a number
+/// is written in full in its cell's `data-value`.
+pub fn body_rows(rows: impl IntoIterator<Item = Row>) -> impl IntoView {
+    rows.into_iter()
+        .map(|r| {
+            let cells = r
+                .cells
+                .into_iter()
+                .map(|c| view! { <td data-value=c.value>{c.text}</td> })
+                .collect_view();
+            view! {
+                <tr class=r.class>
+                    <th scope="row">{r.header}</th>
+                    {cells}
+                </tr>
+            }
+        })
+        .collect_view()
+}
+
+/// A [`Table`], drawn as [`mirror_table`] draws one.
+pub fn data_table(table: Table) -> impl IntoView {
+    let head = table
+        .headers
+        .into_iter()
+        .map(|c| view! { <th scope="col">{c}</th> })
+        .collect_view();
+    view! {
+        <table class=table.class id=table.id>
+            <caption>{table.caption}</caption>
+            <thead>
+                <tr>{head}</tr>
+            </thead>
+            <tbody>{body_rows(table.rows)}</tbody>
+        </table>
     }
 }
 

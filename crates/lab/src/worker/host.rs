@@ -10,25 +10,13 @@ use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::worker::protocol::{from_js, to_js, Event, Job};
+use crate::worker::protocol::{from_js, Event, Job};
 use crate::worker::runner::{run, Engine};
-
-fn scope() -> Option<web_sys::DedicatedWorkerGlobalScope> {
-    js_sys::global().dyn_into().ok()
-}
-
-fn post(event: &Event) {
-    if let (Some(scope), Ok(value)) = (scope(), to_js(event)) {
-        let _ = scope.post_message(&value);
-    }
-}
+use crate::worker::scope::{post, report_panics, scope};
 
 /// Installs the panic report and the message handler; the worker then waits for jobs.
 pub fn start() {
-    std::panic::set_hook(Box::new(|info| {
-        console_error_panic_hook::hook(info);
-        post(&Event::Panicked(info.to_string()));
-    }));
+    report_panics(Event::Panicked);
     let Some(scope) = scope() else {
         return;
     };

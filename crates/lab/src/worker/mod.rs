@@ -1,9 +1,10 @@
 //! The model worker and the page's link to it. [`protocol`] is the one typed seam both
-//! binaries compile, and [`link`] is the page's handle on the worker. The rest is the
-//! worker's alone, built only with the `worker` feature (which brings the model, the
-//! tokenizer and the GPU runtime): [`host`] is its global scope (jobs in, events posted
-//! out), [`runner`] runs one job, [`generation`] and [`exercise`] drive the model, and
-//! [`browser`] is its fetch, clock and yield.
+//! binaries compile, and [`link`] is the page's handle on the worker (and on the capacity
+//! planner's, [`crate::planner`]); [`scope`] is a worker's own side of that link, shared by
+//! both workers. The rest is the model worker's alone, built only with the `worker` feature
+//! (which brings the model, the tokenizer and the GPU runtime): [`host`] is its global scope
+//! (jobs in, events posted out), [`runner`] runs one job, [`generation`] and [`exercise`]
+//! drive the model, and [`browser`] is its fetch, clock and yield.
 
 #[cfg(feature = "worker")]
 pub(crate) mod browser;
@@ -17,3 +18,5 @@ pub(crate) mod link;
 pub(crate) mod protocol;
 #[cfg(feature = "worker")]
 pub(crate) mod runner;
+#[cfg(any(feature = "worker", feature = "planner"))]
+pub(crate) mod scope;

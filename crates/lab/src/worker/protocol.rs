@@ -121,6 +121,24 @@ pub enum Event {
     Panicked(String),
 }
 
+/// The model worker's protocol, for the page's [`crate::worker::link::WorkerLink`].
+pub struct Model;
+
+impl crate::worker::link::Protocol for Model {
+    type Job = Job;
+    type Event = Event;
+    const SCRIPT: &'static str = "worker_loader.js";
+    const NAME: &'static str = "model worker";
+
+    fn is_ready(event: &Event) -> bool {
+        *event == Event::Ready
+    }
+
+    fn failed(message: String) -> Event {
+        Event::Failed(message)
+    }
+}
+
 /// An [`Event::Download`] in words: the file and how many of its megabytes have arrived.
 pub fn download_words(file: &str, got: f64, total: Option<f64>) -> String {
     match total {
@@ -129,9 +147,10 @@ pub fn download_words(file: &str, got: f64, total: Option<f64>) -> String {
     }
 }
 
-/// A job or an event as the message that carries it: its JSON text. Both binaries already
-/// link `serde_json` (run records are read and written as JSON), so the protocol adds no
-/// second encoder to either; u64 seeds and f64 probabilities cross exactly.
+/// A job or an event as the message that carries it: its JSON text (for the model worker's
+/// protocol and the planner's alike). Every binary already links `serde_json` (run records
+/// and reports are read and written as JSON), so a protocol adds no second encoder to any;
+/// u64 seeds and f64 probabilities cross exactly.
 pub(crate) fn to_js<T: Serialize>(value: &T) -> Result<JsValue, String> {
     serde_json::to_string(value)
         .map(|text| JsValue::from_str(&text))

@@ -3,30 +3,27 @@
 //! the release decision in words, the report's four parts and its downloads. The fields are
 //! checked as they change, each problem marked at its field and listed above the results.
 //! The logic and the URL keys are in [`crate::panels::capacity::view_model`]. The plan runs
-//! on the page's thread, after a frame has painted "Planning…" (a requestAnimationFrame,
-//! then a timeout), and the status line reports the browser's own time for it.
+//! in the planner worker ([`crate::planner`]), started by the first press of Plan and kept
+//! for the next; the status line shows its progress, then the page's own time for the plan,
+//! the worker's round trip included. What the worker sends back is already formatted
+//! ([`PlanDisplay`]): this file only draws it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use capacity::NamedPolicy;
 use leptos::prelude::*;
 
 use crate::panels::capacity::view_model::{
-    bottleneck_rows, contract_rows, decision_words, figure, hardware_options, known_good,
-    model_options, percent, plan, report_file, seconds, trace_options, weight_options,
-    CapacityForm, PlanView, SweepPoint, BATCHINGS, PLAN_ID,
+    hardware_options, model_options, trace_options, weight_options, CapacityForm, News, Outcome,
+    PlanRun, BATCHINGS, PLAN_ID,
 };
+use crate::planner::protocol::{Block, Part, PlanDisplay, Planner, PlannerEvent};
 use crate::shell::url;
 use crate::shell::web::{download, now_ms};
-use crate::widgets::chart::mirror_table;
+use crate::widgets::chart::data_table;
 use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, Choice, Field};
-use crate::widgets::form::{problem_at, problem_id, Form, ProblemSummary, Problems};
-
-/// What the last press of Plan gave, with the form it planned: the plan's own problems
-/// hold only while the form is that one.
-type Outcome = (CapacityForm, Result<Arc<PlanView>, Problems>);
+use crate::widgets::form::{problem_at, problem_id, Form, ProblemSummary};
+use crate::worker::link::PanelLink;
 
 #[component]
 pub fn CapacityPanel() -> impl IntoView {
@@ -94,51 +91,48 @@ pub fn CapacityPanel() -> impl IntoView {
     });
     let problem = problem_at(problems);
 
-    let planning = RwSignal::new(false);
     let status = RwSignal::new(String::new());
     let use_known_good = RwSignal::new(false);
-    // The last configuration this session released: the "last known-good" when asked for.
-    let last_released = StoredValue::new(None::<NamedPolicy>);
+    let run = StoredValue::new(PlanRun::default());
+    // `PlanRun::busy`, for the Plan button.
+    let planning = RwSignal::new(false);
+    let planner = PanelLink::<Planner>::new();
 
-    let run = move || {
-        planning.set(false);
+    let show = move |news: News| {
+        planning.set(run.with_value(PlanRun::busy));
+        if news.discard_worker {
+            planner.discard();
+        }
+        status.set(news.status);
+        if let Some(result) = news.outcome {
+            outcome.set(Some(result));
+        }
+    };
+    let on_event = move |event: PlannerEvent| {
+        if let Some(news) = run.try_update_value(|r| r.apply(event, now_ms())).flatten() {
+            show(news);
+        }
+    };
+    let start = move |_| {
         if checked.with_untracked(Option::is_some) {
             status.set("The plan did not run; the fields listed above need a change.".into());
             outcome.set(None);
             return;
         }
-        let known = if use_known_good.get_untracked() {
-            last_released.get_value()
-        } else {
-            None
-        };
-        let planned = form.get_untracked();
-        let start = now_ms();
-        let result = plan(&planned, known);
-        let took = now_ms() - start;
-        match &result {
-            Ok(view) => {
-                if let Some(released) = known_good(&view.report) {
-                    last_released.set_value(Some(released));
-                }
-                status.set(format!(
-                    "Planned {} configurations in {took:.0} ms. {}",
-                    view.points.len(),
-                    decision_words(&view.report).0
-                ));
-            }
-            Err(_) => status.set("The plan did not run; the reason is listed above.".into()),
-        }
-        outcome.set(Some((planned, result.map(Arc::new))));
-    };
-    let start = move |_| {
-        if planning.get_untracked() {
+        let (planned, known) = (form.get_untracked(), use_known_good.get_untracked());
+        let Some(job) = run
+            .try_update_value(|r| r.start(planned, known, now_ms()))
+            .flatten()
+        else {
             return;
-        }
+        };
         planning.set(true);
         status.set("Planning…".into());
-        // A frame, then a task: the plan runs after the browser has painted "Planning…".
-        request_animation_frame(move || set_timeout(run, Duration::ZERO));
+        if let Err(message) = planner.send(&job, on_event) {
+            if let Some(news) = run.try_update_value(|r| r.could_not_start(message)) {
+                show(news);
+            }
+        }
     };
 
     // A select holds only the names it offers; a URL's other name is its problem.
@@ -180,7 +174,7 @@ pub fn CapacityPanel() -> impl IntoView {
             <p class="cap-idle">"Choose the settings and press Plan; the sweep and the decision appear here."</p>
         }
         .into_any(),
-        Some(Ok(view)) => view! { <CapacityResult view=view/> }.into_any(),
+        Some(Ok(display)) => view! { <CapacityResult display=display/> }.into_any(),
         Some(Err(_)) => view! {
             <p>"The plan did not run; the reason is listed above, at the field it comes from."</p>
         }
@@ -238,14 +232,12 @@ pub fn CapacityPanel() -> impl IntoView {
 
 /// A plan's decision, sweep and report.
 #[component]
-fn CapacityResult(view: Arc<PlanView>) -> impl IntoView {
-    let report = &view.report;
-    let (verdict, reason, failed) = decision_words(report);
-    let kind = view.kind;
-    let failed = (!failed.is_empty()).then(|| {
-        let items = failed
-            .into_iter()
-            .map(|g| view! { <li>{g}</li> })
+fn CapacityResult(display: Arc<PlanDisplay>) -> impl IntoView {
+    let failed = (!display.failed_gates.is_empty()).then(|| {
+        let items = display
+            .failed_gates
+            .iter()
+            .map(|g| view! { <li>{g.clone()}</li> })
             .collect_view();
         view! {
             <p>"Failed gates of the best candidate, with how far each is over:"</p>
@@ -255,19 +247,24 @@ fn CapacityResult(view: Arc<PlanView>) -> impl IntoView {
 
     let download_error = RwSignal::new(None::<String>);
     let save = {
-        let view = view.clone();
+        let display = display.clone();
         move |markdown: bool| {
-            let (name, mime, text) = report_file(&view.report, markdown);
-            download_error.set(download(&name, mime, &text).err());
+            let file = if markdown {
+                &display.markdown
+            } else {
+                &display.json
+            };
+            download_error.set(download(&file.name, &file.mime, &file.text).err());
         }
     };
     let save_json = save.clone();
+    let parts = display.parts.iter().cloned().map(part).collect_view();
 
     view! {
-        <div class="cap-decision" data-kind=kind>
+        <div class="cap-decision" data-kind=display.kind.clone()>
             <h3>"Release decision"</h3>
-            <p class="chosen"><strong>{verdict}</strong></p>
-            <p>{reason}</p>
+            <p class="chosen"><strong>{display.verdict.clone()}</strong></p>
+            <p>{display.reason.clone()}</p>
             {failed}
             <p class="field buttons">
                 <button type="button" class="secondary" id="cap-download-md" on:click=move |_| save(true)>
@@ -279,25 +276,17 @@ fn CapacityResult(view: Arc<PlanView>) -> impl IntoView {
             </p>
             {move || download_error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
         </div>
-        <SweepChart view=view.clone()/>
-        <ReportParts view=view/>
+        {sweep_chart(&display)}
+        {parts}
     }
 }
 
 /// The sweep: tokens/s against p99 TTFT with the SLO line, and the table from the same rows.
-#[component]
-fn SweepChart(view: Arc<PlanView>) -> impl IntoView {
-    let f = &view.frame;
-    let slo = view.report.contract.slo;
-    let (x0, x1) = (f.left, f.width - f.right);
-    let (y0, y1) = (f.top, f.height - f.bottom);
-    let passing = view.points.iter().filter(|p| p.row.passes_gates).count();
-    let summary = format!(
-        "Scatter of output tokens per second against p99 time to first token for {} configurations; {passing} pass every gate; the TTFT SLO is {}.",
-        view.points.len(),
-        seconds(slo.ttft_p99_s)
-    );
-    let x_ticks = f
+fn sweep_chart(display: &PlanDisplay) -> impl IntoView {
+    let c = &display.chart;
+    let (x0, x1) = (c.left, c.width - c.right);
+    let (y0, y1) = (c.top, c.height - c.bottom);
+    let x_ticks = c
         .x_ticks
         .iter()
         .map(|(x, label)| {
@@ -307,7 +296,7 @@ fn SweepChart(view: Arc<PlanView>) -> impl IntoView {
             }
         })
         .collect_view();
-    let y_ticks = f
+    let y_ticks = c
         .y_ticks
         .iter()
         .map(|(y, label)| {
@@ -317,25 +306,19 @@ fn SweepChart(view: Arc<PlanView>) -> impl IntoView {
             }
         })
         .collect_view();
-    let curve: String = view
+    let curve: String = c
         .curve
         .iter()
         .map(|(x, y)| format!("{x:.2},{y:.2}"))
         .collect::<Vec<_>>()
         .join(" ");
-    let marks = view
+    let marks = c
         .points
         .iter()
-        .filter_map(|p| {
-            let (x, y) = p.at?;
-            let title = format!(
-                "{}: {} tokens/s, p99 TTFT {}; {}",
-                p.row.label,
-                figure(p.row.output_tokens_per_s),
-                seconds(p.row.ttft_p99_s),
-                p.gates
-            );
-            let mark = if p.row.passes_gates {
+        .map(|p| {
+            let (x, y) = (p.x, p.y);
+            let title = p.title.clone();
+            let mark = if p.passes {
                 view! { <circle cx=x cy=y r="3.5" class="cap-pass"><title>{title}</title></circle> }
                     .into_any()
             } else {
@@ -355,219 +338,54 @@ fn SweepChart(view: Arc<PlanView>) -> impl IntoView {
             let ring = p
                 .chosen
                 .then(|| view! { <circle cx=x cy=y r="8" class="cap-chosen"></circle> });
-            Some(view! { {mark}{ring} })
+            view! { {mark}{ring} }
         })
         .collect_view();
-    let rows = view.points.iter().map(table_row).collect_view();
     view! {
         <figure class="stage cap-sweep">
             <figcaption>"The sweep: output tokens/s against p99 time to first token (log scale)"</figcaption>
-            <svg class="chart" viewBox=format!("0 0 {} {}", f.width, f.height) role="img" aria-label=summary>
+            <svg class="chart" viewBox=format!("0 0 {} {}", c.width, c.height) role="img" aria-label=c.summary.clone()>
                 <line x1=x0 y1=y1 x2=x1 y2=y1 class="axis"></line>
                 <line x1=x0 y1=y0 x2=x0 y2=y1 class="axis"></line>
                 {x_ticks}
                 {y_ticks}
-                <text x=(x0 + x1) / 2.0 y=f.height - 6.0 text-anchor="middle" class="axis-label">"p99 time to first token"</text>
+                <text x=(x0 + x1) / 2.0 y=c.height - 6.0 text-anchor="middle" class="axis-label">"p99 time to first token"</text>
                 <text x="10" y=(y0 + y1) / 2.0 text-anchor="middle" class="axis-label" transform=format!("rotate(-90 10 {})", (y0 + y1) / 2.0)>"output tokens/s"</text>
-                <line x1=f.slo_x y1=y0 x2=f.slo_x y2=y1 class="cap-slo"></line>
-                <text x=f.slo_x + 4.0 y=y0 + 10.0 class="axis-label">{format!("TTFT SLO {}", seconds(slo.ttft_p99_s))}</text>
+                <line x1=c.slo_x y1=y0 x2=c.slo_x y2=y1 class="cap-slo"></line>
+                <text x=c.slo_x + 4.0 y=y0 + 10.0 class="axis-label">{c.slo_label.clone()}</text>
                 <polyline points=curve class="cap-curve"></polyline>
                 {marks}
             </svg>
             <p class="cap-legend chart-only">
                 "● passes every gate; × fails a gate; ring: the released configuration, its line: the same configuration at each load; dashed: the TTFT SLO."
             </p>
-            {mirror_table("mirror", Some("cap-sweep-table"), None, format!("Every configuration of the sweep ({} rows; {passing} pass every gate): the chart's points", view.points.len()), &["Configuration", "Policy", "Batch limit", "Weights", "Load", "Offered (requests/s)", "Tokens/s", "p99 TTFT (ms)", "p99 time per token (ms)", "Goodput (requests/s)", "Cost per M tokens", "Gates"], rows)}
+            {data_table(display.sweep_table.clone())}
         </figure>
     }
 }
 
-fn table_row(p: &SweepPoint) -> impl IntoView {
-    let r = &p.row;
-    let number = |x: f64, scale: f64| {
-        let shown = if r.error.is_some() {
-            "—".to_string()
-        } else {
-            figure(x * scale)
-        };
-        view! { <td data-value=x.to_string()>{shown}</td> }
-    };
-    let class = match (p.chosen, r.passes_gates) {
-        (true, _) => "cap-chosen-row",
-        (false, true) => "cap-pass-row",
-        (false, false) => "cap-fail-row",
-    };
-    let name = if p.chosen {
-        format!("{} (released)", r.label)
-    } else {
-        r.label.clone()
-    };
-    view! {
-        <tr class=class data-passes=r.passes_gates.to_string()>
-            <th scope="row">{name}</th>
-            <td>{r.batching.clone()}</td>
-            <td data-value=r.max_sequences.to_string()>{r.max_sequences.to_string()}</td>
-            <td>{r.weights.clone()}</td>
-            <td data-value=r.load_scale.to_string()>{format!("{}x", r.load_scale)}</td>
-            {number(r.offered_rate_per_s, 1.0)}
-            {number(r.output_tokens_per_s, 1.0)}
-            {number(r.ttft_p99_s, 1e3)}
-            {number(r.tpot_p99_s, 1e3)}
-            {number(r.goodput_per_s, 1.0)}
-            {number(r.cost_per_million_output_tokens, 1.0)}
-            <td class="cap-gates">{p.gates.clone()}</td>
-        </tr>
-    }
-}
-
-/// The chapter's four parts: contract, profiler and bottlenecks, quality gates, capacity
-/// and cost.
-#[component]
-fn ReportParts(view: Arc<PlanView>) -> impl IntoView {
-    let report = &view.report;
-    let chosen = &report.chosen;
-    let m = &chosen.metrics;
-    let contract = contract_rows(report)
+/// One part of the report: its heading, then its tables, sentences and lists in order.
+fn part(part: Part) -> impl IntoView {
+    let blocks = part
+        .blocks
         .into_iter()
-        .map(|(k, v)| view! { <tr><th scope="row">{k}</th><td>{v}</td></tr> })
-        .collect_view();
-    let ms_cell = |x: f64| view! { <td data-value=x.to_string()>{figure(x * 1e3)}</td> };
-    let latency = std::iter::once(&m.all)
-        .chain(&m.by_slice)
-        .map(|s| {
-            view! {
-                <tr>
-                    <th scope="row">{s.slice.clone()}</th>
-                    <td data-value=s.requests.to_string()>{s.requests.to_string()}</td>
-                    {ms_cell(s.ttft.p50)}
-                    {ms_cell(s.ttft.p99)}
-                    {ms_cell(s.tpot.p50)}
-                    {ms_cell(s.tpot.p99)}
-                    {ms_cell(s.e2e.p99)}
-                    <td data-value=s.goodput_per_s.to_string()>{figure(s.goodput_per_s)}</td>
-                    <td data-value=s.slo_attainment.to_string()>{percent(s.slo_attainment)}</td>
-                </tr>
+        .map(|block| match block {
+            Block::Table(table) => data_table(table).into_any(),
+            Block::Text(text) => view! { <p>{text}</p> }.into_any(),
+            Block::List { class, items } => {
+                let items = items
+                    .into_iter()
+                    .map(|i| view! { <li>{i}</li> })
+                    .collect_view();
+                view! { <ul class=class>{items}</ul> }.into_any()
             }
         })
         .collect_view();
-    let shares = bottleneck_rows(report)
-        .into_iter()
-        .map(|(what, share)| {
-            view! { <tr><th scope="row">{what}</th><td data-value=share.to_string()>{percent(share)}</td></tr> }
-        })
-        .collect_view();
-    let b = &m.bottleneck;
-    let kv = &m.kv;
-    let bottleneck = format!(
-        "Bottleneck: {}. {} iterations of {} tokens on average, {} preemptions; KV cache of {} blocks of {} tokens, peak use {} blocks, minimum headroom {}.",
-        b.dominant,
-        b.iterations,
-        figure(b.mean_tokens_per_iteration),
-        b.preemptions,
-        kv.blocks,
-        kv.block_size,
-        kv.peak_used_blocks,
-        percent(kv.min_headroom)
-    );
-    let quality = report
-        .quality
-        .iter()
-        .map(|q| {
-            view! {
-                <tr class=if q.passed { "" } else { "over" }>
-                    <th scope="row">{format!("{} ({})", q.slice, q.name)}</th>
-                    <td>{q.weights.clone()}</td>
-                    <td data-value=q.bits_per_byte.to_string()>{format!("{:.5}", q.bits_per_byte)}</td>
-                    <td data-value=q.max_bits_per_byte.to_string()>{format!("{:.5}", q.max_bits_per_byte)}</td>
-                    <td>{if q.passed { "pass" } else { "fail" }}</td>
-                </tr>
-            }
-        })
-        .collect_view();
-    let gates = chosen
-        .gates
-        .iter()
-        .map(|g| {
-            let verdict = if g.passed { "pass: " } else { "fail: " };
-            view! { <li>{verdict}{g.to_string()}</li> }
-        })
-        .collect_view();
-    let d = &report.decision;
-    let cost_rows = [
-        ("configuration", d.policy.label(), String::new()),
-        (
-            "sustained load per replica (requests/s)",
-            figure(d.sustained_rate_per_s),
-            d.sustained_rate_per_s.to_string(),
-        ),
-        (
-            "load scale per replica",
-            format!("{}x", d.load_scale),
-            d.load_scale.to_string(),
-        ),
-        (
-            "replicas for the trace",
-            d.replicas.to_string(),
-            d.replicas.to_string(),
-        ),
-        (
-            "cost per hour",
-            figure(d.cost_per_hour),
-            d.cost_per_hour.to_string(),
-        ),
-        (
-            "cost per million output tokens",
-            figure(m.cost_per_million_output_tokens),
-            m.cost_per_million_output_tokens.to_string(),
-        ),
-        (
-            "output tokens/s",
-            figure(m.output_tokens_per_s),
-            m.output_tokens_per_s.to_string(),
-        ),
-    ]
-    .into_iter()
-    .map(|(k, text, value)| view! { <tr><th scope="row">{k}</th><td data-value=value>{text}</td></tr> })
-    .collect_view();
-    let max_throughput = d.max_throughput.as_ref().map(|t| {
-        let verdict = if t.passes_gates {
-            "it passes every gate.".to_string()
-        } else {
-            format!("it fails: {}.", t.failed_gates)
-        };
-        view! {
-            <p>
-                {format!(
-                    "Maximising tokens/s alone would pick {} ({} tokens/s, p99 TTFT {}, goodput {} requests/s): {verdict}",
-                    t.label,
-                    figure(t.output_tokens_per_s),
-                    seconds(t.ttft_p99_s),
-                    figure(t.goodput_per_s)
-                )}
-            </p>
-        }
-    });
+    let (labelled_by, id) = (part.id.clone(), part.id);
     view! {
-        <section class="cap-part" aria-labelledby="cap-contract-title">
-            <h3 id="cap-contract-title">"1. Benchmark contract"</h3>
-            {mirror_table("mirror cap-keyed", Some("cap-contract-table"), None, "What was simulated, under which assumptions", &["Input", "Value"], contract)}
-        </section>
-        <section class="cap-part" aria-labelledby="cap-profile-title">
-            <h3 id="cap-profile-title">{format!("2. Profiler and bottleneck report: {}", chosen.name)}</h3>
-            {mirror_table("mirror", Some("cap-latency-table"), None, "Latency and goodput of the shipped configuration, on all traffic and per slice", &["Slice", "Requests", "TTFT p50 (ms)", "TTFT p99 (ms)", "Time per token p50 (ms)", "Time per token p99 (ms)", "End to end p99 (ms)", "Goodput (requests/s)", "SLO attainment"], latency)}
-            {mirror_table("mirror cap-keyed", Some("cap-bottleneck-table"), None, "Where the time went (shares of the simulated wall time; queueing as a share of request latency)", &["Time spent in", "Share"], shares)}
-            <p>{bottleneck}</p>
-        </section>
-        <section class="cap-part" aria-labelledby="cap-quality-title">
-            <h3 id="cap-quality-title">"3. Quality gates"</h3>
-            {mirror_table("mirror", Some("cap-quality-table"), None, "Held-out bits per byte of the tiny model per slice and weight path (lower is better), against each slice's floor; eu is the rare slice", &["Slice", "Weights", "Bits/byte", "Floor", "Verdict"], quality)}
-            <p>{format!("Gates of {}:", chosen.name)}</p>
-            <ul class="cap-gates-list">{gates}</ul>
-        </section>
-        <section class="cap-part" aria-labelledby="cap-cost-title">
-            <h3 id="cap-cost-title">"4. Capacity and cost recommendation"</h3>
-            {mirror_table("mirror cap-keyed", Some("cap-cost-table"), None, format!("What the decision ships: {}", d.name), &["Figure", "Value"], cost_rows)}
-            {max_throughput}
+        <section class="cap-part" aria-labelledby=labelled_by>
+            <h3 id=id>{part.title}</h3>
+            {blocks}
         </section>
     }
 }

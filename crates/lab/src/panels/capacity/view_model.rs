@@ -1,7 +1,8 @@
-//! The capacity planner's panel as plain data: the form's text (from the URL or the inputs)
-//! checks into [`capacity::PlanInputs`] or into every field's problem,
-//! [`capacity::Plan::run`] sweeps and decides, and the report becomes the rows that the
-//! sweep chart, its table mirror and the four report sections all read.
+//! The capacity planner's form as plain data: its text (from the URL or the inputs) checks
+//! into [`capacity::PlanInputs`] or into every field's problem. The page checks it as the
+//! fields change; the planner worker reads the same pairs and checks them again before it
+//! plans (`display.rs`, built into the worker only), so both hold the same rules.
+//! [`PlanRun`] is the Plan button's state: the job out at the worker and what its news means.
 //!
 //! URL keys (each optional; a value that does not read stays in its field and is reported
 //! there, and a name a select does not offer is reported at the select, which keeps its
@@ -14,21 +15,22 @@
 //! slice's full-precision bits per byte).
 //!
 //! The bounds of rates, load scales and SLOs are the `capacity` crate's, which the check
-//! calls. The lab simulates in the page's thread, so it bounds a plan itself: at most
+//! calls. The lab bounds a plan itself, so that a learner waits seconds at most: at most
 //! [`MAX_REQUESTS`] requests and [`MAX_WORK`] simulated requests over the whole sweep. The
 //! default plan, 120 configurations of 2,000 requests, takes about 150 ms natively in
 //! release and 210 ms as WebAssembly in Node 20 (median of 5 on the 2-vCPU EPYC); the
 //! limit, about 0.7 s and 0.9 s.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use capacity::{
-    Arrivals, Batching, Calibration, CapacityError, DecisionKind, HardwareProfile, ModelProfile,
-    NamedPolicy, Plan, PlanInputs, PlanReport, QualityProfile, Slo, Sweep, SweepRow, TraceSource,
-    TraceSpec, WeightPath, MAX_LOAD_SCALE, MAX_RATE_PER_S, MIN_LOAD_SCALE, MIN_RATE_PER_S,
-    MIN_SLO_S,
+    figure, Arrivals, Batching, Calibration, CapacityError, HardwareProfile, ModelProfile,
+    NamedPolicy, PlanInputs, QualityProfile, Slo, Sweep, TraceSource, TraceSpec, WeightPath,
+    MAX_LOAD_SCALE, MAX_RATE_PER_S, MIN_LOAD_SCALE, MIN_RATE_PER_S, MIN_SLO_S,
 };
 
+use crate::planner::protocol::{PlanDisplay, PlannerEvent, PlannerJob};
 use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
 use crate::widgets::number::{number_in, sentence, whole_in};
 
@@ -41,6 +43,16 @@ const MAX_LIST: usize = 8;
 
 /// The id of the Plan button: where a problem the plan found, and no one field owns, points.
 pub const PLAN_ID: &str = "cap-plan";
+
+/// The field a problem names, by its input's id, as the page holds it: a problem the planner
+/// worker sent back names one of the form's fields, or else the Plan button.
+pub fn field_named(id: &str) -> &'static str {
+    FIELDS
+        .iter()
+        .map(|f| f.id)
+        .find(|known| *known == id)
+        .unwrap_or(PLAN_ID)
+}
 
 /// The form, as the text the learner typed or the URL held.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,15 +73,15 @@ pub struct CapacityForm {
 }
 
 /// One field: its URL key, its input's id, its name in messages and its default text.
-struct FieldSpec {
+pub(crate) struct FieldSpec {
     key: &'static str,
-    id: &'static str,
+    pub(crate) id: &'static str,
     name: &'static str,
     default: &'static str,
 }
 
 /// The form's fields, by name.
-mod field {
+pub(crate) mod field {
     use super::FieldSpec;
     pub const HARDWARE: FieldSpec = FieldSpec {
         key: "cap_hw",
@@ -383,8 +395,8 @@ impl Form for CapacityForm {
             if points * r > MAX_WORK {
                 let message = format!(
                     "The sweep would simulate {points} configurations of {r} requests, {} \
-                     requests in all; the lab stops at {MAX_WORK} so that the page stays \
-                     responsive. Lower the request count or sweep fewer settings \
+                     requests in all; the lab stops at {MAX_WORK} so that a plan takes a \
+                     second or so. Lower the request count or sweep fewer settings \
                      (decode-lab's capacity command has no such limit).",
                     points * r
                 );
@@ -548,8 +560,6 @@ fn batching_named(name: &str, token_budget: u32) -> Result<Batching, CapacityErr
     }
 }
 
-pub use capacity::figure;
-
 /// [`figure`] without trailing zeros: "50", "0.5", for axis labels and SLOs.
 pub fn short(x: f64) -> String {
     let text = figure(x);
@@ -558,315 +568,6 @@ pub fn short(x: f64) -> String {
     } else {
         text
     }
-}
-
-/// A share as a percentage with one decimal.
-pub fn percent(share: f64) -> String {
-    format!("{:.1} %", share * 100.0)
-}
-
-/// One point of the sweep as the chart and its table both read it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SweepPoint {
-    pub row: SweepRow,
-    /// The released configuration (never set when the plan degrades).
-    pub chosen: bool,
-    /// Position in the chart, in its viewBox units; `None` for a point that could not run.
-    pub at: Option<(f64, f64)>,
-    /// "all gates pass", the failed gates, or why the point could not run.
-    pub gates: String,
-}
-
-/// The chart's frame: a log-scale x (p99 TTFT) and a linear y (tokens/s).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ChartFrame {
-    pub width: f64,
-    pub height: f64,
-    pub left: f64,
-    pub right: f64,
-    pub top: f64,
-    pub bottom: f64,
-    /// x positions and labels of the decade ticks (seconds).
-    pub x_ticks: Vec<(f64, String)>,
-    /// y positions and labels of the ticks (tokens/s).
-    pub y_ticks: Vec<(f64, String)>,
-    /// x of the TTFT SLO.
-    pub slo_x: f64,
-}
-
-/// What a plan shows.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PlanView {
-    pub report: PlanReport,
-    pub points: Vec<SweepPoint>,
-    pub frame: ChartFrame,
-    /// The released configuration at every load, in load order: its throughput-latency
-    /// curve (empty when the plan degrades).
-    pub curve: Vec<(f64, f64)>,
-    /// `release`, `degrade-to-last-known-good` or `degrade-to-baseline`.
-    pub kind: &'static str,
-}
-
-pub const CHART_WIDTH: f64 = 560.0;
-pub const CHART_HEIGHT: f64 = 300.0;
-
-/// Runs the plan the form describes, degrading to `last_known_good` before the baseline;
-/// or every field's problem; or the problem the plan itself finds ([`plan_problem`]).
-pub fn plan(
-    form: &CapacityForm,
-    last_known_good: Option<NamedPolicy>,
-) -> Result<PlanView, Problems> {
-    let inputs = PlanInputs {
-        last_known_good,
-        ..form.check()?
-    };
-    let report = Plan::run(&inputs).map_err(|e| plan_problem(&e))?;
-    Ok(view(report))
-}
-
-/// An error of [`Plan::run`] on checked inputs, as a problem of the field it comes from.
-pub fn plan_problem(error: &CapacityError) -> Problems {
-    Problems::one(
-        field_of(error),
-        format!("The plan cannot run: {}", sentence(error.to_string())),
-    )
-}
-
-/// The field whose value a plan's error comes from; the Plan button when no one field does.
-fn field_of(error: &CapacityError) -> &'static str {
-    match error {
-        CapacityError::NoArrivalRate { .. }
-        | CapacityError::EmptyTrace
-        | CapacityError::TooManyRequests { .. }
-        | CapacityError::TooMuchWork { .. } => field::REQUESTS.id,
-        CapacityError::RateTooHigh { .. } => field::RATE.id,
-        CapacityError::WeightsTooLarge { .. } | CapacityError::KvTooSmall { .. } => {
-            field::HARDWARE.id
-        }
-        CapacityError::RequestTooLong { .. } => field::MODEL.id,
-        _ => PLAN_ID,
-    }
-}
-
-/// The chart's rows and frame from a report; the same rows make the table.
-pub fn view(report: PlanReport) -> PlanView {
-    let (left, right, top, bottom) = (64.0, 16.0, 12.0, 44.0);
-    let runs = || report.sweep.iter().filter(|r| r.error.is_none());
-    let slo = report.contract.slo.ttft_p99_s;
-    // The x range covers every point and the SLO, in whole decades.
-    let positive_ttft = runs().map(|r| r.ttft_p99_s).filter(|t| *t > 0.0);
-    let lo = positive_ttft.clone().fold(slo, f64::min).log10().floor();
-    let hi = positive_ttft
-        .fold(slo, f64::max)
-        .log10()
-        .ceil()
-        .max(lo + 1.0);
-    let y_max = nice_ceiling(runs().map(|r| r.output_tokens_per_s).fold(0.0, f64::max));
-    let plot_w = CHART_WIDTH - left - right;
-    let plot_h = CHART_HEIGHT - top - bottom;
-    let x_of = |t: f64| {
-        let decade = t.max(10f64.powf(lo)).log10();
-        left + (decade - lo) / (hi - lo) * plot_w
-    };
-    let y_of = |v: f64| top + plot_h - v / y_max * plot_h;
-    let released = report.decision.kind == DecisionKind::Release;
-    let points: Vec<SweepPoint> = report
-        .sweep
-        .iter()
-        .map(|row| SweepPoint {
-            chosen: released
-                && row.error.is_none()
-                && row.policy == report.decision.policy
-                && row.load_scale == report.decision.load_scale,
-            at: row
-                .error
-                .is_none()
-                .then(|| (x_of(row.ttft_p99_s), y_of(row.output_tokens_per_s))),
-            gates: match &row.error {
-                Some(e) => format!("cannot run: {e}"),
-                None if row.passes_gates => "all gates pass".into(),
-                None => format!("fails: {}", row.failed_gates),
-            },
-            row: row.clone(),
-        })
-        .collect();
-    let x_ticks = (lo as i32..=hi as i32)
-        .map(|d| {
-            let t = 10f64.powi(d);
-            (x_of(t), seconds(t))
-        })
-        .collect();
-    let y_ticks = (0..=4)
-        .map(|i| {
-            let v = y_max * i as f64 / 4.0;
-            (y_of(v), short(v))
-        })
-        .collect();
-    let mut curve: Vec<(f64, f64, f64)> = points
-        .iter()
-        .filter(|p| released && p.row.policy == report.decision.policy)
-        .filter_map(|p| p.at.map(|(x, y)| (p.row.load_scale, x, y)))
-        .collect();
-    curve.sort_by(|a, b| a.0.total_cmp(&b.0));
-    PlanView {
-        curve: curve.into_iter().map(|(_, x, y)| (x, y)).collect(),
-        kind: report.decision.kind.name(),
-        frame: ChartFrame {
-            width: CHART_WIDTH,
-            height: CHART_HEIGHT,
-            left,
-            right,
-            top,
-            bottom,
-            x_ticks,
-            y_ticks,
-            slo_x: x_of(slo),
-        },
-        points,
-        report,
-    }
-}
-
-/// 1, 2 or 5 times a power of ten, at or above `x` (1 for nothing).
-fn nice_ceiling(x: f64) -> f64 {
-    if x.is_nan() || x <= 0.0 || !x.is_finite() {
-        return 1.0;
-    }
-    let p = 10f64.powf(x.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * p)
-        .find(|v| *v >= x)
-        .unwrap_or(10.0 * p)
-}
-
-/// A time in the unit that reads best: "1 ms", "10 s", "100 µs".
-pub fn seconds(t: f64) -> String {
-    if t >= 1.0 {
-        format!("{} s", short(t))
-    } else if t >= 1e-3 {
-        format!("{} ms", short(t * 1e3))
-    } else {
-        format!("{} µs", short(t * 1e6))
-    }
-}
-
-/// The decision in words: the verdict, then the crate's reason, then each failed gate.
-pub fn decision_words(report: &PlanReport) -> (String, String, Vec<String>) {
-    let d = &report.decision;
-    let verdict = match d.kind {
-        DecisionKind::Release => format!("Release: {}.", d.name),
-        DecisionKind::DegradeToLastKnownGood => format!(
-            "Degrade to the last known-good plan: {} ({}).",
-            d.name,
-            d.policy.label()
-        ),
-        DecisionKind::DegradeToBaseline => format!(
-            "Degrade to the named baseline: {} ({}).",
-            d.name,
-            d.policy.label()
-        ),
-    };
-    let failed = d.failed_gates.iter().map(ToString::to_string).collect();
-    (verdict, sentence(&d.reason), failed)
-}
-
-/// The benchmark contract as (input, value) rows.
-pub fn contract_rows(report: &PlanReport) -> Vec<(String, String)> {
-    let c = &report.contract;
-    let h = &c.hardware;
-    let m = &c.model;
-    let mut rows = vec![
-        (
-            "hardware".to_string(),
-            format!(
-                "{}: {} GiB, {} GB/s × {} efficiency, {} TFLOP/s × {} efficiency, {} per hour{}",
-                h.name,
-                figure(h.memory_bytes / (1u64 << 30) as f64),
-                figure(h.bandwidth_bytes_per_s / 1e9),
-                figure(h.bandwidth_efficiency),
-                figure(h.peak_flops / 1e12),
-                figure(h.flops_efficiency),
-                figure(h.cost_per_hour),
-                if c.calibration.is_some() {
-                    " (calibrated to the lab CPU's measured forward pass)"
-                } else {
-                    ""
-                }
-            ),
-        ),
-        (
-            "model".to_string(),
-            format!(
-                "{}: {} parameters, {} layers, {} heads, {} KV heads, context {}, full precision {}",
-                m.name,
-                figure(m.parameters),
-                m.layers,
-                m.heads,
-                m.kv_heads,
-                m.context_len,
-                m.full_precision
-            ),
-        ),
-        (
-            "trace".to_string(),
-            format!(
-                "{}{}: {} requests at {} requests/s, mean prompt {} tokens, mean output {} tokens",
-                c.trace_name,
-                c.trace_seed.map_or(String::new(), |s| format!(" (seed {s})")),
-                c.requests,
-                figure(c.offered_rate_per_s),
-                figure(c.mean_prompt_tokens),
-                figure(c.mean_output_tokens)
-            ),
-        ),
-    ];
-    for s in &c.slices {
-        rows.push((
-            format!("slice {}", s.slice),
-            format!(
-                "{} requests ({}), mean prompt {} tokens",
-                s.requests,
-                percent(s.requests as f64 / c.requests.max(1) as f64),
-                figure(s.mean_prompt_tokens)
-            ),
-        ));
-    }
-    rows.push((
-        "SLOs".to_string(),
-        format!(
-            "p99 TTFT ≤ {}, p99 time per output token ≤ {}, on all traffic and on every slice",
-            seconds(c.slo.ttft_p99_s),
-            seconds(c.slo.tpot_p99_s)
-        ),
-    ));
-    for f in &c.quality_floors {
-        rows.push((
-            format!("quality floor {}", f.slice),
-            format!("≤ {} bits/byte", figure(f.max_bits_per_byte)),
-        ));
-    }
-    rows.push((
-        "sweep".to_string(),
-        format!(
-            "load scales {:?} × {}",
-            c.sweep.load_scales,
-            c.sweep.configurations()
-        ),
-    ));
-    rows
-}
-
-/// Where the shipped configuration's time went: (what, share) rows.
-pub fn bottleneck_rows(report: &PlanReport) -> Vec<(&'static str, f64)> {
-    let b = &report.chosen.metrics.bottleneck;
-    vec![
-        ("compute-bound iterations", b.compute_share),
-        ("memory-bound iterations", b.memory_share),
-        ("per-iteration overhead", b.overhead_share),
-        ("idle", b.idle_share),
-        ("queueing, of request latency", b.queueing_share_of_latency),
-    ]
 }
 
 /// The hardware presets as (value, text) options.
@@ -933,50 +634,140 @@ pub fn weight_options() -> Vec<(String, String)> {
     .to_vec()
 }
 
-/// What a later plan may degrade to: the configuration this one released, if it did.
-pub fn known_good(report: &PlanReport) -> Option<NamedPolicy> {
-    (report.decision.kind == DecisionKind::Release).then(|| NamedPolicy {
-        name: format!("last known-good: {}", report.decision.policy.label()),
-        policy: report.decision.policy.clone(),
-        fleet: report.decision.fleet,
-    })
+/// What the last press of Plan gave, with the form it planned: the plan's own problems
+/// hold only while the form is that one.
+pub type Outcome = (CapacityForm, Result<Arc<PlanDisplay>, Problems>);
+
+/// The Plan button's state: the job out at the planner worker, what the worker's news means
+/// for the status line and the result, and the configuration a later plan may degrade to.
+#[derive(Debug, Default)]
+pub struct PlanRun {
+    /// Jobs sent so far; the next one's id is one more.
+    sent: u64,
+    /// The job out: its id, its form, and the page's clock when Plan was pressed.
+    pending: Option<(u64, CapacityForm, f64)>,
+    /// The last configuration this session released, as the worker wrote it (the JSON of a
+    /// known-good plan).
+    last_released: Option<String>,
 }
 
-/// A download of the report: (file name, MIME type, text), as Markdown or as JSON.
-pub fn report_file(report: &PlanReport, markdown: bool) -> (String, &'static str, String) {
-    if markdown {
-        (
-            file_name(report, "md"),
-            "text/markdown",
-            report.to_markdown(),
-        )
-    } else {
-        (
-            file_name(report, "json"),
-            "application/json",
-            report.to_json(),
-        )
+/// What a piece of the worker's news changes on the page.
+#[derive(Clone, Debug, PartialEq)]
+pub struct News {
+    pub status: String,
+    /// The plan's result, once it is over.
+    pub outcome: Option<Outcome>,
+    /// The worker panicked and is gone: drop it, and the next Plan starts another.
+    pub discard_worker: bool,
+}
+
+impl PlanRun {
+    /// Whether a plan is out (the Plan button waits).
+    pub fn busy(&self) -> bool {
+        self.pending.is_some()
     }
-}
 
-/// The report's file name: `capacity-plan-<model>-<hardware>.<extension>`, names made safe.
-pub fn file_name(report: &PlanReport, extension: &str) -> String {
-    let slug = |name: &str| {
-        name.split(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '.')
-            .filter(|w| !w.is_empty())
-            .collect::<Vec<_>>()
-            .join("-")
-    };
-    format!(
-        "capacity-plan-{}-{}.{extension}",
-        slug(&report.contract.model.name),
-        slug(&report.contract.hardware.name)
-    )
+    /// The job for a press of Plan at `now_ms` on a checked `form`, degrading to this
+    /// session's last released configuration when `use_known_good`; `None` while one is out.
+    pub fn start(
+        &mut self,
+        form: CapacityForm,
+        use_known_good: bool,
+        now_ms: f64,
+    ) -> Option<PlannerJob> {
+        if self.busy() {
+            return None;
+        }
+        self.sent += 1;
+        let job = PlannerJob {
+            id: self.sent,
+            form: form
+                .to_pairs()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            known_good: use_known_good.then(|| self.last_released.clone()).flatten(),
+        };
+        self.pending = Some((self.sent, form, now_ms));
+        Some(job)
+    }
+
+    /// The job could not be sent: nothing is out, and the status says why.
+    pub fn could_not_start(&mut self, message: String) -> News {
+        self.pending = None;
+        News {
+            status: message,
+            outcome: None,
+            discard_worker: false,
+        }
+    }
+
+    /// What `event`, arriving at `now_ms`, changes; `None` for news of an older job.
+    pub fn apply(&mut self, event: PlannerEvent, now_ms: f64) -> Option<News> {
+        let current = |id: u64| self.pending.as_ref().is_some_and(|p| p.0 == id);
+        let news = |status: String| News {
+            status,
+            outcome: None,
+            discard_worker: false,
+        };
+        match event {
+            PlannerEvent::Progress { id, done, total } if current(id) => Some(news(format!(
+                "Planning… {done} of {total} configurations simulated."
+            ))),
+            PlannerEvent::Planned { id, display } if current(id) => {
+                let (_, planned, started) = self.pending.take()?;
+                if let Some(released) = &display.released {
+                    self.last_released = Some(released.clone());
+                }
+                Some(News {
+                    // The page's own time: the worker's round trip is part of the wait.
+                    status: format!(
+                        "Planned {} configurations in {:.0} ms. {}",
+                        display.configurations,
+                        now_ms - started,
+                        display.verdict
+                    ),
+                    outcome: Some((planned, Ok(Arc::new(*display)))),
+                    discard_worker: false,
+                })
+            }
+            PlannerEvent::Problems { id, problems } if current(id) => {
+                let (_, planned, _) = self.pending.take()?;
+                let mut found = Problems::default();
+                for (field, message) in problems {
+                    found.add(field_named(&field), message);
+                }
+                Some(News {
+                    status: "The plan did not run; the reason is listed above.".into(),
+                    outcome: Some((planned, Err(found))),
+                    discard_worker: false,
+                })
+            }
+            PlannerEvent::Failed(message) => {
+                self.pending = None;
+                Some(news(message))
+            }
+            PlannerEvent::Panicked(message) => {
+                self.pending = None;
+                Some(News {
+                    status: format!(
+                        "The capacity planner hit an internal error and stopped: {message}. Press Plan to start a new one."
+                    ),
+                    outcome: None,
+                    discard_worker: true,
+                })
+            }
+            // Ready is the link's, and news of an older job is stale.
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::planner::protocol::{ReportFile, SweepChart};
+    use crate::widgets::chart::Table;
 
     /// Each problem as (field, message), in the form's order.
     fn named(problems: &Problems) -> Vec<(&str, &str)> {
@@ -994,96 +785,12 @@ mod tests {
     }
 
     #[test]
-    fn the_default_form_plans_and_the_chart_and_table_share_their_rows() {
-        let view = plan(&small(), None).unwrap();
-        assert_eq!(view.points.len(), view.report.sweep.len());
-        assert_eq!(view.points.len(), 5 * 3 * 4 * 2);
-        for (p, r) in view.points.iter().zip(&view.report.sweep) {
-            assert_eq!(&p.row, r);
-            let (x, y) = p.at.unwrap();
-            let f = &view.frame;
-            assert!(x >= f.left - 1e-9 && x <= f.width - f.right + 1e-9, "{x}");
-            assert!(y >= f.top - 1e-9 && y <= f.height - f.bottom + 1e-9, "{y}");
-        }
-        assert_eq!(
-            view.report.decision.kind,
-            DecisionKind::Release,
-            "{}",
-            view.report.decision.reason
-        );
-        assert_eq!(view.points.iter().filter(|p| p.chosen).count(), 1);
-        assert_eq!(view.kind, "release");
-        assert_eq!(
-            view.curve.len(),
-            5,
-            "the released configuration at each load"
-        );
-        assert!(
-            view.curve.windows(2).all(|w| w[0].1 >= w[1].1),
-            "{:?}",
-            view.curve
-        );
-        assert!(known_good(&view.report).is_some());
-        let (name, mime, text) = report_file(&view.report, false);
-        assert!(name.ends_with(".json") && mime == "application/json");
-        assert!(serde_json::from_str::<serde_json::Value>(&text).is_ok());
-        assert_eq!(hardware_options().len(), 5);
-        assert_eq!(trace_options().len(), 4);
-        assert!(model_options()
-            .iter()
-            .any(|(v, _)| v == "decode-lab-tiny-v1"));
-        let (verdict, reason, failed) = decision_words(&view.report);
-        assert!(verdict.starts_with("Release: "), "{verdict}");
-        assert!(reason.ends_with('.') && failed.is_empty(), "{reason}");
-        let contract = contract_rows(&view.report);
-        assert!(
-            contract.iter().any(|(k, _)| k == "slice eu"),
-            "{contract:?}"
-        );
-        let shares: f64 = bottleneck_rows(&view.report)[..4].iter().map(|r| r.1).sum();
-        assert!((shares - 1.0).abs() < 1e-9, "{shares}");
-        assert!(view.report.to_markdown().contains("## 3. Quality gates"));
-        assert_eq!(
-            file_name(&view.report, "md"),
-            "capacity-plan-decode-lab-tiny-v1-lab-cpu-calibrated.md"
-        );
-    }
-
-    #[test]
     fn the_default_form_is_the_crates_tiny_lab_plan_at_2000_requests() {
         let mut expected = PlanInputs::tiny_lab("poisson").unwrap();
         if let TraceSource::Generated { spec } = &mut expected.trace {
             spec.requests = 2000;
         }
         assert_eq!(CapacityForm::default().check().unwrap(), expected);
-    }
-
-    #[test]
-    fn an_slo_nothing_meets_degrades_to_the_baseline_or_the_last_known_good() {
-        let form = CapacityForm {
-            ttft_ms: "0.001".into(),
-            ..small()
-        };
-        let view = plan(&form, None).unwrap();
-        assert_eq!(view.report.decision.kind, DecisionKind::DegradeToBaseline);
-        assert!(view.points.iter().all(|p| !p.chosen));
-        assert!(view.curve.is_empty() && known_good(&view.report).is_none());
-        assert_eq!(view.kind, "degrade-to-baseline");
-        let (verdict, _, failed) = decision_words(&view.report);
-        assert!(verdict.contains("named baseline"), "{verdict}");
-        assert!(failed.iter().any(|g| g.contains("p99 TTFT")), "{failed:?}");
-        assert!(failed.iter().any(|g| g.contains("over")), "{failed:?}");
-
-        let known = NamedPolicy {
-            name: "known-good".into(),
-            policy: view.report.decision.policy.clone(),
-            fleet: view.report.decision.fleet,
-        };
-        let view = plan(&form, Some(known)).unwrap();
-        assert_eq!(
-            view.report.decision.kind,
-            DecisionKind::DegradeToLastKnownGood
-        );
     }
 
     #[test]
@@ -1160,7 +867,6 @@ mod tests {
                 ("cap-floor", "Quality floor (%) must be a number of at least 0, but it is \"-1\"."),
             ]
         );
-        assert!(matches!(plan(&form, None), Err(p) if p == problems));
     }
 
     #[test]
@@ -1242,61 +948,6 @@ mod tests {
     }
 
     #[test]
-    fn a_machine_too_small_for_the_weights_is_a_row_not_a_crash() {
-        // Llama-2-13B in f16 (26 GB) does not fit the L4's 24 GiB; int8 does.
-        let form = CapacityForm {
-            hardware: "l4".into(),
-            model: "llama-2-13b".into(),
-            requests: "50".into(),
-            loads: "1".into(),
-            ttft_ms: "1000000".into(),
-            tpot_ms: "1000000".into(),
-            floor_pct: "50".into(),
-            ..CapacityForm::default()
-        };
-        let view = plan(&form, None).unwrap();
-        let full = view
-            .points
-            .iter()
-            .find(|p| p.row.weights == "full")
-            .unwrap();
-        assert!(full.at.is_none() && full.gates.starts_with("cannot run: "));
-        assert!(view.points.iter().any(|p| p.at.is_some() && p.chosen));
-
-        // Nothing passes, and the full-precision baseline cannot run there: a sentence.
-        let strict = CapacityForm {
-            ttft_ms: "0.001".into(),
-            ..form
-        };
-        let e = plan(&strict, None).unwrap_err();
-        assert!(
-            e.of("cap-hw").unwrap().starts_with(
-                "The plan cannot run: The llama-2-13b full weights need 26000000000 bytes"
-            ),
-            "{e:?}"
-        );
-    }
-
-    #[test]
-    fn one_request_is_a_sentence_and_tiny_loads_do_not_panic() {
-        // One request has no arrival rate to size replicas by (the plan said "one replica
-        // sustains 0 requests/s" beside a goodput of hundreds): the planner says so.
-        let one = CapacityForm {
-            requests: "1".into(),
-            ..CapacityForm::default()
-        };
-        let e = plan(&one, None).unwrap_err();
-        assert!(e.of("cap-n").unwrap().contains("no arrival rate"), "{e:?}");
-        let form = CapacityForm {
-            loads: "0.001".into(),
-            ..CapacityForm::default()
-        };
-        let view = plan(&form, None).unwrap();
-        assert!(view.frame.x_ticks.len() >= 2);
-        assert!(view.frame.y_ticks.iter().all(|(y, _)| y.is_finite()));
-    }
-
-    #[test]
     fn batching_ticks_keep_their_order() {
         let form = CapacityForm {
             batchings: "chunked".into(),
@@ -1306,42 +957,19 @@ mod tests {
         assert_eq!(form.with_batching("static", true), "static,chunked");
         assert_eq!(form.with_batching("chunked", false), "");
         assert_eq!(figure(0.000_123_45), "0.0001234");
-        assert_eq!(seconds(0.05), "50 ms");
-        assert_eq!(seconds(2.5e-4), "250 µs");
+        assert_eq!(short(0.5), "0.5");
+        assert_eq!(short(50.0), "50");
+        assert_eq!(figure(0.000_123_45), "0.0001234");
     }
 
-    /// A plan's error points at the field to change, or at the Plan button.
+    /// A problem the planner sent back lands at the field it names, or at the Plan button.
     #[test]
-    fn a_plans_error_is_a_problem_of_its_field() {
-        let at = |e: CapacityError| {
-            let problems = plan_problem(&e);
-            assert!(problems
-                .iter()
-                .all(|p| p.message.starts_with("The plan cannot run: ")));
-            problems.iter().map(|p| p.field).collect::<Vec<_>>()
-        };
-        assert_eq!(at(CapacityError::EmptyTrace), ["cap-n"]);
-        let fast = CapacityError::RateTooHigh {
-            what: "the trace's arrival rate".into(),
-            rate: 1e13,
-            limit: 1e12,
-        };
-        assert_eq!(at(fast), ["cap-rate"]);
-        let long = CapacityError::RequestTooLong {
-            request: 0,
-            tokens: 300,
-            context_len: 256,
-        };
-        assert_eq!(at(long), ["cap-model"]);
-        let small = CapacityError::KvTooSmall {
-            needed_blocks: 2,
-            available_blocks: 1,
-        };
-        assert_eq!(at(small), ["cap-hw"]);
-        let floor = CapacityError::Quality {
-            reason: "two floors name slice \"en\"".into(),
-        };
-        assert_eq!(at(floor), [PLAN_ID]);
+    fn a_problems_field_is_one_of_the_forms_or_the_plan_button() {
+        for spec in FIELDS {
+            assert_eq!(field_named(spec.id), spec.id);
+        }
+        assert_eq!(field_named(PLAN_ID), PLAN_ID);
+        assert_eq!(field_named("cap-nothing"), PLAN_ID);
     }
 
     /// The boxes' `static` and `continuous` are the crate's names, which it reads back.
@@ -1358,5 +986,143 @@ mod tests {
             Ok(Batching::ChunkedPrefill { token_budget: 64 })
         );
         assert!(batching_named("dynamic", 64).is_err());
+    }
+
+    /// A display with only what the status line and the known-good path read.
+    fn shown(configurations: usize, verdict: &str, released: Option<&str>) -> PlanDisplay {
+        let table = Table {
+            class: "mirror".into(),
+            id: None,
+            caption: String::new(),
+            headers: Vec::new(),
+            rows: Vec::new(),
+        };
+        let file = ReportFile {
+            name: "plan.md".into(),
+            mime: "text/markdown".into(),
+            text: String::new(),
+        };
+        PlanDisplay {
+            configurations,
+            kind: "release".into(),
+            verdict: verdict.into(),
+            reason: String::new(),
+            failed_gates: Vec::new(),
+            chart: SweepChart {
+                width: 1.0,
+                height: 1.0,
+                left: 0.0,
+                right: 0.0,
+                top: 0.0,
+                bottom: 0.0,
+                summary: String::new(),
+                x_ticks: Vec::new(),
+                y_ticks: Vec::new(),
+                slo_x: 0.0,
+                slo_label: String::new(),
+                points: Vec::new(),
+                curve: Vec::new(),
+            },
+            sweep_table: table,
+            parts: Vec::new(),
+            markdown: file.clone(),
+            json: file,
+            released: released.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_plan_run_sends_the_form_shows_progress_and_times_the_round_trip() {
+        let mut run = PlanRun::default();
+        let job = run.start(small(), true, 1000.0).unwrap();
+        assert_eq!(job.id, 1);
+        assert_eq!(
+            job.form,
+            small()
+                .to_pairs()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(job.known_good, None, "nothing released yet");
+        assert!(run.busy() && run.start(small(), false, 1001.0).is_none());
+
+        let progress = PlannerEvent::Progress {
+            id: 1,
+            done: 6,
+            total: 120,
+        };
+        let news = run.apply(progress, 1100.0).unwrap();
+        assert_eq!(news.status, "Planning… 6 of 120 configurations simulated.");
+        assert_eq!(news.outcome, None);
+        let stale = PlannerEvent::Progress {
+            id: 0,
+            done: 1,
+            total: 2,
+        };
+        assert_eq!(run.apply(stale, 1100.0), None);
+
+        let display = shown(120, "Release: the fastest.", Some("{\"name\":\"x\"}"));
+        let planned = PlannerEvent::Planned {
+            id: 1,
+            display: Box::new(display.clone()),
+        };
+        let news = run.apply(planned, 1250.4).unwrap();
+        assert_eq!(
+            news.status,
+            "Planned 120 configurations in 250 ms. Release: the fastest."
+        );
+        assert_eq!(news.outcome, Some((small(), Ok(Arc::new(display)))));
+        assert!(!run.busy() && !news.discard_worker);
+
+        // The next plan may degrade to what this one released; a degraded plan keeps it.
+        let job = run.start(CapacityForm::default(), true, 2000.0).unwrap();
+        assert_eq!(job.id, 2);
+        assert_eq!(job.known_good.as_deref(), Some("{\"name\":\"x\"}"));
+        let degraded = PlannerEvent::Planned {
+            id: 2,
+            display: Box::new(shown(120, "Degrade to …", None)),
+        };
+        run.apply(degraded, 2100.0).unwrap();
+        let job = run.start(CapacityForm::default(), false, 3000.0).unwrap();
+        assert_eq!(job.known_good, None, "unless the box is ticked");
+        run.apply(PlannerEvent::Failed("x".into()), 3001.0);
+        let job = run.start(CapacityForm::default(), true, 3002.0).unwrap();
+        assert_eq!(job.known_good.as_deref(), Some("{\"name\":\"x\"}"));
+    }
+
+    #[test]
+    fn a_plan_runs_problems_land_at_their_fields_and_a_panic_drops_the_worker() {
+        let mut run = PlanRun::default();
+        run.start(small(), false, 0.0).unwrap();
+        let problems = PlannerEvent::Problems {
+            id: 1,
+            problems: vec![
+                ("cap-rate".into(), "Too fast.".into()),
+                ("somewhere".into(), "Odd.".into()),
+            ],
+        };
+        let news = run.apply(problems, 5.0).unwrap();
+        let mut expected = Problems::one("cap-rate", "Too fast.");
+        expected.add(PLAN_ID, "Odd.");
+        assert_eq!(news.outcome, Some((small(), Err(expected))));
+        assert!(!run.busy());
+
+        run.start(small(), false, 10.0).unwrap();
+        let news = run
+            .apply(PlannerEvent::Panicked("index out of bounds".into()), 11.0)
+            .unwrap();
+        assert!(news.discard_worker && !run.busy());
+        assert!(
+            news.status.contains("index out of bounds"),
+            "{}",
+            news.status
+        );
+
+        run.start(small(), false, 20.0).unwrap();
+        let news = run.could_not_start("No worker.".into());
+        assert_eq!(news.status, "No worker.");
+        assert!(!run.busy());
+        assert_eq!(run.apply(PlannerEvent::Ready, 21.0), None);
     }
 }

@@ -1,0 +1,149 @@
+//! The one typed protocol between the Capacity panel and the planner worker: a
+//! [`PlannerJob`] from the page, [`PlannerEvent`]s back, each crossing as its JSON text
+//! ([`crate::worker::protocol::to_js`]). What a plan shows crosses as a [`PlanDisplay`]:
+//! words, chart positions and table rows the worker has already formatted, so the page
+//! deserialises text and numbers, never a `capacity::PlanReport` (which measured +28,800
+//! bytes of page wasm), and draws every table with one renderer
+//! ([`crate::widgets::chart::data_table`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::widgets::chart::Table;
+use crate::worker::link::Protocol;
+
+/// Plan the form these URL pairs describe (`CapacityForm::to_pairs`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlannerJob {
+    /// Echoed by every event about this job, so the page can drop news of an older one.
+    pub id: u64,
+    pub form: Vec<(String, String)>,
+    /// The configuration this session last released, as the JSON text of a known-good plan
+    /// ([`PlanDisplay::released`]): the plan degrades to it before the named baseline.
+    pub known_good: Option<String>,
+}
+
+/// What the planner tells the page, in the order it happens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum PlannerEvent {
+    /// The worker's wasm is running and listening; jobs sent before this are held by the page.
+    Ready,
+    /// `done` of the sweep's `total` configurations are simulated (a few times per plan).
+    Progress {
+        id: u64,
+        done: usize,
+        total: usize,
+    },
+    Planned {
+        id: u64,
+        display: Box<PlanDisplay>,
+    },
+    /// The plan did not run: each problem as (field id, sentence), in the form's order.
+    Problems {
+        id: u64,
+        problems: Vec<(String, String)>,
+    },
+    Failed(String),
+    /// The worker's Rust code panicked; the worker is gone and the next plan starts another.
+    Panicked(String),
+}
+
+/// The planner's protocol, for the page's [`crate::worker::link::WorkerLink`].
+pub struct Planner;
+
+impl Protocol for Planner {
+    type Job = PlannerJob;
+    type Event = PlannerEvent;
+    const SCRIPT: &'static str = "planner_loader.js";
+    const NAME: &'static str = "capacity planner";
+
+    fn is_ready(event: &PlannerEvent) -> bool {
+        *event == PlannerEvent::Ready
+    }
+
+    fn failed(message: String) -> PlannerEvent {
+        PlannerEvent::Failed(message)
+    }
+}
+
+/// Everything the page shows of a plan, formatted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanDisplay {
+    /// Configurations simulated (the sweep's rows), for the status line.
+    pub configurations: usize,
+    /// `release`, `degrade-to-last-known-good` or `degrade-to-baseline`.
+    pub kind: String,
+    /// "Release: …." or "Degrade to …".
+    pub verdict: String,
+    pub reason: String,
+    /// The best candidate's failed gates, each with how far it is over (when it degrades).
+    pub failed_gates: Vec<String>,
+    pub chart: SweepChart,
+    /// The chart's table mirror: one row per point.
+    pub sweep_table: Table,
+    /// The report's parts after the sweep, in order.
+    pub parts: Vec<Part>,
+    pub markdown: ReportFile,
+    pub json: ReportFile,
+    /// The released configuration as the JSON of a known-good plan; `None` when it degraded.
+    pub released: Option<String>,
+}
+
+/// The sweep as a scatter: positions in the chart's viewBox units, labels in words.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepChart {
+    pub width: f64,
+    pub height: f64,
+    pub left: f64,
+    pub right: f64,
+    pub top: f64,
+    pub bottom: f64,
+    /// The picture in a sentence: its `aria-label`.
+    pub summary: String,
+    /// x positions and labels of the decade ticks of p99 TTFT.
+    pub x_ticks: Vec<(f64, String)>,
+    /// y positions and labels of the ticks of tokens/s.
+    pub y_ticks: Vec<(f64, String)>,
+    /// x of the TTFT SLO, and its label.
+    pub slo_x: f64,
+    pub slo_label: String,
+    /// Every configuration that ran.
+    pub points: Vec<ChartPoint>,
+    /// The released configuration at every load, in load order (empty when it degraded).
+    pub curve: Vec<(f64, f64)>,
+}
+
+/// One configuration of the sweep in the chart.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChartPoint {
+    pub x: f64,
+    pub y: f64,
+    pub passes: bool,
+    pub chosen: bool,
+    /// Its tooltip: the configuration and its figures.
+    pub title: String,
+}
+
+/// One part of the report: a heading and what it holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    /// The heading's id, which the part's `aria-labelledby` names.
+    pub id: String,
+    pub title: String,
+    pub blocks: Vec<Block>,
+}
+
+/// What a part holds, in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Block {
+    Table(Table),
+    Text(String),
+    List { class: String, items: Vec<String> },
+}
+
+/// A download of the report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReportFile {
+    pub name: String,
+    pub mime: String,
+    pub text: String,
+}
