@@ -474,12 +474,14 @@ async function loadFigures(label, launchArgs) {
 
 // The size budgets of issue 12: the page's own wasm and JS (everything but the two workers'
 // files and the service worker) at most 500,000 bytes gzipped, page and model worker together
-// at most 1,000,000. Issue 13's capacity planner worker is budgeted on its own: its measured
-// size when it moved out of the page (195,396 bytes), rounded up to the next 50,000.
-// Load times are printed, not asserted.
+// at most 1,000,000. Issue 13's capacity planner worker is budgeted on its own, at its
+// measured size rounded up to the next 50,000: 195,396 bytes when it moved out of the page,
+// 228,256 once the planner simulated replicas behind routers, prefix caches,
+// disaggregation, speculative decoding and a canary rollout. Load times are printed, not
+// asserted.
 const PAGE_BUDGET_GZIP = 500_000;
 const TOTAL_BUDGET_GZIP = 1_000_000;
-const PLANNER_BUDGET_GZIP = 200_000;
+const PLANNER_BUDGET_GZIP = 250_000;
 
 test('the page and the worker stay within their size budgets; load times are printed', async () => {
   // Not counted: the service worker, and embed.js, which runs on course pages, not in the lab.
