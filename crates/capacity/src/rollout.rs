@@ -123,7 +123,8 @@ pub struct RolloutReport {
     pub start_s: f64,
     pub window_s: f64,
     pub mitigation_delay_s: f64,
-    /// When the first detector fired (None: the canary ran to the end of the trace).
+    /// When the first detector fired (None: the canary ran to the end of the trace), and
+    /// every gate its window breached.
     pub detected_at_s: Option<f64>,
     pub detector: Option<String>,
     /// When the canary's traffic returned to the fallback.
@@ -294,10 +295,8 @@ pub fn rollout(
             judge(name, &of);
         }
         let p99 = ttft(&ids, &mut scratch).p99;
-        if detected.is_none() {
-            if let Some(first) = breached.first() {
-                detected = Some((hi, first.clone()));
-            }
+        if detected.is_none() && !breached.is_empty() {
+            detected = Some((hi, breached.join("; ")));
         }
         timeline.push(RolloutWindow {
             start_s: lo,

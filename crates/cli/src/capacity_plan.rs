@@ -109,6 +109,11 @@ pub struct CapacityArgs {
     /// detector window].
     #[arg(long, value_name = "S", allow_hyphen_values = true)]
     mitigation_delay: Option<f64>,
+    /// How many tumbling windows the detector judges over the rollout trace's span
+    /// [default: 20]; fewer, longer windows hold enough of a rare slice's requests to
+    /// judge it.
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    detector_windows: Option<u32>,
     /// The role that owns the latency detectors of the playbook.
     #[arg(long, value_name = "ROLE", default_value = "serving on-call")]
     owner_latency: String,
@@ -492,8 +497,11 @@ fn operations(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String
         quality: args.owner_quality.trim().into(),
     };
     let Some(text) = &args.rollout else {
-        if args.rollout_trace.is_some() || args.mitigation_delay.is_some() {
-            return Err("--rollout-trace and --mitigation-delay shape a canary; give --rollout canary:FRACTION too".into());
+        if args.rollout_trace.is_some()
+            || args.mitigation_delay.is_some()
+            || args.detector_windows.is_some()
+        {
+            return Err("--rollout-trace, --mitigation-delay and --detector-windows shape a canary; give --rollout canary:FRACTION too".into());
         }
         return Ok(());
     };
@@ -507,10 +515,21 @@ fn operations(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String
             )
         })?;
     let mut rollout = RolloutInputs::canary(fraction);
-    rollout.mitigation_delay_s = args.mitigation_delay;
     rollout
         .validate()
         .map_err(|e| format!("{}: {e}", flag("rollout", text)))?;
+    if let Some(d) = args.mitigation_delay {
+        rollout.mitigation_delay_s = Some(d);
+        rollout
+            .validate()
+            .map_err(|e| format!("{}: {e}", flag("mitigation-delay", &shortest(d))))?;
+    }
+    if let Some(w) = args.detector_windows {
+        rollout.windows = w;
+        rollout
+            .validate()
+            .map_err(|e| format!("{}: {e}", flag("detector-windows", &w.to_string())))?;
+    }
     inputs.rollout = Some(rollout);
     if let Some(name) = &args.rollout_trace {
         let plan_rate = match &inputs.trace {

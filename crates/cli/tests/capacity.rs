@@ -329,7 +329,7 @@ fn replicas_routers_and_prefix_caches_sweep_and_bad_ones_exit_2() {
         ),
         (
             &["capacity", "--rollout-trace", "bursty"],
-            "error: --rollout-trace and --mitigation-delay shape a canary; give --rollout canary:FRACTION too\n",
+            "error: --rollout-trace, --mitigation-delay and --detector-windows shape a canary; give --rollout canary:FRACTION too\n",
         ),
         (
             &["capacity", "--speculative", "0"],
