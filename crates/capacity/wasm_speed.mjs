@@ -1,5 +1,6 @@
 // Times the capacity simulator compiled to wasm32-unknown-unknown (no imports, no glue):
-// the median of 5 simulations of 100,000 and of 1,000,000 requests. See
+// the median of 5 simulations of 100,000 and of 1,000,000 requests, on one replica and on 8
+// behind kv-aware routing. See
 // crates/capacity/examples/wasm_speed.rs for the build command.
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -13,8 +14,8 @@ const wasm = readFileSync(
 const { instance } = await WebAssembly.instantiate(wasm, {});
 const { prepare, simulate_prepared } = instance.exports;
 
-for (const n of [100_000, 1_000_000]) {
-  if (prepare(n) !== n) throw new Error(`prepare(${n}) failed`);
+for (const [n, replicas] of [[100_000, 1], [1_000_000, 1], [100_000, 8], [1_000_000, 8]]) {
+  if (prepare(n, replicas) !== n) throw new Error(`prepare(${n}, ${replicas}) failed`);
   const times = [];
   let iterations = 0;
   for (let i = 0; i < 5; i++) {
@@ -24,7 +25,7 @@ for (const n of [100_000, 1_000_000]) {
   }
   times.sort((a, b) => a - b);
   console.log(
-    `BENCH wasm capacity simulate ${n} requests: median ${(times[2] / 1000).toFixed(3)} s ` +
+    `BENCH wasm capacity simulate ${n} requests on ${replicas} replica(s): median ${(times[2] / 1000).toFixed(3)} s ` +
       `(min ${(times[0] / 1000).toFixed(3)} s, ${iterations} iterations, node ${process.version})`,
   );
 }
