@@ -23,7 +23,11 @@ static TRACE: Mutex<Option<(Trace, Fleet)>> = Mutex::new(None);
 /// bad count).
 #[no_mangle]
 pub extern "C" fn prepare(requests: u32, replicas: u32) -> u32 {
-    let preset = if replicas > 1 { "chat-prefix" } else { "poisson" };
+    let preset = if replicas > 1 {
+        "chat-prefix"
+    } else {
+        "poisson"
+    };
     let mut spec = TraceSpec {
         requests: requests as u64,
         ..TraceSpec::preset(preset).expect("preset")
