@@ -609,7 +609,7 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, String> {
         let file = speculate::PlannerFile {
             model: measured.model,
             draft: measured.draft,
-            k: args.k,
+            k: u32::try_from(args.k).map_err(|_| format!("--k {}: too large", args.k))?,
             policies: policies
                 .iter()
                 .zip(measured.by_policy)

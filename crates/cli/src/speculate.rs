@@ -69,16 +69,9 @@ impl std::str::FromStr for DraftKind {
     }
 }
 
-/// One slice's figures.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SliceAcceptance {
-    /// As `eval` names it: `"en: English"`.
-    pub slice: String,
-    /// Positions scored.
-    pub tokens: usize,
-    pub acceptance_rate: f64,
-    pub expected_tokens_per_verify: f64,
-}
+/// One slice's figures, and one policy's slices: the capacity planner's own types, so the
+/// file `--planner` writes is the one `capacity::SpeculationProfile` reads.
+pub use capacity::{PolicyAcceptance, SliceAcceptance, SpeculationProfile as PlannerFile};
 
 /// `decode-lab speculate --json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -88,23 +81,6 @@ pub struct Report {
     pub k: usize,
     pub policy: String,
     pub slices: Vec<SliceAcceptance>,
-}
-
-/// One policy's slices in the planner's file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PolicyAcceptance {
-    pub policy: String,
-    pub slices: Vec<SliceAcceptance>,
-}
-
-/// `decode-lab speculate --planner`, committed as `models/decode-lab-tiny-v1/speculate.json`:
-/// what the capacity planner reads (mirrored there as its own serde type).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PlannerFile {
-    pub model: String,
-    pub draft: String,
-    pub k: usize,
-    pub policies: Vec<PolicyAcceptance>,
 }
 
 /// The three policies the planner compares: greedy, temperature 0.7 and 1.5, the rest default.
@@ -241,7 +217,7 @@ pub fn measure(
             let alpha = (sum / positions as f64).min(1.0);
             slices.push(SliceAcceptance {
                 slice: format!("{code}: {name}"),
-                tokens: positions,
+                tokens: positions as u64,
                 acceptance_rate: alpha,
                 expected_tokens_per_verify: expected_tokens_per_verify(alpha, k)
                     .map_err(|e| e.to_string())?,
