@@ -13,8 +13,8 @@ use std::sync::Arc;
 use leptos::prelude::*;
 
 use crate::panels::capacity::view_model::{
-    hardware_options, model_options, trace_options, weight_options, CapacityForm, News, Outcome,
-    PlanRun, BATCHINGS, PLAN_ID,
+    decoding_options, hardware_options, model_options, rollout_trace_options, trace_options,
+    weight_options, CapacityForm, News, Outcome, PlanRun, BATCHINGS, PLAN_ID,
 };
 use crate::planner::protocol::{Block, Part, PlanDisplay, Planner, PlannerEvent};
 use crate::shell::url;
@@ -47,6 +47,15 @@ pub fn CapacityPanel() -> impl IntoView {
     let (ttft_ms, set_ttft_ms) = signal(initial.ttft_ms);
     let (tpot_ms, set_tpot_ms) = signal(initial.tpot_ms);
     let (floor_pct, set_floor_pct) = signal(initial.floor_pct);
+    let (replicas, set_replicas) = signal(initial.replicas);
+    let (routers, set_routers) = signal(initial.routers);
+    let (prefix_cache, set_prefix_cache) = signal(initial.prefix_cache);
+    let (disaggregate, set_disaggregate) = signal(initial.disaggregate);
+    let (speculative_k, set_speculative_k) = signal(initial.speculative_k);
+    let (decoding, set_decoding) = signal(initial.decoding);
+    let (canary, set_canary) = signal(initial.canary);
+    let (rollout_trace, set_rollout_trace) = signal(initial.rollout_trace);
+    let (detector_windows, set_detector_windows) = signal(initial.detector_windows);
 
     let form = Memo::new(move |_| CapacityForm {
         hardware: hardware.get(),
@@ -62,6 +71,15 @@ pub fn CapacityPanel() -> impl IntoView {
         ttft_ms: ttft_ms.get(),
         tpot_ms: tpot_ms.get(),
         floor_pct: floor_pct.get(),
+        replicas: replicas.get(),
+        routers: routers.get(),
+        prefix_cache: prefix_cache.get(),
+        disaggregate: disaggregate.get(),
+        speculative_k: speculative_k.get(),
+        decoding: decoding.get(),
+        canary: canary.get(),
+        rollout_trace: rollout_trace.get(),
+        detector_windows: detector_windows.get(),
     });
     // The fields in the URL whenever they change (not on creation: opening the panel
     // should not add a history entry).
@@ -144,6 +162,7 @@ pub fn CapacityPanel() -> impl IntoView {
         view! { <Choice id=id label=label options=options value=value problem=problem(id) set=chosen(id, url_problems, set)/> }
     };
     let batchings_problem = problem("cap-batchings");
+    let prefix_problem = problem("cap-prefix");
     let checkboxes = BATCHINGS
         .iter()
         .map(|&(name, label)| {
@@ -209,6 +228,29 @@ pub fn CapacityPanel() -> impl IntoView {
                 <Field id="cap-ttft" problem=problem("cap-ttft") label="SLO: p99 time to first token (ms)" hint="Held on all traffic and on every slice." value=ttft_ms.into() set=set_ttft_ms/>
                 <Field id="cap-tpot" problem=problem("cap-tpot") label="SLO: p99 time per output token (ms)" hint="Held on all traffic and on every slice." value=tpot_ms.into() set=set_tpot_ms/>
                 <Field id="cap-floor" problem=problem("cap-floor") label="Quality floor (% above full-precision bits per byte)" hint="Per slice, the rare Basque slice included; measured on the tiny model." value=floor_pct.into() set=set_floor_pct/>
+                <Field id="cap-replicas" problem=problem("cap-replicas") label="Replica counts (comma-separated)" hint="The trace served on N identical replicas behind each router." value=replicas.into() set=set_replicas/>
+                <Field id="cap-router" problem=problem("cap-router") label="Routers (comma-separated)" hint="round-robin, random, least-outstanding, least-kv, prefix-affinity, kv-aware." value=routers.into() set=set_routers/>
+                <div class="field cap-choice" hidden=hidden("cap-prefix", "Prefix cache on each replica", Some(prefix_cache.into()), Some(prefix_problem))>
+                    <input
+                        type="checkbox"
+                        id="cap-prefix"
+                        aria-invalid=move || prefix_problem.get().map(|_| "true")
+                        aria-describedby=move || prefix_problem.get().map(|_| problem_id("cap-prefix"))
+                        prop:checked=move || prefix_cache.get() == "on"
+                        on:change=move |ev| {
+                            url_problems.update(|p| *p = p.without("cap-prefix"));
+                            set_prefix_cache.set(if event_target_checked(&ev) { "on" } else { "off" }.into());
+                        }
+                    />
+                    <label for="cap-prefix">"A prefix cache on each replica (shared prompts skip their prefill; try the chat-prefix trace)"</label>
+                    {move || prefix_problem.get().map(|m| view! { <small id=problem_id("cap-prefix") class="field-problem error">{m}</small> })}
+                </div>
+                <Field id="cap-pd" problem=problem("cap-pd") label="Disaggregation P:D (empty: off)" hint="P prefill and D decode replicas, swept beside P + D colocated ones." value=disaggregate.into() set=set_disaggregate/>
+                <Field id="cap-k" problem=problem("cap-k") label="Speculative tokens per step k (empty: off)" hint="Every configuration is also served drafting k tokens with the n-gram draft." value=speculative_k.into() set=set_speculative_k inputmode="numeric"/>
+                {select("cap-decoding", "Decoding policy (its measured acceptance applies)", decoding, set_decoding, decoding_options())}
+                <Field id="cap-canary" problem=problem("cap-canary") label="Canary fraction (empty: no rollout)" hint="The released configuration takes this share of the requests; a detector stops it at the first breached gate." value=canary.into() set=set_canary/>
+                {select("cap-rollout-trace", "Traffic the canary meets", rollout_trace, set_rollout_trace, rollout_trace_options())}
+                <Field id="cap-windows" problem=problem("cap-windows") label="Detector windows" hint="Tumbling windows over the canary trace; fewer, longer ones hold enough of a rare slice to judge it." value=detector_windows.into() set=set_detector_windows inputmode="numeric"/>
                 <div class="field cap-choice" hidden=hidden("cap-known-good", "Degrade to the last released configuration", None, None)>
                     <input
                         type="checkbox"
