@@ -1,6 +1,8 @@
 //! The capacity planner's panel: presets, trace, serving policies, SLOs and quality floors
-//! in; on "Plan", the sweep as a throughput-against-p99-TTFT chart with its table mirror,
-//! the release decision in words, the report's four parts and its downloads. The fields are
+//! in, with the fleets (replicas, routers, prefix cache, P:D, speculation) and a canary;
+//! on "Plan", the sweep as a throughput-against-p99-TTFT chart with its table mirror, the
+//! release decision in words, the report's parts (the canary's timeline a chart with its
+//! table) and its downloads. The fields are
 //! checked as they change, each problem marked at its field and listed above the results.
 //! The logic and the URL keys are in [`crate::panels::capacity::view_model`]. The plan runs
 //! in the planner worker ([`crate::planner`]), started by the first press of Plan and kept
@@ -16,7 +18,9 @@ use crate::panels::capacity::view_model::{
     decoding_options, hardware_options, model_options, rollout_trace_options, trace_options,
     weight_options, CapacityForm, News, Outcome, PlanRun, BATCHINGS, PLAN_ID,
 };
-use crate::planner::protocol::{Block, Part, PlanDisplay, Planner, PlannerEvent};
+use crate::planner::protocol::{
+    Block, ChartPoint, Part, PlanDisplay, Planner, PlannerEvent, TimelineChart,
+};
 use crate::shell::url;
 use crate::shell::web::{download, now_ms};
 use crate::widgets::chart::data_table;
@@ -414,6 +418,7 @@ fn part(part: Part) -> impl IntoView {
         .map(|block| match block {
             Block::Table(table) => data_table(table).into_any(),
             Block::Text(text) => view! { <p>{text}</p> }.into_any(),
+            Block::Timeline(chart) => timeline_chart(*chart).into_any(),
             Block::List { class, items } => {
                 let items = items
                     .into_iter()
@@ -429,5 +434,77 @@ fn part(part: Part) -> impl IntoView {
             <h3 id=id>{part.title}</h3>
             {blocks}
         </section>
+    }
+}
+
+/// A figure over time against a level, one span marked, and the table from the same rows.
+fn timeline_chart(c: TimelineChart) -> impl IntoView {
+    let (x0, x1) = (c.left, c.width - c.right);
+    let (y0, y1) = (c.top, c.height - c.bottom);
+    let x_ticks = c
+        .x_ticks
+        .iter()
+        .map(|(x, label)| {
+            view! {
+                <line x1=*x y1=y1 x2=*x y2=y1 + 4.0 class="axis"></line>
+                <text x=*x y=y1 + 15.0 text-anchor="middle" class="axis-label">{label.clone()}</text>
+            }
+        })
+        .collect_view();
+    let y_ticks = c
+        .y_ticks
+        .iter()
+        .map(|(y, label)| {
+            view! {
+                <line x1=x0 - 4.0 y1=*y x2=x0 y2=*y class="axis"></line>
+                <text x=x0 - 6.0 y=*y + 3.0 text-anchor="end" class="axis-label">{label.clone()}</text>
+            }
+        })
+        .collect_view();
+    let lines = c
+        .lines
+        .iter()
+        .map(|line| {
+            let points = line
+                .iter()
+                .map(|(x, y)| format!("{x:.2},{y:.2}"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            view! { <polyline points=points class="cap-curve"></polyline> }
+        })
+        .collect_view();
+    let marks = c
+        .points
+        .iter()
+        .map(|p: &ChartPoint| {
+            let class = if p.passes { "cap-pass" } else { "cap-breach" };
+            view! { <circle cx=p.x cy=p.y r="3" class=class><title>{p.title.clone()}</title></circle> }
+        })
+        .collect_view();
+    let marked = c.marked.clone().map(|(from, to, label)| {
+        view! {
+            <rect x=from y=y0 width=(to - from).max(1.0) height=y1 - y0 class="cap-detected"></rect>
+            <text x=to + 3.0 y=y0 + 10.0 class="axis-label">{label}</text>
+        }
+    });
+    view! {
+        <figure class="stage cap-timeline">
+            <figcaption>{c.caption.clone()}</figcaption>
+            <svg class="chart" viewBox=format!("0 0 {} {}", c.width, c.height) role="img" aria-label=c.summary.clone()>
+                {marked}
+                <line x1=x0 y1=y1 x2=x1 y2=y1 class="axis"></line>
+                <line x1=x0 y1=y0 x2=x0 y2=y1 class="axis"></line>
+                {x_ticks}
+                {y_ticks}
+                <text x=(x0 + x1) / 2.0 y=c.height - 6.0 text-anchor="middle" class="axis-label">{c.x_label.clone()}</text>
+                <text x="10" y=(y0 + y1) / 2.0 text-anchor="middle" class="axis-label" transform=format!("rotate(-90 10 {})", (y0 + y1) / 2.0)>{c.y_label.clone()}</text>
+                <line x1=x0 y1=c.level_y x2=x1 y2=c.level_y class="cap-slo"></line>
+                <text x=x1 - 4.0 y=c.level_y - 4.0 text-anchor="end" class="axis-label">{c.level_label.clone()}</text>
+                {lines}
+                {marks}
+            </svg>
+            <p class="cap-legend chart-only">"● a window within every gate; red: a window that breached a gate; shaded: the window whose breach stopped the canary; dashed: the TTFT SLO."</p>
+            {data_table(c.table)}
+        </figure>
     }
 }
