@@ -388,7 +388,9 @@ fn sweep_chart(display: &PlanDisplay) -> impl IntoView {
         })
         .collect_view();
     view! {
-        <figure class="stage cap-sweep">
+        // Focusable, so a keyboard can scroll a table wider than the page (axe-core's
+        // scrollable-region-focusable).
+        <figure class="stage cap-sweep" tabindex="0">
             <figcaption>"The sweep: output tokens/s against p99 time to first token (log scale)"</figcaption>
             <svg class="chart" viewBox=format!("0 0 {} {}", c.width, c.height) role="img" aria-label=c.summary.clone()>
                 <line x1=x0 y1=y1 x2=x1 y2=y1 class="axis"></line>
@@ -430,7 +432,7 @@ fn part(part: Part) -> impl IntoView {
         .collect_view();
     let (labelled_by, id) = (part.id.clone(), part.id);
     view! {
-        <section class="cap-part" aria-labelledby=labelled_by>
+        <section class="cap-part" aria-labelledby=labelled_by tabindex="0">
             <h3 id=id>{part.title}</h3>
             {blocks}
         </section>
@@ -488,7 +490,7 @@ fn timeline_chart(c: TimelineChart) -> impl IntoView {
         }
     });
     view! {
-        <figure class="stage cap-timeline">
+        <figure class="stage cap-timeline" tabindex="0">
             <figcaption>{c.caption.clone()}</figcaption>
             <svg class="chart" viewBox=format!("0 0 {} {}", c.width, c.height) role="img" aria-label=c.summary.clone()>
                 {marked}
