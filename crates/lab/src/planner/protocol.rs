@@ -138,6 +138,37 @@ pub enum Block {
     Table(Table),
     Text(String),
     List { class: String, items: Vec<String> },
+    Timeline(Box<TimelineChart>),
+}
+
+/// A figure over time, window by window, against a level, with one span marked: the
+/// canary's p99 TTFT per detector window against the SLO, the detection window marked.
+/// The table holds the same windows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimelineChart {
+    pub width: f64,
+    pub height: f64,
+    pub left: f64,
+    pub right: f64,
+    pub top: f64,
+    pub bottom: f64,
+    pub caption: String,
+    /// The picture in a sentence: its `aria-label`.
+    pub summary: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub x_ticks: Vec<(f64, String)>,
+    pub y_ticks: Vec<(f64, String)>,
+    /// The line through the windows, broken where a window had nothing to measure.
+    pub lines: Vec<Vec<(f64, f64)>>,
+    /// Every measured window; `passes` is false where it breached a gate.
+    pub points: Vec<ChartPoint>,
+    /// y of the level (the SLO), and its label.
+    pub level_y: f64,
+    pub level_label: String,
+    /// The marked span's x from and to, and its label.
+    pub marked: Option<(f64, f64, String)>,
+    pub table: Table,
 }
 
 /// A download of the report.

@@ -4,14 +4,20 @@
 //! [`PlanDisplay`]: the decision in words, the sweep chart's positions, every table as rows
 //! of formatted cells (each number also in full, for `data-value`), the report's sentences
 //! and its two downloads. [`plan_display`] is that whole path; [`view`] places the sweep in
-//! the chart, and [`display`] formats the rest.
+//! the chart, and [`display`] formats the rest: with fleets the sweep table gains the
+//! Markdown's replicas, router, prefix-hit and rejected columns; a speculating plan gains
+//! its α table; part 5 holds the playbook and, with a canary, its outcome in words and its
+//! timeline (p99 TTFT per detector window against the SLO, the detection window marked).
 
 use capacity::{
-    figure, CapacityError, DecisionKind, NamedPolicy, Plan, PlanInputs, PlanReport, SweepRow,
+    figure, CapacityError, DecisionKind, Fleet, NamedPolicy, Plan, PlanInputs, PlanReport,
+    RolloutReport, SweepRow,
 };
 
 use crate::panels::capacity::view_model::{field, short, CapacityForm, PLAN_ID};
-use crate::planner::protocol::{Block, ChartPoint, Part, PlanDisplay, ReportFile, SweepChart};
+use crate::planner::protocol::{
+    Block, ChartPoint, Part, PlanDisplay, ReportFile, SweepChart, TimelineChart,
+};
 use crate::widgets::chart::{Cell, Row, Table};
 use crate::widgets::form::{Form, Problems};
 use crate::widgets::number::sentence;
@@ -475,10 +481,22 @@ fn sweep_chart(view: &PlanView) -> SweepChart {
     }
 }
 
-/// The chart's table mirror: every configuration of the sweep, one row each.
+/// The chart's table mirror: every configuration of the sweep, one row each; with fleets
+/// (replicas, prefix caches, a queue cap), also each row's replicas, router, prefix-cache
+/// hit rate and rejected requests, as the Markdown's sweep table has them.
 fn sweep_table(view: &PlanView) -> Table {
     let passing = view.points.iter().filter(|p| p.row.passes_gates).count();
-    let rows = view.points.iter().map(sweep_row).collect();
+    let fleets = has_fleets(&view.report);
+    let rows = view.points.iter().map(|p| sweep_row(p, fleets)).collect();
+    let fleet_headers: &[&str] = if fleets {
+        &["Replicas", "Router", "Prefix hits", "Rejected"]
+    } else {
+        &[]
+    };
+    let headers: Vec<&str> = std::iter::once("Configuration")
+        .chain(fleet_headers.iter().copied())
+        .chain(SWEEP_HEADERS)
+        .collect();
     table(
         "mirror",
         "cap-sweep-table",
@@ -486,25 +504,32 @@ fn sweep_table(view: &PlanView) -> Table {
             "Every configuration of the sweep ({} rows; {passing} pass every gate): the chart's points",
             view.points.len()
         ),
-        &[
-            "Configuration",
-            "Policy",
-            "Batch limit",
-            "Weights",
-            "Load",
-            "Offered (requests/s)",
-            "Tokens/s",
-            "p99 TTFT (ms)",
-            "p99 time per token (ms)",
-            "Goodput (requests/s)",
-            "Cost per M tokens",
-            "Gates",
-        ],
+        &headers,
         rows,
     )
 }
 
-fn sweep_row(p: &SweepPoint) -> Row {
+/// Whether the sweep serves any configuration on more than the single engine.
+fn has_fleets(report: &PlanReport) -> bool {
+    report.sweep.iter().any(|r| r.fleet != Fleet::single())
+}
+
+/// The sweep table's columns after the configuration and its fleet.
+const SWEEP_HEADERS: [&str; 11] = [
+    "Policy",
+    "Batch limit",
+    "Weights",
+    "Load",
+    "Offered (requests/s)",
+    "Tokens/s",
+    "p99 TTFT (ms)",
+    "p99 time per token (ms)",
+    "Goodput (requests/s)",
+    "Cost per M tokens",
+    "Gates",
+];
+
+fn sweep_row(p: &SweepPoint, fleets: bool) -> Row {
     let r = &p.row;
     // A configuration that could not run has no figures to show, only its value (zero).
     let number = |x: f64, scale: f64| {
@@ -525,22 +550,33 @@ fn sweep_row(p: &SweepPoint) -> Row {
     } else {
         r.label.clone()
     };
+    let fleet = [
+        Cell::number(r.replicas.to_string(), r.replicas),
+        Cell::text(r.router.clone()),
+        Cell::number(percent(r.prefix_cache_hit_rate), r.prefix_cache_hit_rate),
+        Cell::number(r.rejected.to_string(), r.rejected),
+    ];
+    let fleet = if fleets { &fleet[..] } else { &[] };
     Row {
         class: Some(class.to_string()),
         header,
-        cells: vec![
-            Cell::text(r.batching.clone()),
-            Cell::number(r.max_sequences.to_string(), r.max_sequences),
-            Cell::text(r.weights.clone()),
-            Cell::number(format!("{}x", r.load_scale), r.load_scale),
-            number(r.offered_rate_per_s, 1.0),
-            number(r.output_tokens_per_s, 1.0),
-            number(r.ttft_p99_s, 1e3),
-            number(r.tpot_p99_s, 1e3),
-            number(r.goodput_per_s, 1.0),
-            number(r.cost_per_million_output_tokens, 1.0),
-            Cell::text(p.gates.clone()),
-        ],
+        cells: fleet
+            .iter()
+            .cloned()
+            .chain([
+                Cell::text(r.batching.clone()),
+                Cell::number(r.max_sequences.to_string(), r.max_sequences),
+                Cell::text(r.weights.clone()),
+                Cell::number(format!("{}x", r.load_scale), r.load_scale),
+                number(r.offered_rate_per_s, 1.0),
+                number(r.output_tokens_per_s, 1.0),
+                number(r.ttft_p99_s, 1e3),
+                number(r.tpot_p99_s, 1e3),
+                number(r.goodput_per_s, 1.0),
+                number(r.cost_per_million_output_tokens, 1.0),
+                Cell::text(p.gates.clone()),
+            ])
+            .collect(),
     }
 }
 
@@ -665,18 +701,19 @@ fn parts(report: &PlanReport) -> Vec<Part> {
             figure(t.goodput_per_s)
         )));
     }
-    vec![
-        Part {
-            id: "cap-contract-title".into(),
-            title: "1. Benchmark contract".into(),
-            blocks: vec![Block::Table(table(
-                "mirror cap-keyed",
-                "cap-contract-table",
-                "What was simulated, under which assumptions".into(),
-                &["Input", "Value"],
-                contract,
-            ))],
-        },
+    let mut parts = vec![Part {
+        id: "cap-contract-title".into(),
+        title: "1. Benchmark contract".into(),
+        blocks: vec![Block::Table(table(
+            "mirror cap-keyed",
+            "cap-contract-table",
+            "What was simulated, under which assumptions".into(),
+            &["Input", "Value"],
+            contract,
+        ))],
+    }];
+    parts.extend(speculation_part(report));
+    parts.extend([
         Part {
             id: "cap-profile-title".into(),
             title: format!("2. Profiler and bottleneck report: {}", chosen.name),
@@ -731,7 +768,290 @@ fn parts(report: &PlanReport) -> Vec<Part> {
             title: "4. Capacity and cost recommendation".into(),
             blocks: cost_part,
         },
-    ]
+        operations_part(report),
+    ]);
+    parts
+}
+
+/// When the sweep speculates: α and E per decoding policy and slice, the plan's policy
+/// first, as the crate measured them.
+fn speculation_part(report: &PlanReport) -> Option<Part> {
+    let s = report.contract.speculation.as_ref()?;
+    let rows = s
+        .acceptance
+        .iter()
+        .map(|a| Row {
+            class: (a.policy == s.decoding).then(|| "cap-chosen-row".to_string()),
+            header: a.policy.clone(),
+            cells: vec![
+                Cell::text(a.slice.clone()),
+                Cell::number(figure(a.acceptance_rate), a.acceptance_rate),
+                Cell::number(
+                    figure(a.expected_tokens_per_step),
+                    a.expected_tokens_per_step,
+                ),
+            ],
+        })
+        .collect();
+    Some(Part {
+        id: "cap-speculation-title".into(),
+        title: "Speculative decoding".into(),
+        blocks: vec![Block::Table(table(
+            "mirror",
+            "cap-speculation-table",
+            format!(
+                "Acceptance rate α of the {} draft, measured per decoding policy and slice, and the expected tokens per verification step E = (1 − α^(k+1)) / (1 − α) at k = {}; the plan serves {} ({} µs per drafted token)",
+                s.draft,
+                s.k,
+                s.decoding,
+                figure(s.draft_s_per_token * 1e6)
+            ),
+            &["Decoding policy", "Slice", "α", "E (tokens per step)"],
+            rows,
+        ))],
+    })
+}
+
+/// Part 5: a detector, owner, mitigation and stop condition for every gate of what ships,
+/// and the canary when one was simulated.
+fn operations_part(report: &PlanReport) -> Part {
+    let rows = report
+        .playbook
+        .iter()
+        .map(|p| {
+            row(
+                p.detector.clone(),
+                vec![
+                    Cell::text(p.owner.clone()),
+                    Cell::text(p.mitigation.clone()),
+                    Cell::text(p.stop_condition.clone()),
+                ],
+            )
+        })
+        .collect();
+    let mut blocks = vec![Block::Table(table(
+        "mirror cap-keyed",
+        "cap-playbook-table",
+        "The failure playbook: a detector for every gate of the shipped configuration".into(),
+        &["Detector", "Owner", "Mitigation", "Stop condition"],
+        rows,
+    ))];
+    if let Some(r) = &report.rollout {
+        blocks.push(Block::Text(rollout_words(r)));
+        blocks.push(Block::Timeline(Box::new(rollout_chart(
+            r,
+            report.contract.slo.ttft_p99_s,
+        ))));
+    }
+    Part {
+        id: "cap-playbook-title".into(),
+        title: "5. Failure playbook and rollout".into(),
+        blocks,
+    }
+}
+
+/// The canary in a paragraph: whether it stopped, when the detector fired and on what,
+/// and the requests that missed the SLO, overall and per slice.
+pub fn rollout_words(r: &RolloutReport) -> String {
+    let after = |t: f64| seconds(t - r.start_s);
+    let opening = format!(
+        "Canary: {} took {} of the requests from t0 = {}, judged over {} windows; the fallback is {}.",
+        r.candidate,
+        percent(r.fraction),
+        seconds(r.start_s),
+        seconds(r.window_s),
+        r.fallback
+    );
+    let per_slice = r
+        .missed_by_slice
+        .iter()
+        .map(|(slice, missed, of)| format!("{slice} {missed} of {of}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let outcome = match (&r.detector, r.detected_at_s, r.stopped_at_s) {
+        (Some(d), Some(detected), Some(stopped)) => format!(
+            "Stopped: the detector fired {} after t0 ({d}); the canary's traffic returned to {} {} after t0. {} of its {} requests missed the SLO ({per_slice}); after the stop the fallback served {} of its share and missed {}.",
+            after(detected),
+            r.fallback,
+            after(stopped),
+            r.missed_slo,
+            r.canary_requests,
+            r.after_stop_requests,
+            r.after_stop_missed
+        ),
+        _ => format!(
+            "Completed: no detector fired; {} of the canary's {} requests missed the SLO ({per_slice}).",
+            r.missed_slo, r.canary_requests
+        ),
+    };
+    format!("{opening} {outcome}")
+}
+
+/// The detection window: the first that breached a gate.
+fn detection_window(r: &RolloutReport) -> Option<usize> {
+    r.timeline.iter().position(|w| !w.breached.is_empty())
+}
+
+/// The canary's p99 TTFT per detector window against the SLO, the detection window
+/// marked, and the windows as its table.
+fn rollout_chart(r: &RolloutReport, slo_s: f64) -> TimelineChart {
+    let (width, height) = (CHART_WIDTH, 220.0);
+    let (left, right, top, bottom) = (64.0, 16.0, 12.0, 44.0);
+    let end = r.timeline.last().map_or(r.window_s, |w| w.end_s) - r.start_s;
+    let end = if end > 0.0 { end } else { 1.0 };
+    let measured = |w: &&capacity::RolloutWindow| w.canary_requests > 0;
+    let y_max = nice_ceiling(
+        r.timeline
+            .iter()
+            .filter(measured)
+            .map(|w| w.canary_ttft_p99_s * 1e3)
+            .fold(slo_s * 1e3, f64::max),
+    );
+    let (plot_w, plot_h) = (width - left - right, height - top - bottom);
+    let x_of = |t: f64| left + (t - r.start_s) / end * plot_w;
+    let y_of = |ms: f64| top + plot_h - ms / y_max * plot_h;
+    let detected = detection_window(r);
+    let mut lines: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut points = Vec::new();
+    let mut gap = true;
+    for w in &r.timeline {
+        if w.canary_requests == 0 {
+            gap = true;
+            continue;
+        }
+        let at = (
+            x_of((w.start_s + w.end_s) / 2.0),
+            y_of(w.canary_ttft_p99_s * 1e3),
+        );
+        if gap {
+            lines.push(Vec::new());
+            gap = false;
+        }
+        if let Some(line) = lines.last_mut() {
+            line.push(at);
+        }
+        points.push(ChartPoint {
+            x: at.0,
+            y: at.1,
+            passes: w.breached.is_empty(),
+            chosen: false,
+            title: format!(
+                "{}: {} canary requests, p99 TTFT {}{}",
+                window_name(r, w),
+                w.canary_requests,
+                seconds(w.canary_ttft_p99_s),
+                if w.breached.is_empty() {
+                    String::new()
+                } else {
+                    format!("; breached {}", w.breached.join("; "))
+                }
+            ),
+        });
+    }
+    let x_ticks = (0..=4)
+        .map(|i| {
+            let t = end * i as f64 / 4.0;
+            (x_of(r.start_s + t), elapsed(t))
+        })
+        .collect();
+    let y_ticks = (0..=4)
+        .map(|i| {
+            let v = y_max * i as f64 / 4.0;
+            (y_of(v), short(v))
+        })
+        .collect();
+    let marked = detected.map(|i| {
+        let w = &r.timeline[i];
+        (x_of(w.start_s), x_of(w.end_s), "detected".to_string())
+    });
+    let rows = r
+        .timeline
+        .iter()
+        .enumerate()
+        .map(|(i, w)| Row {
+            class: if Some(i) == detected {
+                Some("cap-detected-row".to_string())
+            } else {
+                (!w.breached.is_empty()).then(|| "over".to_string())
+            },
+            header: window_name(r, w),
+            cells: vec![
+                Cell::number(w.canary_requests.to_string(), w.canary_requests),
+                if w.canary_requests == 0 {
+                    Cell::text("—")
+                } else {
+                    ms_cell(w.canary_ttft_p99_s)
+                },
+                Cell::text(if w.breached.is_empty() {
+                    "none".to_string()
+                } else {
+                    w.breached.join("; ")
+                }),
+            ],
+        })
+        .collect();
+    let breaching = r.timeline.iter().filter(|w| !w.breached.is_empty()).count();
+    TimelineChart {
+        width,
+        height,
+        left,
+        right,
+        top,
+        bottom,
+        caption: "The canary: p99 time to first token of its requests per detector window".into(),
+        summary: format!(
+            "Line of the canary's p99 time to first token over {} detector windows of {}; {breaching} breach a gate; the TTFT SLO is {}{}.",
+            r.timeline.len(),
+            seconds(r.window_s),
+            seconds(slo_s),
+            match detected {
+                Some(i) => format!("; detected in window {}", i + 1),
+                None => String::new(),
+            }
+        ),
+        x_label: "time after t0".into(),
+        y_label: "p99 TTFT (ms)".into(),
+        x_ticks,
+        y_ticks,
+        lines,
+        points,
+        level_y: y_of(slo_s * 1e3),
+        level_label: format!("TTFT SLO {}", seconds(slo_s)),
+        marked,
+        table: table(
+            "mirror",
+            "cap-rollout-table",
+            format!(
+                "The canary's detector windows ({} rows): the chart's points",
+                r.timeline.len()
+            ),
+            &[
+                "Window (after t0)",
+                "Canary requests",
+                "p99 TTFT (ms)",
+                "Breached gates",
+            ],
+            rows,
+        ),
+    }
+}
+
+/// A window as its span after t0: "0 s – 150 ms".
+fn window_name(r: &RolloutReport, w: &capacity::RolloutWindow) -> String {
+    format!(
+        "{} – {}",
+        elapsed(w.start_s - r.start_s),
+        elapsed(w.end_s - r.start_s)
+    )
+}
+
+/// A time after t0: [`seconds`], whose "0 µs" reads better as t0 itself, "0 s".
+fn elapsed(t: f64) -> String {
+    if t <= 0.0 {
+        "0 s".into()
+    } else {
+        seconds(t)
+    }
 }
 
 #[cfg(test)]
@@ -940,6 +1260,7 @@ mod tests {
         let parts = display.parts.iter().flat_map(|p| &p.blocks);
         let tables = std::iter::once(&display.sweep_table).chain(parts.filter_map(|b| match b {
             Block::Table(t) => Some(t),
+            Block::Timeline(c) => Some(&c.table),
             _ => None,
         }));
         let found: Vec<&Table> = tables.filter(|t| t.id.as_deref() == Some(id)).collect();
@@ -977,6 +1298,7 @@ mod tests {
             ("cap-bottleneck-table", 5),
             ("cap-quality-table", report.quality.len()),
             ("cap-cost-table", 7),
+            ("cap-playbook-table", report.playbook.len()),
         ] {
             assert_eq!(rows_of(&display, id).len(), rows, "{id}");
         }
@@ -1027,6 +1349,171 @@ mod tests {
         assert!(degraded.released.is_none());
         assert!(degraded.chart.curve.is_empty());
         assert!(!degraded.failed_gates.is_empty());
+    }
+
+    /// A plan on two fleets with prefix caches, speculating, and a canary: the sweep table
+    /// gains the fleet's columns, and the speculation, playbook and rollout tables hold the
+    /// report's rows; the timeline's points and marked window are the report's windows.
+    #[test]
+    fn fleets_speculation_the_playbook_and_the_rollout_are_the_reports_rows() {
+        let form = CapacityForm {
+            trace: "chat-prefix".into(),
+            requests: "400".into(),
+            loads: "1".into(),
+            batchings: "continuous".into(),
+            max_sequences: "16".into(),
+            replicas: "1, 2".into(),
+            routers: "round-robin, kv-aware".into(),
+            prefix_cache: "on".into(),
+            speculative_k: "2".into(),
+            decoding: "greedy".into(),
+            canary: "0.2".into(),
+            detector_windows: "4".into(),
+            ttft_ms: "1000".into(),
+            tpot_ms: "1000".into(),
+            floor_pct: "50".into(),
+            ..CapacityForm::default()
+        };
+        let pairs: Vec<(String, String)> = form
+            .to_pairs()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let display = plan_display(&pairs, None, &mut |_, _| {}).unwrap();
+        let report = plan(&form, None).unwrap().report;
+        assert_eq!(display.kind, "release", "{}", display.reason);
+
+        // 2 weight paths × (1 + 2 routers at 2 replicas) fleets × with and without k.
+        assert_eq!(report.sweep.len(), 2 * 3 * 2);
+        let sweep = &display.sweep_table;
+        assert_eq!(sweep.headers.len(), 16);
+        assert_eq!(
+            &sweep.headers[1..5],
+            ["Replicas", "Router", "Prefix hits", "Rejected"]
+        );
+        for (row, r) in sweep.rows.iter().zip(&report.sweep) {
+            assert_eq!(row.cells.len(), 15);
+            assert!(row.header.starts_with(&r.label), "{}", row.header);
+            assert_eq!(
+                row.cells[0].value.as_deref(),
+                Some(r.replicas.to_string().as_str())
+            );
+            assert_eq!(row.cells[1].text, r.router);
+            let hits = row.cells[2].value.as_deref().unwrap().parse::<f64>();
+            assert_eq!(hits, Ok(r.prefix_cache_hit_rate));
+            assert_eq!(
+                row.cells[3].value.as_deref(),
+                Some(r.rejected.to_string().as_str())
+            );
+            let tokens = row.cells[9].value.as_deref().unwrap().parse::<f64>();
+            assert_eq!(tokens, Ok(r.output_tokens_per_s));
+        }
+        assert!(report.sweep.iter().any(|r| r.prefix_cache_hit_rate > 0.0));
+
+        let spec = report.contract.speculation.as_ref().unwrap();
+        let rows = rows_of(&display, "cap-speculation-table");
+        assert_eq!(rows.len(), spec.acceptance.len());
+        assert_eq!(rows.len(), 3 * 2, "three policies, two slices");
+        assert_eq!(rows[0].header, "greedy", "the plan's policy first");
+        for (row, a) in rows.iter().zip(&spec.acceptance) {
+            assert_eq!((&row.header, &row.cells[0].text), (&a.policy, &a.slice));
+            let alpha = row.cells[1].value.as_deref().unwrap().parse::<f64>();
+            assert_eq!(alpha, Ok(a.acceptance_rate));
+            let e = row.cells[2].value.as_deref().unwrap().parse::<f64>();
+            assert_eq!(e, Ok(a.expected_tokens_per_step));
+        }
+
+        let playbook = rows_of(&display, "cap-playbook-table");
+        assert_eq!(playbook.len(), report.playbook.len());
+        assert_eq!(
+            playbook.len(),
+            report.chosen.gates.len(),
+            "one detector per gate"
+        );
+        for (row, p) in playbook.iter().zip(&report.playbook) {
+            assert_eq!(row.header, p.detector);
+            let cells: Vec<&str> = row.cells.iter().map(|c| c.text.as_str()).collect();
+            assert_eq!(cells, [&p.owner, &p.mitigation, &p.stop_condition]);
+        }
+
+        let r = report.rollout.as_ref().unwrap();
+        let windows = rows_of(&display, "cap-rollout-table");
+        assert_eq!(windows.len(), r.timeline.len());
+        for (row, w) in windows.iter().zip(&r.timeline) {
+            let requests = row.cells[0].value.as_deref().unwrap().parse::<u64>();
+            assert_eq!(requests, Ok(w.canary_requests));
+            if w.canary_requests > 0 {
+                let p99 = row.cells[1].value.as_deref().unwrap().parse::<f64>();
+                assert_eq!(p99, Ok(w.canary_ttft_p99_s));
+            }
+        }
+        let chart = display
+            .parts
+            .iter()
+            .flat_map(|p| &p.blocks)
+            .find_map(|b| match b {
+                Block::Timeline(c) => Some(c),
+                _ => None,
+            })
+            .unwrap();
+        let measured = r.timeline.iter().filter(|w| w.canary_requests > 0).count();
+        assert_eq!(chart.points.len(), measured);
+        assert_eq!(chart.lines.iter().map(Vec::len).sum::<usize>(), measured);
+        assert_eq!(chart.marked.is_some(), r.detected_at_s.is_some());
+        let words = rollout_words(r);
+        assert!(
+            words.contains(if r.stop_condition_fired {
+                "Stopped: "
+            } else {
+                "Completed: "
+            }),
+            "{words}"
+        );
+        for (slice, missed, of) in &r.missed_by_slice {
+            assert!(
+                words.contains(&format!("{slice} {missed} of {of}")),
+                "{words}"
+            );
+        }
+    }
+
+    /// A canary meeting harder traffic than the plan's stops, and the chart marks the window
+    /// whose end is the detection time.
+    #[test]
+    fn a_stopped_canary_marks_its_detection_window() {
+        let report = plan(
+            &CapacityForm {
+                canary: "0.5".into(),
+                rollout_trace: "chat-prefix".into(),
+                detector_windows: "10".into(),
+                ..CapacityForm::default()
+            },
+            None,
+        )
+        .unwrap()
+        .report;
+        let r = report.rollout.as_ref().unwrap();
+        let chart = rollout_chart(r, report.contract.slo.ttft_p99_s);
+        // The chat-prefix trace's longer prompts breach the TTFT SLO the plan's own trace met.
+        let (Some(t), Some(i)) = (r.detected_at_s, detection_window(r)) else {
+            panic!("the canary should stop: {}", rollout_words(r));
+        };
+        assert!(r.stop_condition_fired);
+        assert_eq!(r.timeline[i].end_s, t);
+        let (from, to, _) = chart.marked.clone().unwrap();
+        assert!(from < to && to <= chart.width - chart.right + 1e-9);
+        let shaded: Vec<usize> = chart
+            .table
+            .rows
+            .iter()
+            .enumerate()
+            .filter(|(_, row)| row.class.as_deref() == Some("cap-detected-row"))
+            .map(|(j, _)| j)
+            .collect();
+        assert_eq!(shaded, [i]);
+        let words = rollout_words(r);
+        assert!(words.contains("Stopped: the detector fired"), "{words}");
+        assert!(words.contains(r.detector.as_deref().unwrap()), "{words}");
     }
 
     /// The worker's answer to a form the check refuses is the check's problems, and a

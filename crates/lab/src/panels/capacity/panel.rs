@@ -1,6 +1,8 @@
 //! The capacity planner's panel: presets, trace, serving policies, SLOs and quality floors
-//! in; on "Plan", the sweep as a throughput-against-p99-TTFT chart with its table mirror,
-//! the release decision in words, the report's four parts and its downloads. The fields are
+//! in, with the fleets (replicas, routers, prefix cache, P:D, speculation) and a canary;
+//! on "Plan", the sweep as a throughput-against-p99-TTFT chart with its table mirror, the
+//! release decision in words, the report's parts (the canary's timeline a chart with its
+//! table) and its downloads. The fields are
 //! checked as they change, each problem marked at its field and listed above the results.
 //! The logic and the URL keys are in [`crate::panels::capacity::view_model`]. The plan runs
 //! in the planner worker ([`crate::planner`]), started by the first press of Plan and kept
@@ -13,10 +15,12 @@ use std::sync::Arc;
 use leptos::prelude::*;
 
 use crate::panels::capacity::view_model::{
-    hardware_options, model_options, trace_options, weight_options, CapacityForm, News, Outcome,
-    PlanRun, BATCHINGS, PLAN_ID,
+    decoding_options, hardware_options, model_options, rollout_trace_options, trace_options,
+    weight_options, CapacityForm, News, Outcome, PlanRun, BATCHINGS, PLAN_ID,
 };
-use crate::planner::protocol::{Block, Part, PlanDisplay, Planner, PlannerEvent};
+use crate::planner::protocol::{
+    Block, ChartPoint, Part, PlanDisplay, Planner, PlannerEvent, TimelineChart,
+};
 use crate::shell::url;
 use crate::shell::web::{download, now_ms};
 use crate::widgets::chart::data_table;
@@ -47,6 +51,15 @@ pub fn CapacityPanel() -> impl IntoView {
     let (ttft_ms, set_ttft_ms) = signal(initial.ttft_ms);
     let (tpot_ms, set_tpot_ms) = signal(initial.tpot_ms);
     let (floor_pct, set_floor_pct) = signal(initial.floor_pct);
+    let (replicas, set_replicas) = signal(initial.replicas);
+    let (routers, set_routers) = signal(initial.routers);
+    let (prefix_cache, set_prefix_cache) = signal(initial.prefix_cache);
+    let (disaggregate, set_disaggregate) = signal(initial.disaggregate);
+    let (speculative_k, set_speculative_k) = signal(initial.speculative_k);
+    let (decoding, set_decoding) = signal(initial.decoding);
+    let (canary, set_canary) = signal(initial.canary);
+    let (rollout_trace, set_rollout_trace) = signal(initial.rollout_trace);
+    let (detector_windows, set_detector_windows) = signal(initial.detector_windows);
 
     let form = Memo::new(move |_| CapacityForm {
         hardware: hardware.get(),
@@ -62,6 +75,15 @@ pub fn CapacityPanel() -> impl IntoView {
         ttft_ms: ttft_ms.get(),
         tpot_ms: tpot_ms.get(),
         floor_pct: floor_pct.get(),
+        replicas: replicas.get(),
+        routers: routers.get(),
+        prefix_cache: prefix_cache.get(),
+        disaggregate: disaggregate.get(),
+        speculative_k: speculative_k.get(),
+        decoding: decoding.get(),
+        canary: canary.get(),
+        rollout_trace: rollout_trace.get(),
+        detector_windows: detector_windows.get(),
     });
     // The fields in the URL whenever they change (not on creation: opening the panel
     // should not add a history entry).
@@ -144,6 +166,7 @@ pub fn CapacityPanel() -> impl IntoView {
         view! { <Choice id=id label=label options=options value=value problem=problem(id) set=chosen(id, url_problems, set)/> }
     };
     let batchings_problem = problem("cap-batchings");
+    let prefix_problem = problem("cap-prefix");
     let checkboxes = BATCHINGS
         .iter()
         .map(|&(name, label)| {
@@ -209,6 +232,29 @@ pub fn CapacityPanel() -> impl IntoView {
                 <Field id="cap-ttft" problem=problem("cap-ttft") label="SLO: p99 time to first token (ms)" hint="Held on all traffic and on every slice." value=ttft_ms.into() set=set_ttft_ms/>
                 <Field id="cap-tpot" problem=problem("cap-tpot") label="SLO: p99 time per output token (ms)" hint="Held on all traffic and on every slice." value=tpot_ms.into() set=set_tpot_ms/>
                 <Field id="cap-floor" problem=problem("cap-floor") label="Quality floor (% above full-precision bits per byte)" hint="Per slice, the rare Basque slice included; measured on the tiny model." value=floor_pct.into() set=set_floor_pct/>
+                <Field id="cap-replicas" problem=problem("cap-replicas") label="Replica counts (comma-separated)" hint="The trace served on N identical replicas behind each router." value=replicas.into() set=set_replicas/>
+                <Field id="cap-router" problem=problem("cap-router") label="Routers (comma-separated)" hint="round-robin, random, least-outstanding, least-kv, prefix-affinity, kv-aware." value=routers.into() set=set_routers/>
+                <div class="field cap-choice" hidden=hidden("cap-prefix", "Prefix cache on each replica", Some(prefix_cache.into()), Some(prefix_problem))>
+                    <input
+                        type="checkbox"
+                        id="cap-prefix"
+                        aria-invalid=move || prefix_problem.get().map(|_| "true")
+                        aria-describedby=move || prefix_problem.get().map(|_| problem_id("cap-prefix"))
+                        prop:checked=move || prefix_cache.get() == "on"
+                        on:change=move |ev| {
+                            url_problems.update(|p| *p = p.without("cap-prefix"));
+                            set_prefix_cache.set(if event_target_checked(&ev) { "on" } else { "off" }.into());
+                        }
+                    />
+                    <label for="cap-prefix">"A prefix cache on each replica (shared prompts skip their prefill; try the chat-prefix trace)"</label>
+                    {move || prefix_problem.get().map(|m| view! { <small id=problem_id("cap-prefix") class="field-problem error">{m}</small> })}
+                </div>
+                <Field id="cap-pd" problem=problem("cap-pd") label="Disaggregation P:D (empty: off)" hint="P prefill and D decode replicas, swept beside P + D colocated ones." value=disaggregate.into() set=set_disaggregate/>
+                <Field id="cap-k" problem=problem("cap-k") label="Speculative tokens per step k (empty: off)" hint="Every configuration is also served drafting k tokens with the n-gram draft." value=speculative_k.into() set=set_speculative_k inputmode="numeric"/>
+                {select("cap-decoding", "Decoding policy (its measured acceptance applies)", decoding, set_decoding, decoding_options())}
+                <Field id="cap-canary" problem=problem("cap-canary") label="Canary fraction (empty: no rollout)" hint="The released configuration takes this share of the requests; a detector stops it at the first breached gate." value=canary.into() set=set_canary/>
+                {select("cap-rollout-trace", "Traffic the canary meets", rollout_trace, set_rollout_trace, rollout_trace_options())}
+                <Field id="cap-windows" problem=problem("cap-windows") label="Detector windows" hint="Tumbling windows over the canary trace; fewer, longer ones hold enough of a rare slice to judge it." value=detector_windows.into() set=set_detector_windows inputmode="numeric"/>
                 <div class="field cap-choice" hidden=hidden("cap-known-good", "Degrade to the last released configuration", None, None)>
                     <input
                         type="checkbox"
@@ -342,7 +388,9 @@ fn sweep_chart(display: &PlanDisplay) -> impl IntoView {
         })
         .collect_view();
     view! {
-        <figure class="stage cap-sweep">
+        // Focusable, so a keyboard can scroll a table wider than the page (axe-core's
+        // scrollable-region-focusable).
+        <figure class="stage cap-sweep" tabindex="0">
             <figcaption>"The sweep: output tokens/s against p99 time to first token (log scale)"</figcaption>
             <svg class="chart" viewBox=format!("0 0 {} {}", c.width, c.height) role="img" aria-label=c.summary.clone()>
                 <line x1=x0 y1=y1 x2=x1 y2=y1 class="axis"></line>
@@ -372,6 +420,7 @@ fn part(part: Part) -> impl IntoView {
         .map(|block| match block {
             Block::Table(table) => data_table(table).into_any(),
             Block::Text(text) => view! { <p>{text}</p> }.into_any(),
+            Block::Timeline(chart) => timeline_chart(*chart).into_any(),
             Block::List { class, items } => {
                 let items = items
                     .into_iter()
@@ -383,9 +432,81 @@ fn part(part: Part) -> impl IntoView {
         .collect_view();
     let (labelled_by, id) = (part.id.clone(), part.id);
     view! {
-        <section class="cap-part" aria-labelledby=labelled_by>
+        <section class="cap-part" aria-labelledby=labelled_by tabindex="0">
             <h3 id=id>{part.title}</h3>
             {blocks}
         </section>
+    }
+}
+
+/// A figure over time against a level, one span marked, and the table from the same rows.
+fn timeline_chart(c: TimelineChart) -> impl IntoView {
+    let (x0, x1) = (c.left, c.width - c.right);
+    let (y0, y1) = (c.top, c.height - c.bottom);
+    let x_ticks = c
+        .x_ticks
+        .iter()
+        .map(|(x, label)| {
+            view! {
+                <line x1=*x y1=y1 x2=*x y2=y1 + 4.0 class="axis"></line>
+                <text x=*x y=y1 + 15.0 text-anchor="middle" class="axis-label">{label.clone()}</text>
+            }
+        })
+        .collect_view();
+    let y_ticks = c
+        .y_ticks
+        .iter()
+        .map(|(y, label)| {
+            view! {
+                <line x1=x0 - 4.0 y1=*y x2=x0 y2=*y class="axis"></line>
+                <text x=x0 - 6.0 y=*y + 3.0 text-anchor="end" class="axis-label">{label.clone()}</text>
+            }
+        })
+        .collect_view();
+    let lines = c
+        .lines
+        .iter()
+        .map(|line| {
+            let points = line
+                .iter()
+                .map(|(x, y)| format!("{x:.2},{y:.2}"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            view! { <polyline points=points class="cap-curve"></polyline> }
+        })
+        .collect_view();
+    let marks = c
+        .points
+        .iter()
+        .map(|p: &ChartPoint| {
+            let class = if p.passes { "cap-pass" } else { "cap-breach" };
+            view! { <circle cx=p.x cy=p.y r="3" class=class><title>{p.title.clone()}</title></circle> }
+        })
+        .collect_view();
+    let marked = c.marked.clone().map(|(from, to, label)| {
+        view! {
+            <rect x=from y=y0 width=(to - from).max(1.0) height=y1 - y0 class="cap-detected"></rect>
+            <text x=to + 3.0 y=y0 + 10.0 class="axis-label">{label}</text>
+        }
+    });
+    view! {
+        <figure class="stage cap-timeline" tabindex="0">
+            <figcaption>{c.caption.clone()}</figcaption>
+            <svg class="chart" viewBox=format!("0 0 {} {}", c.width, c.height) role="img" aria-label=c.summary.clone()>
+                {marked}
+                <line x1=x0 y1=y1 x2=x1 y2=y1 class="axis"></line>
+                <line x1=x0 y1=y0 x2=x0 y2=y1 class="axis"></line>
+                {x_ticks}
+                {y_ticks}
+                <text x=(x0 + x1) / 2.0 y=c.height - 6.0 text-anchor="middle" class="axis-label">{c.x_label.clone()}</text>
+                <text x="10" y=(y0 + y1) / 2.0 text-anchor="middle" class="axis-label" transform=format!("rotate(-90 10 {})", (y0 + y1) / 2.0)>{c.y_label.clone()}</text>
+                <line x1=x0 y1=c.level_y x2=x1 y2=c.level_y class="cap-slo"></line>
+                <text x=x1 - 4.0 y=c.level_y - 4.0 text-anchor="end" class="axis-label">{c.level_label.clone()}</text>
+                {lines}
+                {marks}
+            </svg>
+            <p class="cap-legend chart-only">"● a window within every gate; red: a window that breached a gate; shaded: the window whose breach stopped the canary; dashed: the TTFT SLO."</p>
+            {data_table(c.table)}
+        </figure>
     }
 }

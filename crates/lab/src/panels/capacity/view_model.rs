@@ -12,7 +12,17 @@
 //! `continuous`, `chunked`), `cap_chunk` chunked prefill's token budget, `cap_seqs` batch
 //! limits (comma list), `cap_loads` load scales (comma list), `cap_ttft` p99 TTFT SLO (ms),
 //! `cap_tpot` p99 time-per-output-token SLO (ms), `cap_floor` quality floor (% above each
-//! slice's full-precision bits per byte).
+//! slice's full-precision bits per byte). The fleet and its release, each off by default
+//! so the default plan is the single engine: `cap_replicas` replica counts (comma list),
+//! `cap_router` routers (comma list of the crate's six names), `cap_prefix` (`on`/`off`)
+//! a prefix cache per replica, `cap_pd` disaggregation `P:D` (empty: off), `cap_k`
+//! speculative tokens per step (empty: off) under `cap_decoding` (`greedy`,
+//! `temperature-0.7`, `temperature-1.5`, whose measured acceptance applies), `cap_canary`
+//! the canary's share of requests (empty: no rollout) meeting `cap_rollout_trace` (`plan`,
+//! the plan's own trace, or a preset at the plan's rate and request count) and judged over
+//! `cap_windows` detector windows. They mirror `decode-lab capacity`'s `--replicas`,
+//! `--router`, `--prefix-cache`, `--disaggregate`, `--speculative`, `--decoding`,
+//! `--rollout canary:F`, `--rollout-trace` and `--detector-windows`.
 //!
 //! The bounds of rates, load scales and SLOs are the `capacity` crate's, which the check
 //! calls. The lab bounds a plan itself, so that a learner waits seconds at most: at most
@@ -25,9 +35,11 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use capacity::{
-    figure, Arrivals, Batching, Calibration, CapacityError, HardwareProfile, ModelProfile,
-    NamedPolicy, PlanInputs, QualityProfile, Slo, Sweep, TraceSource, TraceSpec, WeightPath,
-    MAX_LOAD_SCALE, MAX_RATE_PER_S, MIN_LOAD_SCALE, MIN_RATE_PER_S, MIN_SLO_S,
+    figure, Arrivals, Batching, Calibration, CapacityError, FleetSweep, HardwareProfile,
+    ModelProfile, NamedPolicy, PlanInputs, QualityProfile, RolloutInputs, Router, Slo,
+    SpeculationInputs, SpeculationProfile, Sweep, TraceSource, TraceSpec, WeightPath,
+    MAX_LOAD_SCALE, MAX_RATE_PER_S, MAX_REPLICAS, MIN_LOAD_SCALE, MIN_RATE_PER_S, MIN_SLO_S,
+    NGRAM_DRAFT_S_PER_TOKEN,
 };
 
 use crate::planner::protocol::{PlanDisplay, PlannerEvent, PlannerJob};
@@ -70,6 +82,15 @@ pub struct CapacityForm {
     pub ttft_ms: String,
     pub tpot_ms: String,
     pub floor_pct: String,
+    pub replicas: String,
+    pub routers: String,
+    pub prefix_cache: String,
+    pub disaggregate: String,
+    pub speculative_k: String,
+    pub decoding: String,
+    pub canary: String,
+    pub rollout_trace: String,
+    pub detector_windows: String,
 }
 
 /// One field: its URL key, its input's id, its name in messages and its default text.
@@ -161,10 +182,64 @@ pub(crate) mod field {
         name: "Quality floor (%)",
         default: "0.01",
     };
+    pub const REPLICAS: FieldSpec = FieldSpec {
+        key: "cap_replicas",
+        id: "cap-replicas",
+        name: "Replica counts",
+        default: "1",
+    };
+    pub const ROUTERS: FieldSpec = FieldSpec {
+        key: "cap_router",
+        id: "cap-router",
+        name: "Routers",
+        default: "round-robin",
+    };
+    pub const PREFIX_CACHE: FieldSpec = FieldSpec {
+        key: "cap_prefix",
+        id: "cap-prefix",
+        name: "prefix cache",
+        default: "off",
+    };
+    pub const DISAGGREGATE: FieldSpec = FieldSpec {
+        key: "cap_pd",
+        id: "cap-pd",
+        name: "Disaggregation P:D",
+        default: "",
+    };
+    pub const SPECULATIVE_K: FieldSpec = FieldSpec {
+        key: "cap_k",
+        id: "cap-k",
+        name: "Speculative tokens per step (k)",
+        default: "",
+    };
+    pub const DECODING: FieldSpec = FieldSpec {
+        key: "cap_decoding",
+        id: "cap-decoding",
+        name: "decoding policy",
+        default: "temperature-0.7",
+    };
+    pub const CANARY: FieldSpec = FieldSpec {
+        key: "cap_canary",
+        id: "cap-canary",
+        name: "Canary fraction",
+        default: "",
+    };
+    pub const ROLLOUT_TRACE: FieldSpec = FieldSpec {
+        key: "cap_rollout_trace",
+        id: "cap-rollout-trace",
+        name: "rollout trace",
+        default: "plan",
+    };
+    pub const WINDOWS: FieldSpec = FieldSpec {
+        key: "cap_windows",
+        id: "cap-windows",
+        name: "Detector windows",
+        default: "20",
+    };
 }
 
 /// In the order of [`CapacityForm::texts`].
-const FIELDS: [FieldSpec; 13] = [
+const FIELDS: [FieldSpec; 22] = [
     field::HARDWARE,
     field::MODEL,
     field::WEIGHTS,
@@ -178,6 +253,15 @@ const FIELDS: [FieldSpec; 13] = [
     field::TTFT,
     field::TPOT,
     field::FLOOR,
+    field::REPLICAS,
+    field::ROUTERS,
+    field::PREFIX_CACHE,
+    field::DISAGGREGATE,
+    field::SPECULATIVE_K,
+    field::DECODING,
+    field::CANARY,
+    field::ROLLOUT_TRACE,
+    field::WINDOWS,
 ];
 
 /// The batching choices: the URL's name, the label in the form. `static` and `continuous`
@@ -190,8 +274,8 @@ pub const BATCHINGS: [(&str, &str); 3] = [
 ];
 
 impl CapacityForm {
-    fn from_texts(t: [String; 13]) -> CapacityForm {
-        let [hardware, model, weights, trace, requests, rate, batchings, chunk_budget, max_sequences, loads, ttft_ms, tpot_ms, floor_pct] =
+    fn from_texts(t: [String; 22]) -> CapacityForm {
+        let [hardware, model, weights, trace, requests, rate, batchings, chunk_budget, max_sequences, loads, ttft_ms, tpot_ms, floor_pct, replicas, routers, prefix_cache, disaggregate, speculative_k, decoding, canary, rollout_trace, detector_windows] =
             t;
         CapacityForm {
             hardware,
@@ -207,10 +291,19 @@ impl CapacityForm {
             ttft_ms,
             tpot_ms,
             floor_pct,
+            replicas,
+            routers,
+            prefix_cache,
+            disaggregate,
+            speculative_k,
+            decoding,
+            canary,
+            rollout_trace,
+            detector_windows,
         }
     }
 
-    fn texts(&self) -> [&str; 13] {
+    fn texts(&self) -> [&str; 22] {
         [
             &self.hardware,
             &self.model,
@@ -225,6 +318,15 @@ impl CapacityForm {
             &self.ttft_ms,
             &self.tpot_ms,
             &self.floor_pct,
+            &self.replicas,
+            &self.routers,
+            &self.prefix_cache,
+            &self.disaggregate,
+            &self.speculative_k,
+            &self.decoding,
+            &self.canary,
+            &self.rollout_trace,
+            &self.detector_windows,
         ]
     }
 
@@ -265,6 +367,17 @@ impl Form for CapacityForm {
             (&mut form.model, &field::MODEL, model_options()),
             (&mut form.weights, &field::WEIGHTS, weight_options()),
             (&mut form.trace, &field::TRACE, trace_options()),
+            (
+                &mut form.prefix_cache,
+                &field::PREFIX_CACHE,
+                on_off_options(),
+            ),
+            (&mut form.decoding, &field::DECODING, decoding_options()),
+            (
+                &mut form.rollout_trace,
+                &field::ROLLOUT_TRACE,
+                rollout_trace_options(),
+            ),
         ] {
             let names: Vec<&str> = options.iter().map(|(v, _)| v.as_str()).collect();
             let asked = text.trim().to_string();
@@ -388,10 +501,23 @@ impl Form for CapacityForm {
             ),
             _ => None,
         };
-        if let (Some(l), Some(b), Some(s), Some(w), Some(r)) =
-            (&loads, &batchings, &seqs, &weights, requests)
+        let fleet = self.fleet_sweep(&mut problems);
+        let speculation = match &fleet {
+            Some(f) if f.speculative_k.is_some() => {
+                problems.field(field::DECODING.id, speculation(&self.decoding))
+            }
+            _ => None,
+        };
+        let rollout = self.rollout(&mut problems);
+        let rollout_trace = match &spec {
+            Some(plan) => self.rollout_trace(plan, &mut problems),
+            None => None,
+        };
+        if let (Some(l), Some(b), Some(s), Some(w), Some(f), Some(r)) =
+            (&loads, &batchings, &seqs, &weights, &fleet, requests)
         {
-            let points = (l.len() * b.len() * s.len() * w.len()) as u64;
+            let fleets = f.fleets().len();
+            let points = (l.len() * b.len() * s.len() * w.len() * fleets) as u64;
             if points * r > MAX_WORK {
                 let message = format!(
                     "The sweep would simulate {points} configurations of {r} requests, {} \
@@ -423,16 +549,112 @@ impl Form for CapacityForm {
                     max_sequences: seqs?,
                     weights: weights?,
                     block_size: 16,
-                    fleet: Default::default(),
+                    fleet: fleet?,
                 },
                 baseline: NamedPolicy::baseline(),
                 last_known_good: None,
-                speculation: None,
+                speculation,
                 owners: Default::default(),
-                rollout: None,
-                rollout_trace: None,
+                rollout: rollout?,
+                rollout_trace: rollout_trace?,
             })
         })
+    }
+}
+
+impl CapacityForm {
+    /// The fleets each configuration is served on, each field read on its own and then held
+    /// to the crate's rules as `decode-lab capacity` applies its flags: replicas and
+    /// routers, then the split, then speculation, so a problem lands at the field that
+    /// caused it.
+    fn fleet_sweep(&self, problems: &mut Problems) -> Option<FleetSweep> {
+        let replicas = problems.field(
+            field::REPLICAS.id,
+            distinct(
+                list(&self.replicas, field::REPLICAS.name, |t| {
+                    whole_in(t, "Replica count", 1, MAX_REPLICAS.into()).map(|n| n as u32)
+                }),
+                field::REPLICAS.name,
+            ),
+        );
+        let routers = problems.field(
+            field::ROUTERS.id,
+            distinct(
+                list(&self.routers, field::ROUTERS.name, |t| {
+                    t.parse::<Router>().map_err(|e| sentence(e.to_string()))
+                }),
+                field::ROUTERS.name,
+            ),
+        );
+        let split = problems.field(field::DISAGGREGATE.id, split(&self.disaggregate));
+        let k = problems.field(
+            field::SPECULATIVE_K.id,
+            optional(&self.speculative_k, |t| {
+                // Within u32's range, so the conversion is exact; the crate bounds k.
+                whole_in(t, field::SPECULATIVE_K.name, 0, u32::MAX.into()).map(|k| k as u32)
+            }),
+        );
+        let mut fleet = FleetSweep {
+            replicas: replicas?,
+            routers: routers?,
+            prefix_cache: self.prefix_cache.trim() == "on",
+            ..FleetSweep::default()
+        };
+        let crate_rule = |fleet: &FleetSweep| fleet.validate().map_err(|e| sentence(e.to_string()));
+        problems.field(field::REPLICAS.id, crate_rule(&fleet))?;
+        fleet.disaggregate = split?;
+        problems.field(field::DISAGGREGATE.id, crate_rule(&fleet))?;
+        fleet.speculative_k = k?;
+        problems.field(field::SPECULATIVE_K.id, crate_rule(&fleet))?;
+        Some(fleet)
+    }
+
+    /// The canary, when its fraction is given: `Some(None)` is no rollout, `None` a problem.
+    fn rollout(&self, problems: &mut Problems) -> Option<Option<RolloutInputs>> {
+        let fraction = problems.field(
+            field::CANARY.id,
+            optional(&self.canary, |t| number_in(t, field::CANARY.name, ..)),
+        )?;
+        let Some(fraction) = fraction else {
+            // The detector's windows shape a canary; with none they are not read.
+            return Some(None);
+        };
+        let crate_rule = |r: &RolloutInputs| r.validate().map_err(|e| sentence(e.to_string()));
+        let mut rollout = RolloutInputs::canary(fraction);
+        problems.field(field::CANARY.id, crate_rule(&rollout))?;
+        rollout.windows = problems.field(
+            field::WINDOWS.id,
+            whole_in(
+                &self.detector_windows,
+                field::WINDOWS.name,
+                0,
+                u32::MAX.into(),
+            )
+            .map(|w| w as u32),
+        )?;
+        problems.field(field::WINDOWS.id, crate_rule(&rollout))?;
+        Some(Some(rollout))
+    }
+
+    /// The traffic the canary meets: the plan's own trace, or a preset at the plan's rate
+    /// and request count (as the CLI's `--rollout-trace PRESET` does); `Some(None)` is the
+    /// plan's trace, `None` a problem.
+    fn rollout_trace(
+        &self,
+        plan: &TraceSpec,
+        problems: &mut Problems,
+    ) -> Option<Option<TraceSource>> {
+        let name = self.rollout_trace.trim();
+        if name == "plan" {
+            return Some(None);
+        }
+        let found = TraceSpec::preset(name).and_then(|mut spec| {
+            spec.requests = plan.requests;
+            spec.arrivals.set_mean_rate(plan.arrivals.mean_rate());
+            spec.validate().map(|()| spec)
+        });
+        let spec = problems.field(field::ROLLOUT_TRACE.id, preset(found))?;
+        Some(Some(TraceSource::Generated { spec }))
     }
 }
 
@@ -551,6 +773,64 @@ fn batching_names(text: &str) -> Result<Vec<&'static str>, String> {
     Ok(names)
 }
 
+/// An optional field: empty text is `None`, anything else is read by `read`.
+fn optional<T>(text: &str, read: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>, String> {
+    match text.trim() {
+        "" => Ok(None),
+        t => read(t).map(Some),
+    }
+}
+
+/// A comma list whose values differ: a value swept twice would be a duplicate row.
+fn distinct<T: PartialEq + std::fmt::Display>(
+    values: Result<Vec<T>, String>,
+    name: &str,
+) -> Result<Vec<T>, String> {
+    let values = values?;
+    match values
+        .iter()
+        .enumerate()
+        .find(|(i, v)| values[..*i].contains(v))
+    {
+        Some((_, twice)) => Err(format!("{name} list \"{twice}\" twice.")),
+        None => Ok(values),
+    }
+}
+
+/// `P:D`, the prefill and decode replicas of a disaggregated fleet (empty: colocated), in
+/// the CLI's words when it does not read; the crate holds the counts to its rules.
+fn split(text: &str) -> Result<Option<(u32, u32)>, String> {
+    optional(text, |t| {
+        t.split_once(':')
+            .and_then(|(p, d)| Some((p.trim().parse().ok()?, d.trim().parse().ok()?)))
+            .ok_or_else(|| {
+                format!(
+                    "{} expects P:D, the prefill and decode replicas as whole numbers, e.g. 3:1, but it is \"{t}\".",
+                    field::DISAGGREGATE.name
+                )
+            })
+    })
+}
+
+/// The measured acceptance under the decoding policy `decoding` (the form's name, as the
+/// CLI's `--decoding` takes it), from the tiny model's committed profile.
+fn speculation(decoding: &str) -> Result<SpeculationInputs, String> {
+    let profile = SpeculationProfile::tiny().map_err(|e| sentence(e.to_string()))?;
+    let decoding = decoding.trim();
+    let wanted = decoding.replace('-', " ");
+    if !profile.policies.iter().any(|p| p.policy == wanted) {
+        return Err(format!(
+            "The measured profile has no decoding policy \"{wanted}\"; it has {}.",
+            profile.policy_names()
+        ));
+    }
+    Ok(SpeculationInputs {
+        decoding: decoding.to_string(),
+        profile,
+        draft_s_per_token: NGRAM_DRAFT_S_PER_TOKEN,
+    })
+}
+
 /// The crate's batching for one of [`BATCHINGS`]' names: `chunked` at the form's token
 /// budget, the others by the crate's own names.
 fn batching_named(name: &str, token_budget: u32) -> Result<Batching, CapacityError> {
@@ -617,6 +897,34 @@ pub fn trace_options() -> Vec<(String, String)> {
             };
             (t.name, text.to_string())
         })
+        .collect()
+}
+
+/// The prefix cache's choices as (value, text) options (the page draws a check box).
+pub fn on_off_options() -> Vec<(String, String)> {
+    [
+        ("off", "No prefix cache"),
+        ("on", "A prefix cache on each replica"),
+    ]
+    .map(|(v, t)| (v.to_string(), t.to_string()))
+    .to_vec()
+}
+
+/// The decoding policies whose speculative acceptance the tiny model's profile measures.
+pub fn decoding_options() -> Vec<(String, String)> {
+    [
+        ("greedy", "Greedy"),
+        ("temperature-0.7", "Temperature 0.7"),
+        ("temperature-1.5", "Temperature 1.5"),
+    ]
+    .map(|(v, t)| (v.to_string(), t.to_string()))
+    .to_vec()
+}
+
+/// The canary's traffic: the plan's own trace, or a trace preset.
+pub fn rollout_trace_options() -> Vec<(String, String)> {
+    std::iter::once(("plan".to_string(), "The plan's own trace".to_string()))
+        .chain(trace_options())
         .collect()
 }
 
@@ -945,6 +1253,179 @@ mod tests {
                 .contains("120 configurations of 20000 requests"),
             "{e:?}"
         );
+    }
+
+    /// The fleet, speculation and rollout fields give the inputs `decode-lab capacity
+    /// --replicas 1,4 --router round-robin,kv-aware --prefix-cache on --disaggregate 3:1
+    /// --speculative 2 --decoding greedy --rollout canary:0.1 --rollout-trace chat-prefix
+    /// --detector-windows 5` builds, written out here field by field.
+    #[test]
+    fn the_fleet_and_rollout_fields_are_the_clis_flags() {
+        let form = CapacityForm {
+            replicas: "1, 4".into(),
+            routers: "round-robin,kv-aware".into(),
+            prefix_cache: "on".into(),
+            disaggregate: "3:1".into(),
+            speculative_k: "2".into(),
+            decoding: "greedy".into(),
+            canary: "0.1".into(),
+            rollout_trace: "chat-prefix".into(),
+            detector_windows: "5".into(),
+            ..one_load()
+        };
+        let mut expected = one_load().check().unwrap();
+        expected.sweep.fleet = FleetSweep {
+            replicas: vec![1, 4],
+            routers: vec![Router::RoundRobin, Router::KvAware],
+            prefix_cache: true,
+            disaggregate: Some((3, 1)),
+            speculative_k: Some(2),
+            ..FleetSweep::default()
+        };
+        expected.speculation = Some(SpeculationInputs {
+            decoding: "greedy".into(),
+            profile: SpeculationProfile::tiny().unwrap(),
+            draft_s_per_token: NGRAM_DRAFT_S_PER_TOKEN,
+        });
+        expected.rollout = Some(RolloutInputs {
+            windows: 5,
+            ..RolloutInputs::canary(0.1)
+        });
+        let mut canary = TraceSpec::preset("chat-prefix").unwrap();
+        canary.requests = 300;
+        canary.arrivals.set_mean_rate(200.0);
+        expected.rollout_trace = Some(TraceSource::Generated { spec: canary });
+        assert_eq!(form.check(), Ok(expected));
+
+        let written = form.to_pairs();
+        let back = CapacityForm::from_pairs(written.iter().map(|(k, v)| (*k, v.as_str())));
+        assert_eq!(back, (form, Problems::default()));
+
+        // The windows shape a canary: with none they are not read.
+        let no_canary = CapacityForm {
+            detector_windows: "many".into(),
+            ..CapacityForm::default()
+        };
+        assert_eq!(no_canary.check(), CapacityForm::default().check());
+    }
+
+    /// 24 configurations of 300 requests: room for the fleets' sweep within the lab's bound.
+    fn one_load() -> CapacityForm {
+        CapacityForm {
+            requests: "300".into(),
+            loads: "1".into(),
+            ..CapacityForm::default()
+        }
+    }
+
+    /// The fleet's sweep multiplies the configurations the lab's work bound counts.
+    #[test]
+    fn fleets_count_toward_the_labs_work_bound() {
+        let form = CapacityForm {
+            replicas: "1, 2, 4, 8".into(),
+            routers: "round-robin, random, kv-aware".into(),
+            requests: "1000".into(),
+            ..CapacityForm::default()
+        };
+        // 120 configurations × (1 + 3 × 3 fleets) = 1,200 of 1,000 requests each.
+        let e = form.check().unwrap_err();
+        assert!(
+            e.of("cap-n")
+                .unwrap()
+                .contains("1200 configurations of 1000 requests"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn bad_fleet_and_rollout_values_are_named_at_their_fields() {
+        let form = CapacityForm {
+            replicas: "0, 2, 2".into(),
+            routers: "round-robin, fastest".into(),
+            disaggregate: "3-1".into(),
+            speculative_k: "0".into(),
+            canary: "2".into(),
+            ..CapacityForm::default()
+        };
+        assert_eq!(
+            named(&form.check().unwrap_err()),
+            [
+                ("cap-replicas", "Replica count must be a whole number from 1 to 4096, but it is \"0\"."),
+                ("cap-router", "Unknown router \"fastest\"; expected round-robin, random, least-outstanding, least-kv, prefix-affinity or kv-aware."),
+                ("cap-pd", "Disaggregation P:D expects P:D, the prefill and decode replicas as whole numbers, e.g. 3:1, but it is \"3-1\"."),
+                ("cap-canary", "Canary fraction must lie in [1e-6, 1], got 2."),
+            ]
+        );
+        let twice = CapacityForm {
+            replicas: "2, 2".into(),
+            ..CapacityForm::default()
+        };
+        assert_eq!(
+            named(&twice.check().unwrap_err()),
+            [("cap-replicas", "Replica counts list \"2\" twice.")]
+        );
+        // The crate's own rules, each at the field that broke it.
+        for (edit, field) in [
+            (
+                CapacityForm {
+                    disaggregate: "0:2".into(),
+                    ..CapacityForm::default()
+                },
+                "cap-pd",
+            ),
+            (
+                CapacityForm {
+                    speculative_k: "0".into(),
+                    ..CapacityForm::default()
+                },
+                "cap-k",
+            ),
+            (
+                CapacityForm {
+                    speculative_k: "17".into(),
+                    ..CapacityForm::default()
+                },
+                "cap-k",
+            ),
+            (
+                CapacityForm {
+                    canary: "0.1".into(),
+                    detector_windows: "1".into(),
+                    ..CapacityForm::default()
+                },
+                "cap-windows",
+            ),
+        ] {
+            let e = edit.check().unwrap_err();
+            assert_eq!(named(&e).len(), 1, "{e:?}");
+            assert!(e.of(field).is_some(), "{field}: {e:?}");
+        }
+        let k0 = CapacityForm {
+            speculative_k: "0".into(),
+            ..CapacityForm::default()
+        };
+        assert!(k0
+            .check()
+            .unwrap_err()
+            .of("cap-k")
+            .unwrap()
+            .contains("k = 0 drafts nothing"));
+
+        let (read, url) = CapacityForm::from_pairs([
+            ("cap_prefix", "yes"),
+            ("cap_decoding", "top-p"),
+            ("cap_rollout_trace", "weekly"),
+        ]);
+        assert_eq!(
+            (
+                read.prefix_cache.as_str(),
+                read.decoding.as_str(),
+                read.rollout_trace.as_str()
+            ),
+            ("off", "temperature-0.7", "plan")
+        );
+        let fields: Vec<_> = named(&url).into_iter().map(|p| p.0).collect();
+        assert_eq!(fields, ["cap-prefix", "cap-decoding", "cap-rollout-trace"]);
     }
 
     #[test]
