@@ -66,6 +66,55 @@ impl IterationCost {
     }
 }
 
+/// How attention's memory traffic is priced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Attention {
+    /// FlashAttention's fused kernel: the score matrix never reaches memory; each
+    /// sequence's cached K and V are read once per iteration and its new tokens' written
+    /// once. That is FlashAttention's traffic for a chunk within one query block (every
+    /// decode step, and prompt chunks up to its 128 queries); a longer chunk re-reads K
+    /// and V once per further block, which is not counted (such a chunk is compute-bound).
+    #[default]
+    Fused,
+    /// Attention as three kernels: the scores S = QKᵀ written, read by the softmax, its P
+    /// written, read by PV (four passes of 2-byte scores per query, position, head and
+    /// layer), and the chunk's own K and V read back from memory.
+    Naive,
+}
+
+impl Attention {
+    pub const EXPECTED: &'static str = "fused or naive";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Attention::Fused => "fused",
+            Attention::Naive => "naive",
+        }
+    }
+}
+
+impl std::str::FromStr for Attention {
+    type Err = CapacityError;
+
+    fn from_str(s: &str) -> Result<Attention, CapacityError> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "fused" => Ok(Attention::Fused),
+            "naive" => Ok(Attention::Naive),
+            _ => Err(CapacityError::UnknownName {
+                kind: "attention".into(),
+                name: s.into(),
+                expected: Attention::EXPECTED.into(),
+            }),
+        }
+    }
+}
+
+/// Bytes of one attention score (fp16), and the passes over the score matrix of naive
+/// attention (S written and read, P written and read).
+const SCORE_BYTES: f64 = 2.0;
+const SCORE_PASSES: f64 = 4.0;
+
 /// The roofline of one model on one accelerator with one weight path.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Roofline {
@@ -77,6 +126,10 @@ pub struct Roofline {
     pub attention_flops_per_context: f64,
     pub weight_bytes: f64,
     pub kv_bytes_per_token: f64,
+    pub attention: Attention,
+    /// Naive attention's score traffic per query and attended position: passes × bytes ×
+    /// layers × heads.
+    pub score_bytes_per_context: f64,
 }
 
 impl Roofline {
@@ -85,11 +138,32 @@ impl Roofline {
             flops_per_s: hardware.effective_flops(),
             bytes_per_s: hardware.effective_bandwidth(),
             overhead_s: hardware.iteration_overhead_s,
+            ..Roofline::at_unit_rates(model, weights)
+        }
+    }
+
+    /// The roofline at 1 FLOP/s and 1 byte/s and no overhead: its times are its FLOPs and
+    /// bytes, the calibration's regressors. Attention fused.
+    fn at_unit_rates(model: &ModelProfile, weights: WeightPath) -> Roofline {
+        Roofline {
+            flops_per_s: 1.0,
+            bytes_per_s: 1.0,
+            overhead_s: 0.0,
             flops_per_token: 2.0 * model.parameters,
             attention_flops_per_context: model.attention_flops_per_context(),
             weight_bytes: model.weight_bytes(weights),
             kv_bytes_per_token: model.kv_bytes_per_token(),
+            attention: Attention::Fused,
+            score_bytes_per_context: SCORE_PASSES
+                * SCORE_BYTES
+                * model.layers as f64
+                * model.heads as f64,
         }
+    }
+
+    /// The same roofline with attention priced as `attention`.
+    pub fn with_attention(self, attention: Attention) -> Roofline {
+        Roofline { attention, ..self }
     }
 
     pub fn flops(&self, work: &IterationWork) -> f64 {
@@ -97,9 +171,17 @@ impl Roofline {
             + self.attention_flops_per_context * work.attention_context
     }
 
-    /// Every weight once per iteration, plus the KV cache read and written.
+    /// Every weight once per iteration, plus the KV cache read and written, plus (naive
+    /// attention) the score matrix's passes and the chunk's K and V read back.
     pub fn bytes(&self, work: &IterationWork) -> f64 {
-        self.weight_bytes + self.kv_bytes_per_token * (work.kv_read + work.kv_written)
+        let kv = self.weight_bytes + self.kv_bytes_per_token * (work.kv_read + work.kv_written);
+        match self.attention {
+            Attention::Fused => kv,
+            Attention::Naive => {
+                kv + self.kv_bytes_per_token * work.kv_written
+                    + self.score_bytes_per_context * work.attention_context
+            }
+        }
     }
 
     pub fn cost(&self, work: &IterationWork) -> IterationCost {
@@ -272,15 +354,7 @@ fn fit_path(
     let mut rows = Vec::with_capacity(n);
     for p in points {
         positive("measured time (s)", p.seconds)?;
-        let unit = Roofline {
-            flops_per_s: 1.0,
-            bytes_per_s: 1.0,
-            overhead_s: 0.0,
-            flops_per_token: 2.0 * model.parameters,
-            attention_flops_per_context: model.attention_flops_per_context(),
-            weight_bytes: model.weight_bytes(p.weights),
-            kv_bytes_per_token: model.kv_bytes_per_token(),
-        };
+        let unit = Roofline::at_unit_rates(model, p.weights);
         let work = p.phase.work();
         rows.push((unit.flops(&work), unit.bytes(&work), p.seconds));
     }

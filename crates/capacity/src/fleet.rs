@@ -18,6 +18,7 @@ use std::str::FromStr;
 use policy::SplitMix64;
 use serde::{Deserialize, Serialize};
 
+use crate::cost::Attention;
 use crate::error::{at_least_one, in_range, CapacityError};
 
 /// The most replicas one fleet simulates.
@@ -144,6 +145,9 @@ pub struct Fleet {
     /// one target pass ([`crate::speculation`]); 0 is off.
     #[serde(default)]
     pub speculative_k: u32,
+    /// How attention's memory traffic is priced ([`Attention`]).
+    #[serde(default)]
+    pub attention: Attention,
 }
 
 /// The most tokens a speculative step may draft.
@@ -172,6 +176,7 @@ impl Fleet {
             prefill_replicas: 0,
             kv_link_gbps: DEFAULT_KV_LINK_GBPS,
             speculative_k: 0,
+            attention: Attention::Fused,
         }
     }
 
@@ -251,6 +256,9 @@ impl Fleet {
         }
         if self.speculative_k > 0 {
             label.push_str(&format!(", speculative k={}", self.speculative_k));
+        }
+        if self.attention == Attention::Naive {
+            label.push_str(", naive attention");
         }
         label
     }

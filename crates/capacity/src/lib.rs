@@ -39,8 +39,8 @@ mod speculation;
 mod trace;
 
 pub use cost::{
-    Calibration, CalibrationFit, IterationCost, IterationWork, MeasuredPoint, PathFit, Phase,
-    Residual, Roofline,
+    Attention, Calibration, CalibrationFit, IterationCost, IterationWork, MeasuredPoint, PathFit,
+    Phase, Residual, Roofline,
 };
 pub use error::CapacityError;
 pub use figures::{figure, shortest};

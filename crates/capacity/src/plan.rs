@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cost::{Calibration, CalibrationFit};
+use crate::cost::{Attention, Calibration, CalibrationFit};
 use crate::error::{at_least_one, in_range, positive, CapacityError};
 use crate::figures::{figure, shortest};
 use crate::fleet::{Fleet, Router, DEFAULT_KV_LINK_GBPS, MAX_REPLICAS};
@@ -111,6 +111,9 @@ pub struct FleetSweep {
     /// (with [`PlanInputs::speculation`]'s measured acceptance).
     #[serde(default)]
     pub speculative_k: Option<u32>,
+    /// How attention's memory traffic is priced, for every fleet.
+    #[serde(default)]
+    pub attention: Attention,
 }
 
 fn default_kv_link_gbps() -> f64 {
@@ -130,6 +133,7 @@ impl Default for FleetSweep {
             disaggregate: None,
             kv_link_gbps: one.kv_link_gbps,
             speculative_k: None,
+            attention: one.attention,
         }
     }
 }
@@ -186,6 +190,7 @@ impl FleetSweep {
             prefill_replicas,
             kv_link_gbps: self.kv_link_gbps,
             speculative_k: 0,
+            attention: self.attention,
         }
     }
 
@@ -247,6 +252,9 @@ impl FleetSweep {
             words.push_str(&format!(
                 "; without and with speculative decoding of {k} tokens"
             ));
+        }
+        if self.attention == Attention::Naive {
+            words.push_str("; naive attention (the score matrix in memory)");
         }
         if let Some((p, d)) = self.disaggregate {
             words.push_str(&format!(

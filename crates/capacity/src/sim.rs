@@ -853,7 +853,7 @@ pub fn simulate_speculative(
             });
         }
     }
-    let roofline = Roofline::new(hardware, model, policy.weights);
+    let roofline = Roofline::new(hardware, model, policy.weights).with_attention(fleet.attention);
     let clock_limit_s = clock_limit(&roofline)?;
     let last = previous;
     if last > clock_limit_s {

@@ -261,6 +261,7 @@ fn known_good_plans() {
             prefill_replicas: 1,
             kv_link_gbps: 100.0,
             speculative_k: 4,
+            attention: capacity::Attention::Naive,
         },
     };
     // As --save-known-good writes it.

@@ -76,6 +76,10 @@ pub struct CapacityArgs {
     /// A prefix cache on each replica (`on` or `off`).
     #[arg(long, value_name = "on|off")]
     prefix_cache: Option<String>,
+    /// How attention's memory traffic is priced: fused (FlashAttention: the scores stay on
+    /// chip) or naive (the score matrix written and read) [default: fused].
+    #[arg(long, value_name = "fused|naive")]
+    attention: Option<String>,
     /// Prefill/decode disaggregation: P prefill and D decode replicas, swept beside P + D
     /// colocated ones.
     #[arg(long, value_name = "P:D", allow_hyphen_values = true)]
@@ -424,6 +428,11 @@ fn fleet(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
                 ))
             }
         };
+    }
+    if let Some(text) = &args.attention {
+        fleet.attention = text
+            .parse()
+            .map_err(|e| format!("{}: {e}", flag("attention", text)))?;
     }
     if let Some(text) = &args.disaggregate {
         let split = text

@@ -318,7 +318,11 @@ fn replicas_routers_and_prefix_caches_sweep_and_bad_ones_exit_2() {
     }
     assert!(plan["decision"]["replicas"].as_u64().unwrap() >= 1);
 
-    let cases: [(&[&str], &str); 14] = [
+    let cases: [(&[&str], &str); 15] = [
+        (
+            &["capacity", "--attention", "flash"],
+            "error: --attention flash: unknown attention \"flash\"; expected fused or naive\n",
+        ),
         (
             &["capacity", "--rollout", "half"],
             "error: --rollout half: expected canary:FRACTION, the candidate's share of the requests, e.g. canary:0.1\n",
