@@ -69,7 +69,7 @@ pub use sim::{
     SimOutcome, Slo, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
 };
 pub use speculation::{
-    expected_tokens_per_step, PolicyAcceptance, SliceAcceptance, SpeculationInputs,
+    decoding_name, expected_tokens_per_step, PolicyAcceptance, SliceAcceptance, SpeculationInputs,
     SpeculationProfile, NGRAM_DRAFT_S_PER_TOKEN, TINY_SPECULATE_JSON,
 };
 pub use trace::{

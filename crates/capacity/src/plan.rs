@@ -23,7 +23,9 @@ use crate::rollout::{playbook, rollout, Owners, PlaybookEntry, RolloutInputs, Ro
 use crate::sim::{
     simulate_fleet, simulate_speculative, Batching, DraftModel, ServingPolicy, SimOutcome, Slo,
 };
-use crate::speculation::{expected_tokens_per_step, PolicyAcceptance, SpeculationInputs};
+use crate::speculation::{
+    decoding_name, expected_tokens_per_step, PolicyAcceptance, SpeculationInputs,
+};
 use crate::trace::{Trace, TraceSpec};
 
 /// The highest arrival rate of a trace the planner takes, requests per second (a thousand
@@ -1036,7 +1038,7 @@ fn operate(
 
 /// α and E of every measured policy and slice at `k`, the plan's decoding policy first.
 fn speculation_report(s: &SpeculationInputs, k: u32) -> SpeculationReport {
-    let wanted = s.decoding.trim().replace('-', " ");
+    let wanted = decoding_name(s.decoding.trim());
     let mut policies: Vec<&PolicyAcceptance> = s.profile.policies.iter().collect();
     policies.sort_by_key(|p| p.policy != wanted);
     SpeculationReport {

@@ -49,6 +49,12 @@ pub struct SliceAcceptance {
     pub expected_tokens_per_verify: f64,
 }
 
+/// The profile's name of a decoding policy as the CLI and the lab take it: `-` reads as a
+/// space ("temperature-0.7" is "temperature 0.7").
+pub fn decoding_name(decoding: &str) -> String {
+    decoding.replace('-', " ")
+}
+
 /// E = (1 − α^(k+1)) / (1 − α): tokens a step that drafts k emits on average (k + 1 at
 /// α = 1).
 pub fn expected_tokens_per_step(alpha: f64, k: u32) -> f64 {
@@ -97,15 +103,18 @@ impl SpeculationProfile {
             .join(", ")
     }
 
+    /// The measurement of the decoding policy `decoding` ([`decoding_name`]), if any.
+    pub fn policy(&self, decoding: &str) -> Option<&PolicyAcceptance> {
+        let wanted = decoding_name(decoding);
+        self.policies.iter().find(|p| p.policy == wanted)
+    }
+
     /// α of each of `slices` (trace slice codes, "en") under `decoding` ("greedy",
     /// "temperature 0.7"; `-` reads as a space): an error names a policy or a slice the
     /// profile does not measure.
     pub fn acceptance(&self, decoding: &str, slices: &[String]) -> Result<Vec<f64>, CapacityError> {
-        let wanted = decoding.trim().replace('-', " ");
         let policy = self
-            .policies
-            .iter()
-            .find(|p| p.policy == wanted)
+            .policy(decoding.trim())
             .ok_or_else(|| CapacityError::Speculation {
                 reason: format!(
                     "decoding policy {decoding:?} is not measured; the profile has {}",

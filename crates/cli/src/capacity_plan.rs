@@ -458,11 +458,11 @@ fn fleet(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
             }
             None => SpeculationProfile::tiny().map_err(|e| e.to_string())?,
         };
-        let wanted = args.decoding.replace('-', " ");
-        if !profile.policies.iter().any(|p| p.policy == wanted) {
+        if profile.policy(&args.decoding).is_none() {
             return Err(format!(
-                "{}: the measured profile has no policy {wanted:?}; it has {}",
+                "{}: the measured profile has no policy {:?}; it has {}",
                 flag("decoding", &args.decoding),
+                capacity::decoding_name(&args.decoding),
                 profile.policy_names()
             ));
         }

@@ -1057,6 +1057,7 @@ fn elapsed(t: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::panels::capacity::view_model::tests::{named, small};
     use crate::panels::capacity::view_model::{hardware_options, model_options, trace_options};
 
     /// The plan of `form`, its progress unread.
@@ -1065,21 +1066,6 @@ mod tests {
         last_known_good: Option<NamedPolicy>,
     ) -> Result<PlanView, Problems> {
         super::plan(form, last_known_good, &mut |_, _| {})
-    }
-
-    /// Each problem as (field, message), in the form's order.
-    fn named(problems: &Problems) -> Vec<(&str, &str)> {
-        problems
-            .iter()
-            .map(|p| (p.field, p.message.as_str()))
-            .collect()
-    }
-
-    fn small() -> CapacityForm {
-        CapacityForm {
-            requests: "300".into(),
-            ..CapacityForm::default()
-        }
     }
 
     #[test]

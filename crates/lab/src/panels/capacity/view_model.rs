@@ -35,9 +35,9 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use capacity::{
-    figure, Arrivals, Batching, Calibration, CapacityError, FleetSweep, HardwareProfile,
-    ModelProfile, NamedPolicy, PlanInputs, QualityProfile, RolloutInputs, Router, Slo,
-    SpeculationInputs, SpeculationProfile, Sweep, TraceSource, TraceSpec, WeightPath,
+    decoding_name, figure, Arrivals, Batching, Calibration, CapacityError, FleetSweep,
+    HardwareProfile, ModelProfile, NamedPolicy, PlanInputs, QualityProfile, RolloutInputs, Router,
+    Slo, SpeculationInputs, SpeculationProfile, Sweep, TraceSource, TraceSpec, WeightPath,
     MAX_LOAD_SCALE, MAX_RATE_PER_S, MAX_REPLICAS, MIN_LOAD_SCALE, MIN_RATE_PER_S, MIN_SLO_S,
     NGRAM_DRAFT_S_PER_TOKEN,
 };
@@ -817,10 +817,10 @@ fn split(text: &str) -> Result<Option<(u32, u32)>, String> {
 fn speculation(decoding: &str) -> Result<SpeculationInputs, String> {
     let profile = SpeculationProfile::tiny().map_err(|e| sentence(e.to_string()))?;
     let decoding = decoding.trim();
-    let wanted = decoding.replace('-', " ");
-    if !profile.policies.iter().any(|p| p.policy == wanted) {
+    if profile.policy(decoding).is_none() {
         return Err(format!(
-            "The measured profile has no decoding policy \"{wanted}\"; it has {}.",
+            "The measured profile has no decoding policy \"{}\"; it has {}.",
+            decoding_name(decoding),
             profile.policy_names()
         ));
     }
@@ -1071,21 +1071,23 @@ impl PlanRun {
     }
 }
 
+/// The capacity panel's test helpers (the display's tests use them too), then its tests.
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::planner::protocol::{ReportFile, SweepChart};
     use crate::widgets::chart::Table;
 
     /// Each problem as (field, message), in the form's order.
-    fn named(problems: &Problems) -> Vec<(&str, &str)> {
+    pub(in crate::panels::capacity) fn named(problems: &Problems) -> Vec<(&str, &str)> {
         problems
             .iter()
             .map(|p| (p.field, p.message.as_str()))
             .collect()
     }
 
-    fn small() -> CapacityForm {
+    /// The default form at 300 requests: a plan in a fraction of a second.
+    pub(in crate::panels::capacity) fn small() -> CapacityForm {
         CapacityForm {
             requests: "300".into(),
             ..CapacityForm::default()
