@@ -146,6 +146,9 @@ pub enum CapacityError {
     /// decoding policy, a measured profile.
     #[error("speculative decoding: {reason}")]
     Speculation { reason: String },
+    /// Output lengths from the decoding policy without a measured profile that fits.
+    #[error("output lengths from the policy: {reason}")]
+    Lengths { reason: String },
     /// A sweep with nothing to sweep.
     #[error("sweep: {reason}")]
     Sweep { reason: String },

@@ -27,6 +27,7 @@ mod error;
 mod figures;
 mod fleet;
 mod gates;
+mod lengths;
 mod metrics;
 mod plan;
 mod prefix_cache;
@@ -49,12 +50,16 @@ pub use fleet::{
     MAX_SPECULATIVE_K,
 };
 pub use gates::{FailedGates, Gate, GateResult};
+pub use lengths::{
+    LengthInputs, LengthProfile, LengthRun, PolicyLengths, SliceLengthChange, SliceLengths,
+    TINY_LENGTHS_JSON,
+};
 pub use metrics::{Bottleneck, KvReport, KvWindow, Metrics, Percentiles, SliceMetrics};
 pub use plan::{
-    AcceptanceRow, ConfigReport, Contract, Decision, DecisionKind, FleetSweep, NamedPolicy, Plan,
-    PlanInputs, PlanReport, QualityRow, SpeculationReport, Sweep, SweepRow, TraceSlice,
-    TraceSource, MAX_LOAD_SCALE, MAX_PLAN_WORK, MAX_SLO_S, MAX_TRACE_RATE_PER_S, MIN_LOAD_SCALE,
-    MIN_SLO_S,
+    AcceptanceRow, ConfigReport, Contract, Decision, DecisionKind, FleetSweep, LengthsReport,
+    NamedPolicy, Plan, PlanInputs, PlanReport, QualityRow, SpeculationReport, Sweep, SweepRow,
+    TraceSlice, TraceSource, MAX_LOAD_SCALE, MAX_PLAN_WORK, MAX_SLO_S, MAX_TRACE_RATE_PER_S,
+    MIN_LOAD_SCALE, MIN_SLO_S,
 };
 pub use profile::{HardwareProfile, ModelProfile, WeightPath};
 pub use quality::{

@@ -16,6 +16,7 @@ use crate::error::{at_least_one, in_range, positive, CapacityError};
 use crate::figures::{figure, shortest};
 use crate::fleet::{Fleet, Router, DEFAULT_KV_LINK_GBPS, MAX_REPLICAS};
 use crate::gates::{FailedGates, Gate, GateResult};
+use crate::lengths::{LengthInputs, SliceLengthChange};
 use crate::metrics::Metrics;
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
 use crate::quality::{QualityFloor, QualityProfile, MAX_BITS_PER_BYTE, MIN_BITS_PER_BYTE};
@@ -413,6 +414,10 @@ pub struct PlanInputs {
     /// The decoding policy and measured acceptance that speculative fleets use.
     #[serde(default)]
     pub speculation: Option<SpeculationInputs>,
+    /// When present, each request's output length is its trace length cut where a measured
+    /// run of the decoding policy stopped ([`crate::LengthProfile::apply`]).
+    #[serde(default)]
+    pub lengths: Option<LengthInputs>,
     /// Who owns the playbook's detectors.
     #[serde(default)]
     pub owners: Owners,
@@ -461,6 +466,7 @@ impl PlanInputs {
             baseline: NamedPolicy::baseline(),
             last_known_good: None,
             speculation: None,
+            lengths: None,
             owners: Owners::default(),
             rollout: None,
             rollout_trace: None,
@@ -592,6 +598,19 @@ pub struct Contract {
     pub sweep: Sweep,
     /// When the sweep speculates: α per policy and slice, the plan's policy first.
     pub speculation: Option<SpeculationReport>,
+    /// When output lengths come from the decoding policy: how they changed each slice
+    /// (the means above are as served).
+    #[serde(default)]
+    pub lengths: Option<LengthsReport>,
+}
+
+/// Output lengths from the decoding policy, as the plan applied them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LengthsReport {
+    pub decoding: String,
+    /// The most tokens a measured run could generate.
+    pub max_new_tokens: u32,
+    pub slices: Vec<SliceLengthChange>,
 }
 
 /// What speculative decoding was planned with.
@@ -761,6 +780,8 @@ struct Bench<'a> {
     quality: Vec<QualityRow>,
     /// The measured α of each of the trace's slices under the plan's decoding policy.
     draft: Option<DraftModel>,
+    /// How the decoding policy's lengths changed the trace, when they were asked for.
+    lengths: Option<LengthsReport>,
 }
 
 impl<'a> Bench<'a> {
@@ -804,6 +825,14 @@ impl<'a> Bench<'a> {
         for r in &mut trace.requests {
             r.arrival_s -= origin;
         }
+        let lengths = match &inputs.lengths {
+            Some(l) => Some(LengthsReport {
+                decoding: decoding_name(l.decoding.trim()),
+                max_new_tokens: l.profile.max_new_tokens,
+                slices: l.profile.apply(&l.decoding, &mut trace)?,
+            }),
+            None => None,
+        };
         let draft = match &inputs.speculation {
             Some(s) => Some(DraftModel {
                 acceptance: s.profile.acceptance(&s.decoding, &trace.slices)?,
@@ -818,6 +847,7 @@ impl<'a> Bench<'a> {
             offered_rate_per_s,
             quality: quality_rows(inputs),
             draft,
+            lengths,
         })
     }
 
@@ -975,6 +1005,7 @@ impl<'a> Bench<'a> {
                 .as_ref()
                 .zip(inputs.sweep.fleet.speculative_k)
                 .map(|(s, k)| speculation_report(s, k)),
+            lengths: self.lengths,
         };
         PlanReport {
             contract,
@@ -1001,6 +1032,9 @@ fn operate(
     let trace = match &inputs.rollout_trace {
         Some(source) => {
             let mut t = source.trace()?;
+            if let Some(l) = &inputs.lengths {
+                l.profile.apply(&l.decoding, &mut t)?;
+            }
             let origin = t.requests.first().map_or(0.0, |r| r.arrival_s);
             for r in &mut t.requests {
                 r.arrival_s = (r.arrival_s - origin) / decision.load_scale;
@@ -1278,7 +1312,7 @@ impl PlanReport {
     /// that prints `inf` or a JSON `null` where a number belongs.
     fn check_finite(&self) -> Result<(), CapacityError> {
         // The only nulls a report may hold: its optional parts, absent.
-        const OPTIONAL: [&str; 12] = [
+        const OPTIONAL: [&str; 13] = [
             "rollout",
             "detected_at_s",
             "detector",
@@ -1291,6 +1325,7 @@ impl PlanReport {
             "disaggregate",
             "speculative_k",
             "speculation",
+            "lengths",
         ];
         fn walk(value: &serde_json::Value, path: &mut String) -> Result<(), CapacityError> {
             match value {

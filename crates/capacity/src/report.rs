@@ -159,6 +159,23 @@ fn contract(c: &Contract) -> String {
             );
         }
     }
+    if let Some(l) = &c.lengths {
+        for sl in &l.slices {
+            let _ = writeln!(
+                out,
+                "| output lengths {}, {} | where {} stopped ({} measured runs of at most {} tokens; {} chose end-of-text, the rest ran to their budget): {} of each budget on average, so {} tokens where the trace asked for {} |",
+                sl.slice,
+                l.decoding,
+                l.decoding,
+                sl.runs,
+                l.max_new_tokens,
+                pct0(sl.eos_share),
+                pct0(sl.mean_budget_share),
+                figure(sl.mean_output_tokens),
+                figure(sl.mean_budget_tokens)
+            );
+        }
+    }
     out.push('\n');
     if let Some(fit) = &c.calibration {
         out.push_str(&calibration(fit));

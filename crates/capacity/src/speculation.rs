@@ -55,6 +55,11 @@ pub fn decoding_name(decoding: &str) -> String {
     decoding.replace('-', " ")
 }
 
+/// The code of a profile's slice name ("en" of "en: English"), as a trace names its slices.
+pub(crate) fn slice_code(name: &str) -> &str {
+    name.split(':').next().map_or(name, str::trim)
+}
+
 /// E = (1 − α^(k+1)) / (1 − α): tokens a step that drafts k emits on average (k + 1 at
 /// α = 1).
 pub fn expected_tokens_per_step(alpha: f64, k: u32) -> f64 {
@@ -127,7 +132,7 @@ impl SpeculationProfile {
                 policy
                     .slices
                     .iter()
-                    .find(|s| s.slice.split(':').next().map(str::trim) == Some(code))
+                    .find(|s| slice_code(&s.slice) == code)
                     .map(|s| s.acceptance_rate)
                     .ok_or_else(|| CapacityError::Speculation {
                         reason: format!(

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use capacity::{
-    shortest, Batching, Calibration, HardwareProfile, ModelProfile, NamedPolicy, Owners, Plan,
-    PlanInputs, QualityProfile, RolloutInputs, SpeculationInputs, SpeculationProfile, Trace,
-    TraceFormat, TraceSource, TraceSpec, WeightPath,
+    shortest, Batching, Calibration, HardwareProfile, LengthInputs, LengthProfile, ModelProfile,
+    NamedPolicy, Owners, Plan, PlanInputs, QualityProfile, RolloutInputs, SpeculationInputs,
+    SpeculationProfile, Trace, TraceFormat, TraceSource, TraceSpec, WeightPath,
 };
 use clap::{Args, ValueEnum};
 
@@ -92,15 +92,23 @@ pub struct CapacityArgs {
     /// with the acceptance measured per slice under --decoding.
     #[arg(long, value_name = "K", allow_hyphen_values = true)]
     speculative: Option<u32>,
-    /// The decoding policy the plan serves, whose measured acceptance rate applies:
-    /// greedy, temperature-0.7 or temperature-1.5 (those `decode-lab speculate --planner`
-    /// measures).
+    /// The decoding policy the plan serves, whose measured acceptance rate (with
+    /// --speculative) and output lengths (with --lengths-from-policy) apply: greedy,
+    /// temperature-0.7 or temperature-1.5 (those the `--planner` files measure).
     #[arg(long, value_name = "POLICY", default_value = "temperature-0.7")]
     decoding: String,
     /// The measured acceptance: the JSON of `decode-lab speculate --planner` (default:
     /// the committed models/decode-lab-tiny-v1/speculate.json).
     #[arg(long, value_name = "FILE")]
     speculation: Option<PathBuf>,
+    /// Cut each request's output where a measured run of --decoding stopped: the trace's
+    /// length is the request's budget, and the policy decides how much of it is used.
+    #[arg(long)]
+    lengths_from_policy: bool,
+    /// The measured runs: the JSON of `decode-lab lengths --planner` (default: the
+    /// committed models/decode-lab-tiny-v1/lengths.json).
+    #[arg(long, value_name = "FILE")]
+    lengths: Option<PathBuf>,
     /// Simulate the release as a canary taking this share of the requests
     /// (`canary:FRACTION`); a detector stops it at the first breached gate.
     #[arg(long, value_name = "canary:FRACTION")]
@@ -474,6 +482,29 @@ fn fleet(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
     } else if args.speculation.is_some() {
         return Err(
             "--speculation gives the measured acceptance of --speculative K; give K too".into(),
+        );
+    }
+    if args.lengths_from_policy {
+        let profile = match &args.lengths {
+            Some(path) => LengthProfile::from_json(&read("lengths", path)?)
+                .map_err(|e| format!("{}: {e}", flag("lengths", &path.display().to_string())))?,
+            None => LengthProfile::tiny().map_err(|e| e.to_string())?,
+        };
+        if profile.policy(&args.decoding).is_none() {
+            return Err(format!(
+                "{}: the measured lengths have no policy {:?}; they have {}",
+                flag("decoding", &args.decoding),
+                capacity::decoding_name(&args.decoding),
+                profile.policy_names()
+            ));
+        }
+        inputs.lengths = Some(LengthInputs {
+            decoding: args.decoding.clone(),
+            profile,
+        });
+    } else if args.lengths.is_some() {
+        return Err(
+            "--lengths gives the measured runs of --lengths-from-policy; give that flag too".into(),
         );
     }
     let fleet = &mut inputs.sweep.fleet;

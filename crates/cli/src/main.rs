@@ -17,6 +17,7 @@
 mod capacity_plan;
 mod draft;
 mod eval;
+mod lengths;
 mod model_dir;
 mod output;
 mod run;
@@ -67,6 +68,9 @@ enum Command {
     /// Speculative decoding's acceptance rate α and tokens per verification E, per language
     /// slice, teacher-forced on the held-out pages under a decoding policy.
     Speculate(SpeculateArgs),
+    /// Where answers stop under a decoding policy, per language slice: generated from the
+    /// titles of held-out pages until end-of-text or the budget.
+    Lengths(LengthsArgs),
     /// The n-gram draft model.
     #[command(subcommand)]
     Ngram(NgramCommand),
@@ -126,6 +130,30 @@ struct SpeculateArgs {
     /// Score at most this many held-out tokens per slice.
     #[arg(long, default_value_t = usize::MAX, allow_hyphen_values = true)]
     max_tokens: usize,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct LengthsArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Measure the three policies the capacity planner compares (greedy, temperature 0.7,
+    /// temperature 1.5) and print its file (models/decode-lab-tiny-v1/lengths.json); takes
+    /// no policy flags.
+    #[arg(long)]
+    planner: bool,
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// The corpus directory with valid.en.txt and valid.eu.txt.
+    #[arg(long, default_value = "corpus")]
+    corpus: PathBuf,
+    /// Held-out pages per slice: one run from each page's title.
+    #[arg(long, default_value_t = 64, allow_hyphen_values = true)]
+    pages: usize,
+    /// The most tokens a run generates.
+    #[arg(long, default_value_t = 192, allow_hyphen_values = true)]
+    max_new_tokens: usize,
     #[arg(long)]
     json: bool,
 }
@@ -232,10 +260,10 @@ impl From<PathArg> for Argpartition {
     }
 }
 
-/// Every knob of the policy, shared by `pipeline`, `generate` and `speculate`.
+/// Every knob of the policy, shared by `pipeline`, `generate`, `speculate` and `lengths`.
 #[derive(Args)]
 struct PolicyArgs {
-    /// 0 is greedy [default: 1 for pipeline, 0.7 for generate and speculate].
+    /// 0 is greedy [default: 1 for pipeline, 0.7 for generate, speculate and lengths].
     #[arg(long, allow_hyphen_values = true)]
     temperature: Option<f64>,
     #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
@@ -269,6 +297,23 @@ struct PolicyArgs {
 }
 
 impl PolicyArgs {
+    /// `--planner` measures its own three policies: `policy` (read at the default
+    /// temperature 0.7) must be what no policy flag gives.
+    fn untouched(&self, policy: &Policy) -> Result<(), String> {
+        let untouched = Policy {
+            temperature: 0.7,
+            ..Policy::default()
+        };
+        if self.temperature.is_some() || *policy != untouched {
+            return Err(
+                "--planner measures its own three policies (greedy, temperature 0.7 and 1.5): \
+                 drop the policy flags"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     fn policy(&self, default_temperature: f64) -> Result<Policy, String> {
         Ok(Policy {
             forbidden: match &self.forbid {
@@ -586,17 +631,7 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, String> {
     };
     let policy = args.policy.policy(0.7)?;
     if args.planner {
-        let untouched = Policy {
-            temperature: 0.7,
-            ..Policy::default()
-        };
-        if args.policy.temperature.is_some() || policy != untouched {
-            return Err(
-                "--planner measures its own three policies (greedy, temperature 0.7 and 1.5): \
-                 drop the policy flags"
-                    .into(),
-            );
-        }
+        args.policy.untouched(&policy)?;
         let policies = speculate::planner_policies();
         let measured = speculate::measure(
             &dir,
@@ -643,6 +678,52 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, String> {
     }
 }
 
+fn run_lengths(args: &LengthsArgs) -> Result<String, String> {
+    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    let policy = args.policy.policy(0.7)?;
+    let policies: Vec<(String, Policy)> = if args.planner {
+        args.policy.untouched(&policy)?;
+        speculate::planner_policies()
+            .into_iter()
+            .map(|p| (speculate::policy_name(&p), p))
+            .collect()
+    } else {
+        vec![(speculate::policy_name(&policy), policy)]
+    };
+    let mut file = lengths::measure(
+        &dir,
+        &args.corpus,
+        &policies,
+        args.pages,
+        args.max_new_tokens,
+    )?;
+    if args.planner {
+        return serde_json::to_string_pretty(&file).map_err(|e| e.to_string());
+    }
+    let measured = file
+        .policies
+        .pop()
+        .unwrap_or_else(|| lengths::PolicyLengths {
+            policy: String::new(),
+            slices: Vec::new(),
+        });
+    let report = lengths::Report {
+        model: file.model,
+        max_new_tokens: file.max_new_tokens,
+        policy: measured.policy,
+        slices: measured
+            .slices
+            .iter()
+            .map(lengths::SliceSummary::of)
+            .collect(),
+    };
+    if args.json {
+        serde_json::to_string(&report).map_err(|e| e.to_string())
+    } else {
+        Ok(lengths::table(&report))
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run_command(&cli.command) {
@@ -668,6 +749,7 @@ fn run_command(command: &Command) -> Result<ExitCode, Failure> {
         Command::Eval(args) => run_eval(args)?,
         Command::Capacity(args) => capacity_plan::run(args)?,
         Command::Speculate(args) => run_speculate(args)?,
+        Command::Lengths(args) => run_lengths(args)?,
         Command::Ngram(command) => run_ngram(command)?,
         Command::Replay(args) => {
             let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);

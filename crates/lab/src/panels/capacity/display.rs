@@ -713,6 +713,7 @@ fn parts(report: &PlanReport) -> Vec<Part> {
         ))],
     }];
     parts.extend(speculation_part(report));
+    parts.extend(lengths_part(report));
     parts.extend([
         Part {
             id: "cap-profile-title".into(),
@@ -807,6 +808,53 @@ fn speculation_part(report: &PlanReport) -> Option<Part> {
                 figure(s.draft_s_per_token * 1e6)
             ),
             &["Decoding policy", "Slice", "α", "E (tokens per step)"],
+            rows,
+        ))],
+    })
+}
+
+/// When output lengths come from the decoding policy: per slice, how often the measured
+/// runs chose end-of-text, the share of its budget a request keeps, and the mean output
+/// the trace asked for against the one served.
+fn lengths_part(report: &PlanReport) -> Option<Part> {
+    let l = report.contract.lengths.as_ref()?;
+    let rows = l
+        .slices
+        .iter()
+        .map(|sl| {
+            row(
+                sl.slice.clone(),
+                vec![
+                    Cell::number(sl.runs.to_string(), sl.runs as f64),
+                    Cell::number(format!("{:.1} %", sl.eos_share * 100.0), sl.eos_share),
+                    Cell::number(
+                        format!("{:.1} %", sl.mean_budget_share * 100.0),
+                        sl.mean_budget_share,
+                    ),
+                    Cell::number(figure(sl.mean_budget_tokens), sl.mean_budget_tokens),
+                    Cell::number(figure(sl.mean_output_tokens), sl.mean_output_tokens),
+                ],
+            )
+        })
+        .collect();
+    Some(Part {
+        id: "cap-lengths-title".into(),
+        title: "Output lengths from the decoding policy".into(),
+        blocks: vec![Block::Table(table(
+            "mirror",
+            "cap-lengths-table",
+            format!(
+                "Where {} stopped in the tiny model's measured runs (at most {} tokens each), and the output each slice's requests were served with: a request keeps the share of its trace length that one measured run used",
+                l.decoding, l.max_new_tokens
+            ),
+            &[
+                "Slice",
+                "Measured runs",
+                "Chose end-of-text",
+                "Mean share of budget",
+                "Trace's mean output (tokens)",
+                "Served mean output (tokens)",
+            ],
             rows,
         ))],
     })
@@ -1352,7 +1400,8 @@ mod tests {
             routers: "round-robin, kv-aware".into(),
             prefix_cache: "on".into(),
             speculative_k: "2".into(),
-            decoding: "greedy".into(),
+            decoding: "temperature-0.7".into(),
+            lengths: "policy".into(),
             canary: "0.2".into(),
             detector_windows: "4".into(),
             ttft_ms: "1000".into(),
@@ -1400,13 +1449,31 @@ mod tests {
         let rows = rows_of(&display, "cap-speculation-table");
         assert_eq!(rows.len(), spec.acceptance.len());
         assert_eq!(rows.len(), 3 * 2, "three policies, two slices");
-        assert_eq!(rows[0].header, "greedy", "the plan's policy first");
+        assert_eq!(rows[0].header, "temperature 0.7", "the plan's policy first");
         for (row, a) in rows.iter().zip(&spec.acceptance) {
             assert_eq!((&row.header, &row.cells[0].text), (&a.policy, &a.slice));
             let alpha = row.cells[1].value.as_deref().unwrap().parse::<f64>();
             assert_eq!(alpha, Ok(a.acceptance_rate));
             let e = row.cells[2].value.as_deref().unwrap().parse::<f64>();
             assert_eq!(e, Ok(a.expected_tokens_per_step));
+        }
+
+        let lengths = report.contract.lengths.as_ref().unwrap();
+        assert_eq!(lengths.decoding, "temperature 0.7");
+        let rows = rows_of(&display, "cap-lengths-table");
+        assert_eq!(rows.len(), 2, "one row per slice");
+        for (row, sl) in rows.iter().zip(&lengths.slices) {
+            assert_eq!(row.header, sl.slice);
+            let number = |i: usize| row.cells[i].value.as_deref().unwrap().parse::<f64>();
+            assert_eq!(number(0), Ok(sl.runs as f64));
+            assert_eq!(number(1), Ok(sl.eos_share));
+            assert_eq!(number(2), Ok(sl.mean_budget_share));
+            assert_eq!(number(3), Ok(sl.mean_budget_tokens));
+            assert_eq!(number(4), Ok(sl.mean_output_tokens));
+            assert!(
+                sl.mean_output_tokens < sl.mean_budget_tokens,
+                "sampling stops early"
+            );
         }
 
         let playbook = rows_of(&display, "cap-playbook-table");

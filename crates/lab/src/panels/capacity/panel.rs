@@ -15,8 +15,9 @@ use std::sync::Arc;
 use leptos::prelude::*;
 
 use crate::panels::capacity::view_model::{
-    decoding_options, hardware_options, model_options, rollout_trace_options, trace_options,
-    weight_options, CapacityForm, News, Outcome, PlanRun, BATCHINGS, PLAN_ID,
+    attention_options, decoding_options, hardware_options, length_options, model_options,
+    rollout_trace_options, trace_options, weight_options, CapacityForm, News, Outcome, PlanRun,
+    BATCHINGS, PLAN_ID,
 };
 use crate::planner::protocol::{
     Block, ChartPoint, Part, PlanDisplay, Planner, PlannerEvent, TimelineChart,
@@ -54,9 +55,11 @@ pub fn CapacityPanel() -> impl IntoView {
     let (replicas, set_replicas) = signal(initial.replicas);
     let (routers, set_routers) = signal(initial.routers);
     let (prefix_cache, set_prefix_cache) = signal(initial.prefix_cache);
+    let (attention, set_attention) = signal(initial.attention);
     let (disaggregate, set_disaggregate) = signal(initial.disaggregate);
     let (speculative_k, set_speculative_k) = signal(initial.speculative_k);
     let (decoding, set_decoding) = signal(initial.decoding);
+    let (lengths, set_lengths) = signal(initial.lengths);
     let (canary, set_canary) = signal(initial.canary);
     let (rollout_trace, set_rollout_trace) = signal(initial.rollout_trace);
     let (detector_windows, set_detector_windows) = signal(initial.detector_windows);
@@ -78,9 +81,11 @@ pub fn CapacityPanel() -> impl IntoView {
         replicas: replicas.get(),
         routers: routers.get(),
         prefix_cache: prefix_cache.get(),
+        attention: attention.get(),
         disaggregate: disaggregate.get(),
         speculative_k: speculative_k.get(),
         decoding: decoding.get(),
+        lengths: lengths.get(),
         canary: canary.get(),
         rollout_trace: rollout_trace.get(),
         detector_windows: detector_windows.get(),
@@ -249,9 +254,11 @@ pub fn CapacityPanel() -> impl IntoView {
                     <label for="cap-prefix">"A prefix cache on each replica (shared prompts skip their prefill; try the chat-prefix trace)"</label>
                     {move || prefix_problem.get().map(|m| view! { <small id=problem_id("cap-prefix") class="field-problem error">{m}</small> })}
                 </div>
+                {select("cap-attention", "Attention", attention, set_attention, attention_options())}
                 <Field id="cap-pd" problem=problem("cap-pd") label="Disaggregation P:D (empty: off)" hint="P prefill and D decode replicas, swept beside P + D colocated ones." value=disaggregate.into() set=set_disaggregate/>
                 <Field id="cap-k" problem=problem("cap-k") label="Speculative tokens per step k (empty: off)" hint="Every configuration is also served drafting k tokens with the n-gram draft." value=speculative_k.into() set=set_speculative_k inputmode="numeric"/>
-                {select("cap-decoding", "Decoding policy (its measured acceptance applies)", decoding, set_decoding, decoding_options())}
+                {select("cap-decoding", "Decoding policy (its measured acceptance and lengths apply)", decoding, set_decoding, decoding_options())}
+                {select("cap-lengths", "Output lengths", lengths, set_lengths, length_options())}
                 <Field id="cap-canary" problem=problem("cap-canary") label="Canary fraction (empty: no rollout)" hint="The released configuration takes this share of the requests; a detector stops it at the first breached gate." value=canary.into() set=set_canary/>
                 {select("cap-rollout-trace", "Traffic the canary meets", rollout_trace, set_rollout_trace, rollout_trace_options())}
                 <Field id="cap-windows" problem=problem("cap-windows") label="Detector windows" hint="Tumbling windows over the canary trace; fewer, longer ones hold enough of a rare slice to judge it." value=detector_windows.into() set=set_detector_windows inputmode="numeric"/>

@@ -15,13 +15,16 @@
 //! slice's full-precision bits per byte). The fleet and its release, each off by default
 //! so the default plan is the single engine: `cap_replicas` replica counts (comma list),
 //! `cap_router` routers (comma list of the crate's six names), `cap_prefix` (`on`/`off`)
-//! a prefix cache per replica, `cap_pd` disaggregation `P:D` (empty: off), `cap_k`
+//! a prefix cache per replica, `cap_attention` (`fused`/`naive`) attention's memory
+//! traffic, `cap_pd` disaggregation `P:D` (empty: off), `cap_k`
 //! speculative tokens per step (empty: off) under `cap_decoding` (`greedy`,
-//! `temperature-0.7`, `temperature-1.5`, whose measured acceptance applies), `cap_canary`
+//! `temperature-0.7`, `temperature-1.5`, whose measured acceptance applies), `cap_lengths`
+//! (`trace`, or `policy`: each output cut where that policy stopped), `cap_canary`
 //! the canary's share of requests (empty: no rollout) meeting `cap_rollout_trace` (`plan`,
 //! the plan's own trace, or a preset at the plan's rate and request count) and judged over
 //! `cap_windows` detector windows. They mirror `decode-lab capacity`'s `--replicas`,
-//! `--router`, `--prefix-cache`, `--disaggregate`, `--speculative`, `--decoding`,
+//! `--router`, `--prefix-cache`, `--attention`, `--disaggregate`, `--speculative`, `--decoding`,
+//! `--lengths-from-policy`,
 //! `--rollout canary:F`, `--rollout-trace` and `--detector-windows`.
 //!
 //! The bounds of rates, load scales and SLOs are the `capacity` crate's, which the check
@@ -35,11 +38,11 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use capacity::{
-    decoding_name, figure, Arrivals, Batching, Calibration, CapacityError, FleetSweep,
-    HardwareProfile, ModelProfile, NamedPolicy, PlanInputs, QualityProfile, RolloutInputs, Router,
-    Slo, SpeculationInputs, SpeculationProfile, Sweep, TraceSource, TraceSpec, WeightPath,
-    MAX_LOAD_SCALE, MAX_RATE_PER_S, MAX_REPLICAS, MIN_LOAD_SCALE, MIN_RATE_PER_S, MIN_SLO_S,
-    NGRAM_DRAFT_S_PER_TOKEN,
+    decoding_name, figure, Arrivals, Attention, Batching, Calibration, CapacityError, FleetSweep,
+    HardwareProfile, LengthInputs, LengthProfile, ModelProfile, NamedPolicy, PlanInputs,
+    QualityProfile, RolloutInputs, Router, Slo, SpeculationInputs, SpeculationProfile, Sweep,
+    TraceSource, TraceSpec, WeightPath, MAX_LOAD_SCALE, MAX_RATE_PER_S, MAX_REPLICAS,
+    MIN_LOAD_SCALE, MIN_RATE_PER_S, MIN_SLO_S, NGRAM_DRAFT_S_PER_TOKEN,
 };
 
 use crate::planner::protocol::{PlanDisplay, PlannerEvent, PlannerJob};
@@ -85,9 +88,11 @@ pub struct CapacityForm {
     pub replicas: String,
     pub routers: String,
     pub prefix_cache: String,
+    pub attention: String,
     pub disaggregate: String,
     pub speculative_k: String,
     pub decoding: String,
+    pub lengths: String,
     pub canary: String,
     pub rollout_trace: String,
     pub detector_windows: String,
@@ -200,6 +205,12 @@ pub(crate) mod field {
         name: "prefix cache",
         default: "off",
     };
+    pub const ATTENTION: FieldSpec = FieldSpec {
+        key: "cap_attention",
+        id: "cap-attention",
+        name: "attention",
+        default: "fused",
+    };
     pub const DISAGGREGATE: FieldSpec = FieldSpec {
         key: "cap_pd",
         id: "cap-pd",
@@ -217,6 +228,12 @@ pub(crate) mod field {
         id: "cap-decoding",
         name: "decoding policy",
         default: "temperature-0.7",
+    };
+    pub const LENGTHS: FieldSpec = FieldSpec {
+        key: "cap_lengths",
+        id: "cap-lengths",
+        name: "output lengths",
+        default: "trace",
     };
     pub const CANARY: FieldSpec = FieldSpec {
         key: "cap_canary",
@@ -239,7 +256,7 @@ pub(crate) mod field {
 }
 
 /// In the order of [`CapacityForm::texts`].
-const FIELDS: [FieldSpec; 22] = [
+const FIELDS: [FieldSpec; 24] = [
     field::HARDWARE,
     field::MODEL,
     field::WEIGHTS,
@@ -256,9 +273,11 @@ const FIELDS: [FieldSpec; 22] = [
     field::REPLICAS,
     field::ROUTERS,
     field::PREFIX_CACHE,
+    field::ATTENTION,
     field::DISAGGREGATE,
     field::SPECULATIVE_K,
     field::DECODING,
+    field::LENGTHS,
     field::CANARY,
     field::ROLLOUT_TRACE,
     field::WINDOWS,
@@ -274,8 +293,8 @@ pub const BATCHINGS: [(&str, &str); 3] = [
 ];
 
 impl CapacityForm {
-    fn from_texts(t: [String; 22]) -> CapacityForm {
-        let [hardware, model, weights, trace, requests, rate, batchings, chunk_budget, max_sequences, loads, ttft_ms, tpot_ms, floor_pct, replicas, routers, prefix_cache, disaggregate, speculative_k, decoding, canary, rollout_trace, detector_windows] =
+    fn from_texts(t: [String; 24]) -> CapacityForm {
+        let [hardware, model, weights, trace, requests, rate, batchings, chunk_budget, max_sequences, loads, ttft_ms, tpot_ms, floor_pct, replicas, routers, prefix_cache, attention, disaggregate, speculative_k, decoding, lengths, canary, rollout_trace, detector_windows] =
             t;
         CapacityForm {
             hardware,
@@ -294,16 +313,18 @@ impl CapacityForm {
             replicas,
             routers,
             prefix_cache,
+            attention,
             disaggregate,
             speculative_k,
             decoding,
+            lengths,
             canary,
             rollout_trace,
             detector_windows,
         }
     }
 
-    fn texts(&self) -> [&str; 22] {
+    fn texts(&self) -> [&str; 24] {
         [
             &self.hardware,
             &self.model,
@@ -321,9 +342,11 @@ impl CapacityForm {
             &self.replicas,
             &self.routers,
             &self.prefix_cache,
+            &self.attention,
             &self.disaggregate,
             &self.speculative_k,
             &self.decoding,
+            &self.lengths,
             &self.canary,
             &self.rollout_trace,
             &self.detector_windows,
@@ -372,7 +395,9 @@ impl Form for CapacityForm {
                 &field::PREFIX_CACHE,
                 on_off_options(),
             ),
+            (&mut form.attention, &field::ATTENTION, attention_options()),
             (&mut form.decoding, &field::DECODING, decoding_options()),
+            (&mut form.lengths, &field::LENGTHS, length_options()),
             (
                 &mut form.rollout_trace,
                 &field::ROLLOUT_TRACE,
@@ -508,6 +533,11 @@ impl Form for CapacityForm {
             }
             _ => None,
         };
+        let lengths = if self.lengths.trim() == "policy" {
+            problems.field(field::LENGTHS.id, lengths(&self.decoding))
+        } else {
+            None
+        };
         let rollout = self.rollout(&mut problems);
         let rollout_trace = match &spec {
             Some(plan) => self.rollout_trace(plan, &mut problems),
@@ -554,6 +584,7 @@ impl Form for CapacityForm {
                 baseline: NamedPolicy::baseline(),
                 last_known_good: None,
                 speculation,
+                lengths,
                 owners: Default::default(),
                 rollout: rollout?,
                 rollout_trace: rollout_trace?,
@@ -594,10 +625,18 @@ impl CapacityForm {
                 whole_in(t, field::SPECULATIVE_K.name, 0, u32::MAX.into()).map(|k| k as u32)
             }),
         );
+        let attention = problems.field(
+            field::ATTENTION.id,
+            self.attention
+                .trim()
+                .parse::<Attention>()
+                .map_err(|e| sentence(e.to_string())),
+        );
         let mut fleet = FleetSweep {
             replicas: replicas?,
             routers: routers?,
             prefix_cache: self.prefix_cache.trim() == "on",
+            attention: attention?,
             ..FleetSweep::default()
         };
         let crate_rule = |fleet: &FleetSweep| fleet.validate().map_err(|e| sentence(e.to_string()));
@@ -812,6 +851,24 @@ fn split(text: &str) -> Result<Option<(u32, u32)>, String> {
     })
 }
 
+/// The measured output lengths under the decoding policy `decoding`, from the tiny model's
+/// committed runs.
+fn lengths(decoding: &str) -> Result<LengthInputs, String> {
+    let profile = LengthProfile::tiny().map_err(|e| sentence(e.to_string()))?;
+    let decoding = decoding.trim();
+    if profile.policy(decoding).is_none() {
+        return Err(format!(
+            "The measured lengths have no decoding policy \"{}\"; they have {}.",
+            decoding_name(decoding),
+            profile.policy_names()
+        ));
+    }
+    Ok(LengthInputs {
+        decoding: decoding.to_string(),
+        profile,
+    })
+}
+
 /// The measured acceptance under the decoding policy `decoding` (the form's name, as the
 /// CLI's `--decoding` takes it), from the tiny model's committed profile.
 fn speculation(decoding: &str) -> Result<SpeculationInputs, String> {
@@ -900,6 +957,16 @@ pub fn trace_options() -> Vec<(String, String)> {
         .collect()
 }
 
+/// How attention's memory traffic is priced, as (value, text) options.
+pub fn attention_options() -> Vec<(String, String)> {
+    [
+        ("fused", "Fused (FlashAttention): no score matrix in memory"),
+        ("naive", "Naive: the score matrix written and read"),
+    ]
+    .map(|(v, t)| (v.to_string(), t.to_string()))
+    .to_vec()
+}
+
 /// The prefix cache's choices as (value, text) options (the page draws a check box).
 pub fn on_off_options() -> Vec<(String, String)> {
     [
@@ -910,7 +977,19 @@ pub fn on_off_options() -> Vec<(String, String)> {
     .to_vec()
 }
 
-/// The decoding policies whose speculative acceptance the tiny model's profile measures.
+/// Where each request's output stops: as the trace gives it, or cut where the decoding
+/// policy stopped in the tiny model's measured runs.
+pub fn length_options() -> Vec<(String, String)> {
+    [
+        ("trace", "As the trace gives them"),
+        ("policy", "Where the decoding policy stops (measured)"),
+    ]
+    .map(|(v, t)| (v.to_string(), t.to_string()))
+    .to_vec()
+}
+
+/// The decoding policies whose speculative acceptance and output lengths the tiny model's
+/// profiles measure.
 pub fn decoding_options() -> Vec<(String, String)> {
     [
         ("greedy", "Greedy"),
@@ -1258,18 +1337,22 @@ pub(super) mod tests {
     }
 
     /// The fleet, speculation and rollout fields give the inputs `decode-lab capacity
-    /// --replicas 1,4 --router round-robin,kv-aware --prefix-cache on --disaggregate 3:1
-    /// --speculative 2 --decoding greedy --rollout canary:0.1 --rollout-trace chat-prefix
-    /// --detector-windows 5` builds, written out here field by field.
+    /// --replicas 1,4 --router round-robin,kv-aware --prefix-cache on --attention naive
+    /// --disaggregate 3:1
+    /// --speculative 2 --decoding greedy --lengths-from-policy --rollout canary:0.1
+    /// --rollout-trace chat-prefix --detector-windows 5` builds, written out here field by
+    /// field.
     #[test]
     fn the_fleet_and_rollout_fields_are_the_clis_flags() {
         let form = CapacityForm {
             replicas: "1, 4".into(),
             routers: "round-robin,kv-aware".into(),
             prefix_cache: "on".into(),
+            attention: "naive".into(),
             disaggregate: "3:1".into(),
             speculative_k: "2".into(),
             decoding: "greedy".into(),
+            lengths: "policy".into(),
             canary: "0.1".into(),
             rollout_trace: "chat-prefix".into(),
             detector_windows: "5".into(),
@@ -1282,12 +1365,17 @@ pub(super) mod tests {
             prefix_cache: true,
             disaggregate: Some((3, 1)),
             speculative_k: Some(2),
+            attention: Attention::Naive,
             ..FleetSweep::default()
         };
         expected.speculation = Some(SpeculationInputs {
             decoding: "greedy".into(),
             profile: SpeculationProfile::tiny().unwrap(),
             draft_s_per_token: NGRAM_DRAFT_S_PER_TOKEN,
+        });
+        expected.lengths = Some(LengthInputs {
+            decoding: "greedy".into(),
+            profile: LengthProfile::tiny().unwrap(),
         });
         expected.rollout = Some(RolloutInputs {
             windows: 5,
