@@ -430,6 +430,10 @@ struct GenerateArgs {
     stop_tokens: Vec<u32>,
     #[arg(long, default_value_t = Precision::F32, value_parser = named::<Precision>(Precision::ALL.map(Precision::name)))]
     weights: Precision,
+    /// Metadata for the run record, `key=value` (repeatable): `--tag slice=eu --tag
+    /// tenant=course-a`. `decode-lab observe` groups by the `slice` tag.
+    #[arg(long = "tag", value_name = "KEY=VALUE")]
+    tags: Vec<String>,
     /// The model directory [default: models/decode-lab-tiny-v1].
     #[arg(long)]
     model: Option<PathBuf>,
@@ -589,8 +593,9 @@ fn run_generate(args: &GenerateArgs) -> Result<String, Failure> {
             tokens: args.stop_tokens.clone(),
         },
     };
+    let tags = policy::parse_tags(&args.tags).map_err(|e| format!("--tag: {e}"))?;
     let backend = args.backend.choice()?;
-    run::generate(&dir, args.weights, backend, config, args.json)
+    run::generate(&dir, args.weights, backend, config, tags, args.json)
 }
 
 fn run_eval(args: &EvalArgs) -> Result<String, String> {

@@ -2,6 +2,7 @@
 //! on WebGPU (falling back to `cpu-reference`), streamed to the terminal or printed as run
 //! records, and replays of those records.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
@@ -135,6 +136,7 @@ pub fn generate(
     precision: Precision,
     request: BackendRequest,
     mut config: RunConfig,
+    tags: BTreeMap<String, String>,
     json: bool,
 ) -> Result<String, Failure> {
     let (mut model, tokenizer) = start(dir, precision, request)?;
@@ -184,7 +186,8 @@ pub fn generate(
         }
         record
     }
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| e.to_string())?
+    .labelled(Some(precision), tags);
     if json {
         // Standard output holds only the record; what ran it goes beside it.
         output::note(&describe_backend(&record.backend));
@@ -224,10 +227,12 @@ fn summary(record: &RunRecord) -> String {
         decode.iter().sum::<f64>() / decode.len() as f64 / 1000.0
     };
     format!(
-        "[stopped: {}; {n} tokens; time to first token {:.1} ms; {per_token:.2} ms per later token; seed {}]",
+        "[stopped: {}; {n} tokens; time to first token {:.1} ms; {per_token:.2} ms per later token; seed {}; run {}, version {}]",
         record.stop_reason.describe(),
         record.ttft_us / 1000.0,
-        record.config.seed
+        record.config.seed,
+        record.run_id.as_deref().unwrap_or("?"),
+        record.version_id.as_deref().unwrap_or("?")
     )
 }
 

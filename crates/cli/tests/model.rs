@@ -57,12 +57,76 @@ fn generate_records_and_replays_identically() {
     let out = decode_lab(&["replay", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("altered after it was written"));
-    // Without its digest (as a record written before digests), the replay finds the step.
-    tampered.as_object_mut().unwrap().remove("record_digest");
+    // Without its digest and ids (as a record written before them), the replay finds the step.
+    for field in ["record_digest", "run_id", "version_id"] {
+        tampered.as_object_mut().unwrap().remove(field);
+    }
     std::fs::write(&file, tampered.to_string()).unwrap();
     let out = decode_lab(&["replay", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("differs at step 1: token "));
+}
+
+/// `--tag` and `--weights` reach the record, sealed into its digest and ids: the same
+/// request tagged another way is another run of the same version, and int8 another version.
+#[test]
+fn generate_tags_the_record_and_names_its_run_and_version() {
+    let generate = |extra: &[&str]| -> serde_json::Value {
+        let args = [
+            &[
+                "generate",
+                "--prompt",
+                "The ",
+                "--max-tokens",
+                "4",
+                "--json",
+            ][..],
+            extra,
+        ]
+        .concat();
+        serde_json::from_str(&ok(&args)).unwrap()
+    };
+    let eu = generate(&["--tag", "slice=eu", "--tag", "tenant=course-a"]);
+    assert_eq!(
+        eu["tags"],
+        serde_json::json!({"slice": "eu", "tenant": "course-a"})
+    );
+    assert_eq!(eu["precision"], "f32");
+    let digest = eu["record_digest"].as_str().unwrap();
+    assert_eq!(eu["run_id"].as_str().unwrap(), &digest[7..23]);
+    let en = generate(&["--tag", "slice=en"]);
+    assert_ne!(en["run_id"], eu["run_id"]);
+    assert_eq!(en["version_id"], eu["version_id"]);
+    let int8 = generate(&["--tag", "slice=en", "--weights", "int8"]);
+    assert_eq!(int8["precision"], "int8");
+    assert_ne!(int8["version_id"], en["version_id"]);
+    // The summary names both ids: the same run as the one printed as JSON.
+    let out = decode_lab(&[
+        "generate",
+        "--prompt",
+        "The ",
+        "--max-tokens",
+        "4",
+        "--tag",
+        "slice=en",
+    ]);
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains(&format!(
+            "run {}, version {}",
+            en["run_id"].as_str().unwrap(),
+            en["version_id"].as_str().unwrap()
+        )),
+        "{summary}"
+    );
+    fails_with(
+        &["generate", "--prompt", "a", "--tag", "slice"],
+        "--tag: tag \"slice\" is not key=value",
+    );
+    fails_with(
+        &["generate", "--prompt", "a", "--tag", "a=1", "--tag", "a=2"],
+        "--tag: tag key \"a\" is given twice",
+    );
 }
 
 #[test]

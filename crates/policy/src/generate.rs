@@ -498,8 +498,12 @@ impl<'v> Generation<'v> {
             degraded_reason: backend.degraded_reason.clone(),
             backend,
             record_digest: None,
+            precision: None,
+            tags: Default::default(),
+            run_id: None,
+            version_id: None,
         };
-        record.record_digest = Some(record.content_digest());
+        record.seal();
         record
     }
 }

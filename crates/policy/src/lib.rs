@@ -38,6 +38,7 @@ mod request;
 pub mod rng;
 mod shortest;
 pub mod speculative;
+pub mod version;
 
 pub use error::{Constraint, PolicyError};
 pub use generate::{
@@ -55,3 +56,4 @@ pub use record::{
 pub use request::{BackendChoice, Precision};
 pub use rng::{NumpyRng, SplitMix64};
 pub use shortest::Shortest;
+pub use version::{parse_tags, TagError, VersionKey};

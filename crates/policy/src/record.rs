@@ -2,6 +2,7 @@
 //! (`parse_records`), what a record must satisfy (`RunRecord::check`), its content digest,
 //! and `replay`.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -12,7 +13,8 @@ use crate::generate::{
     generate, Alternative, Clock, GenerateError, LanguageModel, StepRecord, StopReason, Unobserved,
     Vocabulary,
 };
-use crate::{Policy, PolicyError, Shortest};
+use crate::version::{VersionKey, RUN_ID_DIGITS};
+use crate::{Policy, PolicyError, Precision, Shortest};
 
 /// A model or tokenizer: a name and a content hash of its files.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,6 +138,21 @@ pub struct RunRecord {
     /// Records made before digests existed have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_digest: Option<String>,
+    /// How the weights were stored, as the caller that loaded them says
+    /// ([`RunRecord::labelled`]). Records made before it was recorded have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<Precision>,
+    /// The user's `key=value` metadata (`slice=eu`, `tenant=course-a`), covered by the digest.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    /// The first 16 hex digits of `record_digest` (see [`crate::version`]); computed on
+    /// load for records made before ids existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The id of the run's exact version ([`VersionKey`]); computed on load for records
+    /// made before ids existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
 }
 
 /// Which forward pass ran a model, by the name a run record gives it.
@@ -299,18 +316,33 @@ pub enum RecordError {
     StopReason { reason: &'static str, why: String },
     #[error("the record's record_digest {0} is not `sha256:` followed by 64 lowercase hex digits")]
     DigestFormat(String),
+    #[error("the record's {field} is {recorded}, but its content gives {computed}")]
+    Id {
+        field: &'static str,
+        recorded: String,
+        computed: String,
+    },
     #[error("the record's policy is invalid: {0}")]
     Policy(#[from] PolicyError),
 }
 
 /// Reads every run record of `text`: one JSON object, one pretty-printed over many lines,
 /// or JSONL (one per line), or any mix separated by white space. The records are read as
-/// written; [`RunRecord::check`] says whether each could have come from a run.
+/// written, but a record made before run and version ids existed gets them computed;
+/// [`RunRecord::check`] says whether each could have come from a run.
 pub fn parse_records(text: &str) -> Result<Vec<RunRecord>, RecordError> {
     let mut records = Vec::new();
     for parsed in serde_json::Deserializer::from_str(text).into_iter::<RunRecord>() {
         match parsed {
-            Ok(record) => records.push(record),
+            Ok(mut record) => {
+                if record.run_id.is_none() {
+                    record.run_id = Some(record.computed_run_id());
+                }
+                if record.version_id.is_none() {
+                    record.version_id = Some(record.computed_version_id());
+                }
+                records.push(record);
+            }
             Err(e) => {
                 return Err(RecordError::Json {
                     record: records.len() + 1,
@@ -364,6 +396,8 @@ impl RunRecord {
             stop_string: self.stop_string.as_deref(),
             backend: &self.backend,
             degraded_reason: self.degraded_reason.as_deref(),
+            precision: self.precision,
+            tags: &self.tags,
         };
         let mut hasher = Sha256::new();
         hasher.update(DIGEST_DOMAIN);
@@ -373,12 +407,39 @@ impl RunRecord {
             Ok(value) => hash_value(&mut hasher, &value),
             Err(e) => hasher.update(e.to_string()),
         }
-        let mut digest = String::from(DIGEST_PREFIX);
-        for byte in hasher.finalize() {
-            digest.push(char::from(HEX[usize::from(byte >> 4)]));
-            digest.push(char::from(HEX[usize::from(byte & 15)]));
-        }
-        digest
+        format!("{DIGEST_PREFIX}{}", hex(&hasher.finalize()))
+    }
+
+    /// The run id its content gives: the first [`RUN_ID_DIGITS`] hex digits of
+    /// [`content_digest`](Self::content_digest).
+    pub fn computed_run_id(&self) -> String {
+        run_id_of(&self.content_digest())
+    }
+
+    /// The id of the run's exact version, [`VersionKey::id`].
+    pub fn computed_version_id(&self) -> String {
+        VersionKey::of(self).id()
+    }
+
+    /// Writes the digest and the two ids of the record's content as it is now.
+    pub fn seal(&mut self) {
+        let digest = self.content_digest();
+        self.run_id = Some(run_id_of(&digest));
+        self.record_digest = Some(digest);
+        self.version_id = Some(self.computed_version_id());
+    }
+
+    /// The record with what its caller knows and the generation loop does not: how the
+    /// weights were stored, and the user's tags. Sealed again, so the digest and ids cover them.
+    pub fn labelled(
+        mut self,
+        precision: Option<Precision>,
+        tags: BTreeMap<String, String>,
+    ) -> RunRecord {
+        self.precision = precision;
+        self.tags = tags;
+        self.seal();
+        self
     }
 
     /// `Some(ReplayReport::Altered)` when the record carries a digest that its content no
@@ -405,6 +466,20 @@ impl RunRecord {
             let hex = digest.strip_prefix(DIGEST_PREFIX).unwrap_or("");
             if hex.len() != 64 || !hex.bytes().all(|b| HEX.contains(&b)) {
                 return Err(RecordError::DigestFormat(quoted(digest)));
+            }
+        }
+        for (field, recorded, computed) in [
+            ("run_id", &self.run_id, self.computed_run_id()),
+            ("version_id", &self.version_id, self.computed_version_id()),
+        ] {
+            if let Some(recorded) = recorded {
+                if *recorded != computed {
+                    return Err(RecordError::Id {
+                        field,
+                        recorded: quoted(recorded),
+                        computed,
+                    });
+                }
             }
         }
         if self.prompt_tokens.is_empty() {
@@ -565,6 +640,26 @@ const DIGEST_DOMAIN: &[u8] = b"decode-lab run record content, v1\n";
 const DIGEST_PREFIX: &str = "sha256:";
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// The run id of a content digest: its first [`RUN_ID_DIGITS`] hex digits.
+fn run_id_of(digest: &str) -> String {
+    digest
+        .strip_prefix(DIGEST_PREFIX)
+        .unwrap_or(digest)
+        .chars()
+        .take(RUN_ID_DIGITS)
+        .collect()
+}
+
+/// Lowercase hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 15)]));
+    }
+    out
+}
+
 /// What the digest covers: the record without its timings and without the digest.
 #[derive(Serialize)]
 struct DigestedRecord<'a> {
@@ -581,6 +676,11 @@ struct DigestedRecord<'a> {
     stop_string: Option<&'a str>,
     backend: &'a Backend,
     degraded_reason: Option<&'a str>,
+    /// Absent (and so hashed as before they existed) when not recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    precision: Option<Precision>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    tags: &'a BTreeMap<String, String>,
 }
 
 /// A step without its timings.
@@ -600,7 +700,7 @@ struct DigestedStep<'a> {
 /// Feeds a JSON value to the hasher in a canonical binary form: a tag byte per value,
 /// lengths as 8 little-endian bytes, integers and floats by their 8 bytes (floats by their
 /// bits, so 0.1 is hashed exactly), object keys in sorted order, null fields left out.
-fn hash_value(hasher: &mut Sha256, value: &serde_json::Value) {
+pub(crate) fn hash_value(hasher: &mut Sha256, value: &serde_json::Value) {
     use serde_json::Value;
     let length = |hasher: &mut Sha256, n: usize| hasher.update((n as u64).to_le_bytes());
     match value {

@@ -196,8 +196,10 @@ fn replay_names_the_first_differing_step() {
     );
     let original = record.steps[2].token;
     record.steps[2].token = (original + 1) % 8;
-    // As a record made before digests existed: the replay itself finds the difference.
+    // As a record made before digests and ids existed: the replay itself finds the difference.
     record.record_digest = None;
+    record.run_id = None;
+    record.version_id = None;
     match replay(&record, &mut Toy::new(64), &Bytes, &mut Ticks(0.0)).unwrap() {
         ReplayReport::Differs {
             step,
@@ -221,7 +223,7 @@ fn replay_refuses_another_model() {
         &config(sampled(), 3, StopConfig::default()),
     );
     record.model.hash = "other".into();
-    record.record_digest = Some(record.content_digest());
+    record.seal();
     let err = replay(&record, &mut Toy::new(64), &Bytes, &mut Ticks(0.0)).unwrap_err();
     assert_eq!(
         err.to_string(),

@@ -94,7 +94,10 @@ fn every_edited_field_is_named_with_its_step() {
     for (tamper, field, step) in tampers() {
         // Without a digest, as a record written before digests: the comparison finds it.
         let mut edited = original.clone();
+        // As a record made before digests and ids existed.
         edited.record_digest = None;
+        edited.run_id = None;
+        edited.version_id = None;
         tamper(&mut edited);
         let report = compare(&edited, &original);
         match &report {
@@ -172,7 +175,10 @@ fn a_record_no_run_could_write_is_refused_with_the_field() {
         tamper(&mut edited);
         let digest_format = edited.record_digest != original.record_digest;
         if !digest_format {
+            // As a record made before digests and ids existed.
             edited.record_digest = None;
+            edited.run_id = None;
+            edited.version_id = None;
         }
         let err = edited.check().unwrap_err().to_string();
         assert!(err.contains(phrase), "{err:?} lacks {phrase:?}");
@@ -184,7 +190,10 @@ fn a_record_no_run_could_write_is_refused_with_the_field() {
     // A bad step number is also what the comparison names first.
     let mut edited = original.clone();
     edited.steps[4].step = 5;
+    // As a record made before digests and ids existed.
     edited.record_digest = None;
+    edited.run_id = None;
+    edited.version_id = None;
     assert!(matches!(
         compare(&edited, &original),
         ReplayReport::Differs { step: 4, ref field, .. } if field == "step"
@@ -242,7 +251,10 @@ fn the_stop_string_that_fired_is_recorded_and_compared() {
     );
     let mut edited = record.clone();
     edited.stop_string = Some(if fired == "b" { "c" } else { "b" }.into());
+    // As a record made before digests and ids existed.
     edited.record_digest = None;
+    edited.run_id = None;
+    edited.version_id = None;
     assert!(matches!(
         compare(&edited, &record),
         ReplayReport::Differs { ref field, .. } if field == "stop_string"
@@ -326,7 +338,10 @@ fn an_absurd_template_is_refused_before_it_is_rendered() {
     // template piece by piece, without rendering, and refuses it.
     let mut record = record();
     record.config = config;
+    // As a record made before digests and ids existed.
     record.record_digest = None;
+    record.run_id = None;
+    record.version_id = None;
     let err = replayed(&record).unwrap_err().to_string();
     assert!(
         err.contains("rendered_prompt is \"a b\", which is not"),
@@ -386,4 +401,103 @@ fn records_written_before_the_backend_kind_still_load_and_match_their_digests() 
             written["backend"]
         );
     }
+}
+
+/// Run and version ids: written with the record, computed on load for records made before
+/// them, checked against the content, and the version fixed by exactly its key.
+#[test]
+fn records_written_before_ids_get_them_on_load() {
+    let text = include_str!("fixtures/records-before-backend-kind.jsonl");
+    for (record, line) in parse_records(text).unwrap().iter().zip(text.lines()) {
+        assert!(!line.contains("run_id") && !line.contains("version_id"));
+        let digest = record.record_digest.as_deref().unwrap();
+        assert_eq!(record.run_id.as_deref(), Some(&digest[7..23]), "{line}");
+        assert_eq!(
+            record.version_id.as_deref(),
+            Some(policy::VersionKey::of(record).id().as_str())
+        );
+        record.check().unwrap();
+    }
+}
+
+#[test]
+fn the_ids_are_pinned_and_an_edited_one_is_named() {
+    let record = record();
+    // The run id is the digest's first 16 hex digits (see `the_digest_is_pinned`); the
+    // version id's canonical form is part of the record format like the digest's.
+    assert_eq!(record.run_id.as_deref(), Some("276214e8e4bb4e93"));
+    assert_eq!(record.version_id.as_deref(), Some(VERSION_ID));
+    for (field, edit) in [
+        (
+            "run_id",
+            (|r| r.run_id = Some("0123456789abcdef".into())) as Tamper,
+        ),
+        ("version_id", |r| r.version_id = Some("0123456789ab".into())),
+    ] {
+        let mut edited = record.clone();
+        edit(&mut edited);
+        let err = edited.check().unwrap_err().to_string();
+        let computed = if field == "run_id" {
+            "276214e8e4bb4e93"
+        } else {
+            VERSION_ID
+        };
+        assert_eq!(
+            err,
+            format!(
+                "the record's {field} is {:?}, but its content gives {computed}",
+                if field == "run_id" {
+                    "0123456789abcdef"
+                } else {
+                    "0123456789ab"
+                }
+            )
+        );
+    }
+}
+
+const VERSION_ID: &str = "8232354054f4";
+
+#[test]
+fn tags_and_precision_are_sealed_into_the_digest_and_ids() {
+    let plain = record();
+    let tags = policy::parse_tags(&["slice=eu", "tenant=course-a"]).unwrap();
+    let tagged = plain.clone().labelled(None, tags.clone());
+    // Another run for telemetry, the same version.
+    assert_ne!(tagged.run_id, plain.run_id);
+    assert_eq!(tagged.version_id, plain.version_id);
+    assert_eq!(tagged.alteration(), None);
+    tagged.check().unwrap();
+    let line = serde_json::to_string(&tagged).unwrap();
+    assert!(
+        line.contains(r#""tags":{"slice":"eu","tenant":"course-a"}"#),
+        "{line}"
+    );
+    assert_eq!(parse_records(&line).unwrap(), std::slice::from_ref(&tagged));
+    // Moving a run to another slice after the fact is an edit the digest catches.
+    let mut moved = tagged.clone();
+    moved.tags.insert("slice".into(), "en".into());
+    assert!(matches!(
+        moved.alteration(),
+        Some(ReplayReport::Altered { .. })
+    ));
+    // The weights' precision is part of the version.
+    let int8 = plain.clone().labelled(Some(policy::Precision::Int8), tags);
+    assert_ne!(int8.version_id, tagged.version_id);
+    assert_ne!(int8.record_digest, tagged.record_digest);
+    // The prompt and the seed are the run's own: the same version, another run.
+    let mut other = config(
+        Policy {
+            temperature: 0.9,
+            top_k: 6,
+            ..Policy::default()
+        },
+        16,
+        StopConfig::default(),
+    );
+    other.prompt = "c".into();
+    other.seed = 8;
+    let again = run(&mut Toy::new(64), &other);
+    assert_eq!(again.version_id, plain.version_id);
+    assert_ne!(again.run_id, plain.run_id);
 }

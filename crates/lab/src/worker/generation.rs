@@ -462,7 +462,10 @@ mod tests {
                 "{words}"
             );
             // Without its digest (as a record written before digests), the step is named.
+            // As a record made before digests and ids existed.
             altered.record_digest = None;
+            altered.run_id = None;
+            altered.version_id = None;
             let (same, words) = replay_verdict(&altered, &record);
             assert!(!same);
             assert!(

@@ -202,7 +202,8 @@ pub async fn run(
         // Every step: the worker sees a Cancel that arrived during it before the next.
         &async || yield_to_events().await,
     )
-    .await?;
+    .await?
+    .labelled(Some(start.precision), Default::default());
     let tail = decoder.finish();
     if !tail.is_empty() {
         emit(Event::Step {

@@ -323,6 +323,10 @@ mod tests {
             backend: Backend::cpu_reference(),
             degraded_reason: None,
             record_digest: None,
+            precision: None,
+            tags: Default::default(),
+            run_id: None,
+            version_id: None,
         }
     }
 
