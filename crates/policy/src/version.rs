@@ -52,6 +52,7 @@ pub struct VersionKey {
 
 impl VersionKey {
     /// The key of `record`'s run.
+    #[inline]
     pub fn of(record: &RunRecord) -> VersionKey {
         let config = &record.config;
         VersionKey {
@@ -71,6 +72,7 @@ impl VersionKey {
     /// The version's id: the first [`VERSION_ID_DIGITS`] hex digits of the SHA-256 of the
     /// key in the canonical form the content digest uses (floats by their bits, keys
     /// sorted, absent fields left out).
+    #[inline]
     pub fn id(&self) -> String {
         let mut hasher = Sha256::new();
         hasher.update(VERSION_DOMAIN);
