@@ -50,9 +50,8 @@ mod error;
 pub mod format;
 pub mod held_out;
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use sha2::{Digest, Sha256};
 
@@ -68,9 +67,36 @@ pub const MAX_CODE_LEN: usize = 16;
 /// The label of a text that has no language: no feature the model knows.
 pub const UNKNOWN: &str = "unknown";
 
-/// A hash map with fixed keys: lookups only, so its order never shows, and no entropy is
-/// drawn to seed it.
-type FixedMap<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
+/// A hash map over packed n-grams for lookups only, so its order never shows; its hasher is
+/// fixed, so no entropy is drawn to seed it.
+type FixedMap<V> = HashMap<u64, V, BuildHasherDefault<KeyHasher>>;
+
+/// The hasher of packed n-grams: MurmurHash3's 64-bit finaliser (fmix64), which spreads
+/// every key bit over the high bits the table's control bytes use and the low bits its
+/// buckets use. SipHash, the std default, made classification four times slower, and the
+/// keys are not chosen by an adversary who could flood one bucket to any effect but a slow
+/// report.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, key: u64) {
+        let mut h = self.0 ^ key;
+        h = (h ^ (h >> 33)).wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+        h = (h ^ (h >> 33)).wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+        self.0 = h ^ (h >> 33);
+    }
+}
 
 /// What to train.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -127,7 +153,7 @@ pub struct LangId {
     /// Derived: the ids of the ASCII characters (0 for one never seen), the common case.
     ascii: [u16; 128],
     /// Derived: each kept n-gram's row in `log_probs`.
-    rows: FixedMap<u64, u32>,
+    rows: FixedMap<u32>,
     /// Derived: ln P(f | c) at `row * slices + c`.
     log_probs: Vec<f64>,
 }
@@ -256,7 +282,7 @@ impl LangId {
         let id = |c: char| alphabet.binary_search(&c).map_or(0, |i| i as u16 + 1);
 
         let classes = slices.len();
-        let mut rows: FixedMap<u64, usize> = FixedMap::default();
+        let mut rows: FixedMap<usize> = FixedMap::default();
         let mut counts: Vec<u32> = Vec::new();
         for (class, (_, text)) in slices.iter().enumerate() {
             let ids: Vec<u16> = text.chars().map(id).collect();
