@@ -1,7 +1,7 @@
 //! `decode-lab langid train`: the language identifier trained on the training corpus's
-//! slices, written beside the model (`langid.bin`), and its held-out accuracy per slice on
-//! the validation pages, whole and cut to prompt-sized prefixes, since the observe report
-//! classifies prompts.
+//! slices, written beside the model (`langid.bin`), and its held-out accuracy and novelty per
+//! slice on the validation pages, whole and cut to prompt-sized prefixes, since the observe
+//! report classifies prompts.
 //!
 //! The file lives in the model directory with the other artifacts derived from the corpus
 //! (`eval.json`, `draft.ngram`), but `config.json` does not list it: it is tied to the corpus,
@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use langid::held_out::{self, Accuracy};
+use langid::held_out::{self, Tally};
 use langid::{LangId, TrainConfig};
 use serde::Serialize;
 
@@ -31,16 +31,20 @@ pub struct Rate {
     /// Pages that got no language (no n-gram the identifier keeps).
     pub unknown: usize,
     pub accuracy: f64,
+    /// The share of the pages' (or prefixes') bytes in characters or n-grams unseen in
+    /// training: the baseline of the observe report's input quality.
+    pub unseen_share: f64,
 }
 
-impl From<&Accuracy> for Rate {
-    fn from(a: &Accuracy) -> Rate {
+impl From<&Tally> for Rate {
+    fn from(t: &Tally) -> Rate {
         Rate {
-            prefix_bytes: a.prefix_bytes,
-            pages: a.pages,
-            correct: a.correct,
-            unknown: a.unknown,
-            accuracy: a.rate(),
+            prefix_bytes: t.prefix_bytes,
+            pages: t.pages,
+            correct: t.correct,
+            unknown: t.unknown,
+            accuracy: t.accuracy(),
+            unseen_share: t.unseen_share(),
         }
     }
 }
@@ -96,9 +100,9 @@ fn train(corpus: &Path, out: &Path) -> Result<TrainReport, String> {
         .zip(&valid)
         .map(|((code, _, _), text)| (*code, text.as_str()))
         .collect();
-    let runs: Vec<Vec<Accuracy>> = std::iter::once(None)
+    let runs: Vec<Vec<Tally>> = std::iter::once(None)
         .chain(PREFIXES.map(Some))
-        .map(|prefix| held_out::accuracy(&model, &valid, prefix))
+        .map(|prefix| held_out::tally(&model, &valid, prefix))
         .collect();
     let slices = model
         .slices()
@@ -138,8 +142,7 @@ pub fn run_train(args: &LangidTrainArgs) -> Result<String, String> {
 fn table(report: &TrainReport) -> String {
     let mut out = format!(
         "language identifier written to {} ({} bytes; character n-grams of 1 to {}, kept from \
-         {} occurrences; per order {:?}; smoothing {})\n\nheld-out accuracy (correct / pages, \
-         unknown)\nslice | whole pages",
+         {} occurrences; per order {:?}; smoothing {})\n",
         report.file,
         report.file_bytes,
         report.order,
@@ -147,6 +150,30 @@ fn table(report: &TrainReport) -> String {
         report.ngrams,
         report.smoothing
     );
+    out += &grid(
+        report,
+        "held-out accuracy (correct/pages, unknown)",
+        |rate| {
+            format!(
+                "{:.2} % ({}/{}, {})",
+                100.0 * rate.accuracy,
+                rate.correct,
+                rate.pages,
+                rate.unknown
+            )
+        },
+    );
+    out += &grid(
+        report,
+        "held-out bytes in characters or n-grams unseen in training",
+        |rate| format!("{:.2} %", 100.0 * rate.unseen_share),
+    );
+    out
+}
+
+/// One row per slice, one column per cut of the pages.
+fn grid(report: &TrainReport, title: &str, cell: impl Fn(&Rate) -> String) -> String {
+    let mut out = format!("\n{title}\nslice | whole pages");
     for n in PREFIXES {
         out += &format!(" | first {n} bytes");
     }
@@ -154,13 +181,8 @@ fn table(report: &TrainReport) -> String {
     for slice in &report.slices {
         out += &slice.slice;
         for rate in &slice.held_out {
-            out += &format!(
-                " | {:.2} % ({}/{}, {})",
-                100.0 * rate.accuracy,
-                rate.correct,
-                rate.pages,
-                rate.unknown
-            );
+            out += " | ";
+            out += &cell(rate);
         }
         out.push('\n');
     }

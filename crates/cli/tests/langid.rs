@@ -7,7 +7,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::{fails_with, model_dir, ok, workspace};
-use langid::held_out::accuracy;
+use langid::held_out::tally;
 use langid::LangId;
 
 fn scratch(name: &str) -> PathBuf {
@@ -36,10 +36,11 @@ fn the_committed_identifier_equals_a_retrain_and_its_accuracy_is_reported() {
         assert_eq!(prefixes, [None, Some(16), Some(32), Some(64)]);
         for rate in rates {
             let prefix = rate["prefix_bytes"].as_u64().map(|n| n as usize);
-            let tally = &accuracy(&model, &[(code, &text)], prefix)[0];
+            let tally = &tally(&model, &[(code, &text)], prefix)[0];
             assert_eq!(rate["pages"].as_u64(), Some(tally.pages as u64));
             assert_eq!(rate["correct"].as_u64(), Some(tally.correct as u64));
-            assert_eq!(rate["accuracy"].as_f64(), Some(tally.rate()));
+            assert_eq!(rate["accuracy"].as_f64(), Some(tally.accuracy()));
+            assert_eq!(rate["unseen_share"].as_f64(), Some(tally.unseen_share()));
         }
         // Issue 14's bar, on whole pages.
         assert!(

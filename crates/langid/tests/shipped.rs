@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use langid::held_out::{accuracy, prefix};
+use langid::held_out::{prefix, tally};
 use langid::{LangId, TrainConfig};
 
 fn workspace() -> PathBuf {
@@ -90,16 +90,16 @@ fn held_out_pages_are_identified_at_least_99_percent_of_the_time() {
             pages.len()
         );
         // The library's own tally (which the CLI prints) counts the same pages alike.
-        let tally = &accuracy(&model, &[(code, &text)], None)[0];
-        assert_eq!((tally.pages, tally.correct), (pages.len(), correct));
+        let counted = &tally(&model, &[(code, &text)], None)[0];
+        assert_eq!((counted.pages, counted.correct), (pages.len(), correct));
         // And its prefixes are the pages' first bytes, cut at a character boundary.
         for n in [16, 32, 64] {
             let correct_prefixes = pages
                 .iter()
                 .filter(|page| model.classify(prefix(page, n)).code == Some(code))
                 .count();
-            let tally = &accuracy(&model, &[(code, &text)], Some(n))[0];
-            assert_eq!(tally.correct, correct_prefixes, "{code}, {n} bytes");
+            let counted = &tally(&model, &[(code, &text)], Some(n))[0];
+            assert_eq!(counted.correct, correct_prefixes, "{code}, {n} bytes");
         }
     }
 }
