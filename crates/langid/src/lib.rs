@@ -112,7 +112,11 @@ pub struct TrainConfig {
 }
 
 impl Default for TrainConfig {
-    /// The shipped file's settings (`decode-lab langid train`).
+    /// The shipped file's settings (`decode-lab langid train`). Held-out accuracy on the
+    /// corpus is the same for minimum counts 1, 4, 8 and 16 (whole pages and 16- to 64-byte
+    /// prefixes); 8 keeps the file at a third of its unpruned size (217 kB against
+    /// 684 kB), while the held-out bytes counted as unseen rise only from 0.3 % to 1.2 % (en)
+    /// and from 0.4 % to 1.8 % (eu) of whole pages.
     fn default() -> Self {
         TrainConfig {
             order: 4,

@@ -1,5 +1,8 @@
 //! Unit tests: a naive Bayes case computed by hand, novelty counted by hand, the refusals of
-//! bad training input, and the file's round trip and damage.
+//! bad training input, the file's round trip and damage, and the invariants of any answer on
+//! any text.
+
+use proptest::prelude::*;
 
 use super::*;
 use crate::format::{MAGIC, VERSION};
@@ -353,5 +356,53 @@ fn contents_that_break_the_rules_are_refused_with_a_valid_checksum() {
             changed[at] = changed[at].wrapping_add(delta);
             let _ = LangId::from_bytes(&reseal(changed));
         }
+    }
+}
+
+/// Texts mostly of characters the rich model has seen (so that n-grams are found), with any
+/// character at all mixed in.
+fn text() -> impl Strategy<Value = String> {
+    let seen: Vec<char> = "the σπίτι etxea".chars().collect();
+    prop::collection::vec(
+        prop_oneof![3 => prop::sample::select(seen), 1 => any::<char>()],
+        0..40,
+    )
+    .prop_map(|chars| chars.into_iter().collect())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Any text gets a language exactly when an n-gram of it is known, the winner has the
+    /// highest log-likelihood, and its odds are finite and not negative.
+    #[test]
+    fn any_text_gets_a_consistent_classification(text in text()) {
+        let model = rich_model();
+        let (scores, ngrams) = model.log_likelihoods(&text);
+        let classified = model.classify(&text);
+        prop_assert_eq!(classified.ngrams, ngrams);
+        prop_assert_eq!(classified.code.is_some(), ngrams > 0);
+        prop_assert!(classified.log_odds.is_finite() && classified.log_odds >= 0.0);
+        if let Some(code) = classified.code {
+            let winner = model.slices().iter().position(|s| s.code == code).unwrap();
+            prop_assert!(scores.iter().all(|&s| s <= scores[winner]));
+        }
+    }
+
+    /// The unseen characters' bytes are those of the characters outside the alphabet, and
+    /// lie within the bytes no kept n-gram covers, which lie within the text.
+    #[test]
+    fn novelty_is_nested_and_counts_unseen_characters_directly(text in text()) {
+        let model = rich_model();
+        let novelty = model.novelty(&text);
+        let outside: usize = text
+            .chars()
+            .filter(|c| !model.alphabet().contains(c))
+            .map(char::len_utf8)
+            .sum();
+        prop_assert_eq!(novelty.bytes, text.len());
+        prop_assert_eq!(novelty.unseen_char_bytes, outside);
+        prop_assert!(novelty.unseen_char_bytes <= novelty.unseen_ngram_bytes);
+        prop_assert!(novelty.unseen_ngram_bytes <= novelty.bytes);
     }
 }
