@@ -6,7 +6,8 @@
 //! The file lives in the model directory with the other artifacts derived from the corpus
 //! (`eval.json`, `draft.ngram`), but `config.json` does not list it: it is tied to the corpus,
 //! not to the model's tokenizer or weights, records the SHA-256 of each slice's training text
-//! itself, and checks itself with its SHA-256 trailer.
+//! itself, and checks itself with its SHA-256 trailer. The settings are the library's
+//! defaults (`langid::TrainConfig::default`), so a retrain makes the same file.
 
 use std::path::Path;
 
@@ -17,8 +18,6 @@ use serde::Serialize;
 use crate::eval::SLICES;
 use crate::{model_dir, LangidTrainArgs};
 
-/// The identifier's file in a model directory.
-const FILE: &str = "langid.bin";
 /// The prompt-sized prefixes the held-out pages are also classified by, in bytes.
 const PREFIXES: [usize; 3] = [16, 32, 64];
 
@@ -130,7 +129,7 @@ pub fn run_train(args: &LangidTrainArgs) -> Result<String, String> {
     let out = args
         .out
         .clone()
-        .unwrap_or_else(|| model_dir::default_dir().join(FILE));
+        .unwrap_or_else(|| model_dir::default_dir().join(model_dir::LANGID_FILE));
     let report = train(&args.corpus, &out)?;
     if args.json {
         serde_json::to_string(&report).map_err(|e| e.to_string())

@@ -7,7 +7,7 @@
 //! The corpus files hold one page after another, separated by one blank line
 //! (`corpus/PROVENANCE.md`), so a page is what lies between blank lines.
 
-use crate::LangId;
+use crate::{share, LangId};
 
 /// The pages of a corpus text: the non-empty runs between blank lines, without their
 /// separating newlines.
@@ -57,14 +57,6 @@ impl Tally {
     /// The share of bytes unseen in training (0 for no bytes).
     pub fn unseen_share(&self) -> f64 {
         share(self.unseen_bytes, self.bytes)
-    }
-}
-
-fn share(part: usize, whole: usize) -> f64 {
-    if whole == 0 {
-        0.0
-    } else {
-        part as f64 / whole as f64
     }
 }
 

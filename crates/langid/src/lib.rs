@@ -201,11 +201,16 @@ pub struct Novelty {
 impl Novelty {
     /// The share of bytes in characters or n-grams unseen in training (0 for no bytes).
     pub fn unseen_share(&self) -> f64 {
-        if self.bytes == 0 {
-            0.0
-        } else {
-            self.unseen_ngram_bytes as f64 / self.bytes as f64
-        }
+        share(self.unseen_ngram_bytes, self.bytes)
+    }
+}
+
+/// `part / whole`, and 0 of nothing.
+pub(crate) fn share(part: usize, whole: usize) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
     }
 }
 
