@@ -27,7 +27,7 @@
 //! [`Classification::code`] is `None`, which [`Classification::label`] names [`UNKNOWN`].
 //! Training and classification are deterministic, without I/O, clock or entropy: the same
 //! slices give the same file, byte for byte ([`LangId::to_bytes`]; the format is in
-//! [`format`]).
+//! [`format`](mod@format)).
 //!
 //! ```
 //! use langid::{LangId, TrainConfig};
