@@ -429,14 +429,17 @@ impl LangId {
             }
             window = (window << 16) | u64::from(id);
             run += 1;
-            for n in 1..=run.min(self.config.order) {
-                if let Some(&row) = self.rows.get(&last_ids(window, n)) {
-                    let row = row as usize * classes;
-                    for (score, lp) in scores.iter_mut().zip(&self.log_probs[row..row + classes]) {
-                        *score += lp;
-                    }
-                    scored += 1;
+            // Every character of the alphabet is a kept unigram, and the unigrams come first
+            // in `log_probs`, in id order: no lookup needed.
+            let unigram = usize::from(id - 1);
+            let longer = (2..=run.min(self.config.order))
+                .filter_map(|n| self.rows.get(&last_ids(window, n)).map(|&row| row as usize));
+            for row in std::iter::once(unigram).chain(longer) {
+                let row = row * classes;
+                for (score, lp) in scores.iter_mut().zip(&self.log_probs[row..row + classes]) {
+                    *score += lp;
                 }
+                scored += 1;
             }
         }
         (scores, scored)
