@@ -17,6 +17,7 @@
 mod capacity_plan;
 mod draft;
 mod eval;
+mod langid;
 mod lengths;
 mod model_dir;
 mod output;
@@ -74,6 +75,28 @@ enum Command {
     /// The n-gram draft model.
     #[command(subcommand)]
     Ngram(NgramCommand),
+    /// The language identifier that names a run's slice when it has no `slice` tag.
+    #[command(subcommand)]
+    Langid(LangidCommand),
+}
+
+#[derive(Subcommand)]
+enum LangidCommand {
+    /// Train the character n-gram language identifier on the training corpus, write it, and
+    /// print its held-out accuracy per slice on whole pages and prompt-sized prefixes.
+    Train(LangidTrainArgs),
+}
+
+#[derive(Args)]
+struct LangidTrainArgs {
+    /// The corpus directory with train.{en,eu}.txt and valid.{en,eu}.txt.
+    #[arg(long, default_value = "corpus")]
+    corpus: PathBuf,
+    /// Where to write the identifier [default: langid.bin in the model directory].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -756,6 +779,7 @@ fn run_command(command: &Command) -> Result<ExitCode, Failure> {
         Command::Speculate(args) => run_speculate(args)?,
         Command::Lengths(args) => run_lengths(args)?,
         Command::Ngram(command) => run_ngram(command)?,
+        Command::Langid(LangidCommand::Train(args)) => langid::run_train(args)?,
         Command::Replay(args) => {
             let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
             let backend = args.backend.choice()?;

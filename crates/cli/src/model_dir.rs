@@ -1,6 +1,7 @@
 //! A released model directory: `config.json`, the f32 and int8 weights and `tokenizer.json`,
 //! each file checked against the SHA-256 the config records before it is used; and beside
-//! them the speculative draft `draft.ngram`, which records the SHA-256 of its tokenizer.
+//! them the speculative draft `draft.ngram`, which records the SHA-256 of its tokenizer, and
+//! the language identifier `langid.bin`.
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +13,10 @@ pub const DEFAULT_MODEL: &str = "models/decode-lab-tiny-v1";
 /// The n-gram draft's file in a model directory (not in `config.json`'s files: the lab does
 /// not load it).
 pub const DRAFT_FILE: &str = "draft.ngram";
+/// The language identifier's file in a model directory (not in `config.json`'s files either:
+/// it is trained on the corpus, not tied to the tokenizer or the weights, and records the
+/// SHA-256 of its training texts and of itself).
+pub const LANGID_FILE: &str = "langid.bin";
 
 /// A loaded model and its tokenizer.
 pub struct Loaded {

@@ -17,8 +17,8 @@ const WASM_TARGET: &str = "wasm32-unknown-unknown";
 /// driver for native wgpu tests.
 const APT_PACKAGES: [&str; 3] = ["chromium", "mesa-vulkan-drivers", "libvulkan1"];
 const CHROMIUM: &str = "/usr/bin/chromium";
-/// Crates the pure policy crate (and the capacity planner and the n-gram draft) must never
-/// depend on.
+/// Crates the pure policy crate (and the capacity planner, the n-gram draft and the language
+/// identifier) must never depend on.
 const POLICY_MUST_NOT_USE: [&str; 6] = [
     "web-sys",
     "js-sys",
@@ -308,12 +308,13 @@ fn test(root: &Path) -> Result<(), String> {
 
     // Architecture invariants: the policy core is pure; it, the model and the tokenizer build
     // for the browser.
-    // The policy core, the model, the capacity planner and the n-gram draft are pure; the GPU
-    // runtime knows nothing of the UI.
+    // The policy core, the model, the capacity planner, the n-gram draft and the language
+    // identifier are pure; the GPU runtime knows nothing of the UI.
     for (krate, banned) in [
         ("policy", &POLICY_MUST_NOT_USE[..]),
         ("capacity", &POLICY_MUST_NOT_USE[..]),
         ("ngram", &POLICY_MUST_NOT_USE[..]),
+        ("langid", &POLICY_MUST_NOT_USE[..]),
         // (safetensors brings getrandom in through tempfile; the model never draws from it.)
         (
             "model",
@@ -356,6 +357,8 @@ fn test(root: &Path) -> Result<(), String> {
         "capacity",
         "-p",
         "ngram",
+        "-p",
+        "langid",
         "--target",
         WASM_TARGET,
     ]))?;

@@ -1,0 +1,364 @@
+//! The language identifier's file, version 1 (little-endian), laid out as the n-gram draft's
+//! file is (`ngram::format`), with a SHA-256 trailer in place of its CRC-32:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 8 | magic `DLLANGID` |
+//! | 4 | format version (1) |
+//! | 8 | length of the whole file in bytes |
+//! | 4 | order N |
+//! | 4 | minimum count of a kept n-gram of 2 or more characters |
+//! | 8 | smoothing α (f64) |
+//! | 4 | number of slices C |
+//! | … | per slice: its code's length (one byte), the code, the SHA-256 of its training text (64 lowercase hex digits) |
+//! | … | the alphabet: its size A (varint), then each character as its increase over the one before (the first as its value) |
+//! | … | order 1: C counts per character of the alphabet, in order |
+//! | … | per order 2..=N: the n-gram count (varint), then the n-grams in sorted order, each with C counts |
+//! | 32 | SHA-256 of every byte before it |
+//!
+//! A character is stored as its id, its place in the alphabet plus 1. An n-gram is stored as
+//! the number of ids it shares with the one before it (one byte), the first differing id as
+//! its increase over the previous id there, then the remaining ids; every number but the
+//! one-byte fields is an unsigned LEB128 varint. Only counts are stored; the probabilities are
+//! derived on reading. A reader checks, in this order: magic, length, version, checksum, then
+//! every rule of the contents (settings in range, codes valid and distinct, the alphabet
+//! increasing, ids within it, n-grams strictly increasing, every character counted, every
+//! longer n-gram counted at least the minimum), so each kind of damage has its own error.
+//!
+//! Unlike the n-gram draft, the file is tied to no tokenizer: the text it reads is characters.
+//! What it records instead is the SHA-256 of each slice's training text, so a test can check
+//! that the shipped file was trained on the committed corpus.
+
+use sha2::{Digest, Sha256};
+
+use crate::{
+    check_code, check_config, pack, LangId, LangIdError, Slice, Table, TrainConfig, MAX_ALPHABET,
+};
+
+pub const MAGIC: [u8; 8] = *b"DLLANGID";
+pub const VERSION: u32 = 1;
+/// Magic, version and length: what must be there before anything else can be judged.
+const PREAMBLE: usize = 8 + 4 + 8;
+const TRAILER: usize = 32;
+
+impl LangId {
+    /// The file's bytes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let classes = self.slices.len();
+        let mut out = Vec::new();
+        out.extend_from_slice(&MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&0u64.to_le_bytes());
+        out.extend_from_slice(&(self.config.order as u32).to_le_bytes());
+        out.extend_from_slice(&self.config.min_count.to_le_bytes());
+        out.extend_from_slice(&self.config.smoothing.to_le_bytes());
+        out.extend_from_slice(&(classes as u32).to_le_bytes());
+        for slice in &self.slices {
+            out.push(slice.code.len() as u8);
+            out.extend_from_slice(slice.code.as_bytes());
+            out.extend_from_slice(slice.training_sha256.as_bytes());
+        }
+        varint(&mut out, self.alphabet.len() as u64);
+        let mut previous = 0u32;
+        for &c in &self.alphabet {
+            varint(&mut out, u64::from(u32::from(c) - previous));
+            previous = u32::from(c);
+        }
+        for &count in &self.tables[0].counts {
+            varint(&mut out, u64::from(count));
+        }
+        for (i, table) in self.tables.iter().enumerate().skip(1) {
+            let n = i + 1;
+            varint(&mut out, table.grams.len() as u64);
+            let mut previous: Option<Vec<u16>> = None;
+            for (&gram, counts) in table.grams.iter().zip(table.counts.chunks(classes)) {
+                let ids = unpack(gram, n);
+                let shared = previous.as_ref().map_or(0, |p| {
+                    p.iter().zip(&ids).take_while(|(a, b)| a == b).count()
+                });
+                out.push(shared as u8);
+                for (j, &id) in ids.iter().enumerate().skip(shared) {
+                    let base = match &previous {
+                        Some(p) if j == shared => p[j],
+                        _ => 0,
+                    };
+                    varint(&mut out, u64::from(id - base));
+                }
+                for &count in counts {
+                    varint(&mut out, u64::from(count));
+                }
+                previous = Some(ids);
+            }
+        }
+        let length = (out.len() + TRAILER) as u64;
+        out[12..20].copy_from_slice(&length.to_le_bytes());
+        let digest = Sha256::digest(&out);
+        out.extend_from_slice(&digest);
+        out
+    }
+
+    /// Reads a file written by [`LangId::to_bytes`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<LangId, LangIdError> {
+        if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
+            return Err(LangIdError::BadMagic {
+                found: bytes[..bytes.len().min(MAGIC.len())].to_vec(),
+            });
+        }
+        if bytes.len() < PREAMBLE {
+            return Err(LangIdError::Truncated {
+                expected: PREAMBLE as u64,
+                found: bytes.len() as u64,
+            });
+        }
+        let mut reader = Reader { bytes, at: 8 };
+        let version = reader.u32()?;
+        if version != VERSION {
+            return Err(LangIdError::UnsupportedVersion {
+                found: version,
+                supported: VERSION,
+            });
+        }
+        let expected = reader.u64()?;
+        let found = bytes.len() as u64;
+        if found < expected {
+            return Err(LangIdError::Truncated { expected, found });
+        }
+        if found > expected {
+            return Err(LangIdError::TrailingBytes {
+                expected,
+                extra: found - expected,
+            });
+        }
+        if bytes.len() < PREAMBLE + TRAILER {
+            return Err(reader.malformed("the recorded length leaves no room for a checksum"));
+        }
+        let (body, trailer) = bytes.split_at(bytes.len() - TRAILER);
+        let computed = Sha256::digest(body);
+        if computed[..] != trailer[..] {
+            return Err(LangIdError::ChecksumMismatch {
+                stored: hex(trailer),
+                computed: hex(&computed),
+            });
+        }
+        let mut reader = Reader {
+            bytes: body,
+            at: PREAMBLE,
+        };
+        let config = TrainConfig {
+            order: reader.u32()? as usize,
+            min_count: reader.u32()?,
+            smoothing: f64::from_bits(reader.u64()?),
+        };
+        check_config(&config)?;
+        let classes = reader.u32()? as usize;
+        if classes < 2 {
+            return Err(LangIdError::TooFewSlices(classes));
+        }
+        // Each slice takes at least 66 bytes, so a count beyond that must not size anything.
+        if classes > (body.len() - reader.at) / 66 {
+            return Err(reader.malformed("the slice count exceeds what the file can hold"));
+        }
+        let mut slices: Vec<Slice> = Vec::with_capacity(classes);
+        for _ in 0..classes {
+            let len = usize::from(reader.take(1)?[0]);
+            let code = String::from_utf8_lossy(reader.take(len)?).into_owned();
+            check_code(&code)?;
+            if slices.iter().any(|s| s.code == code) {
+                return Err(LangIdError::DuplicateCode(code));
+            }
+            let hash = reader.take(64)?;
+            if !hash
+                .iter()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+            {
+                return Err(reader.malformed("a training SHA-256 is not 64 lowercase hex digits"));
+            }
+            slices.push(Slice {
+                code,
+                training_sha256: String::from_utf8_lossy(hash).into_owned(),
+            });
+        }
+        let alphabet = reader.alphabet()?;
+        let mut unigrams = Table {
+            grams: (1..=alphabet.len() as u16).map(u64::from).collect(),
+            counts: Vec::with_capacity(alphabet.len() * classes),
+        };
+        for _ in 0..alphabet.len() {
+            let counts = reader.counts(classes)?;
+            if counts.iter().all(|&c| c == 0) {
+                return Err(reader.malformed("a character of the alphabet has no count"));
+            }
+            unigrams.counts.extend_from_slice(&counts);
+        }
+        let mut tables = vec![unigrams];
+        for n in 2..=config.order {
+            tables.push(reader.table(n, alphabet.len(), classes, config.min_count)?);
+        }
+        if reader.at != body.len() {
+            return Err(reader.malformed("bytes are left over after the last n-gram"));
+        }
+        Ok(LangId::from_parts(config, slices, alphabet, tables))
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unpack(key: u64, n: usize) -> Vec<u16> {
+    (0..n)
+        .rev()
+        .map(|i| ((key >> (16 * i)) & 0xFFFF) as u16)
+        .collect()
+}
+
+fn varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push((value as u8) | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+/// A cursor over the checked body; running off its end is a malformed file, since the
+/// length and checksum already matched.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn malformed(&self, problem: &str) -> LangIdError {
+        LangIdError::Malformed {
+            offset: self.at,
+            problem: problem.to_string(),
+        }
+    }
+
+    fn take(&mut self, n: usize) -> Result<&[u8], LangIdError> {
+        if self.bytes.len() - self.at < n {
+            return Err(self.malformed("the contents end in the middle of a field"));
+        }
+        let taken = &self.bytes[self.at..self.at + n];
+        self.at += n;
+        Ok(taken)
+    }
+
+    fn u32(&mut self) -> Result<u32, LangIdError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn u64(&mut self) -> Result<u64, LangIdError> {
+        let b = self.take(8)?;
+        let mut word = [0u8; 8];
+        word.copy_from_slice(b);
+        Ok(u64::from_le_bytes(word))
+    }
+
+    fn varint(&mut self) -> Result<u64, LangIdError> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.take(1)?[0];
+            value |= u64::from(b & 0x7F) << shift;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(self.malformed("a varint runs past 64 bits"))
+    }
+
+    /// A length that must not size an allocation beyond what the rest of the file can hold,
+    /// at `min_bytes` per item.
+    fn length(&mut self, min_bytes: usize, what: &str) -> Result<usize, LangIdError> {
+        let len = self.varint()?;
+        if len > ((self.bytes.len() - self.at) / min_bytes) as u64 {
+            return Err(self.malformed(&format!("the {what} count exceeds what the file can hold")));
+        }
+        Ok(len as usize)
+    }
+
+    fn alphabet(&mut self) -> Result<Vec<char>, LangIdError> {
+        let len = self.length(1, "character")?;
+        if len == 0 || len > MAX_ALPHABET {
+            return Err(self.malformed("the alphabet is empty or larger than 65,535 characters"));
+        }
+        let mut alphabet = Vec::with_capacity(len);
+        let mut previous: Option<u32> = None;
+        for _ in 0..len {
+            let step = self.varint()?;
+            let value = u64::from(previous.unwrap_or(0)).saturating_add(step);
+            let c = u32::try_from(value).ok().and_then(char::from_u32);
+            match c {
+                Some(c) if previous.is_none() || step > 0 => {
+                    alphabet.push(c);
+                    previous = Some(u32::from(c));
+                }
+                _ => {
+                    return Err(
+                        self.malformed("the alphabet is not increasing Unicode scalar values")
+                    )
+                }
+            }
+        }
+        Ok(alphabet)
+    }
+
+    fn counts(&mut self, classes: usize) -> Result<Vec<u32>, LangIdError> {
+        (0..classes)
+            .map(|_| {
+                let count = self.varint()?;
+                u32::try_from(count).map_err(|_| self.malformed("a count is beyond 32 bits"))
+            })
+            .collect()
+    }
+
+    fn table(
+        &mut self,
+        n: usize,
+        alphabet: usize,
+        classes: usize,
+        min_count: u32,
+    ) -> Result<Table, LangIdError> {
+        // An n-gram takes at least 2 + C bytes (shared length, one id, its counts).
+        let len = self.length(2 + classes, "n-gram")?;
+        let mut table = Table {
+            grams: Vec::with_capacity(len),
+            counts: Vec::with_capacity(len * classes),
+        };
+        let mut previous: Option<Vec<u16>> = None;
+        for _ in 0..len {
+            let shared = usize::from(self.take(1)?[0]);
+            if shared >= n || (previous.is_none() && shared != 0) {
+                return Err(self.malformed("an n-gram shares more ids than it has"));
+            }
+            let mut ids = previous.clone().unwrap_or_default();
+            ids.truncate(shared);
+            for j in shared..n {
+                let raw = self.varint()?;
+                let id = match &previous {
+                    Some(p) if j == shared => {
+                        if raw == 0 {
+                            return Err(self.malformed("n-grams are not in increasing order"));
+                        }
+                        u64::from(p[j]).saturating_add(raw)
+                    }
+                    _ => raw,
+                };
+                if id == 0 || id > alphabet as u64 {
+                    return Err(self.malformed("a character id is outside the alphabet"));
+                }
+                ids.push(id as u16);
+            }
+            let counts = self.counts(classes)?;
+            let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+            if total < u64::from(min_count) {
+                return Err(self.malformed("an n-gram is counted less than the minimum count"));
+            }
+            table.grams.push(pack(&ids));
+            table.counts.extend_from_slice(&counts);
+            previous = Some(ids);
+        }
+        Ok(table)
+    }
+}
