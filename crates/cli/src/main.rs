@@ -20,6 +20,7 @@ mod eval;
 mod langid;
 mod lengths;
 mod model_dir;
+mod observe;
 mod output;
 mod run;
 mod speculate;
@@ -78,6 +79,9 @@ enum Command {
     /// The language identifier that names a run's slice when it has no `slice` tag.
     #[command(subcommand)]
     Langid(LangidCommand),
+    /// Run records and mature outcomes joined by exact version, per slice: service health,
+    /// input quality, prediction distributions and outcomes, with drift against a baseline.
+    Observe(ObserveArgs),
 }
 
 #[derive(Subcommand)]
@@ -95,6 +99,30 @@ struct LangidTrainArgs {
     /// Where to write the identifier [default: langid.bin in the model directory].
     #[arg(long)]
     out: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ObserveArgs {
+    /// Run records, one JSON object a line (`generate --json`, the lab's export, `traffic`).
+    #[arg(required = true, value_name = "RUNS.jsonl")]
+    runs: Vec<PathBuf>,
+    /// Outcome rows: {"run_id": …, "outcome": "accepted"|"rejected", "at_s": …}.
+    #[arg(long, value_name = "OUTCOMES.jsonl")]
+    outcomes: Option<PathBuf>,
+    /// Compare every other version with this one, slice by slice, and give the verdict.
+    #[arg(long, value_name = "VERSION_ID")]
+    baseline: Option<String>,
+    /// Only outcomes known by this time (seconds, the runs' `at_s` clock) are joined.
+    #[arg(long, value_name = "S", allow_hyphen_values = true)]
+    as_of: Option<f64>,
+    /// The language identifier that slices untagged runs [default: langid.bin in the model
+    /// directory].
+    #[arg(long, value_name = "PATH")]
+    langid: Option<PathBuf>,
+    #[arg(long)]
+    model: Option<PathBuf>,
     #[arg(long)]
     json: bool,
 }
@@ -752,6 +780,26 @@ fn run_lengths(args: &LengthsArgs) -> Result<String, String> {
     }
 }
 
+fn run_observe(args: &ObserveArgs) -> Result<String, String> {
+    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    let identifier = args
+        .langid
+        .clone()
+        .unwrap_or_else(|| dir.join(model_dir::LANGID_FILE));
+    let report = observe::observe(&observe::Request {
+        runs: &args.runs,
+        outcomes: args.outcomes.as_deref(),
+        baseline: args.baseline.as_deref(),
+        as_of_s: args.as_of,
+        identifier: &identifier,
+    })?;
+    if args.json {
+        serde_json::to_string(&report).map_err(|e| e.to_string())
+    } else {
+        Ok(observe::table(&report))
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run_command(&cli.command) {
@@ -778,6 +826,7 @@ fn run_command(command: &Command) -> Result<ExitCode, Failure> {
         Command::Capacity(args) => capacity_plan::run(args)?,
         Command::Speculate(args) => run_speculate(args)?,
         Command::Lengths(args) => run_lengths(args)?,
+        Command::Observe(args) => run_observe(args)?,
         Command::Ngram(command) => run_ngram(command)?,
         Command::Langid(LangidCommand::Train(args)) => langid::run_train(args)?,
         Command::Replay(args) => {

@@ -17,8 +17,8 @@ const WASM_TARGET: &str = "wasm32-unknown-unknown";
 /// driver for native wgpu tests.
 const APT_PACKAGES: [&str; 3] = ["chromium", "mesa-vulkan-drivers", "libvulkan1"];
 const CHROMIUM: &str = "/usr/bin/chromium";
-/// Crates the pure policy crate (and the capacity planner, the n-gram draft and the language
-/// identifier) must never depend on.
+/// Crates the pure policy crate (and the capacity planner, the n-gram draft, the language
+/// identifier and the observation) must never depend on.
 const POLICY_MUST_NOT_USE: [&str; 6] = [
     "web-sys",
     "js-sys",
@@ -315,6 +315,7 @@ fn test(root: &Path) -> Result<(), String> {
         ("capacity", &POLICY_MUST_NOT_USE[..]),
         ("ngram", &POLICY_MUST_NOT_USE[..]),
         ("langid", &POLICY_MUST_NOT_USE[..]),
+        ("observe", &POLICY_MUST_NOT_USE[..]),
         // (safetensors brings getrandom in through tempfile; the model never draws from it.)
         (
             "model",
@@ -359,6 +360,8 @@ fn test(root: &Path) -> Result<(), String> {
         "ngram",
         "-p",
         "langid",
+        "-p",
+        "observe",
         "--target",
         WASM_TARGET,
     ]))?;

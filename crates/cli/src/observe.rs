@@ -1,0 +1,114 @@
+//! `decode-lab observe`: run records and mature outcomes joined by exact version, per slice,
+//! with drift against a baseline version. The rules live in the `observe` crate; this
+//! module reads the files, names the language identifier, and prints.
+
+use std::path::{Path, PathBuf};
+
+use langid::LangId;
+use observe::{DriftRule, Inspector, Observation, Outcomes, Report};
+
+/// The shipped language identifier as the observation's inspector: a prompt's slice is the
+/// language it names, and its unseen bytes those no kept n-gram covers.
+pub struct Identifier(pub LangId);
+
+impl Inspector for Identifier {
+    fn slice_of(&self, prompt: &str) -> String {
+        self.0.classify(prompt).label().to_string()
+    }
+
+    fn unseen_bytes(&self, prompt: &str) -> usize {
+        self.0.novelty(prompt).unseen_ngram_bytes
+    }
+}
+
+/// What `observe` was asked.
+pub struct Request<'a> {
+    pub runs: &'a [PathBuf],
+    pub outcomes: Option<&'a Path>,
+    pub baseline: Option<&'a str>,
+    pub as_of_s: Option<f64>,
+    pub identifier: &'a Path,
+}
+
+pub fn observe(request: &Request) -> Result<Report, String> {
+    let read = |path: &Path| {
+        std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    };
+    if let Some(t) = request.as_of_s.filter(|t| !t.is_finite()) {
+        return Err(format!("--as-of {t}: expected a finite number of seconds"));
+    }
+    let bytes = std::fs::read(request.identifier)
+        .map_err(|e| format!("cannot read {}: {e}", request.identifier.display()))?;
+    let identifier = Identifier(
+        LangId::from_bytes(&bytes).map_err(|e| format!("{}: {e}", request.identifier.display()))?,
+    );
+    let outcomes = match request.outcomes {
+        Some(path) => Outcomes::parse(&read(path)?, request.as_of_s.unwrap_or(f64::INFINITY))
+            .map_err(|e| format!("{}: {e}", path.display()))?,
+        None => Outcomes::default(),
+    };
+    let mut observation = Observation::new(&identifier, outcomes, request.as_of_s);
+    for path in request.runs {
+        observation.add_lines(&path.display().to_string(), &read(path)?);
+    }
+    observation
+        .finish(request.baseline, &DriftRule::default())
+        .map_err(|e| e.to_string())
+}
+
+fn ms(q: Option<f64>) -> String {
+    q.map_or("–".into(), |v| format!("{v:.2}"))
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or("–".into(), |v| format!("{:.1} %", v * 100.0))
+}
+
+/// The report for people: a row per version and per slice, then what was rejected, then
+/// the drift verdict.
+pub fn table(report: &Report) -> String {
+    let mut out = format!(
+        "{} runs in {} versions; {} lines rejected\n\nversion | slice | runs | TTFT p50 / p99 (ms) | time per token p99 (ms) | tokens/s | fell back | outcome rate (95 %) | joined\n",
+        report.runs,
+        report.versions.len(),
+        report.rejected_count
+    );
+    for v in &report.versions {
+        let rows = std::iter::once(("all", &v.summary))
+            .chain(v.slices.iter().map(|s| (s.slice.as_str(), &s.summary)));
+        for (slice, s) in rows {
+            let o = &s.outcomes;
+            let interval = o.rate_95.map_or(String::new(), |(lo, hi)| {
+                format!(" ({:.1}–{:.1})", lo * 100.0, hi * 100.0)
+            });
+            out += &format!(
+                "{} | {slice} | {} | {} / {} | {} | {} | {} | {}{interval} | {} of {}\n",
+                v.version_id,
+                s.runs,
+                ms(s.health.ttft_p50_ms.map(|q| q.value)),
+                ms(s.ttft_p99_ms),
+                ms(s.health.tpot_p99_ms.map(|q| q.value)),
+                s.health
+                    .tokens_per_s
+                    .map_or("–".into(), |t| format!("{t:.0}")),
+                pct(s.health.fallback_share),
+                pct(o.rate),
+                o.joined,
+                s.runs
+            );
+        }
+    }
+    for r in &report.rejected {
+        out += &format!("rejected: {} line {}: {}\n", r.source, r.line, r.reason);
+    }
+    if report.outcomes_unmatched > 0 || report.outcomes_late > 0 {
+        out += &format!(
+            "outcomes: {} match no run; {} arrived after the cut-off\n",
+            report.outcomes_unmatched, report.outcomes_late
+        );
+    }
+    if let Some(verdict) = &report.verdict {
+        out += &format!("\n{verdict}\n");
+    }
+    out
+}

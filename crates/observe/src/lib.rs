@@ -1,0 +1,259 @@
+//! Telemetry joined by exact version: run records and their mature outcomes, grouped by
+//! `version_id` and then by slice, with drift against a baseline version and a verdict.
+//!
+//! The chapter asks to "join service health, input quality, prediction distributions, slice
+//! behavior, and mature outcomes by exact version". An [`Observation`] reads the outcomes
+//! first ([`Outcomes`]), then streams run lines past them: each line is a run record
+//! (`policy::RunRecord`) whose digest and ids are checked; a line that is not one is a
+//! [`Rejected`] entry naming its source, line and reason, never dropped in silence. A run's
+//! slice is its `slice` tag, or what the [`Inspector`] (the project's language identifier)
+//! says of its prompt. Memory grows with versions and slices, not with runs
+//! ([`quantiles`]); [`Observation::finish`] gives the [`Report`].
+//!
+//! Pure like `policy`: no I/O, no clock; the CLI and the lab's worker feed it text.
+
+#![forbid(unsafe_code)]
+
+pub mod bins;
+mod drift;
+mod error;
+pub mod group;
+pub mod outcome;
+pub mod quantiles;
+
+use std::collections::BTreeMap;
+
+use policy::{RunRecord, VersionKey};
+use serde::{Deserialize, Serialize};
+
+pub use drift::{Breach, Drift, DriftRule, SliceDrift, Verdict as DriftVerdict};
+pub use error::ObserveError;
+pub use group::{Group, Summary};
+pub use outcome::{Outcome, Outcomes, Verdict};
+
+/// The tag that names a run's slice, and the one that says when it ran (seconds).
+pub const SLICE_TAG: &str = "slice";
+pub const AT_TAG: &str = "at_s";
+
+/// What the observation asks of a prompt without a `slice` tag.
+pub trait Inspector {
+    /// The slice (a language code) the prompt belongs to.
+    fn slice_of(&self, prompt: &str) -> String;
+    /// Bytes of the prompt in characters or n-grams never seen in training.
+    fn unseen_bytes(&self, prompt: &str) -> usize;
+}
+
+/// A run line that is not counted, and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rejected {
+    pub source: String,
+    pub line: usize,
+    pub reason: String,
+}
+
+/// Runs of one version: its key, and a group per slice beside the whole.
+struct VersionRuns {
+    key: VersionKey,
+    all: Group,
+    slices: BTreeMap<String, Group>,
+}
+
+/// An observation in progress.
+pub struct Observation<'a> {
+    inspector: &'a dyn Inspector,
+    outcomes: Outcomes,
+    versions: BTreeMap<String, VersionRuns>,
+    rejected: Vec<Rejected>,
+    rejected_count: u64,
+    as_of_s: Option<f64>,
+    latest_s: Option<f64>,
+}
+
+/// Rejected lines kept word for word; past it they are counted.
+pub const MAX_REJECTED_LISTED: usize = 1_000;
+
+impl<'a> Observation<'a> {
+    /// Starts with the outcomes known at `as_of_s` (all of them when `None`).
+    pub fn new(
+        inspector: &'a dyn Inspector,
+        outcomes: Outcomes,
+        as_of_s: Option<f64>,
+    ) -> Observation<'a> {
+        Observation {
+            inspector,
+            latest_s: outcomes.latest_s(),
+            outcomes,
+            versions: BTreeMap::new(),
+            rejected: Vec::new(),
+            rejected_count: 0,
+            as_of_s,
+        }
+    }
+
+    /// Adds every line of `text` (JSONL run records; blank lines skipped), naming `source`
+    /// in what it rejects.
+    pub fn add_lines(&mut self, source: &str, text: &str) {
+        for (i, line) in text.lines().enumerate() {
+            if !line.trim().is_empty() {
+                self.add_line(source, i + 1, line);
+            }
+        }
+    }
+
+    /// Adds one run line.
+    pub fn add_line(&mut self, source: &str, line: usize, text: &str) {
+        match read_run(text) {
+            Ok(record) => self.add_run(&record),
+            Err(reason) => {
+                self.rejected_count += 1;
+                if self.rejected.len() < MAX_REJECTED_LISTED {
+                    self.rejected.push(Rejected {
+                        source: source.to_string(),
+                        line,
+                        reason,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Adds a run record already read and checked.
+    pub fn add_run(&mut self, record: &RunRecord) {
+        let prompt = &record.config.prompt;
+        let slice = match record.tags.get(SLICE_TAG) {
+            Some(slice) => slice.clone(),
+            None => self.inspector.slice_of(prompt),
+        };
+        let at_s = record
+            .tags
+            .get(AT_TAG)
+            .and_then(|t| t.parse::<f64>().ok())
+            .filter(|t| t.is_finite());
+        if let Some(at) = at_s {
+            self.latest_s = Some(self.latest_s.map_or(at, |l| l.max(at)));
+        }
+        let run_id = record
+            .run_id
+            .clone()
+            .unwrap_or_else(|| record.computed_run_id());
+        let facts = group::RunFacts {
+            record,
+            unseen_bytes: self.inspector.unseen_bytes(prompt),
+            outcome: self.outcomes.join(&run_id),
+            at_s,
+        };
+        let version = record
+            .version_id
+            .clone()
+            .unwrap_or_else(|| record.computed_version_id());
+        let runs = self.versions.entry(version).or_insert_with(|| VersionRuns {
+            key: VersionKey::of(record),
+            all: Group::default(),
+            slices: BTreeMap::new(),
+        });
+        runs.all.add(&facts);
+        runs.slices.entry(slice).or_default().add(&facts);
+    }
+
+    /// The report, with drift against `baseline` (a version id) when given.
+    pub fn finish(self, baseline: Option<&str>, rule: &DriftRule) -> Result<Report, ObserveError> {
+        let now = self.as_of_s.filter(|t| t.is_finite()).or(self.latest_s);
+        let versions: Vec<VersionReport> = self
+            .versions
+            .iter()
+            .map(|(id, v)| VersionReport {
+                version_id: id.clone(),
+                key: v.key.clone(),
+                summary: v.all.summary(now),
+                slices: v
+                    .slices
+                    .iter()
+                    .map(|(slice, g)| SliceReport {
+                        slice: slice.clone(),
+                        summary: g.summary(now),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let drift = match baseline {
+            Some(b) => {
+                if !self.versions.contains_key(b) {
+                    return Err(ObserveError::UnknownBaseline(
+                        b.to_string(),
+                        self.versions.keys().cloned().collect::<Vec<_>>().join(", "),
+                    ));
+                }
+                Some(drift::compare(b, &versions, rule))
+            }
+            None => None,
+        };
+        let verdict = drift.as_ref().map(|d| {
+            d.candidates
+                .iter()
+                .map(|c| format!("{}: {}", c.version_id, c.verdict.words))
+                .collect::<Vec<_>>()
+                .join("\n")
+        });
+        Ok(Report {
+            runs: versions.iter().map(|v| v.summary.runs).sum(),
+            rejected_count: self.rejected_count,
+            rejected: self.rejected,
+            outcomes_unmatched: self.outcomes.unmatched(),
+            outcomes_late: self.outcomes.late,
+            as_of_s: now,
+            versions,
+            drift,
+            verdict,
+        })
+    }
+}
+
+/// A run line as a checked record: JSON, an unaltered digest, ids its content gives, and
+/// a record a run could have written.
+fn read_run(text: &str) -> Result<RunRecord, String> {
+    let mut records = policy::parse_records(text).map_err(|e| e.to_string())?;
+    if records.len() != 1 {
+        return Err(format!("the line holds {} records, not one", records.len()));
+    }
+    let record = records.remove(0);
+    if let Some(altered) = record.alteration() {
+        return Err(altered.to_string());
+    }
+    record.check().map_err(|e| e.to_string())?;
+    Ok(record)
+}
+
+/// What the observation found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub runs: u64,
+    pub versions: Vec<VersionReport>,
+    /// Lines not counted (the first [`MAX_REJECTED_LISTED`]), and how many in all.
+    pub rejected: Vec<Rejected>,
+    pub rejected_count: u64,
+    /// Outcomes whose run never appeared, and outcomes after the cut-off.
+    pub outcomes_unmatched: u64,
+    pub outcomes_late: u64,
+    /// The time the unjoined runs' ages are measured at.
+    pub as_of_s: Option<f64>,
+    pub drift: Option<Drift>,
+    /// Each candidate's verdict in words, prefixed by its version (absent without a baseline).
+    pub verdict: Option<String>,
+}
+
+/// One version: its exact key, its figures, and each slice's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VersionReport {
+    pub version_id: String,
+    pub key: VersionKey,
+    #[serde(flatten)]
+    pub summary: Summary,
+    pub slices: Vec<SliceReport>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SliceReport {
+    pub slice: String,
+    #[serde(flatten)]
+    pub summary: Summary,
+}
