@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bins;
+pub mod chrf;
 mod drift;
 mod error;
 pub mod group;
