@@ -24,6 +24,7 @@ mod observe;
 mod output;
 mod run;
 mod speculate;
+mod traffic;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -82,6 +83,74 @@ enum Command {
     /// Run records and mature outcomes joined by exact version, per slice: service health,
     /// input quality, prediction distributions and outcomes, with drift against a baseline.
     Observe(ObserveArgs),
+    /// Telemetry to observe without a service: runs of two or more versions from held-out
+    /// prompts of both slices, with arrival times, and outcomes labelled by chrF against
+    /// the page's true continuation, delivered after a delay.
+    Traffic(TrafficArgs),
+}
+
+#[derive(Args)]
+struct TrafficArgs {
+    /// Runs to generate in all.
+    #[arg(long, default_value_t = 400, allow_hyphen_values = true)]
+    runs: usize,
+    /// A version, `NAME=FLAGS`: `generate`'s policy flags, `--weights` and `--max-tokens`
+    /// (default 32), e.g. `--version "b=--temperature 1.2 --weights int8"`. Repeatable: the
+    /// first is the baseline, the others share the canary.
+    #[arg(
+        long = "version",
+        value_name = "NAME=FLAGS",
+        required = true,
+        allow_hyphen_values = true
+    )]
+    versions: Vec<String>,
+    /// The share of runs the versions after the first take.
+    #[arg(long, default_value_t = 0.5, allow_hyphen_values = true)]
+    canary_share: f64,
+    /// The share of runs drawn from the Basque slice.
+    #[arg(long, default_value_t = 0.2, allow_hyphen_values = true)]
+    eu_share: f64,
+    /// Mean arrivals per second (Poisson).
+    #[arg(long, default_value_t = 2.0, allow_hyphen_values = true)]
+    rate: f64,
+    /// Mean seconds until a run's outcome is known (exponential).
+    #[arg(long, default_value_t = 600.0, allow_hyphen_values = true)]
+    outcome_delay: f64,
+    /// A prompt is a held-out page's opening, cut at a space at or before this many bytes.
+    #[arg(long, default_value_t = 64, allow_hyphen_values = true)]
+    prompt_bytes: usize,
+    /// The outcome rule: accepted when chrF against the true continuation is at least this.
+    /// The tiny model's continuations score about 17 on average, so 20 accepts roughly the
+    /// better fifth.
+    #[arg(long, default_value_t = 20.0, allow_hyphen_values = true)]
+    threshold: f64,
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Where to write the run records (JSONL).
+    #[arg(long, value_name = "RUNS.jsonl")]
+    out: PathBuf,
+    /// Where to write the outcomes (JSONL, in the order they become known).
+    #[arg(long, value_name = "OUTCOMES.jsonl")]
+    outcomes: PathBuf,
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// The corpus directory with valid.en.txt and valid.eu.txt.
+    #[arg(long, default_value = "corpus")]
+    corpus: PathBuf,
+    #[arg(long)]
+    json: bool,
+}
+
+/// What a `--version` sets, read as `generate` reads its flags.
+#[derive(Parser)]
+#[command(no_binary_name = true)]
+struct VersionFlags {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    #[arg(long, default_value_t = Precision::F32, value_parser = named::<Precision>(Precision::ALL.map(Precision::name)))]
+    weights: Precision,
+    #[arg(long, default_value_t = 32, allow_hyphen_values = true)]
+    max_tokens: usize,
 }
 
 #[derive(Subcommand)]
@@ -800,6 +869,74 @@ fn run_observe(args: &ObserveArgs) -> Result<String, String> {
     }
 }
 
+/// A `--version NAME=FLAGS`.
+fn version(text: &str) -> Result<traffic::Version, String> {
+    let (name, flags) = text
+        .split_once('=')
+        .filter(|(name, _)| !name.trim().is_empty())
+        .ok_or_else(|| {
+            format!("--version {text:?}: expected NAME=FLAGS, e.g. b=--temperature 1.2")
+        })?;
+    let parsed = VersionFlags::try_parse_from(flags.split_whitespace()).map_err(|e| {
+        let first = e.to_string();
+        let first = first
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("error: ")
+            .to_string();
+        format!("--version {text:?}: {first}")
+    })?;
+    Ok(traffic::Version {
+        name: name.trim().to_string(),
+        policy: parsed
+            .policy
+            .policy(0.7)
+            .map_err(|e| format!("--version {text:?}: {e}"))?,
+        precision: parsed.weights,
+        max_tokens: parsed.max_tokens,
+    })
+}
+
+fn run_traffic(args: &TrafficArgs) -> Result<String, String> {
+    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    let versions = args
+        .versions
+        .iter()
+        .map(|v| version(v))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, v) in versions.iter().enumerate() {
+        if versions[..i].iter().any(|w| w.name == v.name) {
+            return Err(format!("--version: the name {:?} is given twice", v.name));
+        }
+    }
+    let generated = traffic::generate(&traffic::Traffic {
+        dir: &dir,
+        corpus: &args.corpus,
+        versions: &versions,
+        canary_share: args.canary_share,
+        runs: args.runs,
+        eu_share: args.eu_share,
+        rate_per_s: args.rate,
+        mean_outcome_delay_s: args.outcome_delay,
+        prompt_bytes: args.prompt_bytes,
+        threshold: args.threshold,
+        seed: args.seed,
+    })?;
+    for (path, lines) in [
+        (&args.out, &generated.runs),
+        (&args.outcomes, &generated.outcomes),
+    ] {
+        std::fs::write(path, lines.join("\n") + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    if args.json {
+        serde_json::to_string(&generated.summary).map_err(|e| e.to_string())
+    } else {
+        Ok(traffic::table(&generated.summary, args.threshold))
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run_command(&cli.command) {
@@ -827,6 +964,7 @@ fn run_command(command: &Command) -> Result<ExitCode, Failure> {
         Command::Speculate(args) => run_speculate(args)?,
         Command::Lengths(args) => run_lengths(args)?,
         Command::Observe(args) => run_observe(args)?,
+        Command::Traffic(args) => run_traffic(args)?,
         Command::Ngram(command) => run_ngram(command)?,
         Command::Langid(LangidCommand::Train(args)) => langid::run_train(args)?,
         Command::Replay(args) => {

@@ -1,0 +1,273 @@
+//! `decode-lab traffic`: telemetry to observe without a real service. Runs of the tiny model
+//! from held-out prompts of both language slices, under two or more versions (each a set of
+//! `generate` flags), with Poisson arrival times, and an outcome for each, labelled by a
+//! stated rule and delivered after a delay.
+//!
+//! A prompt is the opening of a held-out page, cut at a word boundary near `prompt_bytes`;
+//! the page's true continuation is the reference. The outcome rule: **accepted when the
+//! chrF of the generated text against the true continuation (as many bytes as the model's
+//! budget could write) is at least `threshold`** (`observe::chrf`). Each run is tagged with
+//! its slice (the generator knows it; the identifier is left to untagged runs), its version
+//! name and its arrival `at_s`. Everything is drawn from `--seed`: the same flags give the
+//! same files.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use observe::chrf::chrf;
+use policy::generate::Unobserved;
+use policy::{Policy, Precision, RunConfig, RunRecord, SeedSource, SplitMix64, StopConfig};
+use serde::Serialize;
+
+use crate::eval::SLICES;
+use crate::model_dir;
+use crate::run::WallClock;
+
+/// One version of the service: a name and what its flags set.
+#[derive(Clone, Debug)]
+pub struct Version {
+    pub name: String,
+    pub policy: Policy,
+    pub precision: Precision,
+    pub max_tokens: usize,
+}
+
+/// What the generator is asked for.
+pub struct Traffic<'a> {
+    pub dir: &'a Path,
+    pub corpus: &'a Path,
+    pub versions: &'a [Version],
+    /// The share of runs each version after the first takes (the rest go to the first).
+    pub canary_share: f64,
+    pub runs: usize,
+    pub eu_share: f64,
+    pub rate_per_s: f64,
+    pub mean_outcome_delay_s: f64,
+    pub prompt_bytes: usize,
+    pub threshold: f64,
+    pub seed: u64,
+}
+
+/// The generated files' lines, and what they hold per version and slice.
+pub struct Generated {
+    pub runs: Vec<String>,
+    pub outcomes: Vec<String>,
+    pub summary: Vec<Cell>,
+}
+
+/// One version on one slice.
+#[derive(Clone, Debug, Serialize)]
+pub struct Cell {
+    pub version: String,
+    pub version_id: String,
+    pub slice: String,
+    pub runs: u64,
+    pub accepted: u64,
+    pub mean_chrf: f64,
+}
+
+#[derive(Serialize)]
+struct OutcomeRow<'a> {
+    run_id: &'a str,
+    outcome: &'static str,
+    at_s: f64,
+}
+
+/// A held-out page's opening and its true continuation.
+struct Passage {
+    prompt: String,
+    continuation: String,
+}
+
+/// The passages of a slice's held-out pages: the opening cut at the last space at or before
+/// `prompt_bytes` (at least a quarter of it), and the rest of the page.
+fn passages(text: &str, prompt_bytes: usize) -> Vec<Passage> {
+    text.split("\n\n")
+        .filter_map(|page| {
+            let mut cut = prompt_bytes.min(page.len());
+            while !page.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let space = page[..cut].rfind(' ')?;
+            let (prompt, rest) = page.split_at(space + 1);
+            (prompt.len() >= prompt_bytes / 4 && rest.len() >= prompt_bytes / 2).then(|| Passage {
+                prompt: prompt.to_string(),
+                continuation: rest.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The first `bytes` bytes of `text`, cut back to a character boundary.
+fn head(text: &str, bytes: usize) -> &str {
+    let mut cut = bytes.min(text.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut]
+}
+
+/// A draw from the exponential distribution of mean `mean`.
+fn exponential(rng: &mut SplitMix64, mean: f64) -> f64 {
+    -mean * (1.0 - rng.uniform()).ln()
+}
+
+pub fn generate(t: &Traffic) -> Result<Generated, String> {
+    if t.versions.len() < 2 {
+        return Err(
+            "--version must be given at least twice (name=FLAGS): there is nothing to compare"
+                .into(),
+        );
+    }
+    for (what, value, lo, hi) in [
+        ("--canary-share", t.canary_share, 0.0, 1.0),
+        ("--eu-share", t.eu_share, 0.0, 1.0),
+        ("--threshold", t.threshold, 0.0, 100.0),
+    ] {
+        if !(lo..=hi).contains(&value) {
+            return Err(format!(
+                "{what} {value}: expected a number from {lo} to {hi}"
+            ));
+        }
+    }
+    for (what, value) in [
+        ("--rate", t.rate_per_s),
+        ("--outcome-delay", t.mean_outcome_delay_s),
+    ] {
+        if !(value.is_finite() && value > 0.0) {
+            return Err(format!("{what} {value}: expected a finite number above 0"));
+        }
+    }
+    if t.runs == 0 {
+        return Err("--runs 0 generates nothing: give at least 1".into());
+    }
+    if t.prompt_bytes < 8 {
+        return Err(format!(
+            "--prompt-bytes {}: a prompt needs at least 8 bytes",
+            t.prompt_bytes
+        ));
+    }
+    let mut slices = Vec::new();
+    for (code, _, file) in SLICES {
+        let path = t.corpus.join(file);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let found = passages(&text, t.prompt_bytes);
+        if found.is_empty() {
+            return Err(format!(
+                "{} has no page long enough for --prompt-bytes {}",
+                path.display(),
+                t.prompt_bytes
+            ));
+        }
+        slices.push((code, found));
+    }
+    let mut models = BTreeMap::new();
+    for v in t.versions {
+        if !models.contains_key(&v.precision.name()) {
+            models.insert(v.precision.name(), model_dir::load(t.dir, v.precision)?);
+        }
+    }
+    let mut rng = SplitMix64::new(t.seed);
+    let mut clock_s = 0.0;
+    let (mut runs, mut outcomes) = (Vec::new(), Vec::<(f64, String)>::new());
+    let mut cells: BTreeMap<(usize, &str), (String, u64, u64, f64)> = BTreeMap::new();
+    for i in 0..t.runs {
+        clock_s += exponential(&mut rng, 1.0 / t.rate_per_s);
+        let (code, passages) = &slices[usize::from(rng.uniform() < t.eu_share)];
+        let passage = &passages[rng.below(passages.len() as u64) as usize];
+        let candidates = t.versions.len() - 1;
+        let which = if rng.uniform() < t.canary_share {
+            1 + rng.below(candidates as u64) as usize
+        } else {
+            0
+        };
+        let version = &t.versions[which];
+        let loaded = models
+            .get_mut(&version.precision.name())
+            .expect("every version's weights were loaded above");
+        let eos = loaded.tokenizer.end_of_text();
+        let config = RunConfig {
+            app_version: env!("CARGO_PKG_VERSION").into(),
+            prompt_template: "{prompt}".into(),
+            prompt: passage.prompt.clone(),
+            policy: Policy {
+                eos_token: version.policy.eos_token.or(Some(eos)),
+                ..version.policy.clone()
+            },
+            seed: t.seed.wrapping_add(i as u64),
+            seed_source: SeedSource::User,
+            max_tokens: version.max_tokens,
+            stop: StopConfig::default(),
+        };
+        let record: RunRecord = policy::generate(
+            &mut loaded.model,
+            &loaded.tokenizer,
+            &config,
+            &mut WallClock::new(),
+            &mut Unobserved,
+        )
+        .map_err(|e| format!("run {i} of version {}: {e}", version.name))?;
+        let tags = BTreeMap::from([
+            ("slice".to_string(), code.to_string()),
+            ("version".to_string(), version.name.clone()),
+            ("at_s".to_string(), format!("{clock_s:.3}")),
+        ]);
+        let record = record.labelled(Some(version.precision), tags);
+        // As many bytes of the true text as the generated one, so length is not the verdict.
+        let reference = head(&passage.continuation, record.output_text.len().max(1));
+        let score = chrf(&record.output_text, reference);
+        let accepted = score >= t.threshold;
+        let run_id = record.run_id.clone().unwrap_or_default();
+        let at = clock_s + exponential(&mut rng, t.mean_outcome_delay_s);
+        let row = OutcomeRow {
+            run_id: &run_id,
+            outcome: if accepted { "accepted" } else { "rejected" },
+            at_s: (at * 1e3).round() / 1e3,
+        };
+        outcomes.push((at, serde_json::to_string(&row).map_err(|e| e.to_string())?));
+        let cell = cells
+            .entry((which, code))
+            .or_insert_with(|| (record.version_id.clone().unwrap_or_default(), 0, 0, 0.0));
+        cell.1 += 1;
+        cell.2 += u64::from(accepted);
+        cell.3 += score;
+        runs.push(serde_json::to_string(&record).map_err(|e| e.to_string())?);
+    }
+    // Outcomes arrive in the order they become known.
+    outcomes.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(Generated {
+        runs,
+        outcomes: outcomes.into_iter().map(|(_, line)| line).collect(),
+        summary: cells
+            .into_iter()
+            .map(|((which, slice), (version_id, n, ok, sum))| Cell {
+                version: t.versions[which].name.clone(),
+                version_id,
+                slice: slice.to_string(),
+                runs: n,
+                accepted: ok,
+                mean_chrf: sum / n as f64,
+            })
+            .collect(),
+    })
+}
+
+/// What was generated, for people.
+pub fn table(cells: &[Cell], threshold: f64) -> String {
+    let mut out = format!(
+        "outcome rule: accepted when chrF ≥ {threshold}\n\nversion | version_id | slice | runs | accepted | mean chrF\n"
+    );
+    for c in cells {
+        out += &format!(
+            "{} | {} | {} | {} | {:.1} % | {:.1}\n",
+            c.version,
+            c.version_id,
+            c.slice,
+            c.runs,
+            100.0 * c.accepted as f64 / c.runs.max(1) as f64,
+            c.mean_chrf
+        );
+    }
+    out
+}
