@@ -164,8 +164,8 @@ pub fn generate(t: &Traffic) -> Result<Generated, String> {
     }
     let mut models = BTreeMap::new();
     for v in t.versions {
-        if !models.contains_key(&v.precision.name()) {
-            models.insert(v.precision.name(), model_dir::load(t.dir, v.precision)?);
+        if let std::collections::btree_map::Entry::Vacant(slot) = models.entry(v.precision.name()) {
+            slot.insert(model_dir::load(t.dir, v.precision)?);
         }
     }
     let mut rng = SplitMix64::new(t.seed);

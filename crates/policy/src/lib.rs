@@ -28,6 +28,8 @@
 #[macro_use]
 mod names;
 
+mod canonical;
+
 pub mod chapter;
 mod error;
 pub mod generate;
@@ -50,8 +52,8 @@ pub use pipeline::{
     Stepper, TokenProb, POLICY_VERSION,
 };
 pub use record::{
-    parse_records, replay, ArtifactId, Backend, BackendKind, RecordError, ReplayReport, RunConfig,
-    RunRecord, SeedSource, StopConfig,
+    parse_records, replay, ArtifactId, Audit, Backend, BackendKind, RecordError, ReplayReport,
+    RunConfig, RunRecord, SeedSource, StopConfig,
 };
 pub use request::{BackendChoice, Precision};
 pub use rng::{NumpyRng, SplitMix64};

@@ -254,6 +254,24 @@ impl fmt::Display for ReplayReport {
     }
 }
 
+/// Why [`RunRecord::audit`] refuses a record.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Audit {
+    /// Edited after it was written (a [`ReplayReport::Altered`]).
+    Altered(ReplayReport),
+    /// Not what a run could have written.
+    Invalid(RecordError),
+}
+
+impl fmt::Display for Audit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Audit::Altered(report) => report.fmt(f),
+            Audit::Invalid(e) => e.fmt(f),
+        }
+    }
+}
+
 /// Why a run record could not be read, or cannot be what a run wrote.
 #[derive(Clone, Debug, Error, PartialEq)]
 pub enum RecordError {
@@ -400,12 +418,7 @@ impl RunRecord {
         };
         let mut hasher = Sha256::new();
         hasher.update(DIGEST_DOMAIN);
-        // Plain structs of strings, numbers and lists always become a `Value`; were that
-        // ever to fail, the error's text is hashed and the digest simply will not match.
-        match serde_json::to_value(&content) {
-            Ok(value) => hash_value(&mut hasher, &value),
-            Err(e) => hasher.update(e.to_string()),
-        }
+        hash_canonical(&mut hasher, &content);
         format!("{DIGEST_PREFIX}{}", hex(&hasher.finalize()))
     }
 
@@ -474,6 +487,27 @@ impl RunRecord {
     /// What needs the model (token ids within its vocabulary, the values themselves) is
     /// checked by [`replay`].
     pub fn check(&self) -> Result<(), RecordError> {
+        let digest = (self.run_id.is_some()).then(|| self.content_digest());
+        self.check_with(digest.as_deref())
+    }
+
+    /// Everything a reader of telemetry asks of a record, hashing it once: its digest
+    /// matches its content ([`alteration`](Self::alteration)), then [`check`](Self::check).
+    pub fn audit(&self) -> Result<(), Audit> {
+        let digest = self.content_digest();
+        if let Some(expected) = &self.record_digest {
+            if *expected != digest {
+                return Err(Audit::Altered(ReplayReport::Altered {
+                    expected: expected.clone(),
+                    found: digest,
+                }));
+            }
+        }
+        self.check_with(Some(&digest)).map_err(Audit::Invalid)
+    }
+
+    /// [`check`](Self::check), given the content digest when the record has a run id.
+    fn check_with(&self, digest: Option<&str>) -> Result<(), RecordError> {
         let config = &self.config;
         config.policy.validate(usize::MAX)?;
         if let Some(digest) = &self.record_digest {
@@ -482,18 +516,24 @@ impl RunRecord {
                 return Err(RecordError::DigestFormat(quoted(digest)));
             }
         }
-        for (field, recorded, computed) in [
-            ("run_id", &self.run_id, self.computed_run_id()),
-            ("version_id", &self.version_id, self.computed_version_id()),
-        ] {
-            if let Some(recorded) = recorded {
-                if *recorded != computed {
-                    return Err(RecordError::Id {
-                        field,
-                        recorded: quoted(recorded),
-                        computed,
-                    });
-                }
+        if let (Some(recorded), Some(digest)) = (&self.run_id, digest) {
+            let computed = run_id_of(digest);
+            if *recorded != computed {
+                return Err(RecordError::Id {
+                    field: "run_id",
+                    recorded: quoted(recorded),
+                    computed,
+                });
+            }
+        }
+        if let Some(recorded) = &self.version_id {
+            let computed = self.computed_version_id();
+            if *recorded != computed {
+                return Err(RecordError::Id {
+                    field: "version_id",
+                    recorded: quoted(recorded),
+                    computed,
+                });
             }
         }
         if self.prompt_tokens.is_empty() {
@@ -711,9 +751,22 @@ struct DigestedStep<'a> {
     draw: Option<f64>,
 }
 
-/// Feeds a JSON value to the hasher in a canonical binary form: a tag byte per value,
+/// Feeds `value`'s canonical form ([`crate::canonical`]) to the hasher. Plain structs of
+/// strings, numbers and lists always have one; were that ever to fail, the error's text is
+/// hashed and the digest simply matches nothing.
+pub(crate) fn hash_canonical<T: Serialize + ?Sized>(hasher: &mut Sha256, value: &T) {
+    let mut bytes = Vec::with_capacity(4096);
+    match crate::canonical::write(value, &mut bytes) {
+        Ok(()) => hasher.update(&bytes),
+        Err(e) => hasher.update(e.to_string()),
+    }
+}
+
+/// The reference the canonical form is held to: feeds a JSON value to the hasher in a
+/// canonical binary form: a tag byte per value,
 /// lengths as 8 little-endian bytes, integers and floats by their 8 bytes (floats by their
 /// bits, so 0.1 is hashed exactly), object keys in sorted order, null fields left out.
+#[cfg(test)]
 pub(crate) fn hash_value(hasher: &mut Sha256, value: &serde_json::Value) {
     use serde_json::Value;
     let length = |hasher: &mut Sha256, n: usize| hasher.update((n as u64).to_le_bytes());

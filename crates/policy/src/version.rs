@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use crate::record::{hash_value, hex, RunRecord, StopConfig};
+use crate::record::{hash_canonical, hex, RunRecord, StopConfig};
 use crate::{BackendKind, Policy, Precision};
 
 /// Hex digits of a run id (64 bits of the content digest).
@@ -76,12 +76,7 @@ impl VersionKey {
     pub fn id(&self) -> String {
         let mut hasher = Sha256::new();
         hasher.update(VERSION_DOMAIN);
-        match serde_json::to_value(self) {
-            Ok(value) => hash_value(&mut hasher, &value),
-            // A struct of strings, numbers and lists always becomes a value; were that to
-            // fail, the error's text is hashed and the id differs from every real one.
-            Err(e) => hasher.update(e.to_string()),
-        }
+        hash_canonical(&mut hasher, self);
         let mut id = hex(&hasher.finalize());
         id.truncate(VERSION_ID_DIGITS);
         id
