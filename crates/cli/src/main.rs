@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 mod capacity_plan;
+mod continuation;
 mod draft;
 mod eval;
 mod langid;
@@ -122,7 +123,7 @@ struct TrafficArgs {
     /// The outcome rule: accepted when chrF against the true continuation is at least this.
     /// The tiny model's continuations score about 17 on average, so 20 accepts roughly the
     /// better fifth.
-    #[arg(long, default_value_t = 20.0, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = continuation::THRESHOLD, allow_hyphen_values = true)]
     threshold: f64,
     #[arg(long, default_value_t = 7)]
     seed: u64,

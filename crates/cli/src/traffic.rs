@@ -3,10 +3,10 @@
 //! `generate` flags), with Poisson arrival times, and an outcome for each, labelled by a
 //! stated rule and delivered after a delay.
 //!
-//! A prompt is the opening of a held-out page, cut at a word boundary near `prompt_bytes`;
-//! the page's true continuation is the reference. The outcome rule: **accepted when the
-//! chrF of the generated text against the true continuation (as many bytes as the model's
-//! budget could write) is at least `threshold`** (`observe::chrf`). Each run is tagged with
+//! The prompts and the outcome rule are the continuation task of [`crate::continuation`]:
+//! the opening of a held-out page as prompt, and **accepted when the chrF of the generated
+//! text against as many bytes of the page's true continuation is at least `threshold`**.
+//! Each run is tagged with
 //! its slice (the generator knows it; the identifier is left to untagged runs), its version
 //! name and its arrival `at_s`. Everything is drawn from `--seed`: the same flags give the
 //! same files.
@@ -14,11 +14,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use observe::chrf::chrf;
 use policy::generate::Unobserved;
 use policy::{Policy, Precision, RunConfig, RunRecord, SeedSource, SplitMix64, StopConfig};
 use serde::Serialize;
 
+use crate::continuation;
 use crate::eval::SLICES;
 use crate::model_dir;
 use crate::run::WallClock;
@@ -73,40 +73,6 @@ struct OutcomeRow<'a> {
     at_s: f64,
 }
 
-/// A held-out page's opening and its true continuation.
-struct Passage {
-    prompt: String,
-    continuation: String,
-}
-
-/// The passages of a slice's held-out pages: the opening cut at the last space at or before
-/// `prompt_bytes` (at least a quarter of it), and the rest of the page.
-fn passages(text: &str, prompt_bytes: usize) -> Vec<Passage> {
-    text.split("\n\n")
-        .filter_map(|page| {
-            let mut cut = prompt_bytes.min(page.len());
-            while !page.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            let space = page[..cut].rfind(' ')?;
-            let (prompt, rest) = page.split_at(space + 1);
-            (prompt.len() >= prompt_bytes / 4 && rest.len() >= prompt_bytes / 2).then(|| Passage {
-                prompt: prompt.to_string(),
-                continuation: rest.to_string(),
-            })
-        })
-        .collect()
-}
-
-/// The first `bytes` bytes of `text`, cut back to a character boundary.
-fn head(text: &str, bytes: usize) -> &str {
-    let mut cut = bytes.min(text.len());
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &text[..cut]
-}
-
 /// A draw from the exponential distribution of mean `mean`.
 fn exponential(rng: &mut SplitMix64, mean: f64) -> f64 {
     -mean * (1.0 - rng.uniform()).ln()
@@ -152,7 +118,7 @@ pub fn generate(t: &Traffic) -> Result<Generated, String> {
         let path = t.corpus.join(file);
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let found = passages(&text, t.prompt_bytes);
+        let found = continuation::passages(&text, t.prompt_bytes);
         if found.is_empty() {
             return Err(format!(
                 "{} has no page long enough for --prompt-bytes {}",
@@ -214,10 +180,10 @@ pub fn generate(t: &Traffic) -> Result<Generated, String> {
             ("at_s".to_string(), format!("{clock_s:.3}")),
         ]);
         let record = record.labelled(Some(version.precision), tags);
-        // As many bytes of the true text as the generated one, so length is not the verdict.
-        let reference = head(&passage.continuation, record.output_text.len().max(1));
-        let score = chrf(&record.output_text, reference);
-        let accepted = score >= t.threshold;
+        let continuation::Outcome {
+            chrf: score,
+            accepted,
+        } = continuation::outcome(&record.output_text, &passage.continuation, t.threshold);
         let run_id = record.run_id.clone().unwrap_or_default();
         let at = clock_s + exponential(&mut rng, t.mean_outcome_delay_s);
         let row = OutcomeRow {
