@@ -71,24 +71,13 @@ pub fn train(
         let text = read_text(&corpus.join(file))?;
         let tokens = tokenizer.encode(&text);
         let tokens = &tokens[..tokens.len().min(max_tokens)];
-        let (mut bits, mut predicted, mut byte_count) = (0.0f64, 0usize, 0usize);
-        // The positions `eval` scores: each context-length window predicts its tokens after
-        // the first, seeing only the window, so the two models are compared on one text.
-        for window in tokens.chunks(context).filter(|w| w.len() > 1) {
-            for i in 1..window.len() {
-                let p = model
-                    .prob(&window[..i], window[i])
-                    .map_err(|e| e.to_string())?;
-                bits -= p.log2();
-                predicted += 1;
-                byte_count += policy::Vocabulary::token_bytes(&tokenizer, window[i]).len();
-            }
-        }
+        let (predicted, byte_count, bits_per_byte) =
+            held_out_bits(&model, &tokenizer, tokens, context)?;
         slices.push(HeldOut {
             slice: format!("{code}: {name}"),
             tokens: predicted,
             bytes: byte_count,
-            bits_per_byte: bits / byte_count.max(1) as f64,
+            bits_per_byte,
         });
     }
     Ok(TrainReport {
@@ -99,6 +88,29 @@ pub fn train(
         discounts: model.discounts().to_vec(),
         slices,
     })
+}
+
+/// (predicted tokens, their bytes, bits per byte) of `model` on `tokens` at the positions
+/// `eval` scores: each context-length window predicts its tokens after the first, seeing only
+/// the window, so the two models are compared on one text.
+pub fn held_out_bits(
+    model: &NgramModel,
+    tokenizer: &tokenizer::Tokenizer,
+    tokens: &[u32],
+    context: usize,
+) -> Result<(usize, usize, f64), String> {
+    let (mut bits, mut predicted, mut byte_count) = (0.0f64, 0usize, 0usize);
+    for window in tokens.chunks(context).filter(|w| w.len() > 1) {
+        for i in 1..window.len() {
+            let p = model
+                .prob(&window[..i], window[i])
+                .map_err(|e| e.to_string())?;
+            bits -= p.log2();
+            predicted += 1;
+            byte_count += policy::Vocabulary::token_bytes(tokenizer, window[i]).len();
+        }
+    }
+    Ok((predicted, byte_count, bits / byte_count.max(1) as f64))
 }
 
 /// The report for people.
