@@ -190,7 +190,7 @@ pub fn evaluate(
 
 /// (predicted tokens, their bytes, bits per byte, top-1 accuracy) over non-overlapping
 /// context-length windows; each window predicts its tokens after the first.
-fn teacher_forced(
+pub fn teacher_forced(
     loaded: &mut model_dir::Loaded,
     tokens: &[u32],
 ) -> Result<(usize, usize, f64, f64), String> {

@@ -14,6 +14,7 @@
 
 #![forbid(unsafe_code)]
 
+mod alternatives;
 mod capacity_plan;
 mod continuation;
 mod draft;
@@ -64,7 +65,8 @@ enum Command {
     Generate(GenerateArgs),
     /// Regenerate a run record and say `identical` or name the first differing step.
     Replay(ReplayArgs),
-    /// Held-out bits per byte and accuracy per language slice, and policy diversity.
+    /// Held-out bits per byte and accuracy per language slice, and policy diversity; with
+    /// `--alternatives`, the transformer against a rule, an n-gram and retrieval.
     Eval(EvalArgs),
     /// An inference capacity plan: sweep serving policies over a trace, gate them on SLOs
     /// and per-slice quality, and release one or degrade to a named baseline.
@@ -583,11 +585,39 @@ struct EvalArgs {
     #[arg(long, default_value = "corpus")]
     corpus: PathBuf,
     /// Evaluate at most this many held-out tokens per slice.
-    #[arg(long, default_value_t = usize::MAX, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = usize::MAX, conflicts_with = "alternatives", allow_hyphen_values = true)]
     max_tokens: usize,
-    /// Tokens each policy generates per prompt and seed.
-    #[arg(long, default_value_t = 48, allow_hyphen_values = true)]
-    new_tokens: usize,
+    /// Tokens each policy generates per prompt and seed [default: 48]; with
+    /// `--alternatives`, every system's budget per passage [default: 32, as `traffic`'s].
+    #[arg(long, allow_hyphen_values = true)]
+    new_tokens: Option<usize>,
+    /// Compare the transformer with a rule, the n-gram baseline and retrieval, per slice, on
+    /// the continuation task whose outcomes `traffic` labels.
+    #[arg(long)]
+    alternatives: bool,
+    /// Held-out pages per slice, evenly spaced through the file (the shipped corpus has
+    /// 150 English pages long enough for 64-byte prompts, and 151 Basque).
+    #[arg(
+        long,
+        default_value_t = 150,
+        requires = "alternatives",
+        allow_hyphen_values = true
+    )]
+    pages: usize,
+    /// A prompt is a held-out page's opening, cut at a space at or before this many bytes.
+    #[arg(
+        long,
+        default_value_t = 64,
+        requires = "alternatives",
+        allow_hyphen_values = true
+    )]
+    prompt_bytes: usize,
+    /// The outcome rule: accepted when chrF against the true continuation is at least this.
+    #[arg(long, default_value_t = continuation::THRESHOLD, requires = "alternatives", allow_hyphen_values = true)]
+    threshold: f64,
+    /// The sampling policy's seed for the first passage (the i-th gets seed + i).
+    #[arg(long, default_value_t = 7, requires = "alternatives")]
+    seed: u64,
     #[arg(long)]
     json: bool,
 }
@@ -721,7 +751,24 @@ fn run_generate(args: &GenerateArgs) -> Result<String, Failure> {
 
 fn run_eval(args: &EvalArgs) -> Result<String, String> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
-    let report = eval::evaluate(&dir, &args.corpus, args.max_tokens, args.new_tokens)?;
+    if args.alternatives {
+        let report = alternatives::evaluate(&alternatives::Settings {
+            dir: &dir,
+            corpus: &args.corpus,
+            pages: args.pages,
+            prompt_bytes: args.prompt_bytes,
+            max_tokens: args.new_tokens.unwrap_or(32),
+            threshold: args.threshold,
+            seed: args.seed,
+        })?;
+        return if args.json {
+            serde_json::to_string(&report).map_err(|e| e.to_string())
+        } else {
+            Ok(alternatives::table(&report))
+        };
+    }
+    let new_tokens = args.new_tokens.unwrap_or(48);
+    let report = eval::evaluate(&dir, &args.corpus, args.max_tokens, new_tokens)?;
     if args.json {
         serde_json::to_string(&report).map_err(|e| e.to_string())
     } else {

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use policy::{RunRecord, VersionKey};
 use serde::{Deserialize, Serialize};
 
-pub use drift::{Breach, Drift, DriftRule, SliceDrift, Verdict as DriftVerdict};
+pub use drift::{newcombe, Breach, Drift, DriftRule, SliceDrift, Verdict as DriftVerdict};
 pub use error::ObserveError;
 pub use group::{Group, Summary};
 pub use outcome::{Outcome, Outcomes, Verdict};
