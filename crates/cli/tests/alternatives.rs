@@ -66,6 +66,11 @@ fn every_row_is_a_recount_of_its_passages() {
         assert_eq!(row["accepted"].as_u64().unwrap(), accepted, "{row}");
         assert!((row["outcome_rate"].as_f64().unwrap() - accepted as f64 / 4.0).abs() < 1e-12);
         assert!((row["mean_chrf"].as_f64().unwrap() - chrf / 4.0).abs() < 1e-9);
+        let bytes: u64 = mine
+            .iter()
+            .map(|r| r["output_bytes"].as_u64().unwrap())
+            .sum();
+        assert!((row["mean_output_bytes"].as_f64().unwrap() - bytes as f64 / 4.0).abs() < 1e-9);
         for r in &mine {
             assert!(r["output_tokens"].as_u64().unwrap() <= 8, "{r}");
             let score = r["chrf"].as_f64().unwrap();

@@ -161,6 +161,8 @@ pub struct Row {
     pub outcome_rate: f64,
     pub outcome_rate_95: (f64, f64),
     pub mean_chrf: f64,
+    /// So that the budgets can be seen to be alike.
+    pub mean_output_bytes: f64,
     /// Median over the passages with output; `None` when none had any.
     pub us_per_token: Option<f64>,
     pub artifact_bytes: usize,
@@ -429,6 +431,8 @@ fn row(
         outcome_rate: accepted as f64 / n.max(1) as f64,
         outcome_rate_95: wilson(accepted, n).unwrap_or((0.0, 1.0)),
         mean_chrf: mine.iter().map(|r| r.chrf).sum::<f64>() / n.max(1) as f64,
+        mean_output_bytes: mine.iter().map(|r| r.output_bytes as f64).sum::<f64>()
+            / n.max(1) as f64,
         us_per_token: median(
             mine.iter()
                 .filter(|r| r.output_tokens > 0)
@@ -620,12 +624,12 @@ pub fn table(report: &Report) -> String {
     let mut out = format!(
         "{} against the alternatives: {} held-out pages a slice, prompts of up to {} bytes, \
          {} tokens each; accepted when chrF ≥ {}\n\n\
-         slice | system | decoding | bits/byte | outcome rate (95 %) | mean chrF | µs/token (median) | artifact bytes\n",
+         slice | system | decoding | bits/byte | outcome rate (95 %) | mean chrF | output bytes (mean) | µs/token (median) | artifact bytes\n",
         report.model, report.pages, report.prompt_bytes, report.max_tokens, report.threshold
     );
     for r in &report.rows {
         out += &format!(
-            "{} | {} | {} | {} | {} ({:.1}–{:.1}) | {:.1} | {} | {}\n",
+            "{} | {} | {} | {} | {} ({:.1}–{:.1}) | {:.1} | {:.1} | {} | {}\n",
             r.slice,
             r.system.name(),
             r.decoding.label(),
@@ -635,6 +639,7 @@ pub fn table(report: &Report) -> String {
             100.0 * r.outcome_rate_95.0,
             100.0 * r.outcome_rate_95.1,
             r.mean_chrf,
+            r.mean_output_bytes,
             r.us_per_token.map_or("—".into(), |u| format!("{u:.1}")),
             r.artifact_bytes
         );
@@ -687,6 +692,7 @@ mod tests {
         let r = row("en", (System::Rule, Decoding::Fixed), &results, None, 7);
         assert_eq!((r.passages, r.accepted), (3, 1));
         assert!((r.mean_chrf - 15.0).abs() < 1e-12);
+        assert!((r.mean_output_bytes - 2.0).abs() < 1e-12);
         // 10 µs a token for both passages with output; the empty one is left out.
         assert_eq!(r.us_per_token, Some(10.0));
         assert_eq!(r.outcome_rate_95, wilson(1, 3).unwrap());
@@ -711,6 +717,7 @@ mod tests {
             outcome_rate: accepted as f64 / passages as f64,
             outcome_rate_95: (0.0, 1.0),
             mean_chrf: 0.0,
+            mean_output_bytes: 0.0,
             us_per_token: None,
             artifact_bytes: 0,
         };
