@@ -339,26 +339,7 @@ fn sweep_chart(display: &PlanDisplay) -> impl IntoView {
     let c = &display.chart;
     let (x0, x1) = (c.left, c.width - c.right);
     let (y0, y1) = (c.top, c.height - c.bottom);
-    let x_ticks = c
-        .x_ticks
-        .iter()
-        .map(|(x, label)| {
-            view! {
-                <line x1=*x y1=y1 x2=*x y2=y1 + 4.0 class="axis"></line>
-                <text x=*x y=y1 + 15.0 text-anchor="middle" class="axis-label">{label.clone()}</text>
-            }
-        })
-        .collect_view();
-    let y_ticks = c
-        .y_ticks
-        .iter()
-        .map(|(y, label)| {
-            view! {
-                <line x1=x0 - 4.0 y1=*y x2=x0 y2=*y class="axis"></line>
-                <text x=x0 - 6.0 y=*y + 3.0 text-anchor="end" class="axis-label">{label.clone()}</text>
-            }
-        })
-        .collect_view();
+    let ticks = axis_ticks(&c.x_ticks, &c.y_ticks, x0, y1);
     let curve: String = c
         .curve
         .iter()
@@ -402,8 +383,7 @@ fn sweep_chart(display: &PlanDisplay) -> impl IntoView {
             <svg class="chart" viewBox=format!("0 0 {} {}", c.width, c.height) role="img" aria-label=c.summary.clone()>
                 <line x1=x0 y1=y1 x2=x1 y2=y1 class="axis"></line>
                 <line x1=x0 y1=y0 x2=x0 y2=y1 class="axis"></line>
-                {x_ticks}
-                {y_ticks}
+                {ticks}
                 <text x=(x0 + x1) / 2.0 y=c.height - 6.0 text-anchor="middle" class="axis-label">"p99 time to first token"</text>
                 <text x="10" y=(y0 + y1) / 2.0 text-anchor="middle" class="axis-label" transform=format!("rotate(-90 10 {})", (y0 + y1) / 2.0)>"output tokens/s"</text>
                 <line x1=c.slo_x y1=y0 x2=c.slo_x y2=y1 class="cap-slo"></line>
@@ -446,12 +426,15 @@ fn part(part: Part) -> impl IntoView {
     }
 }
 
-/// A figure over time against a level, one span marked, and the table from the same rows.
-fn timeline_chart(c: TimelineChart) -> impl IntoView {
-    let (x0, x1) = (c.left, c.width - c.right);
-    let (y0, y1) = (c.top, c.height - c.bottom);
-    let x_ticks = c
-        .x_ticks
+/// The tick marks and labels of a chart's axes: x's below the plot's bottom edge `y1`, y's
+/// left of its left edge `x0`.
+fn axis_ticks(
+    x_ticks: &[(f64, String)],
+    y_ticks: &[(f64, String)],
+    x0: f64,
+    y1: f64,
+) -> impl IntoView {
+    let x = x_ticks
         .iter()
         .map(|(x, label)| {
             view! {
@@ -460,8 +443,7 @@ fn timeline_chart(c: TimelineChart) -> impl IntoView {
             }
         })
         .collect_view();
-    let y_ticks = c
-        .y_ticks
+    let y = y_ticks
         .iter()
         .map(|(y, label)| {
             view! {
@@ -470,6 +452,14 @@ fn timeline_chart(c: TimelineChart) -> impl IntoView {
             }
         })
         .collect_view();
+    view! { {x} {y} }
+}
+
+/// A figure over time against a level, one span marked, and the table from the same rows.
+fn timeline_chart(c: TimelineChart) -> impl IntoView {
+    let (x0, x1) = (c.left, c.width - c.right);
+    let (y0, y1) = (c.top, c.height - c.bottom);
+    let ticks = axis_ticks(&c.x_ticks, &c.y_ticks, x0, y1);
     let lines = c
         .lines
         .iter()
@@ -503,8 +493,7 @@ fn timeline_chart(c: TimelineChart) -> impl IntoView {
                 {marked}
                 <line x1=x0 y1=y1 x2=x1 y2=y1 class="axis"></line>
                 <line x1=x0 y1=y0 x2=x0 y2=y1 class="axis"></line>
-                {x_ticks}
-                {y_ticks}
+                {ticks}
                 <text x=(x0 + x1) / 2.0 y=c.height - 6.0 text-anchor="middle" class="axis-label">{c.x_label.clone()}</text>
                 <text x="10" y=(y0 + y1) / 2.0 text-anchor="middle" class="axis-label" transform=format!("rotate(-90 10 {})", (y0 + y1) / 2.0)>{c.y_label.clone()}</text>
                 <line x1=x0 y1=c.level_y x2=x1 y2=c.level_y class="cap-slo"></line>
