@@ -86,12 +86,12 @@ impl Group {
         self.ttft_ms.push(ttft_ms);
         self.ttft_bins.push(ttft_ms);
         let later = r.token_latencies_us.get(1..).unwrap_or(&[]);
+        let later_us: f64 = later.iter().sum();
         if !later.is_empty() {
-            self.tpot_ms
-                .push(later.iter().sum::<f64>() / later.len() as f64 / 1e3);
+            self.tpot_ms.push(later_us / later.len() as f64 / 1e3);
         }
         self.tokens += r.steps.len() as u64;
-        self.seconds += (r.ttft_us + later.iter().sum::<f64>()) / 1e6;
+        self.seconds += (r.ttft_us + later_us) / 1e6;
         if r.backend.name == BackendKind::CpuReference {
             if let Some(reason) = &r.degraded_reason {
                 *self.fallbacks.entry(reason.clone()).or_insert(0) += 1;
