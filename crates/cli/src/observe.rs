@@ -112,47 +112,19 @@ fn stream(observation: &mut Observation, path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn ms(q: Option<f64>) -> String {
-    q.map_or("–".into(), |v| format!("{v:.2}"))
-}
-
-fn pct(x: Option<f64>) -> String {
-    x.map_or("–".into(), |v| format!("{:.1} %", v * 100.0))
-}
-
 /// The report for people: a row per version and per slice, then what was rejected, then
 /// the drift verdict.
 pub fn table(report: &Report) -> String {
     let mut out = format!(
-        "{} runs in {} versions; {} lines rejected\n\nversion | slice | runs | TTFT p50 / p99 (ms) | time per token p99 (ms) | tokens/s | fell back | outcome rate (95 %) | joined\n",
+        "{} runs in {} versions; {} lines rejected\n\n{}\n",
         report.runs,
         report.versions.len(),
-        report.rejected_count
+        report.rejected_count,
+        observe::table::COLUMNS.join(" | ")
     );
-    for v in &report.versions {
-        let rows = std::iter::once(("all", &v.summary))
-            .chain(v.slices.iter().map(|s| (s.slice.as_str(), &s.summary)));
-        for (slice, s) in rows {
-            let o = &s.outcomes;
-            let interval = o.rate_95.map_or(String::new(), |(lo, hi)| {
-                format!(" ({:.1}–{:.1})", lo * 100.0, hi * 100.0)
-            });
-            out += &format!(
-                "{} | {slice} | {} | {} / {} | {} | {} | {} | {}{interval} | {} of {}\n",
-                v.version_id,
-                s.runs,
-                ms(s.health.ttft_p50_ms.map(|q| q.value)),
-                ms(s.ttft_p99_ms),
-                ms(s.health.tpot_p99_ms.map(|q| q.value)),
-                s.health
-                    .tokens_per_s
-                    .map_or("–".into(), |t| format!("{t:.0}")),
-                pct(s.health.fallback_share),
-                pct(o.rate),
-                o.joined,
-                s.runs
-            );
-        }
+    for row in observe::table::rows(report) {
+        out += &row.join(" | ");
+        out += "\n";
     }
     for r in &report.rejected {
         out += &format!("rejected: {} line {}: {}\n", r.source, r.line, r.reason);

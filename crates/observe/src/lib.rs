@@ -21,6 +21,7 @@ mod error;
 pub mod group;
 pub mod outcome;
 pub mod quantiles;
+pub mod table;
 
 use std::collections::BTreeMap;
 

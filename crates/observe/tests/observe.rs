@@ -161,6 +161,24 @@ fn figures_equal_a_direct_computation_per_version_and_slice() {
     }
     assert_eq!(v.summary.runs, 150);
     assert_eq!(v.summary.outcomes_joined, 100);
+
+    // The rows in words: the version, then each slice, with the same figures.
+    let rows = observe::table::rows(&report);
+    let slices: Vec<&str> = rows.iter().map(|r| r[1].as_str()).collect();
+    assert_eq!(slices, ["all", "en", "eu"]);
+    let eu = &rows[2];
+    assert_eq!(eu[2], ttft.1.len().to_string());
+    assert_eq!(
+        eu[3],
+        format!(
+            "{:.2} / {:.2}",
+            nearest_rank(&mut ttft.1, 0.5),
+            nearest_rank(&mut ttft.1, 0.99)
+        )
+    );
+    let joined = v.slices[1].summary.outcomes_joined;
+    assert!(eu[7].starts_with(&format!("{:.1} % (", 100.0 * accepted.1 as f64 / joined as f64)));
+    assert_eq!(eu[8], format!("{joined} of {}", ttft.1.len()));
 }
 
 #[test]
