@@ -618,6 +618,10 @@ struct EvalArgs {
     /// The sampling policy's seed for the first passage (the i-th gets seed + i).
     #[arg(long, default_value_t = 7, requires = "alternatives")]
     seed: u64,
+    /// Also write the table and its conclusions in words, as JSON, for the lab's Observe
+    /// panel (the shipped `alternatives.json` beside the model).
+    #[arg(long, value_name = "FILE", requires = "alternatives")]
+    lab_table: Option<PathBuf>,
     #[arg(long)]
     json: bool,
 }
@@ -761,6 +765,12 @@ fn run_eval(args: &EvalArgs) -> Result<String, String> {
             threshold: args.threshold,
             seed: args.seed,
         })?;
+        if let Some(path) = &args.lab_table {
+            let text = serde_json::to_string_pretty(&alternatives::lab_table(&report))
+                .map_err(|e| e.to_string())?;
+            std::fs::write(path, text + "\n")
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
         return if args.json {
             serde_json::to_string(&report).map_err(|e| e.to_string())
         } else {

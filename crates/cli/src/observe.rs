@@ -5,21 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use langid::LangId;
-use observe::{DriftRule, Inspector, Observation, Outcomes, Report};
-
-/// The shipped language identifier as the observation's inspector: a prompt's slice is the
-/// language it names, and its unseen bytes those no kept n-gram covers.
-pub struct Identifier(pub LangId);
-
-impl Inspector for Identifier {
-    fn slice_of(&self, prompt: &str) -> String {
-        self.0.classify(prompt).label().to_string()
-    }
-
-    fn unseen_bytes(&self, prompt: &str) -> usize {
-        self.0.novelty(prompt).unseen_ngram_bytes
-    }
-}
+use observe::{DriftRule, Observation, Outcomes, Report};
 
 /// What `observe` was asked.
 pub struct Request<'a> {
@@ -39,9 +25,8 @@ pub fn observe(request: &Request) -> Result<Report, String> {
     }
     let bytes = std::fs::read(request.identifier)
         .map_err(|e| format!("cannot read {}: {e}", request.identifier.display()))?;
-    let identifier = Identifier(
-        LangId::from_bytes(&bytes).map_err(|e| format!("{}: {e}", request.identifier.display()))?,
-    );
+    let identifier =
+        LangId::from_bytes(&bytes).map_err(|e| format!("{}: {e}", request.identifier.display()))?;
     let outcomes = match request.outcomes {
         Some(path) => Outcomes::parse(&read(path)?, request.as_of_s.unwrap_or(f64::INFINITY))
             .map_err(|e| format!("{}: {e}", path.display()))?,

@@ -13,6 +13,10 @@ fn scratch_copy(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     for entry in std::fs::read_dir(model_dir()).unwrap() {
         let entry = entry.unwrap();
+        // The model's own files; the demo telemetry beside them is not the model.
+        if entry.file_type().unwrap().is_dir() {
+            continue;
+        }
         std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
     }
     dir

@@ -1,10 +1,12 @@
-//! The browser lab: three wasm binaries from one crate. The page (`main.rs`) is the [`shell`]
+//! The browser lab: four wasm binaries from one crate. The page (`main.rs`) is the [`shell`]
 //! and the [`panels`]; the model worker (`bin/worker.rs`) is [`worker::host`] and
-//! [`worker::runner`]; the capacity planner (`bin/planner.rs`) is [`planner::host`].
+//! [`worker::runner`]; the capacity planner (`bin/planner.rs`) is [`planner::host`]; the observation worker
+//! (`bin/observer.rs`) is [`observer::host`].
 //! ARCHITECTURE.md has the map.
 
 #![forbid(unsafe_code)]
 
+pub mod observer;
 mod panels;
 pub mod planner;
 mod shell;

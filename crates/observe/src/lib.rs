@@ -45,6 +45,19 @@ pub trait Inspector {
     fn unseen_bytes(&self, prompt: &str) -> usize;
 }
 
+/// The project's language identifier as the inspector: a prompt's slice is the language it
+/// names, and its unseen bytes those no n-gram it kept covers. The CLI and the lab's worker
+/// both observe with it.
+impl Inspector for langid::LangId {
+    fn slice_of(&self, prompt: &str) -> String {
+        self.classify(prompt).label().to_string()
+    }
+
+    fn unseen_bytes(&self, prompt: &str) -> usize {
+        self.novelty(prompt).unseen_ngram_bytes
+    }
+}
+
 /// A run line that is not counted, and why.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Rejected {

@@ -85,7 +85,10 @@ mod tests {
     /// Written out by hand: the words of a figure the row holds.
     #[test]
     fn a_rate_reads_with_its_interval_and_an_absent_one_as_a_dash() {
-        assert_eq!(rate(Some(0.251), Some((0.193, 0.321))), "25.1 % (19.3–32.1)");
+        assert_eq!(
+            rate(Some(0.251), Some((0.193, 0.321))),
+            "25.1 % (19.3–32.1)"
+        );
         assert_eq!(rate(None, None), "–");
         assert_eq!(ms(Some(1.234)), "1.23");
     }

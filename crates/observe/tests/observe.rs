@@ -177,7 +177,10 @@ fn figures_equal_a_direct_computation_per_version_and_slice() {
         )
     );
     let joined = v.slices[1].summary.outcomes_joined;
-    assert!(eu[7].starts_with(&format!("{:.1} % (", 100.0 * accepted.1 as f64 / joined as f64)));
+    assert!(eu[7].starts_with(&format!(
+        "{:.1} % (",
+        100.0 * accepted.1 as f64 / joined as f64
+    )));
     assert_eq!(eu[8], format!("{joined} of {}", ttft.1.len()));
 }
 

@@ -298,12 +298,14 @@ fn test(root: &Path) -> Result<(), String> {
     let path = tool_path(root);
 
     run(cargo().args(["fmt", "--all", "--check"]))?;
-    // The lab three times: the page alone, with the model worker's code (`worker` feature),
-    // and with the capacity planner's (`planner` feature).
+    // The lab four times: the page alone, with the model worker's code (`worker` feature),
+    // with the capacity planner's (`planner` feature) and with the observation worker's
+    // (`observer` feature).
     // The trainer (candle) is outside the default members; its parity test still runs here.
     clippy(&[])?;
     clippy(&["-p", "lab", "--features", "worker"])?;
     clippy(&["-p", "lab", "--features", "planner"])?;
+    clippy(&["-p", "lab", "--features", "observer"])?;
     clippy(&["-p", "trainer"])?;
 
     // Architecture invariants: the policy core is pure; it, the model and the tokenizer build
@@ -326,14 +328,24 @@ fn test(root: &Path) -> Result<(), String> {
         check_boundary(krate, banned)?;
     }
     // The page's wasm (the lab without its `worker` feature) links no model, tokenizer or GPU
-    // runtime; its build script may read the model's config natively, so only normal
+    // runtime, and no record reader or language identifier (the `observer` feature); its build script may read the model's config natively, so only normal
     // dependencies count. Then the page builds for the browser on its own.
     check_tree(
         "lab",
         &["-e", "normal", "--target", WASM_TARGET],
-        &["model", "tokenizer", "gpu", "wgpu"],
+        &["model", "tokenizer", "gpu", "wgpu", "observe", "langid"],
     )?;
     lint(&["-p", "lab", "--bin", "lab", "--target", WASM_TARGET])?;
+    lint(&[
+        "-p",
+        "lab",
+        "--bin",
+        "observer",
+        "--features",
+        "observer",
+        "--target",
+        WASM_TARGET,
+    ])?;
     lint(&[
         "-p",
         "lab",
@@ -368,7 +380,7 @@ fn test(root: &Path) -> Result<(), String> {
     // The GPU runtime's browser-only code is linted too.
     lint(&["-p", "gpu", "--target", WASM_TARGET])?;
 
-    run(cargo().args(["test", "--features", "lab/worker,lab/planner"]))?;
+    run(cargo().args(["test", "--features", "lab/worker,lab/planner,lab/observer"]))?;
     run(cargo().args(["test", "-p", "trainer"]))?;
 
     run(Command::new("trunk")

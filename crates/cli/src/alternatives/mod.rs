@@ -619,30 +619,61 @@ fn conclude(verbatim: &Verbatim, rows: &[Row]) -> Vec<String> {
     out
 }
 
+/// The columns of [`rows`].
+const COLUMNS: [&str; 9] = [
+    "slice",
+    "system",
+    "decoding",
+    "bits/byte",
+    "outcome rate (95 %)",
+    "mean chrF",
+    "output bytes (mean)",
+    "µs/token (median)",
+    "artifact bytes",
+];
+
+/// The report's rows in words, as the table and the lab's copy show them.
+fn rows(report: &Report) -> Vec<Vec<String>> {
+    report
+        .rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.slice.clone(),
+                r.system.name().to_string(),
+                r.decoding.label(),
+                r.bits_per_byte
+                    .map_or("undefined".into(), |b| format!("{b:.3}")),
+                format!(
+                    "{} ({:.1}–{:.1})",
+                    percent(r.outcome_rate),
+                    100.0 * r.outcome_rate_95.0,
+                    100.0 * r.outcome_rate_95.1
+                ),
+                format!("{:.1}", r.mean_chrf),
+                format!("{:.1}", r.mean_output_bytes),
+                r.us_per_token.map_or("—".into(), |u| format!("{u:.1}")),
+                r.artifact_bytes.to_string(),
+            ]
+        })
+        .collect()
+}
+
+/// What was compared, in a sentence.
+fn caption(report: &Report) -> String {
+    format!(
+        "{} against the alternatives: {} held-out pages a slice, prompts of up to {} bytes, \
+         {} tokens each; accepted when chrF ≥ {}",
+        report.model, report.pages, report.prompt_bytes, report.max_tokens, report.threshold
+    )
+}
+
 /// The report for people.
 pub fn table(report: &Report) -> String {
-    let mut out = format!(
-        "{} against the alternatives: {} held-out pages a slice, prompts of up to {} bytes, \
-         {} tokens each; accepted when chrF ≥ {}\n\n\
-         slice | system | decoding | bits/byte | outcome rate (95 %) | mean chrF | output bytes (mean) | µs/token (median) | artifact bytes\n",
-        report.model, report.pages, report.prompt_bytes, report.max_tokens, report.threshold
-    );
-    for r in &report.rows {
-        out += &format!(
-            "{} | {} | {} | {} | {} ({:.1}–{:.1}) | {:.1} | {:.1} | {} | {}\n",
-            r.slice,
-            r.system.name(),
-            r.decoding.label(),
-            r.bits_per_byte
-                .map_or("undefined".into(), |b| format!("{b:.3}")),
-            percent(r.outcome_rate),
-            100.0 * r.outcome_rate_95.0,
-            100.0 * r.outcome_rate_95.1,
-            r.mean_chrf,
-            r.mean_output_bytes,
-            r.us_per_token.map_or("—".into(), |u| format!("{u:.1}")),
-            r.artifact_bytes
-        );
+    let mut out = format!("{}\n\n{}\n", caption(report), COLUMNS.join(" | "));
+    for row in rows(report) {
+        out += &row.join(" | ");
+        out += "\n";
     }
     out += "\nartifacts:\n";
     for (system, what) in &report.artifacts {
@@ -654,6 +685,22 @@ pub fn table(report: &Report) -> String {
         out += "\n";
     }
     out
+}
+
+/// The table in words for the lab's Observe panel (`alternatives.json` beside the model):
+/// the same caption, columns, rows and conclusions as [`table`], and what each artifact is.
+pub fn lab_table(report: &Report) -> serde_json::Value {
+    let artifacts: Vec<String> = report
+        .artifacts
+        .iter()
+        .map(|(system, what)| format!("The {} artifact is {what}.", system.name()))
+        .collect();
+    serde_json::json!({
+        "caption": caption(report),
+        "columns": COLUMNS,
+        "rows": rows(report),
+        "conclusions": report.conclusions.iter().chain(&artifacts).collect::<Vec<_>>(),
+    })
 }
 
 #[cfg(test)]

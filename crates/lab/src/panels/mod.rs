@@ -7,5 +7,6 @@ pub mod checkpoint;
 pub mod generate;
 pub mod kv_cache;
 pub mod memory;
+pub mod observe;
 pub mod step;
 pub mod your_turn;

@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::widgets::chart::Table;
+use crate::widgets::report::{ChartPoint, Part};
 use crate::worker::link::Protocol;
 
 /// Plan the form these URL pairs describe (`CapacityForm::to_pairs`).
@@ -80,8 +81,11 @@ pub struct PlanDisplay {
     pub chart: SweepChart,
     /// The chart's table mirror: one row per point.
     pub sweep_table: Table,
-    /// The report's parts after the sweep, in order.
+    /// The report's parts after the sweep, in order. They stay in the worker (its tests
+    /// read them); the page gets their markup, `parts_html`.
+    #[serde(skip)]
     pub parts: Vec<Part>,
+    pub parts_html: String,
     pub markdown: ReportFile,
     pub json: ReportFile,
     /// The released configuration as the JSON of a known-good plan; `None` when it degraded.
@@ -110,65 +114,6 @@ pub struct SweepChart {
     pub points: Vec<ChartPoint>,
     /// The released configuration at every load, in load order (empty when it degraded).
     pub curve: Vec<(f64, f64)>,
-}
-
-/// One configuration of the sweep in the chart.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ChartPoint {
-    pub x: f64,
-    pub y: f64,
-    pub passes: bool,
-    pub chosen: bool,
-    /// Its tooltip: the configuration and its figures.
-    pub title: String,
-}
-
-/// One part of the report: a heading and what it holds.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Part {
-    /// The heading's id, which the part's `aria-labelledby` names.
-    pub id: String,
-    pub title: String,
-    pub blocks: Vec<Block>,
-}
-
-/// What a part holds, in order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Block {
-    Table(Table),
-    Text(String),
-    List { class: String, items: Vec<String> },
-    Timeline(Box<TimelineChart>),
-}
-
-/// A figure over time, window by window, against a level, with one span marked: the
-/// canary's p99 TTFT per detector window against the SLO, the detection window marked.
-/// The table holds the same windows.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TimelineChart {
-    pub width: f64,
-    pub height: f64,
-    pub left: f64,
-    pub right: f64,
-    pub top: f64,
-    pub bottom: f64,
-    pub caption: String,
-    /// The picture in a sentence: its `aria-label`.
-    pub summary: String,
-    pub x_label: String,
-    pub y_label: String,
-    pub x_ticks: Vec<(f64, String)>,
-    pub y_ticks: Vec<(f64, String)>,
-    /// The line through the windows, broken where a window had nothing to measure.
-    pub lines: Vec<Vec<(f64, f64)>>,
-    /// Every measured window; `passes` is false where it breached a gate.
-    pub points: Vec<ChartPoint>,
-    /// y of the level (the SLO), and its label.
-    pub level_y: f64,
-    pub level_label: String,
-    /// The marked span's x from and to, and its label.
-    pub marked: Option<(f64, f64, String)>,
-    pub table: Table,
 }
 
 /// A download of the report.

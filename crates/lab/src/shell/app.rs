@@ -11,6 +11,7 @@ use crate::panels::checkpoint::panel::CheckpointPanel;
 use crate::panels::generate::panel::GeneratePanel;
 use crate::panels::kv_cache::panel::KvPanel;
 use crate::panels::memory::panel::LedgerPanel;
+use crate::panels::observe::panel::ObservePanel;
 use crate::panels::step::panel::StepPanel;
 use crate::panels::your_turn::panel::YourTurnPanel;
 use crate::shell::embed_code::EmbedCode;
@@ -32,6 +33,7 @@ fn panel_view(panel: PanelId) -> AnyView {
         PanelId::Memory => view! { <LedgerPanel/> }.into_any(),
         PanelId::Checkpoint => view! { <CheckpointPanel/> }.into_any(),
         PanelId::Capacity => view! { <CapacityPanel/> }.into_any(),
+        PanelId::Observe => view! { <ObservePanel/> }.into_any(),
     }
 }
 

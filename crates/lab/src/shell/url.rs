@@ -38,10 +38,11 @@ pub enum PanelId {
     Memory,
     Checkpoint,
     Capacity,
+    Observe,
 }
 
 impl PanelId {
-    pub const ALL: [PanelId; 7] = [
+    pub const ALL: [PanelId; 8] = [
         PanelId::Step,
         PanelId::Generate,
         PanelId::YourTurn,
@@ -49,6 +50,7 @@ impl PanelId {
         PanelId::Memory,
         PanelId::Checkpoint,
         PanelId::Capacity,
+        PanelId::Observe,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -60,6 +62,7 @@ impl PanelId {
             PanelId::Memory => "memory",
             PanelId::Checkpoint => "checkpoint",
             PanelId::Capacity => "capacity",
+            PanelId::Observe => "observe",
         }
     }
 
@@ -73,6 +76,7 @@ impl PanelId {
             PanelId::Memory => "GPU memory ledger",
             PanelId::Checkpoint => "Checkpoint",
             PanelId::Capacity => "Capacity plan",
+            PanelId::Observe => "Observe",
         }
     }
 
@@ -85,6 +89,7 @@ impl PanelId {
             PanelId::KvCache => "kv-cache-",
             PanelId::Memory => "memory-",
             PanelId::Capacity => "cap-",
+            PanelId::Observe => "obs-",
         }
     }
 

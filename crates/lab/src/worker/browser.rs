@@ -6,22 +6,9 @@ use policy::Clock;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
-use crate::shell::web::{js_text, now_ms};
-
-/// Where the page finds the model, relative to itself (Trunk copies the directory there).
-pub const MODEL_DIR: &str = "models/decode-lab-tiny-v1";
-
-/// `fetch(url)` in the page or in a worker, whichever this code runs in.
-fn fetch(url: &str) -> Result<js_sys::Promise, String> {
-    let global = js_sys::global();
-    if let Some(w) = global.dyn_ref::<web_sys::Window>() {
-        Ok(w.fetch_with_str(url))
-    } else if let Some(w) = global.dyn_ref::<web_sys::WorkerGlobalScope>() {
-        Ok(w.fetch_with_str(url))
-    } else {
-        Err("this scope cannot fetch".to_string())
-    }
-}
+use crate::shell::web::now_ms;
+use crate::worker::fetch::fetch_chunks;
+pub use crate::worker::fetch::MODEL_DIR;
 
 /// The bytes of one model file, fetched from [`MODEL_DIR`] beside the page, telling
 /// `progress` the bytes received so far and the total the server announced (if it did) as
@@ -30,60 +17,16 @@ pub async fn fetch_model_file_with_progress(
     path: &str,
     progress: &dyn Fn(f64, Option<f64>),
 ) -> Result<Vec<u8>, String> {
-    use js_sys::Reflect;
     let url = format!("{MODEL_DIR}/{path}");
-    let failed = |why: String| format!("Fetching {url} failed: {why}.");
-    let response = JsFuture::from(fetch(&url).map_err(failed)?)
-        .await
-        .map_err(|e| failed(js_text(e)))?;
-    let response: web_sys::Response = response
-        .dyn_into()
-        .map_err(|_| failed("the answer is not a response".to_string()))?;
-    if !response.ok() {
-        return Err(failed(format!(
-            "HTTP {} {}",
-            response.status(),
-            response.status_text()
-        )));
-    }
-    let total = response
-        .headers()
-        .get("content-length")
-        .ok()
-        .flatten()
-        .and_then(|v| v.parse::<f64>().ok());
-    let Some(body) = response.body() else {
-        let buffer = JsFuture::from(response.array_buffer().map_err(|e| failed(js_text(e)))?)
-            .await
-            .map_err(|e| failed(js_text(e)))?;
-        return Ok(js_sys::Uint8Array::new(&buffer).to_vec());
-    };
-    let reader = body.get_reader();
-    let read: js_sys::Function = Reflect::get(&reader, &"read".into())
-        .and_then(|f| f.dyn_into())
-        .map_err(|e| failed(js_text(e)))?;
-    let mut bytes = Vec::with_capacity(total.unwrap_or(0.0) as usize);
-    progress(0.0, total);
-    loop {
-        let promise: js_sys::Promise = read
-            .call0(&reader)
-            .and_then(|p| p.dyn_into())
-            .map_err(|e| failed(js_text(e)))?;
-        let chunk = JsFuture::from(promise)
-            .await
-            .map_err(|e| failed(js_text(e)))?;
-        let done = Reflect::get(&chunk, &"done".into())
-            .ok()
-            .and_then(|d| d.as_bool())
-            .unwrap_or(true);
-        if done {
-            break;
+    let mut bytes = Vec::new();
+    fetch_chunks(&url, &url, false, &mut |chunk, total| {
+        if bytes.is_empty() && chunk.is_empty() {
+            bytes.reserve(total.unwrap_or(0.0) as usize);
         }
-        if let Ok(value) = Reflect::get(&chunk, &"value".into()) {
-            bytes.extend(js_sys::Uint8Array::new(&value).to_vec());
-        }
+        bytes.extend_from_slice(chunk);
         progress(bytes.len() as f64, total);
-    }
+    })
+    .await?;
     Ok(bytes)
 }
 

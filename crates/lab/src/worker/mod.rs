@@ -4,12 +4,15 @@
 //! both workers. The rest is the model worker's alone, built only with the `worker` feature
 //! (which brings the model, the tokenizer and the GPU runtime): [`host`] is its global scope
 //! (jobs in, events posted out), [`runner`] runs one job, [`generation`] and [`exercise`]
-//! drive the model, and [`browser`] is its fetch, clock and yield.
+//! drive the model, and [`browser`] is its clock and yield. [`fetch`] streams a file from the
+//! page's origin, for the model worker and the observation worker.
 
 #[cfg(feature = "worker")]
 pub(crate) mod browser;
 #[cfg(feature = "worker")]
 pub(crate) mod exercise;
+#[cfg(any(feature = "worker", feature = "observer"))]
+pub(crate) mod fetch;
 #[cfg(feature = "worker")]
 pub(crate) mod generation;
 #[cfg(feature = "worker")]
@@ -18,5 +21,5 @@ pub(crate) mod link;
 pub(crate) mod protocol;
 #[cfg(feature = "worker")]
 pub(crate) mod runner;
-#[cfg(any(feature = "worker", feature = "planner"))]
+#[cfg(any(feature = "worker", feature = "planner", feature = "observer"))]
 pub(crate) mod scope;

@@ -15,12 +15,11 @@ use capacity::{
 };
 
 use crate::panels::capacity::view_model::{field, short, CapacityForm, PLAN_ID};
-use crate::planner::protocol::{
-    Block, ChartPoint, Part, PlanDisplay, ReportFile, SweepChart, TimelineChart,
-};
+use crate::planner::protocol::{PlanDisplay, ReportFile, SweepChart};
 use crate::widgets::chart::{Cell, Row, Table};
 use crate::widgets::form::{Form, Problems};
 use crate::widgets::number::sentence;
+use crate::widgets::report::{html, Block, ChartPoint, Part, TimelineChart};
 
 /// The plan the URL pairs `form` describe, degrading to `known_good` (the JSON of a
 /// known-good plan) before the baseline, as the page shows it; or the problems, each at its
@@ -395,6 +394,7 @@ pub fn file_name(report: &PlanReport, extension: &str) -> String {
 pub fn display(view: &PlanView) -> PlanDisplay {
     let report = &view.report;
     let (verdict, reason, failed_gates) = decision_words(report);
+    let parts = parts(report);
     PlanDisplay {
         configurations: view.points.len(),
         kind: view.kind.to_string(),
@@ -403,7 +403,8 @@ pub fn display(view: &PlanView) -> PlanDisplay {
         failed_gates,
         chart: sweep_chart(view),
         sweep_table: sweep_table(view),
-        parts: parts(report),
+        parts_html: html(&parts),
+        parts,
         markdown: report_file(report, true),
         json: report_file(report, false),
         released: known_good(report).and_then(|k| serde_json::to_string(&k).ok()),
@@ -1365,9 +1366,14 @@ mod tests {
             NamedPolicy::from_known_good_json(&released).ok(),
             known_good(&report)
         );
-        // What crosses to the page reads back as it was sent.
+        // What crosses to the page reads back as it was sent; the parts cross as markup.
         let text = serde_json::to_string(&display).unwrap();
-        assert_eq!(serde_json::from_str::<PlanDisplay>(&text).unwrap(), display);
+        let crossed = PlanDisplay {
+            parts: Vec::new(),
+            ..display.clone()
+        };
+        assert_eq!(serde_json::from_str::<PlanDisplay>(&text).unwrap(), crossed);
+        assert_eq!(display.parts_html, html(&display.parts));
 
         // An SLO nothing meets degrades to the configuration released above.
         let strict: Vec<(String, String)> = pairs

@@ -19,9 +19,7 @@ use crate::panels::capacity::view_model::{
     rollout_trace_options, trace_options, weight_options, CapacityForm, News, Outcome, PlanRun,
     BATCHINGS, PLAN_ID,
 };
-use crate::planner::protocol::{
-    Block, ChartPoint, Part, PlanDisplay, Planner, PlannerEvent, TimelineChart,
-};
+use crate::planner::protocol::{PlanDisplay, Planner, PlannerEvent};
 use crate::shell::url;
 use crate::shell::web::{download, now_ms};
 use crate::widgets::chart::data_table;
@@ -311,7 +309,7 @@ fn CapacityResult(display: Arc<PlanDisplay>) -> impl IntoView {
         }
     };
     let save_json = save.clone();
-    let parts = display.parts.iter().cloned().map(part).collect_view();
+    let parts = display.parts_html.clone();
 
     view! {
         <div class="cap-decision" data-kind=display.kind.clone()>
@@ -330,7 +328,7 @@ fn CapacityResult(display: Arc<PlanDisplay>) -> impl IntoView {
             {move || download_error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
         </div>
         {sweep_chart(&display)}
-        {parts}
+        <div class="cap-parts" inner_html=parts></div>
     }
 }
 
@@ -399,33 +397,6 @@ fn sweep_chart(display: &PlanDisplay) -> impl IntoView {
     }
 }
 
-/// One part of the report: its heading, then its tables, sentences and lists in order.
-fn part(part: Part) -> impl IntoView {
-    let blocks = part
-        .blocks
-        .into_iter()
-        .map(|block| match block {
-            Block::Table(table) => data_table(table).into_any(),
-            Block::Text(text) => view! { <p>{text}</p> }.into_any(),
-            Block::Timeline(chart) => timeline_chart(*chart).into_any(),
-            Block::List { class, items } => {
-                let items = items
-                    .into_iter()
-                    .map(|i| view! { <li>{i}</li> })
-                    .collect_view();
-                view! { <ul class=class>{items}</ul> }.into_any()
-            }
-        })
-        .collect_view();
-    let (labelled_by, id) = (part.id.clone(), part.id);
-    view! {
-        <section class="cap-part" aria-labelledby=labelled_by tabindex="0">
-            <h3 id=id>{part.title}</h3>
-            {blocks}
-        </section>
-    }
-}
-
 /// The tick marks and labels of a chart's axes: x's below the plot's bottom edge `y1`, y's
 /// left of its left edge `x0`.
 fn axis_ticks(
@@ -453,56 +424,4 @@ fn axis_ticks(
         })
         .collect_view();
     view! { {x} {y} }
-}
-
-/// A figure over time against a level, one span marked, and the table from the same rows.
-fn timeline_chart(c: TimelineChart) -> impl IntoView {
-    let (x0, x1) = (c.left, c.width - c.right);
-    let (y0, y1) = (c.top, c.height - c.bottom);
-    let ticks = axis_ticks(&c.x_ticks, &c.y_ticks, x0, y1);
-    let lines = c
-        .lines
-        .iter()
-        .map(|line| {
-            let points = line
-                .iter()
-                .map(|(x, y)| format!("{x:.2},{y:.2}"))
-                .collect::<Vec<_>>()
-                .join(" ");
-            view! { <polyline points=points class="cap-curve"></polyline> }
-        })
-        .collect_view();
-    let marks = c
-        .points
-        .iter()
-        .map(|p: &ChartPoint| {
-            let class = if p.passes { "cap-pass" } else { "cap-breach" };
-            view! { <circle cx=p.x cy=p.y r="3" class=class><title>{p.title.clone()}</title></circle> }
-        })
-        .collect_view();
-    let marked = c.marked.clone().map(|(from, to, label)| {
-        view! {
-            <rect x=from y=y0 width=(to - from).max(1.0) height=y1 - y0 class="cap-detected"></rect>
-            <text x=to + 3.0 y=y0 + 10.0 class="axis-label">{label}</text>
-        }
-    });
-    view! {
-        <figure class="stage cap-timeline" tabindex="0">
-            <figcaption>{c.caption.clone()}</figcaption>
-            <svg class="chart" viewBox=format!("0 0 {} {}", c.width, c.height) role="img" aria-label=c.summary.clone()>
-                {marked}
-                <line x1=x0 y1=y1 x2=x1 y2=y1 class="axis"></line>
-                <line x1=x0 y1=y0 x2=x0 y2=y1 class="axis"></line>
-                {ticks}
-                <text x=(x0 + x1) / 2.0 y=c.height - 6.0 text-anchor="middle" class="axis-label">{c.x_label.clone()}</text>
-                <text x="10" y=(y0 + y1) / 2.0 text-anchor="middle" class="axis-label" transform=format!("rotate(-90 10 {})", (y0 + y1) / 2.0)>{c.y_label.clone()}</text>
-                <line x1=x0 y1=c.level_y x2=x1 y2=c.level_y class="cap-slo"></line>
-                <text x=x1 - 4.0 y=c.level_y - 4.0 text-anchor="end" class="axis-label">{c.level_label.clone()}</text>
-                {lines}
-                {marks}
-            </svg>
-            <p class="cap-legend chart-only">"● a window within every gate; red: a window that breached a gate; shaded: the window whose breach stopped the canary; dashed: the TTFT SLO."</p>
-            {data_table(c.table)}
-        </figure>
-    }
 }

@@ -1596,6 +1596,7 @@ pub(super) mod tests {
             },
             sweep_table: table,
             parts: Vec::new(),
+            parts_html: String::new(),
             markdown: file.clone(),
             json: file,
             released: released.map(str::to_string),

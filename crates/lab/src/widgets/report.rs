@@ -1,0 +1,394 @@
+//! A report built away from the page, drawn by it: the parts (a heading and its tables,
+//! sentences, lists and charts) that a worker formats, and [`html`], their markup, which the
+//! worker writes too. The page only sets it (`inner_html`), so a report's sections and
+//! charts cost the page's wasm nothing: the capacity planner's report and the Observe
+//! panel's are such parts, and every chart keeps its table. Every text and attribute is
+//! escaped here ([`escape`]); file names and reasons in an observation come from the
+//! learner's files.
+
+use serde::{Deserialize, Serialize};
+
+use crate::widgets::chart::Table;
+
+/// One point of a chart: a configuration of the capacity sweep, or a window of the canary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChartPoint {
+    pub x: f64,
+    pub y: f64,
+    pub passes: bool,
+    pub chosen: bool,
+    /// Its tooltip: the configuration and its figures.
+    pub title: String,
+}
+
+/// One part of the report: a heading and what it holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    /// The heading's id, which the part's `aria-labelledby` names.
+    pub id: String,
+    pub title: String,
+    pub blocks: Vec<Block>,
+}
+
+/// What a part holds, in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Block {
+    Table(Table),
+    Text(String),
+    List { class: String, items: Vec<String> },
+    Timeline(Box<TimelineChart>),
+    Intervals(Box<IntervalChart>),
+}
+
+/// A figure over time, window by window, against a level, with one span marked: the
+/// canary's p99 TTFT per detector window against the SLO, the detection window marked.
+/// The table holds the same windows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimelineChart {
+    pub width: f64,
+    pub height: f64,
+    pub left: f64,
+    pub right: f64,
+    pub top: f64,
+    pub bottom: f64,
+    pub caption: String,
+    /// The picture in a sentence: its `aria-label`.
+    pub summary: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub x_ticks: Vec<(f64, String)>,
+    pub y_ticks: Vec<(f64, String)>,
+    /// The line through the windows, broken where a window had nothing to measure.
+    pub lines: Vec<Vec<(f64, f64)>>,
+    /// Every measured window; `passes` is false where it breached a gate.
+    pub points: Vec<ChartPoint>,
+    /// y of the level (the SLO), and its label.
+    pub level_y: f64,
+    pub level_label: String,
+    /// The marked span's x from and to, and its label.
+    pub marked: Option<(f64, f64, String)>,
+    pub table: Table,
+}
+
+/// A figure for each of a few named groups, side by side, each with its 95 % interval when
+/// it has one: the Observe panel's p99 TTFT and outcome rate per version and slice. Groups
+/// that breached a detector are marked. The table holds the same groups.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IntervalChart {
+    pub width: f64,
+    pub height: f64,
+    pub left: f64,
+    pub right: f64,
+    pub top: f64,
+    pub bottom: f64,
+    pub caption: String,
+    /// The picture in a sentence: its `aria-label`.
+    pub summary: String,
+    pub y_label: String,
+    pub y_ticks: Vec<(f64, String)>,
+    pub points: Vec<IntervalPoint>,
+    pub legend: String,
+    pub table: Table,
+}
+
+/// One group of an [`IntervalChart`], in the chart's viewBox units.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IntervalPoint {
+    pub x: f64,
+    pub y: f64,
+    /// y of the interval's two ends.
+    pub interval: Option<(f64, f64)>,
+    /// Under the axis.
+    pub label: String,
+    /// Its tooltip: the group and its figure in words.
+    pub title: String,
+    /// Whether a detector fired on this group.
+    pub flagged: bool,
+}
+
+/// The markup of `parts`, in order: each a focusable section labelled by its heading.
+#[cfg(any(feature = "planner", feature = "observer"))]
+pub fn html(parts: &[Part]) -> String {
+    let mut out = String::new();
+    for part in parts {
+        let id = escape(&part.id);
+        out += &format!(
+            "<section class=\"cap-part\" aria-labelledby=\"{id}\" tabindex=\"0\"><h3 id=\"{id}\">{}</h3>",
+            escape(&part.title)
+        );
+        for block in &part.blocks {
+            match block {
+                Block::Table(table) => out += &table_html(table),
+                Block::Text(text) => out += &format!("<p>{}</p>", escape(text)),
+                Block::List { class, items } => {
+                    out += &format!("<ul class=\"{}\">", escape(class));
+                    for item in items {
+                        out += &format!("<li>{}</li>", escape(item));
+                    }
+                    out += "</ul>";
+                }
+                Block::Timeline(chart) => out += &timeline_html(chart),
+                Block::Intervals(chart) => out += &intervals_html(chart),
+            }
+        }
+        out += "</section>";
+    }
+    out
+}
+
+/// `text` safe inside an element or a double-quoted attribute.
+#[cfg(any(feature = "planner", feature = "observer"))]
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out += "&amp;",
+            '<' => out += "&lt;",
+            '>' => out += "&gt;",
+            '"' => out += "&quot;",
+            '\'' => out += "&#39;",
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A table: its caption, one row of column headers, then each row's header cell
+/// (`scope="row"`) and cells, a number written in full in its cell's `data-value`.
+#[cfg(any(feature = "planner", feature = "observer"))]
+pub fn table_html(table: &Table) -> String {
+    let id = table
+        .id
+        .as_ref()
+        .map_or(String::new(), |id| format!(" id=\"{}\"", escape(id)));
+    let mut out = format!(
+        "<table class=\"{}\"{id}><caption>{}</caption><thead><tr>",
+        escape(&table.class),
+        escape(&table.caption)
+    );
+    for h in &table.headers {
+        out += &format!("<th scope=\"col\">{}</th>", escape(h));
+    }
+    out += "</tr></thead><tbody>";
+    for row in &table.rows {
+        match &row.class {
+            Some(class) => out += &format!("<tr class=\"{}\">", escape(class)),
+            None => out += "<tr>",
+        }
+        out += &format!("<th scope=\"row\">{}</th>", escape(&row.header));
+        for cell in &row.cells {
+            match &cell.value {
+                Some(v) => out += &format!("<td data-value=\"{}\">", escape(v)),
+                None => out += "<td>",
+            }
+            out += &escape(&cell.text);
+            out += "</td>";
+        }
+        out += "</tr>";
+    }
+    out + "</tbody></table>"
+}
+
+/// The frame every chart of a report shares: the figure and its caption, the SVG with its
+/// summary, both axes, their ticks and the y axis's label; `inside` is drawn over them, and
+/// the legend and the table follow.
+#[cfg(any(feature = "planner", feature = "observer"))]
+#[allow(clippy::too_many_arguments)]
+fn figure_html(
+    class: &str,
+    frame: (f64, f64, f64, f64, f64, f64),
+    caption: &str,
+    summary: &str,
+    x_ticks: &[(f64, String)],
+    y_ticks: &[(f64, String)],
+    y_label: &str,
+    inside: &str,
+    legend: &str,
+    table: &Table,
+) -> String {
+    let (width, height, left, right, top, bottom) = frame;
+    let (x0, x1) = (left, width - right);
+    let (y0, y1) = (top, height - bottom);
+    let mut ticks = String::new();
+    for (x, label) in x_ticks {
+        ticks += &format!(
+            "<line x1=\"{x}\" y1=\"{y1}\" x2=\"{x}\" y2=\"{}\" class=\"axis\"></line><text x=\"{x}\" y=\"{}\" text-anchor=\"middle\" class=\"axis-label\">{}</text>",
+            y1 + 4.0,
+            y1 + 15.0,
+            escape(label)
+        );
+    }
+    for (y, label) in y_ticks {
+        ticks += &format!(
+            "<line x1=\"{}\" y1=\"{y}\" x2=\"{x0}\" y2=\"{y}\" class=\"axis\"></line><text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"axis-label\">{}</text>",
+            x0 - 4.0,
+            x0 - 6.0,
+            y + 3.0,
+            escape(label)
+        );
+    }
+    let middle = (y0 + y1) / 2.0;
+    format!(
+        "<figure class=\"stage {class}\" tabindex=\"0\"><figcaption>{}</figcaption>\
+         <svg class=\"chart\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"{}\">\
+         <line x1=\"{x0}\" y1=\"{y1}\" x2=\"{x1}\" y2=\"{y1}\" class=\"axis\"></line>\
+         <line x1=\"{x0}\" y1=\"{y0}\" x2=\"{x0}\" y2=\"{y1}\" class=\"axis\"></line>{ticks}\
+         <text x=\"10\" y=\"{middle}\" text-anchor=\"middle\" class=\"axis-label\" transform=\"rotate(-90 10 {middle})\">{}</text>\
+         {inside}</svg><p class=\"cap-legend chart-only\">{}</p>{}</figure>",
+        escape(caption),
+        escape(summary),
+        escape(y_label),
+        escape(legend),
+        table_html(table)
+    )
+}
+
+/// A figure over time against a level, one span marked, and the table from the same rows.
+#[cfg(any(feature = "planner", feature = "observer"))]
+fn timeline_html(c: &TimelineChart) -> String {
+    let (x0, x1) = (c.left, c.width - c.right);
+    let (y0, y1) = (c.top, c.height - c.bottom);
+    let mut inside = String::new();
+    if let Some((from, to, label)) = &c.marked {
+        inside += &format!(
+            "<rect x=\"{from}\" y=\"{y0}\" width=\"{}\" height=\"{}\" class=\"cap-detected\"></rect><text x=\"{}\" y=\"{}\" class=\"axis-label\">{}</text>",
+            (to - from).max(1.0),
+            y1 - y0,
+            to + 3.0,
+            y0 + 10.0,
+            escape(label)
+        );
+    }
+    inside += &format!(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"axis-label\">{}</text>",
+        (x0 + x1) / 2.0,
+        c.height - 6.0,
+        escape(&c.x_label)
+    );
+    inside += &format!(
+        "<line x1=\"{x0}\" y1=\"{level}\" x2=\"{x1}\" y2=\"{level}\" class=\"cap-slo\"></line><text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"axis-label\">{}</text>",
+        x1 - 4.0,
+        c.level_y - 4.0,
+        escape(&c.level_label),
+        level = c.level_y
+    );
+    for line in &c.lines {
+        let points: Vec<String> = line.iter().map(|(x, y)| format!("{x:.2},{y:.2}")).collect();
+        inside += &format!(
+            "<polyline points=\"{}\" class=\"cap-curve\"></polyline>",
+            points.join(" ")
+        );
+    }
+    for p in &c.points {
+        let class = if p.passes { "cap-pass" } else { "cap-breach" };
+        inside += &format!(
+            "<circle cx=\"{}\" cy=\"{}\" r=\"3\" class=\"{class}\"><title>{}</title></circle>",
+            p.x,
+            p.y,
+            escape(&p.title)
+        );
+    }
+    figure_html(
+        "cap-timeline",
+        (c.width, c.height, c.left, c.right, c.top, c.bottom),
+        &c.caption,
+        &c.summary,
+        &c.x_ticks,
+        &c.y_ticks,
+        &c.y_label,
+        &inside,
+        "● a window within every gate; red: a window that breached a gate; shaded: the window whose breach stopped the canary; dashed: the TTFT SLO.",
+        &c.table,
+    )
+}
+
+/// Groups side by side, each a point with its interval, and the table from the same groups.
+#[cfg(any(feature = "planner", feature = "observer"))]
+fn intervals_html(c: &IntervalChart) -> String {
+    let x_ticks: Vec<(f64, String)> = c.points.iter().map(|p| (p.x, p.label.clone())).collect();
+    let mut inside = String::new();
+    for p in &c.points {
+        if let Some((lo, hi)) = p.interval {
+            inside += &format!(
+                "<line x1=\"{x}\" y1=\"{lo}\" x2=\"{x}\" y2=\"{hi}\" class=\"obs-interval\"></line>",
+                x = p.x
+            );
+        }
+        let class = if p.flagged { "cap-breach" } else { "cap-pass" };
+        inside += &format!(
+            "<circle cx=\"{}\" cy=\"{}\" r=\"4\" class=\"{class}\"><title>{}</title></circle>",
+            p.x,
+            p.y,
+            escape(&p.title)
+        );
+    }
+    figure_html(
+        "cap-timeline",
+        (c.width, c.height, c.left, c.right, c.top, c.bottom),
+        &c.caption,
+        &c.summary,
+        &x_ticks,
+        &c.y_ticks,
+        &c.y_label,
+        &inside,
+        &c.legend,
+        &c.table,
+    )
+}
+
+#[cfg(all(test, any(feature = "planner", feature = "observer")))]
+mod tests {
+    use super::*;
+    use crate::widgets::chart::{Cell, Row};
+
+    #[test]
+    fn text_from_a_file_cannot_become_markup() {
+        assert_eq!(
+            escape(r#"<img src=x onerror="alert('1')"> & more"#),
+            "&lt;img src=x onerror=&quot;alert(&#39;1&#39;)&quot;&gt; &amp; more"
+        );
+    }
+
+    /// Written out by hand: the markup the page's own tables have.
+    #[test]
+    fn a_table_has_its_caption_headers_and_row_headers() {
+        let table = Table {
+            class: "mirror".into(),
+            id: Some("t".into()),
+            caption: "Runs <all>".into(),
+            headers: vec!["version".into(), "runs".into()],
+            rows: vec![Row {
+                class: Some("breach".into()),
+                header: "a".into(),
+                cells: vec![Cell::number("1.5 ms", 1.5)],
+            }],
+        };
+        assert_eq!(
+            table_html(&table),
+            "<table class=\"mirror\" id=\"t\"><caption>Runs &lt;all&gt;</caption><thead><tr>\
+             <th scope=\"col\">version</th><th scope=\"col\">runs</th></tr></thead><tbody>\
+             <tr class=\"breach\"><th scope=\"row\">a</th><td data-value=\"1.5\">1.5 ms</td></tr>\
+             </tbody></table>"
+        );
+    }
+
+    #[test]
+    fn every_part_is_a_section_labelled_by_its_heading() {
+        let parts = [Part {
+            id: "p".into(),
+            title: "Drift".into(),
+            blocks: vec![
+                Block::Text("stop".into()),
+                Block::List {
+                    class: "c".into(),
+                    items: vec!["one".into()],
+                },
+            ],
+        }];
+        assert_eq!(
+            html(&parts),
+            "<section class=\"cap-part\" aria-labelledby=\"p\" tabindex=\"0\"><h3 id=\"p\">Drift</h3>\
+             <p>stop</p><ul class=\"c\"><li>one</li></ul></section>"
+        );
+    }
+}
