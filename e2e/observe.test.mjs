@@ -168,3 +168,14 @@ test('learner files: a tampered record is rejected by line, a duplicate outcome 
   assert.deepEqual(errors, []);
   await context.close();
 });
+
+test('after a first visit the demo is observed offline: the worker, the identifier and the telemetry are cached', async () => {
+  const { context, page, errors } = await open('?panel=observe');
+  await page.evaluate(() => navigator.serviceWorker.ready.then(() => true));
+  await context.setOffline(true);
+  await page.goto(`${url}?panel=observe&obs-demo=1`);
+  await page.locator('.obs-verdict').waitFor({ timeout: TIMEOUT });
+  assert.match(await page.locator('.obs-verdict').textContent(), /Roll back to/);
+  assert.deepEqual(errors, []);
+  await context.close();
+});
