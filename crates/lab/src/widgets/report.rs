@@ -243,6 +243,15 @@ fn figure_html(
     )
 }
 
+/// A chart's point: a circle with its tooltip.
+#[cfg(any(feature = "planner", feature = "observer"))]
+fn point(x: f64, y: f64, r: f64, class: &str, title: &str) -> String {
+    format!(
+        "<circle cx=\"{x}\" cy=\"{y}\" r=\"{r}\" class=\"{class}\"><title>{}</title></circle>",
+        escape(title)
+    )
+}
+
 /// A figure over time against a level, one span marked, and the table from the same rows.
 #[cfg(any(feature = "planner", feature = "observer"))]
 fn timeline_html(c: &TimelineChart) -> String {
@@ -281,12 +290,7 @@ fn timeline_html(c: &TimelineChart) -> String {
     }
     for p in &c.points {
         let class = if p.passes { "cap-pass" } else { "cap-breach" };
-        inside += &format!(
-            "<circle cx=\"{}\" cy=\"{}\" r=\"3\" class=\"{class}\"><title>{}</title></circle>",
-            p.x,
-            p.y,
-            escape(&p.title)
-        );
+        inside += &point(p.x, p.y, 3.0, class, &p.title);
     }
     figure_html(
         "cap-timeline",
@@ -315,12 +319,7 @@ fn intervals_html(c: &IntervalChart) -> String {
             );
         }
         let class = if p.flagged { "cap-breach" } else { "cap-pass" };
-        inside += &format!(
-            "<circle cx=\"{}\" cy=\"{}\" r=\"4\" class=\"{class}\"><title>{}</title></circle>",
-            p.x,
-            p.y,
-            escape(&p.title)
-        );
+        inside += &point(p.x, p.y, 4.0, class, &p.title);
     }
     figure_html(
         "cap-timeline",
