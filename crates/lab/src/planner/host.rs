@@ -3,8 +3,8 @@
 //! it with [`crate::panels::capacity::display::plan_display`] and posts a few progress
 //! reports ([`progress_due`]), then the display or the problems. One job runs at a time, to
 //! its end, in the order sent: the page's Plan button waits for a plan, and a check sent
-//! meanwhile is answered after it. A
-//! panic is posted as [`PlannerEvent::Panicked`] before the worker dies.
+//! meanwhile is answered after it. A panic is posted as [`PlannerEvent::Panicked`] before
+//! the worker dies.
 
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;

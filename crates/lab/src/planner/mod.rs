@@ -4,9 +4,9 @@
 //! compile: the form's pairs in, to check or to plan; whether they read, or progress, then a
 //! [`protocol::PlanDisplay`] of already-formatted text and rows, or the form's problems, back.
 //! [`host`] is the worker's global scope, built only with the `planner` feature, as is the
-//! code that checks, plans and formats ([`crate::panels::capacity::display`]): the page's
-//! wasm links neither the check, the simulator nor the report. The page reaches the worker
-//! through [`crate::worker::link`], as it does the model.
+//! code that plans and formats ([`crate::panels::capacity::display`]): the page's wasm
+//! links neither the form's check (only the worker calls it), the simulator nor the report.
+//! The page reaches the worker through [`crate::worker::link`], as it does the model.
 
 #[cfg(feature = "planner")]
 pub mod host;
