@@ -256,12 +256,18 @@ fn lint(args: &[&str]) -> Result<(), String> {
 }
 
 /// Symbols (as segments of their mangled names) of the capacity plan: the simulator (its
-/// entry point, which `simulate` and `simulate_fleet` call and may be inlined into) and the
-/// report. Only the planner worker links them.
-const PLANNING: [&str; 2] = ["8capacity3sim20simulate_speculative", "8capacity6report"];
+/// entry point, which `simulate` and `simulate_fleet` call and may be inlined into), the
+/// report, and the capacity form's check (30.7 kB of the page's wasm before it moved, with
+/// the presets and bounds it reads). Only the planner worker links them.
+const PLANNING: [&str; 3] = [
+    "8capacity3sim20simulate_speculative",
+    "8capacity6report",
+    "CapacityForm$u20$as$u20$lab..widgets..form..Form$GT$5check",
+];
 
 /// The page does not plan: in Trunk's release build, the page's wasm (before wasm-opt, with
-/// its name section) names no function of the capacity simulator or report. The planner's
+/// its name section) names no function of the capacity simulator or report, nor the form's
+/// check, which the planner worker runs for it. The planner's
 /// wasm must name them, or the scan could not see them in the page's either.
 fn check_page_does_not_plan(target: &Path) -> Result<(), String> {
     let read = |profile: &str, bin: &str| {
@@ -281,7 +287,7 @@ fn check_page_does_not_plan(target: &Path) -> Result<(), String> {
         }
         if names(&page, symbol) {
             return Err(format!(
-                "the page's wasm links {symbol}: the capacity plan must run in the planner worker"
+                "the page's wasm links {symbol}: the capacity plan and the form's check must run in the planner worker"
             ));
         }
     }
@@ -416,5 +422,11 @@ mod tests {
         assert!(!names(b"_ZN8capacity3sim3Slo8validate17hE", PLANNING[0]));
         assert!(!names(b"_ZN8capacity3sim8simulate17hE", PLANNING[0]));
         assert!(!names(b"", PLANNING[0]));
+        // The check as the page's wasm named it before it moved to the planner; the form's
+        // reading of the URL stays on the page.
+        let check = b"_ZN92_$LT$lab..panels..capacity..view_model..CapacityForm$u20$as$u20$lab..widgets..form..Form$GT$5check17hdcba8ef89ed21f2aE";
+        assert!(names(check, PLANNING[2]));
+        let from_pairs = b"_ZN92_$LT$lab..panels..capacity..view_model..CapacityForm$u20$as$u20$lab..widgets..form..Form$GT$10from_pairs17h0123E";
+        assert!(!names(from_pairs, PLANNING[2]));
     }
 }

@@ -1,14 +1,18 @@
-//! The planner worker's global scope: it takes a [`PlannerJob`], plans it with
-//! [`crate::panels::capacity::display::plan_display`] on its own thread, and posts
-//! [`PlannerEvent`]s back: a few progress reports ([`progress_due`]), then the display or the
-//! problems. One plan runs at a time, to its end (the page's Plan button waits for it). A
-//! panic is posted as [`PlannerEvent::Panicked`] before the worker dies.
+//! The planner worker's global scope: it takes a [`PlannerJob`], and on its own thread either
+//! checks its form (the page asks as the fields change) and posts whether it reads, or plans
+//! it with [`crate::panels::capacity::display::plan_display`] and posts a few progress
+//! reports ([`progress_due`]), then the display or the problems. One job runs at a time, to
+//! its end, in the order sent: the page's Plan button waits for a plan, and a check sent
+//! meanwhile is answered after it. A panic is posted as [`PlannerEvent::Panicked`] before
+//! the worker dies.
 
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
 use crate::panels::capacity::display::plan_display;
-use crate::planner::protocol::{PlannerEvent, PlannerJob};
+use crate::panels::capacity::view_model::CapacityForm;
+use crate::planner::protocol::{PlannerEvent, PlannerJob, PlannerTask};
+use crate::widgets::form::{Form, Problems};
 use crate::worker::protocol::from_js;
 use crate::worker::scope::{post, report_panics, scope};
 
@@ -41,23 +45,22 @@ pub fn start() {
                 }
             };
             let id = job.id;
-            let mut progress = |done, total| {
-                if progress_due(done, total) {
-                    post(&PlannerEvent::Progress { id, done, total });
+            let event = match job.task {
+                PlannerTask::Check => checked(id, &job.form),
+                PlannerTask::Plan { known_good } => {
+                    let mut progress = |done, total| {
+                        if progress_due(done, total) {
+                            post(&PlannerEvent::Progress { id, done, total });
+                        }
+                    };
+                    match plan_display(&job.form, known_good.as_deref(), &mut progress) {
+                        Ok(display) => PlannerEvent::Planned {
+                            id,
+                            display: Box::new(display),
+                        },
+                        Err(found) => problems(id, &found),
+                    }
                 }
-            };
-            let event = match plan_display(&job.form, job.known_good.as_deref(), &mut progress) {
-                Ok(display) => PlannerEvent::Planned {
-                    id,
-                    display: Box::new(display),
-                },
-                Err(problems) => PlannerEvent::Problems {
-                    id,
-                    problems: problems
-                        .iter()
-                        .map(|p| (p.field.to_string(), p.message.clone()))
-                        .collect(),
-                },
             };
             post(&event);
         });
@@ -66,9 +69,67 @@ pub fn start() {
     post(&PlannerEvent::Ready);
 }
 
+/// The answer to a check of the form `pairs` describe: whether it reads.
+fn checked(id: u64, pairs: &[(String, String)]) -> PlannerEvent {
+    match CapacityForm::from_job(pairs).and_then(|form| form.check()) {
+        Ok(_) => PlannerEvent::Checked { id },
+        Err(found) => problems(id, &found),
+    }
+}
+
+/// `found` as the page reads it: each problem as (field id, sentence).
+fn problems(id: u64, found: &Problems) -> PlannerEvent {
+    PlannerEvent::Problems {
+        id,
+        problems: found
+            .iter()
+            .map(|p| (p.field.to_string(), p.message.clone()))
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A check answers what the form's own check finds, at the same fields.
+    #[test]
+    fn a_check_answers_the_forms_problems_or_that_it_reads() {
+        let pairs = |form: &CapacityForm| -> Vec<(String, String)> {
+            form.to_pairs()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect()
+        };
+        let form = CapacityForm::default();
+        assert_eq!(checked(4, &pairs(&form)), PlannerEvent::Checked { id: 4 });
+        let bad = CapacityForm {
+            requests: "abc".into(),
+            loads: "1, 0".into(),
+            ..form
+        };
+        let expected: Vec<(String, String)> = bad
+            .check()
+            .unwrap_err()
+            .iter()
+            .map(|p| (p.field.to_string(), p.message.clone()))
+            .collect();
+        assert_eq!(expected.len(), 2);
+        assert_eq!(
+            checked(5, &pairs(&bad)),
+            PlannerEvent::Problems {
+                id: 5,
+                problems: expected
+            }
+        );
+        // A name the page's selects would not offer is still named at its field.
+        let unknown = [("cap_hw".to_string(), "tpu".to_string())];
+        let PlannerEvent::Problems { problems, .. } = checked(6, &unknown) else {
+            panic!("an unknown preset reads");
+        };
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].0, "cap-hw");
+    }
 
     /// Counted directly: the reports a plan of `total` configurations makes, and that the
     /// last configuration is always one.

@@ -1,5 +1,5 @@
 //! The one typed protocol between the Capacity panel and the planner worker: a
-//! [`PlannerJob`] from the page, [`PlannerEvent`]s back, each crossing as its JSON text
+//! [`PlannerJob`] from the page (check the form, or plan it), [`PlannerEvent`]s back, each crossing as its JSON text
 //! ([`crate::worker::protocol::to_js`]). What a plan shows crosses as a [`PlanDisplay`]:
 //! words, chart positions and table rows the worker has already formatted, so the page
 //! deserialises text and numbers, never a `capacity::PlanReport` (which measured +28,800
@@ -12,15 +12,30 @@ use crate::widgets::chart::Table;
 use crate::widgets::report::{ChartPoint, Part};
 use crate::worker::link::Protocol;
 
-/// Plan the form these URL pairs describe (`CapacityForm::to_pairs`).
+/// A job for the planner: check or plan the form these URL pairs describe
+/// (`CapacityForm::to_pairs`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlannerJob {
     /// Echoed by every event about this job, so the page can drop news of an older one.
     pub id: u64,
     pub form: Vec<(String, String)>,
-    /// The configuration this session last released, as the JSON text of a known-good plan
-    /// ([`PlanDisplay::released`]): the plan degrades to it before the named baseline.
-    pub known_good: Option<String>,
+    pub task: PlannerTask,
+}
+
+/// What the planner does with a job's form.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum PlannerTask {
+    /// Check the fields only, answered by [`PlannerEvent::Checked`] or
+    /// [`PlannerEvent::Problems`]: the page asks as the fields change, so that it links
+    /// none of the check's rules (`capacity`'s presets and bounds).
+    Check,
+    /// Check, then plan.
+    Plan {
+        /// The configuration this session last released, as the JSON text of a known-good
+        /// plan ([`PlanDisplay::released`]): the plan degrades to it before the named
+        /// baseline.
+        known_good: Option<String>,
+    },
 }
 
 /// What the planner tells the page, in the order it happens.
@@ -38,7 +53,12 @@ pub enum PlannerEvent {
         id: u64,
         display: Box<PlanDisplay>,
     },
-    /// The plan did not run: each problem as (field id, sentence), in the form's order.
+    /// The form of a [`PlannerTask::Check`] reads: no field has a problem.
+    Checked {
+        id: u64,
+    },
+    /// The form has problems, so a plan did not run: each problem as (field id, sentence),
+    /// in the form's order.
     Problems {
         id: u64,
         problems: Vec<(String, String)>,

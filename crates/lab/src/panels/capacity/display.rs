@@ -29,11 +29,7 @@ pub fn plan_display(
     known_good: Option<&str>,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<PlanDisplay, Problems> {
-    // The page sends its form's own pairs; a name it would not offer is still a problem here.
-    let (form, url) = CapacityForm::from_pairs(form.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    if !url.is_empty() {
-        return Err(url);
-    }
+    let form = CapacityForm::from_job(form)?;
     let known = known_good
         .map(NamedPolicy::from_known_good_json)
         .transpose()

@@ -2,12 +2,12 @@
 //! in, with the fleets (replicas, routers, prefix cache, P:D, speculation) and a canary;
 //! on "Plan", the sweep as a throughput-against-p99-TTFT chart with its table mirror, the
 //! release decision in words, the report's parts (the canary's timeline a chart with its
-//! table) and its downloads. The fields are
-//! checked as they change, each problem marked at its field and listed above the results.
-//! The logic and the URL keys are in [`crate::panels::capacity::view_model`]. The plan runs
-//! in the planner worker ([`crate::planner`]), started by the first press of Plan and kept
-//! for the next; the status line shows its progress, then the page's own time for the plan,
-//! the worker's round trip included. What the worker sends back is already formatted
+//! table) and its downloads. The planner worker ([`crate::planner`]), started as the panel
+//! opens and kept while it is open, checks the fields as they change; each problem it finds
+//! is marked at its field and listed above the results. The logic and the URL keys are in
+//! [`crate::panels::capacity::view_model`]. The plan runs in the same worker, after any
+//! check sent before it; the status line shows its progress, then the page's own time for
+//! the plan, the worker's round trip included. What the worker sends back is already formatted
 //! ([`PlanDisplay`]): this file only draws it.
 
 use std::sync::Arc;
@@ -16,16 +16,16 @@ use leptos::prelude::*;
 
 use crate::panels::capacity::view_model::{
     attention_options, decoding_options, hardware_options, length_options, model_options,
-    rollout_trace_options, trace_options, weight_options, CapacityForm, News, Outcome, PlanRun,
-    BATCHINGS, PLAN_ID,
+    rollout_trace_options, shown_problems, trace_options, weight_options, CapacityForm, News,
+    Outcome, PlanRun, BATCHINGS, PLAN_ID,
 };
-use crate::planner::protocol::{PlanDisplay, Planner, PlannerEvent};
+use crate::planner::protocol::{PlanDisplay, Planner, PlannerEvent, PlannerJob};
 use crate::shell::url;
 use crate::shell::web::{download, now_ms};
 use crate::widgets::chart::data_table;
 use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, Choice, Field};
-use crate::widgets::form::{problem_at, problem_id, Form, ProblemSummary};
+use crate::widgets::form::{problem_at, problem_id, Form, ProblemSummary, Problems};
 use crate::worker::link::PanelLink;
 
 #[component]
@@ -97,22 +97,15 @@ pub fn CapacityPanel() -> impl IntoView {
         }
     });
 
-    // The check is cheap, so the fields are checked as they change; the plan runs on Plan.
-    let checked = Memo::new(move |_| form.get().check().err());
+    // The planner worker checks the fields as they change (its first check, as the panel
+    // opens, starts it); the plan runs on Plan.
+    let checked = RwSignal::new(Problems::default());
     let outcome = RwSignal::new(None::<Outcome>);
     let problems = Signal::derive(move || {
-        let mut all = url_problems.get();
-        if let Some(found) = checked.get() {
-            all.extend(found);
-        }
-        outcome.with(|o| {
-            if let Some((planned, Err(found))) = o {
-                if form.with(|f| f == planned) {
-                    all.extend(found.clone());
-                }
-            }
-        });
-        all
+        checked.with(|found| {
+            outcome
+                .with(|o| form.with(|f| shown_problems(url_problems.get(), found, o.as_ref(), f)))
+        })
     });
     let problem = problem_at(problems);
 
@@ -128,9 +121,14 @@ pub fn CapacityPanel() -> impl IntoView {
         if news.discard_worker {
             planner.discard();
         }
-        status.set(news.status);
+        if let Some(text) = news.status {
+            status.set(text);
+        }
         if let Some(result) = news.outcome {
             outcome.set(Some(result));
+        }
+        if let Some(found) = news.checked {
+            checked.set(found);
         }
     };
     let on_event = move |event: PlannerEvent| {
@@ -138,13 +136,27 @@ pub fn CapacityPanel() -> impl IntoView {
             show(news);
         }
     };
+    let send = move |job: PlannerJob| {
+        if let Err(message) = planner.send(&job, on_event) {
+            if let Some(news) = run.try_update_value(|r| r.could_not_send(message)) {
+                show(news);
+            }
+        }
+    };
+    Effect::new(move |_| {
+        let current = form.get();
+        if let Some(job) = run.try_update_value(|r| r.check(current)).flatten() {
+            send(job);
+        }
+    });
     let start = move |_| {
-        if checked.with_untracked(Option::is_some) {
+        let planned = form.get_untracked();
+        if run.with_value(|r| r.refuses(&planned)) {
             status.set("The plan did not run; the fields listed above need a change.".into());
             outcome.set(None);
             return;
         }
-        let (planned, known) = (form.get_untracked(), use_known_good.get_untracked());
+        let known = use_known_good.get_untracked();
         let Some(job) = run
             .try_update_value(|r| r.start(planned, known, now_ms()))
             .flatten()
@@ -153,11 +165,7 @@ pub fn CapacityPanel() -> impl IntoView {
         };
         planning.set(true);
         status.set("Planning…".into());
-        if let Err(message) = planner.send(&job, on_event) {
-            if let Some(news) = run.try_update_value(|r| r.could_not_start(message)) {
-                show(news);
-            }
-        }
+        send(job);
     };
 
     // A select holds only the names it offers; a URL's other name is its problem.
