@@ -19,6 +19,7 @@ mod capacity_plan;
 mod continuation;
 mod draft;
 mod eval;
+mod export;
 mod langid;
 mod lengths;
 mod model_dir;
@@ -90,6 +91,31 @@ enum Command {
     /// prompts of both slices, with arrival times, and outcomes labelled by chrF against
     /// the page's true continuation, delivered after a delay.
     Traffic(TrafficArgs),
+    /// Run records and outcomes as Parquet tables (runs, steps, outcomes) for DuckDB, Spark
+    /// or Trino; `observe` reads them back.
+    Export(ExportArgs),
+}
+
+#[derive(Args)]
+struct ExportArgs {
+    /// Write Parquet (the only format): runs.parquet, steps.parquet and outcomes.parquet.
+    #[arg(long, required = true)]
+    parquet: bool,
+    /// Run records, one JSON object a line (or an export's runs.parquet).
+    #[arg(required = true, value_name = "RUNS.jsonl")]
+    runs: Vec<PathBuf>,
+    /// Outcome rows: {"run_id": …, "outcome": "accepted"|"rejected", "at_s": …}.
+    #[arg(long, value_name = "OUTCOMES.jsonl")]
+    outcomes: Option<PathBuf>,
+    /// The directory the three tables are written to (made if missing).
+    #[arg(short = 'o', long = "out", value_name = "DIR")]
+    out: PathBuf,
+    /// The language identifier that slices untagged runs, as `observe` does [default:
+    /// langid.bin in the model directory].
+    #[arg(long, value_name = "PATH")]
+    langid: Option<PathBuf>,
+    #[arg(long)]
+    model: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -1013,6 +1039,7 @@ fn run_command(command: &Command) -> Result<ExitCode, Failure> {
         Command::Lengths(args) => run_lengths(args)?,
         Command::Observe(args) => run_observe(args)?,
         Command::Traffic(args) => run_traffic(args)?,
+        Command::Export(args) => return export::run(args),
         Command::Ngram(command) => run_ngram(command)?,
         Command::Langid(LangidCommand::Train(args)) => langid::run_train(args)?,
         Command::Replay(args) => {
