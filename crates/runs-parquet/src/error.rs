@@ -29,7 +29,7 @@ pub enum RunsParquetError {
         expected: String,
         found: String,
     },
-    #[error("{path} has no {column} column: it is not a {table} table of an export")]
+    #[error("{path} has no {column} column: it is not the {table} table of an export")]
     MissingColumn {
         path: String,
         column: &'static str,

@@ -405,7 +405,7 @@ fn a_table_without_the_column_is_named() {
     assert_eq!(
         err,
         format!(
-            "{} has no record column: it is not a runs table of an export",
+            "{} has no record column: it is not the runs table of an export",
             steps.display()
         )
     );
