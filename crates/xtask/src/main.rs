@@ -300,7 +300,9 @@ fn test(root: &Path) -> Result<(), String> {
     run(cargo().args(["fmt", "--all", "--check"]))?;
     // The lab three times: the page alone, with the model worker's code (`worker` feature),
     // and with the capacity planner's (`planner` feature).
-    // The trainer (candle) is outside the default members; its parity test still runs here.
+    // The trainer (candle) and the DuckDB check are outside the default members; their
+    // tests still run here. The DuckDB check is not linted here: clippy would build DuckDB's
+    // C++ a second time (its build script does not share its run with `cargo test`).
     clippy(&[])?;
     clippy(&["-p", "lab", "--features", "worker"])?;
     clippy(&["-p", "lab", "--features", "planner"])?;
@@ -370,6 +372,9 @@ fn test(root: &Path) -> Result<(), String> {
 
     run(cargo().args(["test", "--features", "lab/worker,lab/planner"]))?;
     run(cargo().args(["test", "-p", "trainer"]))?;
+    // DuckDB, built from its bundled sources, queries the Parquet export with the README's
+    // SQL and must find observe's figures.
+    run(cargo().args(["test", "-p", "duckdb-check"]))?;
 
     run(Command::new("trunk")
         .args(["build", "--release", "--offline"])
