@@ -47,7 +47,7 @@ fn run(i: u64, v: u64, slice: &str) -> RunRecord {
     let h = mix(i);
     r.config.seed = i;
     r.config.policy.temperature = [0.7, 1.1][v as usize];
-    let tail = if v == 1 && slice == "eu" && h % 10 == 0 {
+    let tail = if v == 1 && slice == "eu" && h.is_multiple_of(10) {
         400.0
     } else {
         0.0
@@ -65,7 +65,7 @@ fn run(i: u64, v: u64, slice: &str) -> RunRecord {
 /// Four runs in five get an outcome; acceptance depends on the version and the slice.
 fn outcome(r: &RunRecord, i: u64, v: u64, slice: &str) -> Option<Outcome> {
     let h = mix(i ^ 0x5151);
-    if h % 5 == 0 {
+    if h.is_multiple_of(5) {
         return None;
     }
     let accept_per_100 = match (v, slice) {
