@@ -5,7 +5,10 @@
 //! `generate`, `replay` and `eval` run the shipped tiny model: `generate` and `replay` on the
 //! CPU or, with `--backend gpu`, on WebGPU (falling back to `cpu-reference`); `eval` on the
 //! CPU; `capacity` plans serving capacity (the `capacity` crate); `ngram train` builds the
-//! n-gram draft and `speculate` measures how often speculative decoding accepts its tokens.
+//! n-gram draft and `speculate` measures how often speculative decoding accepts its tokens;
+//! `lengths` measures stop points per slice; `langid train` builds the language identifier;
+//! `traffic` makes a demo's telemetry; `observe` joins run records to outcomes by exact
+//! version; `export --parquet` writes them as Parquet tables.
 //!
 //! Bad input is one `error:` line on standard error naming the value, and exit code 2;
 //! `replay` exits with 1 when a run differs from its record or the record was altered.
@@ -19,6 +22,7 @@ mod capacity_plan;
 mod continuation;
 mod draft;
 mod eval;
+mod export;
 mod langid;
 mod lengths;
 mod model_dir;
@@ -90,6 +94,31 @@ enum Command {
     /// prompts of both slices, with arrival times, and outcomes labelled by chrF against
     /// the page's true continuation, delivered after a delay.
     Traffic(TrafficArgs),
+    /// Run records and outcomes as Parquet tables (runs, steps, outcomes) for DuckDB, Spark
+    /// or Trino; `observe` reads them back.
+    Export(ExportArgs),
+}
+
+#[derive(Args)]
+struct ExportArgs {
+    /// Write Parquet (the only format): runs.parquet, steps.parquet and outcomes.parquet.
+    #[arg(long, required = true)]
+    parquet: bool,
+    /// Run records, one JSON object a line (or an export's runs.parquet).
+    #[arg(required = true, value_name = "RUNS.jsonl")]
+    runs: Vec<PathBuf>,
+    /// Outcome rows: {"run_id": …, "outcome": "accepted"|"rejected", "at_s": …}.
+    #[arg(long, value_name = "OUTCOMES.jsonl")]
+    outcomes: Option<PathBuf>,
+    /// The directory the three tables are written to (made if missing).
+    #[arg(short = 'o', long = "out", value_name = "DIR")]
+    out: PathBuf,
+    /// The language identifier that slices untagged runs, as `observe` does [default:
+    /// langid.bin in the model directory].
+    #[arg(long, value_name = "PATH")]
+    langid: Option<PathBuf>,
+    #[arg(long)]
+    model: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -177,10 +206,12 @@ struct LangidTrainArgs {
 
 #[derive(Args)]
 struct ObserveArgs {
-    /// Run records, one JSON object a line (`generate --json`, the lab's export, `traffic`).
+    /// Run records, one JSON object a line (`generate --json`, the lab's export, `traffic`),
+    /// or Parquet: an export's runs.parquet or the directory `export --parquet` wrote.
     #[arg(required = true, value_name = "RUNS.jsonl")]
     runs: Vec<PathBuf>,
-    /// Outcome rows: {"run_id": …, "outcome": "accepted"|"rejected", "at_s": …}.
+    /// Outcome rows: {"run_id": …, "outcome": "accepted"|"rejected", "at_s": …}, one a line,
+    /// or an export's outcomes.parquet (or its directory).
     #[arg(long, value_name = "OUTCOMES.jsonl")]
     outcomes: Option<PathBuf>,
     /// Compare every other version with this one, slice by slice, and give the verdict.
@@ -1023,6 +1054,7 @@ fn run_command(command: &Command) -> Result<ExitCode, Failure> {
         Command::Lengths(args) => run_lengths(args)?,
         Command::Observe(args) => run_observe(args)?,
         Command::Traffic(args) => run_traffic(args)?,
+        Command::Export(args) => return export::run(args),
         Command::Ngram(command) => run_ngram(command)?,
         Command::Langid(LangidCommand::Train(args)) => langid::run_train(args)?,
         Command::Replay(args) => {

@@ -1,11 +1,13 @@
 //! `decode-lab observe`: run records and mature outcomes joined by exact version, per slice,
 //! with drift against a baseline version. The rules live in the `observe` crate; this
-//! module reads the files, names the language identifier, and prints.
+//! module reads the files (JSONL, or the Parquet tables of `export --parquet`), names the
+//! language identifier, and prints.
 
 use std::path::{Path, PathBuf};
 
 use langid::LangId;
 use observe::{DriftRule, Observation, Outcomes, Report};
+use runs_parquet::{RecordLines, Table};
 
 /// What `observe` was asked.
 pub struct Request<'a> {
@@ -16,56 +18,91 @@ pub struct Request<'a> {
     pub identifier: &'a Path,
 }
 
+/// The shipped language identifier at `path`.
+pub fn identifier(path: &Path) -> Result<LangId, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    LangId::from_bytes(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 pub fn observe(request: &Request) -> Result<Report, String> {
-    let read = |path: &Path| {
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-    };
     if let Some(t) = request.as_of_s.filter(|t| !t.is_finite()) {
         return Err(format!("--as-of {t}: expected a finite number of seconds"));
     }
-    let bytes = std::fs::read(request.identifier)
-        .map_err(|e| format!("cannot read {}: {e}", request.identifier.display()))?;
-    let identifier =
-        LangId::from_bytes(&bytes).map_err(|e| format!("{}: {e}", request.identifier.display()))?;
+    let identifier = identifier(request.identifier)?;
+    let as_of_s = request.as_of_s.unwrap_or(f64::INFINITY);
     let outcomes = match request.outcomes {
-        Some(path) => Outcomes::parse(&read(path)?, request.as_of_s.unwrap_or(f64::INFINITY))
-            .map_err(|e| format!("{}: {e}", path.display()))?,
+        Some(path) => match runs_parquet::parquet_path(path, Table::Outcomes) {
+            Some(parquet) => {
+                runs_parquet::read_outcomes(&parquet, as_of_s).map_err(|e| e.to_string())?
+            }
+            None => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                Outcomes::parse(&text, as_of_s).map_err(|e| format!("{}: {e}", path.display()))?
+            }
+        },
         None => Outcomes::default(),
     };
     let mut observation = Observation::new(&identifier, outcomes, request.as_of_s);
     for path in request.runs {
-        stream(&mut observation, path)?;
+        let (source, lines) = run_lines(path)?;
+        check_lines(lines, |number, _, read| {
+            observation.add_read(&source, number, read);
+            Ok(())
+        })?;
     }
     observation
         .finish(request.baseline, &DriftRule::default())
         .map_err(|e| e.to_string())
 }
 
+/// Numbered run lines: a row's record text, or a line of JSONL.
+pub type Lines = Box<dyn Iterator<Item = Result<(usize, String), String>>>;
+
+/// The run lines of a path given on the command line, and the source its rejected lines
+/// are named by: the `record` column of a Parquet runs table (a `.parquet` file, or the
+/// `runs.parquet` of an export's directory), numbered by row; else the non-blank lines of
+/// a JSONL file, numbered by line.
+pub fn run_lines(path: &Path) -> Result<(String, Lines), String> {
+    use std::io::BufRead;
+    if let Some(parquet) = runs_parquet::parquet_path(path, Table::Runs) {
+        let rows = RecordLines::open(&parquet).map_err(|e| e.to_string())?;
+        let source = parquet.display().to_string();
+        return Ok((source, Box::new(rows.map(|r| r.map_err(|e| e.to_string())))));
+    }
+    let source = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {source}: {e}"))?;
+    let shown = source.clone();
+    let lines = std::io::BufReader::new(file)
+        .lines()
+        .enumerate()
+        .map(move |(i, line)| {
+            line.map(|l| (i + 1, l))
+                .map_err(|e| format!("cannot read {shown} at line {}: {e}", i + 1))
+        })
+        .filter(|l| !matches!(l, Ok((_, text)) if text.trim().is_empty()));
+    Ok((source, Box::new(lines)))
+}
+
 /// Lines read and checked at a time: enough to keep both cores busy, few enough that
 /// memory holds a batch, not a file.
 const BATCH: usize = 8_192;
 
-/// Streams the run lines of `path` into the observation: a batch of lines at a time, read
-/// and checked (JSON, digest, ids) on every core, then added in their order.
-fn stream(observation: &mut Observation, path: &Path) -> Result<(), String> {
-    use std::io::BufRead;
-    let source = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {source}: {e}"))?;
-    let mut lines = std::io::BufReader::new(file).lines();
+/// Reads and checks (JSON, digest, ids: [`observe::read_run`]) a batch of lines at a time
+/// on every core, then hands each line, its text and what it read to `each`, in order.
+pub fn check_lines(
+    mut lines: Lines,
+    mut each: impl FnMut(usize, &str, Result<policy::RunRecord, String>) -> Result<(), String>,
+) -> Result<(), String> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let (mut number, mut done) = (0, false);
-    while !done {
-        let mut batch = Vec::with_capacity(BATCH);
-        let mut taken = 0;
-        for line in lines.by_ref().take(BATCH) {
-            taken += 1;
-            number += 1;
-            let line = line.map_err(|e| format!("cannot read {source} at line {number}: {e}"))?;
-            if !line.trim().is_empty() {
-                batch.push((number, line));
-            }
+    loop {
+        let batch = lines
+            .by_ref()
+            .take(BATCH)
+            .collect::<Result<Vec<(usize, String)>, String>>()?;
+        if batch.is_empty() {
+            return Ok(());
         }
-        done = taken < BATCH;
         let chunk = batch.len().div_ceil(threads).max(1);
         let read_part = |part: &[(usize, String)]| -> Vec<Result<policy::RunRecord, String>> {
             part.iter()
@@ -90,11 +127,10 @@ fn stream(observation: &mut Observation, path: &Path) -> Result<(), String> {
             }
             read
         });
-        for ((n, _), result) in batch.iter().zip(read) {
-            observation.add_read(&source, *n, result);
+        for ((number, line), result) in batch.iter().zip(read) {
+            each(*number, line, result)?;
         }
     }
-    Ok(())
 }
 
 /// The report for people: a row per version and per slice, then what was rejected, then

@@ -1,6 +1,8 @@
 //! What one group of runs (a version, or one slice of it) adds up to: service health, input
 //! quality, prediction distributions and mature outcomes, accumulated a run at a time in
-//! memory that does not grow with the runs (see [`crate::quantiles`]).
+//! memory that does not grow with the runs (see [`crate::quantiles`]); and a run's own
+//! latencies ([`ttft_ms`], [`decode_us`], [`tpot_ms`]), which the Parquet export writes
+//! by the same rule.
 
 use std::collections::BTreeMap;
 
@@ -82,16 +84,14 @@ impl Group {
     pub fn add(&mut self, run: &RunFacts) {
         let r = run.record;
         self.runs += 1;
-        let ttft_ms = r.ttft_us / 1e3;
-        self.ttft_ms.push(ttft_ms);
-        self.ttft_bins.push(ttft_ms);
-        let later = r.token_latencies_us.get(1..).unwrap_or(&[]);
-        let later_us: f64 = later.iter().sum();
-        if !later.is_empty() {
-            self.tpot_ms.push(later_us / later.len() as f64 / 1e3);
+        let ttft = ttft_ms(r);
+        self.ttft_ms.push(ttft);
+        self.ttft_bins.push(ttft);
+        if let Some(tpot) = tpot_ms(r) {
+            self.tpot_ms.push(tpot);
         }
         self.tokens += r.steps.len() as u64;
-        self.seconds += (r.ttft_us + later_us) / 1e6;
+        self.seconds += (r.ttft_us + decode_us(r)) / 1e6;
         if r.backend.name == BackendKind::CpuReference {
             if let Some(reason) = &r.degraded_reason {
                 *self.fallbacks.entry(reason.clone()).or_insert(0) += 1;
@@ -178,6 +178,28 @@ impl Group {
             },
         }
     }
+}
+
+/// A run's time to first token, in milliseconds.
+pub fn ttft_ms(r: &RunRecord) -> f64 {
+    r.ttft_us / 1e3
+}
+
+/// A run's decode time in microseconds: the latencies of every token after the first (the
+/// first's wait is the TTFT).
+pub fn decode_us(r: &RunRecord) -> f64 {
+    decoded(r).iter().sum()
+}
+
+/// A run's time per output token in milliseconds: its decode time over the tokens after
+/// the first; `None` for a run of one token or none.
+pub fn tpot_ms(r: &RunRecord) -> Option<f64> {
+    let later = decoded(r);
+    (!later.is_empty()).then(|| decode_us(r) / later.len() as f64 / 1e3)
+}
+
+fn decoded(r: &RunRecord) -> &[f64] {
+    r.token_latencies_us.get(1..).unwrap_or(&[])
 }
 
 /// The Wilson score interval of k successes in n at 95 % (z = 1.959964): unlike the normal

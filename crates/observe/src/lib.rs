@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 pub use drift::{newcombe, Breach, Drift, DriftRule, SliceDrift, Verdict as DriftVerdict};
 pub use error::ObserveError;
 pub use group::{Group, Summary};
-pub use outcome::{Outcome, Outcomes, Verdict};
+pub use outcome::{Outcome, OutcomeRows, Outcomes, Verdict};
 
 /// The tag that names a run's slice, and the one that says when it ran (seconds).
 pub const SLICE_TAG: &str = "slice";
@@ -141,15 +141,8 @@ impl<'a> Observation<'a> {
     /// Adds a run record already read and checked.
     pub fn add_run(&mut self, record: &RunRecord) {
         let prompt = &record.config.prompt;
-        let slice = match record.tags.get(SLICE_TAG) {
-            Some(slice) => slice.clone(),
-            None => self.inspector.slice_of(prompt),
-        };
-        let at_s = record
-            .tags
-            .get(AT_TAG)
-            .and_then(|t| t.parse::<f64>().ok())
-            .filter(|t| t.is_finite());
+        let slice = slice_of(record, self.inspector);
+        let at_s = at_s_of(record);
         if let Some(at) = at_s {
             self.latest_s = Some(self.latest_s.map_or(at, |l| l.max(at)));
         }
@@ -227,6 +220,23 @@ impl<'a> Observation<'a> {
             verdict,
         })
     }
+}
+
+/// The slice a run belongs to: its `slice` tag, else what `inspector` says of its prompt.
+pub fn slice_of(record: &RunRecord, inspector: &dyn Inspector) -> String {
+    match record.tags.get(SLICE_TAG) {
+        Some(slice) => slice.clone(),
+        None => inspector.slice_of(&record.config.prompt),
+    }
+}
+
+/// When a run ran: its `at_s` tag, when that is a finite number of seconds.
+pub fn at_s_of(record: &RunRecord) -> Option<f64> {
+    record
+        .tags
+        .get(AT_TAG)
+        .and_then(|t| t.parse::<f64>().ok())
+        .filter(|t| t.is_finite())
 }
 
 /// A run line as a checked record: JSON, an unaltered digest, ids its content gives, and

@@ -32,6 +32,91 @@ pub struct Outcome {
     pub at_s: f64,
 }
 
+impl Verdict {
+    /// The verdict's name in an outcome row: `accepted` or `rejected`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Accepted => "accepted",
+            Verdict::Rejected => "rejected",
+        }
+    }
+}
+
+impl Outcome {
+    /// One JSON outcome row, checked; else the reason, in words.
+    pub fn parse(line: &str) -> Result<Outcome, String> {
+        serde_json::from_str::<Outcome>(line)
+            .map_err(|e| e.to_string())?
+            .checked()
+    }
+
+    /// An outcome row of a table, its verdict by name (the names a JSON row uses), checked.
+    pub fn from_fields(run_id: String, outcome: &str, at_s: f64) -> Result<Outcome, String> {
+        let outcome = serde_json::from_value(serde_json::Value::String(outcome.to_string()))
+            .map_err(|e| e.to_string())?;
+        Outcome {
+            run_id,
+            outcome,
+            at_s,
+        }
+        .checked()
+    }
+
+    fn checked(self) -> Result<Outcome, String> {
+        if self.at_s.is_finite() {
+            Ok(self)
+        } else {
+            Err(format!(
+                "at_s {} is not a finite number of seconds",
+                self.at_s
+            ))
+        }
+    }
+}
+
+/// Outcome rows being gathered, one at a time, from JSONL or a table: a run id given twice
+/// is an error naming both lines; rows after the cut-off are counted as late.
+pub struct OutcomeRows {
+    outcomes: Outcomes,
+    first_line: HashMap<String, usize>,
+    as_of_s: f64,
+}
+
+impl OutcomeRows {
+    /// Gathers the outcomes known at `as_of_s`.
+    pub fn new(as_of_s: f64) -> OutcomeRows {
+        OutcomeRows {
+            outcomes: Outcomes::default(),
+            first_line: HashMap::new(),
+            as_of_s,
+        }
+    }
+
+    /// Adds the checked row of line (or table row) `line`, 1-based.
+    pub fn add(&mut self, line: usize, row: Outcome) -> Result<(), ObserveError> {
+        if let Some(&first) = self.first_line.get(&row.run_id) {
+            return Err(ObserveError::DuplicateOutcome {
+                run_id: row.run_id,
+                first,
+                again: line,
+            });
+        }
+        self.first_line.insert(row.run_id.clone(), line);
+        if row.at_s > self.as_of_s {
+            self.outcomes.late += 1;
+        } else {
+            self.outcomes
+                .by_run
+                .insert(row.run_id, (row.outcome, row.at_s, false));
+        }
+        Ok(())
+    }
+
+    pub fn finish(self) -> Outcomes {
+        self.outcomes
+    }
+}
+
 /// The outcomes known at the cut-off, by run id.
 #[derive(Debug, Default)]
 pub struct Outcomes {
@@ -46,40 +131,19 @@ impl Outcomes {
     /// line; so is a run id given twice, with both lines. Rows after `as_of_s` are counted
     /// as late and left out.
     pub fn parse(text: &str, as_of_s: f64) -> Result<Outcomes, ObserveError> {
-        let mut outcomes = Outcomes::default();
-        let mut first_line: HashMap<String, usize> = HashMap::new();
+        let mut rows = OutcomeRows::new(as_of_s);
         for (i, line) in text.lines().enumerate() {
             let line_no = i + 1;
             if line.trim().is_empty() {
                 continue;
             }
-            let row: Outcome = serde_json::from_str(line).map_err(|e| ObserveError::Outcome {
+            let row = Outcome::parse(line).map_err(|reason| ObserveError::Outcome {
                 line: line_no,
-                reason: e.to_string(),
+                reason,
             })?;
-            if !row.at_s.is_finite() {
-                return Err(ObserveError::Outcome {
-                    line: line_no,
-                    reason: format!("at_s {} is not a finite number of seconds", row.at_s),
-                });
-            }
-            if let Some(&first) = first_line.get(&row.run_id) {
-                return Err(ObserveError::DuplicateOutcome {
-                    run_id: row.run_id,
-                    first,
-                    again: line_no,
-                });
-            }
-            first_line.insert(row.run_id.clone(), line_no);
-            if row.at_s > as_of_s {
-                outcomes.late += 1;
-                continue;
-            }
-            outcomes
-                .by_run
-                .insert(row.run_id, (row.outcome, row.at_s, false));
+            rows.add(line_no, row)?;
         }
-        Ok(outcomes)
+        Ok(rows.finish())
     }
 
     /// The outcome of `run_id`, if known; the outcome counts as matched.
@@ -144,6 +208,27 @@ mod tests {
         assert!(
             err.starts_with("outcomes line 1: unknown variant `maybe`"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_table_row_reads_as_its_json_row_does() {
+        for v in [Verdict::Accepted, Verdict::Rejected] {
+            assert_eq!(
+                serde_json::to_string(&v).unwrap(),
+                format!("\"{}\"", v.name())
+            );
+        }
+        let json = Outcome::parse(r#"{"run_id":"a","outcome":"rejected","at_s":2.5}"#).unwrap();
+        assert_eq!(
+            Outcome::from_fields("a".into(), "rejected", 2.5).unwrap(),
+            json
+        );
+        let unknown = Outcome::from_fields("a".into(), "maybe", 1.0).unwrap_err();
+        assert!(unknown.starts_with("unknown variant `maybe`"), "{unknown}");
+        assert_eq!(
+            Outcome::from_fields("a".into(), "accepted", f64::INFINITY).unwrap_err(),
+            "at_s inf is not a finite number of seconds"
         );
     }
 }

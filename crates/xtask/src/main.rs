@@ -307,7 +307,9 @@ fn test(root: &Path) -> Result<(), String> {
     // The lab four times: the page alone, with the model worker's code (`worker` feature),
     // with the capacity planner's (`planner` feature) and with the observation worker's
     // (`observer` feature).
-    // The trainer (candle) is outside the default members; its parity test still runs here.
+    // The trainer (candle) and the DuckDB check are outside the default members; their
+    // tests still run here. The DuckDB check is not linted here: clippy would build DuckDB's
+    // C++ a second time (its build script does not share its run with `cargo test`).
     clippy(&[])?;
     clippy(&["-p", "lab", "--features", "worker"])?;
     clippy(&["-p", "lab", "--features", "planner"])?;
@@ -334,12 +336,26 @@ fn test(root: &Path) -> Result<(), String> {
         check_boundary(krate, banned)?;
     }
     // The page's wasm (the lab without its `worker` feature) links no model, tokenizer or GPU
-    // runtime, and no record reader or language identifier (the `observer` feature); its build script may read the model's config natively, so only normal
-    // dependencies count. Then the page builds for the browser on its own.
+    // runtime, and no record reader or language identifier (the `observer` feature); its
+    // build script may read the model's config natively, so only normal dependencies count.
+    // No wasm of the lab links the Parquet writer, which is native only. Then the page builds
+    // for the browser on its own.
     check_tree(
         "lab",
         &["-e", "normal", "--target", WASM_TARGET],
         &["model", "tokenizer", "gpu", "wgpu", "observe", "langid"],
+    )?;
+    check_tree(
+        "lab",
+        &[
+            "-e",
+            "normal",
+            "--features",
+            "worker,planner,observer",
+            "--target",
+            WASM_TARGET,
+        ],
+        &["runs-parquet", "parquet"],
     )?;
     lint(&["-p", "lab", "--bin", "lab", "--target", WASM_TARGET])?;
     lint(&[
@@ -388,6 +404,9 @@ fn test(root: &Path) -> Result<(), String> {
 
     run(cargo().args(["test", "--features", "lab/worker,lab/planner,lab/observer"]))?;
     run(cargo().args(["test", "-p", "trainer"]))?;
+    // DuckDB, built from its bundled sources, queries the Parquet export with the README's
+    // SQL and must find observe's figures.
+    run(cargo().args(["test", "-p", "duckdb-check"]))?;
 
     run(Command::new("trunk")
         .args(["build", "--release", "--offline"])

@@ -1,0 +1,135 @@
+//! `decode-lab export --parquet`: run records and their outcomes as the Parquet tables of
+//! the `runs-parquet` crate (`runs.parquet`, `steps.parquet`, `outcomes.parquet` in the
+//! output directory), for DuckDB, Spark or Trino to join by `version_id` and `run_id`.
+//!
+//! Run lines are read and checked as `observe` reads them ([`crate::observe::check_lines`]).
+//! A line that is not a valid record (bad JSON, a digest or an id its content does not give)
+//! is skipped, named on standard error (`rejected: SOURCE line N: reason`) and counted, and
+//! the export then exits with 1: the tables hold every valid record, and a script learns
+//! that some lines were left out. An outcome row that is not one is an error naming its
+//! line, as in `observe`, and nothing is left behind. A run id given twice among the
+//! outcomes is found by whoever reads them (`observe` names it): finding it here would hold
+//! every run id in memory, and the export streams.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use observe::Outcome;
+use runs_parquet::{Export, Table, Written};
+
+use crate::observe::{check_lines, identifier, run_lines};
+use crate::output::{self, Failure};
+use crate::{model_dir, ExportArgs};
+
+/// Rejected lines named one by one; past it they are counted.
+const NAMED_REJECTIONS: u64 = observe::MAX_REJECTED_LISTED as u64;
+
+pub fn run(args: &ExportArgs) -> Result<ExitCode, Failure> {
+    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    let langid = args
+        .langid
+        .clone()
+        .unwrap_or_else(|| dir.join(model_dir::LANGID_FILE));
+    let identifier = identifier(&langid)?;
+    for runs in &args.runs {
+        if runs_parquet::parquet_path(runs, Table::Runs)
+            .is_some_and(|p| p == Table::Runs.file_in(&args.out))
+        {
+            return Err(Failure::Input(format!(
+                "{} is the runs table this export would replace: write to another -o",
+                runs.display()
+            )));
+        }
+    }
+    let mut export = Export::create(&args.out).map_err(|e| e.to_string())?;
+    let result = write(&mut export, args, &identifier);
+    let written = result.and_then(|rejected| {
+        let written = export.finish().map_err(|e| e.to_string())?;
+        Ok((written, rejected))
+    });
+    let (written, rejected) = match written {
+        Ok(done) => done,
+        Err(message) => {
+            // A half-written export would read as a whole one: leave none.
+            for table in [Table::Runs, Table::Steps, Table::Outcomes] {
+                let _ = std::fs::remove_file(table.file_in(&args.out));
+            }
+            return Err(Failure::Input(message));
+        }
+    };
+    output::print_line(&summary(&written, rejected, &args.out))?;
+    Ok(if rejected == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Writes the outcomes, then the runs; the number of run lines rejected.
+fn write(
+    export: &mut Export,
+    args: &ExportArgs,
+    identifier: &langid::LangId,
+) -> Result<u64, String> {
+    if let Some(path) = &args.outcomes {
+        write_outcomes(export, path)?;
+    }
+    let mut rejected = 0;
+    for path in &args.runs {
+        let (source, lines) = run_lines(path)?;
+        check_lines(lines, |number, line, read| match read {
+            Ok(record) => {
+                let slice = observe::slice_of(&record, identifier);
+                export
+                    .add_run(line.trim(), &record, &slice)
+                    .map_err(|e| e.to_string())
+            }
+            Err(reason) => {
+                rejected += 1;
+                if rejected <= NAMED_REJECTIONS {
+                    output::note(&format!("rejected: {source} line {number}: {reason}"));
+                }
+                Ok(())
+            }
+        })?;
+    }
+    Ok(rejected)
+}
+
+/// Outcome rows of a JSONL file, each checked by `observe`'s rule and written in order.
+fn write_outcomes(export: &mut Export, path: &Path) -> Result<(), String> {
+    use std::io::BufRead;
+    let shown = path.display();
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| format!("cannot read {shown} at line {}: {e}", i + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let outcome = Outcome::parse(&line)
+            .map_err(|reason| format!("{shown}: outcomes line {}: {reason}", i + 1))?;
+        export.add_outcome(&outcome).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+fn summary(written: &Written, rejected: u64, out: &Path) -> String {
+    let mut text = format!(
+        "wrote {} runs, {} steps and {} outcomes to {} ({}, {}, {})",
+        written.runs,
+        written.steps,
+        written.outcomes,
+        out.display(),
+        Table::Runs.file_in(out).display(),
+        Table::Steps.file_in(out).display(),
+        Table::Outcomes.file_in(out).display(),
+    );
+    if rejected > 0 {
+        let plural = if rejected == 1 { "" } else { "s" };
+        text += &format!("; {rejected} line{plural} rejected and left out");
+        if rejected > NAMED_REJECTIONS {
+            text += &format!(" (the first {NAMED_REJECTIONS} named above)");
+        }
+    }
+    text
+}

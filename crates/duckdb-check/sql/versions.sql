@@ -1,0 +1,25 @@
+-- Per version: runs, p99 TTFT by nearest rank (the value at rank ⌈0.99 · n⌉, computed in
+-- DOUBLE as `observe` does), and the outcome rate among the runs that have an outcome,
+-- joined on run_id.
+WITH ranked AS (
+    SELECT version_id, ttft_ms,
+           row_number() OVER (PARTITION BY version_id ORDER BY ttft_ms) AS rank,
+           count(*) OVER (PARTITION BY version_id) AS runs
+    FROM runs
+),
+p99 AS (
+    SELECT version_id, runs, ttft_ms AS ttft_p99_ms
+    FROM ranked
+    WHERE rank = ceil(0.99::DOUBLE * runs)
+),
+joined AS (
+    SELECT r.version_id,
+           count(o.run_id) AS outcomes_joined,
+           count(o.run_id) FILTER (WHERE o.outcome = 'accepted')::DOUBLE
+               / nullif(count(o.run_id), 0) AS outcome_rate
+    FROM runs r LEFT JOIN outcomes o USING (run_id)
+    GROUP BY r.version_id
+)
+SELECT version_id, runs, ttft_p99_ms, outcomes_joined, outcome_rate
+FROM p99 JOIN joined USING (version_id)
+ORDER BY version_id;
