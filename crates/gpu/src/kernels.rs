@@ -14,7 +14,7 @@ pub(crate) const MAX_CONTEXT: usize = 1024;
 pub(crate) const MAX_HEAD_DIM: usize = 256;
 /// The sampler's limit (its workgroup arrays are this large), and its output's length.
 pub(crate) const MAX_SAMPLER_VOCAB: usize = 1024;
-pub(crate) const SAMPLE_WORDS: usize = 20;
+pub(crate) const SAMPLE_WORDS: usize = 34;
 
 pub(crate) struct Kernels {
     pub gather_f32: wgpu::ComputePipeline,
@@ -283,5 +283,28 @@ pub(crate) fn sampled_outcome(
             })
             .collect(),
         stages: None,
+        model: Some(model_view(values)),
+    }
+}
+
+/// The model's own distribution as the sampler wrote it (words 20 to 34): the raw maximum,
+/// the normaliser and the raw logits, turned into probabilities here in f64.
+fn model_view(values: &[f32]) -> policy::ModelView {
+    let logsumexp = f64::from(values[20]) + f64::from(values[21]).ln();
+    let logprob = f64::from(values[22]) - logsumexp;
+    let count = (values[23].to_bits() as usize).min(policy::MODEL_TOP);
+    policy::ModelView {
+        prob: logprob.exp(),
+        logprob,
+        top: (0..count)
+            .map(|s| {
+                let logit = f64::from(values[29 + s]);
+                policy::TokenProb {
+                    id: values[24 + s].to_bits(),
+                    logit,
+                    prob: (logit - logsumexp).exp(),
+                }
+            })
+            .collect(),
     }
 }

@@ -1,6 +1,7 @@
 //! The policy step on the device (`sample.wgsl`) against the CPU policy on the same logits
 //! and draw: the same token, survivors and top five, probabilities and entropy to f32
-//! precision; and a whole run sampled on the GPU against the same run stepped on the host,
+//! precision, and the model's own distribution (the step record's `model_*` fields) against
+//! `policy::model_view`; and a whole run sampled on the GPU against the same run stepped on the host,
 //! with one small read-back per token.
 
 mod common;
@@ -63,6 +64,31 @@ fn assert_same_step(label: &str, device: &StepOutcome, host: &StepOutcome) {
     }
 }
 
+/// The model's own distribution the sampler wrote, against the host's f64 computation on
+/// the same logits: the same five ids (ties to the lower id), log-probabilities within f32
+/// rounding of the normaliser.
+fn assert_same_model(label: &str, logits: &[f32], device: &StepOutcome) {
+    let host = policy::model_view(logits, device.token).unwrap();
+    let model = device
+        .model
+        .as_ref()
+        .expect("the sampler writes the model's view");
+    let close = |a: f64, b: f64, what: &str| {
+        assert!(
+            (a - b).abs() <= 2e-5,
+            "{label}: model {what} device {a}, host {b}"
+        )
+    };
+    close(model.logprob, host.logprob, "logprob");
+    close(model.prob, host.prob, "prob");
+    let ids = |v: &policy::ModelView| v.top.iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(ids(model), ids(&host), "{label}: model top five");
+    for (d, h) in model.top.iter().zip(&host.top) {
+        close(d.prob, h.prob, "top prob");
+        assert_eq!(d.logit, h.logit, "{label}: model top logit");
+    }
+}
+
 #[test]
 fn the_device_step_matches_the_cpu_policy() {
     let Some(device) = gpu("sampler") else { return };
@@ -83,6 +109,7 @@ fn the_device_step_matches_the_cpu_policy() {
                 let got = pollster::block_on(ops.sample(&logits, &policy, draw)).unwrap();
                 let label = format!("vocab {vocab} case {case} {policy:?}");
                 assert_same_step(&label, &got, &host(&policy, &logits, draw));
+                assert_same_model(&label, &logits, &got);
             }
         }
     }

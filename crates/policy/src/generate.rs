@@ -10,7 +10,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::pipeline::{Snapshots, StepContext, Stepper};
+use crate::model_view::{model_view, MODEL_TOP};
+use crate::pipeline::{Snapshots, StepContext, Stepper, TokenProb};
 use crate::record::{ArtifactId, Backend, RecordError, RunConfig, RunRecord, PROMPT_SLOT};
 use crate::{NumpyRng, Policy, PolicyError, Shortest, StepOutcome, POLICY_VERSION};
 
@@ -145,6 +146,17 @@ pub struct StepRecord {
     /// greedy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draw: Option<f64>,
+    /// The token's probability under the model's own distribution (softmax of the logits at
+    /// temperature 1, before any constraint; [`crate::model_view`]). Absent in records made
+    /// before it was recorded, as are the next two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_prob: Option<f64>,
+    /// Its natural logarithm, exact where `model_prob` underflows to 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_logprob: Option<f64>,
+    /// The model's five most probable tokens, before the policy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model_top: Vec<Alternative>,
     pub model_us: f64,
     pub policy_us: f64,
 }
@@ -369,13 +381,14 @@ impl<'v> Generation<'v> {
         }
         let before_policy = clock.now_us();
         let context = StepContext::new(&self.tokens, self.prompt.len());
-        let outcome = self.stepper.step(
+        let mut outcome = self.stepper.step(
             &self.config.policy,
             logits,
             context,
             &mut self.rng,
             Snapshots::Skip,
         )?;
+        outcome.model = Some(model_view(logits, outcome.token)?);
         self.record(outcome, model_started_us, before_policy, clock, observer)
     }
 
@@ -432,24 +445,31 @@ impl<'v> Generation<'v> {
 
         let vocabulary = self.vocabulary;
         let text_of = |id: u32| String::from_utf8_lossy(vocabulary.token_bytes(id)).into_owned();
+        let alternatives = |top: &[TokenProb]| {
+            top.iter()
+                .map(|t| Alternative {
+                    id: t.id,
+                    text: text_of(t.id),
+                    prob: t.prob,
+                })
+                .collect()
+        };
         let record = StepRecord {
             step: self.steps.len(),
             token: outcome.token,
             text: text_of(outcome.token),
             prob: outcome.prob,
             logprob: outcome.logprob(),
-            top: outcome
-                .top
-                .iter()
-                .map(|t| Alternative {
-                    id: t.id,
-                    text: text_of(t.id),
-                    prob: t.prob,
-                })
-                .collect(),
+            top: alternatives(&outcome.top),
             entropy: outcome.entropy,
             survivors: outcome.survivors,
             draw: outcome.draw,
+            model_prob: outcome.model.as_ref().map(|m| m.prob),
+            model_logprob: outcome.model.as_ref().map(|m| m.logprob),
+            model_top: outcome
+                .model
+                .as_ref()
+                .map_or_else(Vec::new, |m| alternatives(&m.top)),
             model_us: before_policy - model_started_us,
             policy_us: done - before_policy,
         };
@@ -596,6 +616,30 @@ fn check_device_outcome(outcome: &StepOutcome) -> Result<(), GenerateError> {
         }
         if !t.logit.is_finite() {
             return Err(bad("a top logit", t.logit, "a finite number"));
+        }
+    }
+    if let Some(model) = &outcome.model {
+        if !(0.0..=1.0).contains(&model.prob) {
+            return Err(bad(
+                "the model's probability",
+                model.prob,
+                "between 0 and 1",
+            ));
+        }
+        if !(model.logprob <= 0.0 && model.logprob.is_finite()) {
+            let expected = "a finite number at most 0";
+            return Err(bad("the model's log-probability", model.logprob, expected));
+        }
+        if model.top.len() > MODEL_TOP {
+            let expected = "at most 5 entries";
+            return Err(bad(
+                "the model's top list",
+                model.top.len() as f64,
+                expected,
+            ));
+        }
+        if let Some(t) = model.top.iter().find(|t| !(0.0..=1.0).contains(&t.prob)) {
+            return Err(bad("a model top probability", t.prob, "between 0 and 1"));
         }
     }
     Ok(())

@@ -34,6 +34,7 @@ pub mod chapter;
 mod error;
 pub mod generate;
 mod logit_bias;
+mod model_view;
 mod pipeline;
 pub mod record;
 mod request;
@@ -47,6 +48,7 @@ pub use generate::{
     generate, Clock, Generation, LanguageModel, ModelCall, Observer, StopReason, Vocabulary,
 };
 pub use logit_bias::parse_logit_bias;
+pub use model_view::{model_view, ModelView, MODEL_TOP};
 pub use pipeline::{
     step, Logit, Policy, Snapshots, Stage, StageOrder, StageSnapshot, StepContext, StepOutcome,
     Stepper, TokenProb, POLICY_VERSION,

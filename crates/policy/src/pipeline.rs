@@ -26,6 +26,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::Constraint;
+use crate::model_view::ModelView;
 use crate::rng::{choice_index, NumpyRng};
 use crate::PolicyError;
 
@@ -199,6 +200,10 @@ pub struct StepOutcome {
     pub top: Vec<TokenProb>,
     /// The distribution after each active stage, when asked for.
     pub stages: Option<Vec<StageSnapshot>>,
+    /// The model's own distribution at `token` ([`model_view`](crate::model_view)): a step
+    /// leaves it `None`; the generation loop, or a device that took the step, fills it in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelView>,
 }
 
 impl StepOutcome {
@@ -497,6 +502,7 @@ impl Stepper {
                 entropy: 0.0,
                 top: vec![only],
                 stages,
+                model: None,
             });
         }
 
@@ -577,6 +583,7 @@ impl Stepper {
             entropy,
             top: top_five(&self.candidates, &self.weights, total, policy.temperature),
             stages,
+            model: None,
         })
     }
 
@@ -801,7 +808,7 @@ fn visit_chunk<L: Logit>(
     }
 }
 
-fn first_non_finite<L: Logit>(chunk: &[L], base: usize) -> PolicyError {
+pub(crate) fn first_non_finite<L: Logit>(chunk: &[L], base: usize) -> PolicyError {
     let (offset, value) = chunk
         .iter()
         .map(|l| l.to_f64())

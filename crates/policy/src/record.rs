@@ -406,6 +406,9 @@ impl RunRecord {
                     entropy: s.entropy,
                     survivors: s.survivors,
                     draw: s.draw,
+                    model_prob: s.model_prob,
+                    model_logprob: s.model_logprob,
+                    model_top: &s.model_top,
                 })
                 .collect(),
             output_text: &self.output_text,
@@ -685,6 +688,19 @@ fn check_step(s: &StepRecord, greedy: bool) -> Result<(), RecordError> {
     if let Some(t) = s.top.iter().find(|t| !(0.0..=1.0).contains(&t.prob)) {
         return Err(value("top probability", t.prob, "between 0 and 1"));
     }
+    if let Some(p) = s.model_prob.filter(|p| !(0.0..=1.0).contains(p)) {
+        return Err(value("model_prob", p, "between 0 and 1"));
+    }
+    if let Some(l) = s.model_logprob.filter(|l| !(*l <= 0.0 && l.is_finite())) {
+        return Err(value("model_logprob", l, "a finite number at most 0"));
+    }
+    if s.model_top.len() > crate::MODEL_TOP {
+        let count = s.model_top.len() as f64;
+        return Err(value("model_top", count, "at most 5 entries"));
+    }
+    if let Some(t) = s.model_top.iter().find(|t| !(0.0..=1.0).contains(&t.prob)) {
+        return Err(value("model_top probability", t.prob, "between 0 and 1"));
+    }
     Ok(())
 }
 
@@ -749,6 +765,11 @@ struct DigestedStep<'a> {
     entropy: f64,
     survivors: usize,
     draw: Option<f64>,
+    /// These three are absent (and so hashed as before they existed) when not recorded.
+    model_prob: Option<f64>,
+    model_logprob: Option<f64>,
+    #[serde(skip_serializing_if = "<[Alternative]>::is_empty")]
+    model_top: &'a [Alternative],
 }
 
 /// Feeds `value`'s canonical form ([`crate::canonical`]) to the hasher. Plain structs of
@@ -1014,6 +1035,30 @@ fn step_difference(a: &StepRecord, b: &StepRecord) -> Option<(String, String)> {
                 "top alternative {k}: {} was recorded, {} replayed",
                 alternative(a.top.get(k)),
                 alternative(b.top.get(k))
+            ),
+        ));
+    }
+    // A record made before the model's own distribution was recorded has none to compare.
+    if a.model_prob.is_none() && a.model_logprob.is_none() && a.model_top.is_empty() {
+        return None;
+    }
+    let optional = |x: Option<f64>| x.map_or_else(|| "none".to_string(), number);
+    if a.model_prob.map(f64::to_bits) != b.model_prob.map(f64::to_bits) {
+        return differs("model_prob", optional(a.model_prob), optional(b.model_prob));
+    }
+    if a.model_logprob.map(f64::to_bits) != b.model_logprob.map(f64::to_bits) {
+        let (x, y) = (optional(a.model_logprob), optional(b.model_logprob));
+        return differs("model_logprob", x, y);
+    }
+    let longest = a.model_top.len().max(b.model_top.len());
+    let mut model_top = (0..longest).map(|k| (a.model_top.get(k), b.model_top.get(k)));
+    if let Some(k) = model_top.position(|(x, y)| !same_alternative(x, y)) {
+        return Some((
+            "model_top".to_string(),
+            format!(
+                "the model's top token {k}: {} was recorded, {} replayed",
+                alternative(a.model_top.get(k)),
+                alternative(b.model_top.get(k))
             ),
         ));
     }

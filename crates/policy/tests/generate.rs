@@ -430,3 +430,90 @@ fn a_model_s_own_error_reaches_the_caller_whole() {
     };
     assert_eq!(source.downcast_ref::<Broke>().map(|b| b.0), Some(3));
 }
+
+/// The toy, keeping a copy of every row of logits it returns.
+struct Logged {
+    toy: Toy,
+    rows: Vec<Vec<f32>>,
+}
+
+impl LanguageModel for Logged {
+    type Error = std::convert::Infallible;
+
+    support::toy_identity!();
+    fn prefill(&mut self, prompt: &[u32]) -> Result<&[f32], Self::Error> {
+        let Ok(logits) = self.toy.prefill(prompt);
+        self.rows.push(logits.to_vec());
+        Ok(logits)
+    }
+    fn decode_step(&mut self, token: u32) -> Result<&[f32], Self::Error> {
+        let Ok(logits) = self.toy.decode_step(token);
+        self.rows.push(logits.to_vec());
+        Ok(logits)
+    }
+}
+
+/// Each step records the model's own distribution, the plain softmax of the logits it was
+/// given (written out here as e^l / Σ e^l), beside the policy's: a greedy step's policy
+/// probability is 1, the model's is not.
+#[test]
+fn every_step_records_the_models_own_distribution_beside_the_policys() {
+    for policy in [
+        Policy {
+            temperature: 0.0,
+            ..Policy::default()
+        },
+        sampled(),
+    ] {
+        let mut model = Logged {
+            toy: Toy::new(64),
+            rows: Vec::new(),
+        };
+        let record = generate(
+            &mut model,
+            &Bytes,
+            &config(policy.clone(), 6, StopConfig::default()),
+            &mut Ticks(0.0),
+            &mut Unobserved,
+        )
+        .unwrap();
+        assert_eq!(model.rows.len(), record.steps.len());
+        for (s, row) in record.steps.iter().zip(&model.rows) {
+            let z: f64 = row.iter().map(|&l| f64::from(l).exp()).sum();
+            let softmax = |id: u32| f64::from(row[id as usize]).exp() / z;
+            let model_prob = s.model_prob.unwrap();
+            assert!((model_prob - softmax(s.token)).abs() < 1e-12, "{s:?}");
+            assert!((s.model_logprob.unwrap() - softmax(s.token).ln()).abs() < 1e-12);
+            let mut ids: Vec<u32> = (0..row.len() as u32).collect();
+            ids.sort_by(|&a, &b| softmax(b).total_cmp(&softmax(a)).then(a.cmp(&b)));
+            let top: Vec<u32> = s.model_top.iter().map(|t| t.id).collect();
+            assert_eq!(top, ids[..5], "{s:?}");
+            for t in &s.model_top {
+                assert!((t.prob - softmax(t.id)).abs() < 1e-12);
+                assert_eq!(t.text, String::from_utf8_lossy(TOKENS[t.id as usize]));
+            }
+            if policy.is_greedy() {
+                assert_eq!(s.prob, 1.0);
+                assert!(model_prob < 1.0 && s.model_top[0].id == s.token);
+            }
+        }
+    }
+}
+
+#[test]
+fn replay_names_an_edited_model_probability() {
+    let mut record = run(
+        &mut Toy::new(64),
+        &config(sampled(), 4, StopConfig::default()),
+    );
+    record.steps[1].model_prob = record.steps[1].model_prob.map(|p| p / 2.0);
+    record.record_digest = None;
+    record.run_id = None;
+    record.version_id = None;
+    match replay(&record, &mut Toy::new(64), &Bytes, &mut Ticks(0.0)).unwrap() {
+        ReplayReport::Differs { step, field, .. } => {
+            assert_eq!((step, field.as_str()), (1, "model_prob"));
+        }
+        other => panic!("expected a difference, got {other:?}"),
+    }
+}

@@ -10,9 +10,15 @@
 // its weight is at least min_p times the top weight (which is 1). One workgroup; vocabularies
 // up to MAX_VOCAB.
 //
+// It also writes the model's own distribution (the softmax of the raw logits at temperature
+// 1, before any filter) at the chosen token, for the step record's `model_*` fields.
+//
 // out: [0] token, [1] survivors, [2] prob, [3] entropy (nats), [4] how many top entries,
-//      [5..10] top ids, [10..15] top probs, [15..20] top logits / temperature
-//      (floats as their bits), most probable first, ties to the lower id.
+//      [5..10] top ids, [10..15] top probs, [15..20] top logits / temperature,
+//      most probable first, ties to the lower id;
+//      [20] the largest raw logit, [21] Σ exp(logit − largest), [22] the chosen token's raw
+//      logit, [23] how many model top entries, [24..29] the model's top ids, [29..34] their
+//      raw logits, largest first, ties to the lower id (floats as their bits).
 
 struct Params {
     vocab: u32,
@@ -37,6 +43,36 @@ var<workgroup> w: array<f32, MAX_VOCAB>;
 var<workgroup> keep: array<u32, MAX_VOCAB>;
 var<workgroup> red_id: array<u32, WG>;
 
+// The model's own distribution, written by invocation 0 once the token is chosen: the
+// raw maximum `m`, the normaliser `raw_total`, the chosen token's logit, and the five largest
+// raw logits (a later id enters only when strictly larger, so ties keep the lower id).
+fn write_model(m: f32, raw_total: f32, chosen: u32) {
+    out[20] = bitcast<u32>(m);
+    out[21] = bitcast<u32>(raw_total);
+    out[22] = bitcast<u32>(l[chosen]);
+    var ids = array<u32, TOP>(0u, 0u, 0u, 0u, 0u);
+    var best = array<f32, TOP>(LOWEST, LOWEST, LOWEST, LOWEST, LOWEST);
+    var count = 0u;
+    for (var i = 0u; i < p.vocab; i++) {
+        let v = l[i];
+        if (count == TOP && v <= best[TOP - 1u]) { continue; }
+        var at = min(count, TOP - 1u);
+        while (at > 0u && best[at - 1u] < v) {
+            best[at] = best[at - 1u];
+            ids[at] = ids[at - 1u];
+            at--;
+        }
+        best[at] = v;
+        ids[at] = i;
+        count = min(count + 1u, TOP);
+    }
+    out[23] = count;
+    for (var s = 0u; s < count; s++) {
+        out[24u + s] = ids[s];
+        out[29u + s] = bitcast<u32>(best[s]);
+    }
+}
+
 fn write_top(slot: u32, id: u32, prob: f32, logit: f32) {
     out[5u + slot] = id;
     out[10u + slot] = bitcast<u32>(prob);
@@ -52,6 +88,14 @@ fn main(@builtin(local_invocation_id) local: vec3<u32>) {
         keep[i] = 1u;
     }
     workgroupBarrier();
+
+    // The model's own distribution: the raw maximum and normaliser, before any filter.
+    var local_max = LOWEST;
+    for (var i = lid; i < vocab; i += WG) { local_max = max(local_max, l[i]); }
+    let m = reduce_max(lid, local_max);
+    var local_raw = 0.0;
+    for (var i = lid; i < vocab; i += WG) { local_raw += exp(l[i] - m); }
+    let raw_total = reduce_sum(lid, local_raw);
 
     if (p.greedy == 1u) {
         var best = LOWEST;
@@ -80,13 +124,10 @@ fn main(@builtin(local_invocation_id) local: vec3<u32>) {
             out[3] = bitcast<u32>(0.0);
             out[4] = 1u;
             write_top(0u, red_id[0], 1.0, red[0]);
+            write_model(m, raw_total, red_id[0]);
         }
         return;
     }
-
-    var local_max = LOWEST;
-    for (var i = lid; i < vocab; i += WG) { local_max = max(local_max, l[i]); }
-    let m = reduce_max(lid, local_max);
 
     // Top-k: fewer than k logits strictly greater.
     if (p.top_k > 0u && p.top_k < vocab) {
@@ -185,5 +226,6 @@ fn main(@builtin(local_invocation_id) local: vec3<u32>) {
             }
         }
         out[4] = count;
+        write_model(m, raw_total, chosen);
     }
 }

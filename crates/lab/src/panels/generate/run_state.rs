@@ -290,6 +290,9 @@ mod tests {
             entropy: 1.0,
             survivors: 3,
             draw: Some(0.25),
+            model_prob: Some(0.25),
+            model_logprob: Some(0.25f64.ln()),
+            model_top: Vec::new(),
             model_us: 100.0,
             policy_us: 10.0,
         }
