@@ -109,9 +109,14 @@ test('a generation on the CPU, with its trace, chart and tooltips, passes axe-co
       if (bar) window.sawProgress.push([Number(bar.value), Number(bar.max)]);
     }).observe(document, { subtree: true, childList: true, attributes: true });
   });
-  await page.goto(`${url}?panel=generate&backend=cpu&max=12&run=1`);
+  // Greedy: the policy's probability is 1 at every step; the model's own is not.
+  await page.goto(`${url}?panel=generate&backend=cpu&max=12&temperature=0&run=1`);
   const record = await generated(page);
   assert.equal(record.steps.length, 12);
+  const steps = page.getByTestId('steps');
+  const modelCells = await steps.locator('tbody tr td:nth-of-type(4)').evaluateAll((cells) => cells.map((c) => c.dataset.value));
+  assert.deepEqual(modelCells, record.steps.map((s) => String(s.model_prob)), 'the steps table shows each model_prob');
+  assert.ok(record.steps.every((s) => s.prob === 1 && s.model_prob < 1 && s.model_top[0].id === s.token), JSON.stringify(record.steps[0]));
   const progress = await page.evaluate(() => window.sawProgress);
   assert.ok(progress.length > 0, 'a progress bar was shown while the model downloaded');
   assert.ok(progress.some(([value, max]) => max > 1e6 && value <= max), JSON.stringify(progress.slice(0, 5)));
@@ -119,6 +124,8 @@ test('a generation on the CPU, with its trace, chart and tooltips, passes axe-co
   assert.equal(await page.locator('[data-testid=latency] tbody tr').count(), 12);
   await page.locator('.output .tok').first().focus();
   assert.ok(await page.locator('.output .tok').first().locator('.alts').isVisible(), 'focus shows the alternatives');
+  const tip = await page.locator('.output .tok').first().locator('.alts').textContent();
+  assert.match(tip, /policy p = 1\.000, model p = 0\.\d{4}; policy's top 5: .*; model's top 5: /, tip);
   await assertAccessible(page, 'generate after a run');
   await page.screenshot({ path: join(SHOTS, 'generate-run.png'), fullPage: true });
   assert.deepEqual(errors, []);

@@ -1,5 +1,6 @@
-//! One decoding step, side by side: our policy crate, candle's `LogitsProcessor`, and the
-//! memory-read floor, on the same logits, in one criterion group per vocabulary size.
+//! One decoding step, side by side: our policy crate, candle's `LogitsProcessor`, the
+//! model's own distribution that a generation step records beside the policy's
+//! (`policy::model_view`), and the memory-read floor, on the same logits, in one criterion group per vocabulary size.
 //!
 //! Run with `cargo bench -p policy-bench --bench policy_step`; `report.py` tabulates the
 //! medians that criterion writes under `target/criterion/`.
@@ -118,6 +119,16 @@ fn bench_step(c: &mut Criterion) {
                 b.iter(|| processor.sample(black_box(&tensor)).expect("candle sample"))
             });
         }
+
+        // What a generation step adds for its record: the model's own distribution at the
+        // chosen token (max, normaliser and top five over every logit).
+        group.bench_function(BenchmarkId::new("model", "view"), |b| {
+            b.iter(|| {
+                policy::model_view(black_box(logits.as_slice()), 0)
+                    .expect("model view")
+                    .logprob
+            })
+        });
 
         group.bench_function(BenchmarkId::new("floor", "read"), |b| {
             b.iter(|| read_floor(black_box(logits.as_slice())))

@@ -730,6 +730,7 @@ fn run_pipeline(args: &PipelineArgs) -> Result<String, String> {
         Snapshots::Record,
     )
     .map_err(|e| e.to_string())?;
+    let model = policy::model_view(&logits, outcome.token).map_err(|e| e.to_string())?;
     let stages = outcome.stages.clone().unwrap_or_default();
     let last = stages
         .last()
@@ -750,6 +751,9 @@ fn run_pipeline(args: &PipelineArgs) -> Result<String, String> {
         "draw": outcome.draw,
         "survivors": outcome.survivors,
         "entropy": outcome.entropy,
+        "model_prob": model.prob,
+        "model_logprob": model.logprob,
+        "model_top": model.top,
     });
     // A greedy step draws nothing: the field is absent, never null.
     if outcome.draw.is_none() {

@@ -8,7 +8,7 @@
 //! | file | a row is | columns |
 //! | --- | --- | --- |
 //! | `runs.parquet` | a run | see below |
-//! | `steps.parquet` | a decoding step | `run_id`, `version_id`, `step`, `token`, `text`, `prob`, `logprob`, `entropy` (nats), `survivors`, `draw` (null when greedy), `model_us`, `policy_us` |
+//! | `steps.parquet` | a decoding step | `run_id`, `version_id`, `step`, `token`, `text`, `prob`, `logprob`, `entropy` (nats), `survivors`, `draw` (null when greedy), `model_prob` and `model_logprob` (the chosen token under the model's own softmax, before the policy; null in records made before them), `model_us`, `policy_us` |
 //! | `outcomes.parquet` | a mature outcome | `run_id`, `outcome` (`accepted` or `rejected`), `at_s` |
 //!
 //! `runs.parquet`, one row per run:

@@ -527,6 +527,8 @@ struct Steps {
     entropy: Leaf<f64>,
     survivors: Leaf<i64>,
     draw: Leaf<f64>,
+    model_prob: Leaf<f64>,
+    model_logprob: Leaf<f64>,
     model_us: Leaf<f64>,
     policy_us: Leaf<f64>,
     rows: usize,
@@ -545,6 +547,8 @@ impl Default for Steps {
             entropy: Leaf::required("entropy"),
             survivors: Leaf::required("survivors"),
             draw: Leaf::optional("draw"),
+            model_prob: Leaf::optional("model_prob"),
+            model_logprob: Leaf::optional("model_logprob"),
             model_us: Leaf::required("model_us"),
             policy_us: Leaf::required("policy_us"),
             rows: 0,
@@ -565,6 +569,8 @@ impl Steps {
             self.entropy.push(s.entropy);
             self.survivors.push(length(s.survivors));
             self.draw.push_optional(s.draw);
+            self.model_prob.push_optional(s.model_prob);
+            self.model_logprob.push_optional(s.model_logprob);
             self.model_us.push(s.model_us);
             self.policy_us.push(s.policy_us);
         }
@@ -585,6 +591,8 @@ impl Buffer for Steps {
         required double entropy;
         required int64 survivors;
         optional double draw;
+        optional double model_prob;
+        optional double model_logprob;
         required double model_us;
         required double policy_us;
     }";
@@ -601,6 +609,8 @@ impl Buffer for Steps {
             &mut self.entropy,
             &mut self.survivors,
             &mut self.draw,
+            &mut self.model_prob,
+            &mut self.model_logprob,
             &mut self.model_us,
             &mut self.policy_us,
         ]

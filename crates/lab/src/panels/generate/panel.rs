@@ -12,6 +12,7 @@
 
 use leptos::prelude::*;
 use leptos::task::spawn_local;
+use policy::generate::Alternative;
 use policy::{BackendChoice, Precision, RunRecord};
 use wasm_bindgen::JsCast;
 
@@ -354,7 +355,8 @@ fn Timings(run: RwSignal<RunState>, phase: Memo<Phase>) -> impl IntoView {
     }
 }
 
-/// Every generated step as a table row: token, text, probability, entropy and draw.
+/// Every generated step as a table row: token, text, probability under the policy and
+/// under the model alone, entropy and draw.
 #[component]
 fn StepsTable(shown: Memo<Vec<Shown>>) -> impl IntoView {
     let rows = move || {
@@ -368,6 +370,7 @@ fn StepsTable(shown: Memo<Vec<Shown>>) -> impl IntoView {
                         <td>{s.token.to_string()}</td>
                         <td class="token-text" data-text=s.text.clone()><code>{visible(&s.text)}</code></td>
                         <td data-value=s.prob.to_string()>{format!("{:.4}", s.prob)}</td>
+                        <td data-value=s.model_prob.map(|p| p.to_string()).unwrap_or_default()>{model_prob_words(s.model_prob)}</td>
                         <td data-value=s.entropy.to_string()>{format!("{:.3}", s.entropy)}</td>
                         <td>{s.draw.map(|d| format!("{d:.6}")).unwrap_or_else(|| "greedy".to_string())}</td>
                     </tr>
@@ -376,7 +379,7 @@ fn StepsTable(shown: Memo<Vec<Shown>>) -> impl IntoView {
             .collect_view()
     };
     view! {
-        {mirror_table("mirror steps", None, Some("steps"), "Generated tokens: each step's token, its text, its probability under the policy, the entropy of the distribution it was drawn from (nats) and the uniform draw", &["Step", "Token id", "Text", "Probability", "Entropy", "Draw"], rows)}
+        {mirror_table("mirror steps", None, Some("steps"), "Generated tokens: each step's token, its text, its probability under the policy and under the model's own distribution (before the policy), the entropy of the distribution it was drawn from (nats) and the uniform draw", &["Step", "Token id", "Text", "Probability", "Model probability", "Entropy", "Draw"], rows)}
     }
 }
 
@@ -470,20 +473,32 @@ fn Token(token: Shown) -> impl IntoView {
     };
     let tip_id = format!("gen-tok-{}", step.step);
     let described_by = tip_id.clone();
-    let alternatives = step
-        .top
-        .iter()
-        .map(|a| format!("\"{}\" {:.3}", visible(&a.text), a.prob))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let tip = format!(
-        "step {}: p = {:.3}; top 5: {alternatives}",
-        step.step, step.prob
+    let listed = |top: &[Alternative]| {
+        top.iter()
+            .map(|a| format!("\"{}\" {:.3}", visible(&a.text), a.prob))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut tip = format!(
+        "step {}: policy p = {:.3}, model p = {}; policy's top 5: {}",
+        step.step,
+        step.prob,
+        model_prob_words(step.model_prob),
+        listed(&step.top)
     );
+    if !step.model_top.is_empty() {
+        tip.push_str(&format!("; model's top 5: {}", listed(&step.model_top)));
+    }
     view! {
         <span class=band tabindex="0" data-prob=step.prob.to_string() aria-describedby=described_by>
             {text}
             <span class="alts" role="tooltip" id=tip_id>{tip}</span>
         </span>
     }
+}
+
+/// A step's probability under the model alone, or why there is none: records made before
+/// it was recorded, and steps a device took without it.
+fn model_prob_words(prob: Option<f64>) -> String {
+    prob.map_or_else(|| "not recorded".to_string(), |p| format!("{p:.4}"))
 }
