@@ -161,13 +161,9 @@ pub fn evaluate(
                     .map_err(|e| e.to_string())?;
                     let ids: Vec<u32> = record.steps.iter().map(|s| s.token).collect();
                     bigrams.extend(ids.windows(2).map(|w| (w[0], w[1])));
-                    let mut seen = HashSet::new();
-                    for w in ids.windows(4) {
-                        fourgrams += 1;
-                        if !seen.insert(w.to_vec()) {
-                            repeated += 1;
-                        }
-                    }
+                    let (grams, seen_before) = policy::compare::repeated_fourgrams(&ids);
+                    fourgrams += grams;
+                    repeated += seen_before;
                 }
             }
             if bigrams.is_empty() {

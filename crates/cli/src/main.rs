@@ -7,7 +7,7 @@
 //! CPU; `capacity` plans serving capacity (the `capacity` crate); `ngram train` builds the
 //! n-gram draft and `speculate` measures how often speculative decoding accepts its tokens;
 //! `lengths` measures stop points per slice; `langid train` builds the language identifier;
-//! `traffic` makes a demo's telemetry; `observe` joins run records to outcomes by exact
+//! `compare` runs two policies on the same draws; `traffic` makes a demo's telemetry; `observe` joins run records to outcomes by exact
 //! version; `export --parquet` writes them as Parquet tables.
 //!
 //! Bad input is one `error:` line on standard error naming the value, and exit code 2;
@@ -19,6 +19,7 @@
 
 mod alternatives;
 mod capacity_plan;
+mod compare;
 mod continuation;
 mod draft;
 mod eval;
@@ -69,6 +70,10 @@ enum Command {
     Generate(GenerateArgs),
     /// Regenerate a run record and say `identical` or name the first differing step.
     Replay(ReplayArgs),
+    /// Two policies on the same model, prompt and seeded stream: the tokens aligned with the
+    /// first divergence, per-step KL(a‖b) and total variation along a's path, and
+    /// distinct-n, repetition and stop reason of each.
+    Compare(CompareArgs),
     /// Held-out bits per byte and accuracy per language slice, and policy diversity; with
     /// `--alternatives`, the transformer against a rule, an n-gram and retrieval.
     Eval(EvalArgs),
@@ -171,6 +176,89 @@ struct TrafficArgs {
     corpus: PathBuf,
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args)]
+struct CompareArgs {
+    #[arg(long)]
+    prompt: String,
+    /// The prompt template; `{prompt}` marks where the prompt goes.
+    #[arg(long, default_value = "{prompt}")]
+    template: String,
+    /// A whole number, or `fresh`; both policies draw from this one stream.
+    #[arg(long, default_value = "7", value_parser = parse_seed, allow_hyphen_values = true)]
+    seed: SeedArg,
+    /// Policy a: `generate`'s policy flags in one argument, e.g. `--a "--temperature 0.7"`
+    /// (empty: the defaults, temperature 0.7).
+    #[arg(long = "a", value_name = "POLICY FLAGS", allow_hyphen_values = true)]
+    a: String,
+    /// Policy b, as `--a`.
+    #[arg(long = "b", value_name = "POLICY FLAGS", allow_hyphen_values = true)]
+    b: String,
+    #[arg(long, default_value_t = 32, allow_hyphen_values = true)]
+    max_tokens: usize,
+    #[arg(long, default_value_t = Precision::F32, value_parser = named::<Precision>(Precision::ALL.map(Precision::name)))]
+    weights: Precision,
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Print both run records and the comparison as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The policy flags of `compare --a`/`--b`, read as `generate` reads them.
+#[derive(Parser)]
+#[command(no_binary_name = true)]
+struct PolicyFlags {
+    #[command(flatten)]
+    policy: PolicyArgs,
+}
+
+/// `--{name} FLAGS` as a policy, with errors that name the flag and its value.
+fn policy_flags(name: &str, flags: &str) -> Result<Policy, String> {
+    let parsed = PolicyFlags::try_parse_from(flags.split_whitespace()).map_err(|e| {
+        let first = e.to_string();
+        let first = first
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("error: ")
+            .to_string();
+        format!("--{name} {flags:?}: {first}")
+    })?;
+    let policy = parsed
+        .policy
+        .policy(0.7)
+        .map_err(|e| format!("--{name} {flags:?}: {e}"))?;
+    // Every range but the token ids', which the model's vocabulary bounds when it runs.
+    policy
+        .validate(usize::MAX)
+        .map_err(|e| format!("--{name} {flags:?}: {e}"))?;
+    Ok(policy)
+}
+
+fn run_compare(args: &CompareArgs) -> Result<String, String> {
+    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    let request = compare::Request {
+        dir: &dir,
+        precision: args.weights,
+        prompt: &args.prompt,
+        template: &args.template,
+        seed: args.seed.resolve()?,
+        seed_source: match args.seed {
+            SeedArg::Fixed(_) => SeedSource::User,
+            SeedArg::Fresh => SeedSource::Fresh,
+        },
+        max_tokens: args.max_tokens,
+        a: (&args.a, policy_flags("a", &args.a)?),
+        b: (&args.b, policy_flags("b", &args.b)?),
+    };
+    let comparison = compare::run(&request)?;
+    if args.json {
+        serde_json::to_string(&comparison).map_err(|e| e.to_string())
+    } else {
+        Ok(compare::table(&request, &comparison))
+    }
 }
 
 /// What a `--version` sets, read as `generate` reads its flags.
@@ -1052,6 +1140,7 @@ fn run_command(command: &Command) -> Result<ExitCode, Failure> {
         Command::Choose(args) => run_choose(args)?,
         Command::Pipeline(args) => run_pipeline(args)?,
         Command::Generate(args) => run_generate(args)?,
+        Command::Compare(args) => run_compare(args)?,
         Command::Eval(args) => run_eval(args)?,
         Command::Capacity(args) => capacity_plan::run(args)?,
         Command::Speculate(args) => run_speculate(args)?,

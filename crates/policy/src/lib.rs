@@ -31,6 +31,7 @@ mod names;
 mod canonical;
 
 pub mod chapter;
+pub mod compare;
 mod error;
 pub mod generate;
 mod logit_bias;
