@@ -328,6 +328,32 @@ test('a whole generation with the keyboard alone', async () => {
   await context.close();
 });
 
+// The chapter's example: decode.py prints `2 [0.116 0.238 0.646]` for kept ids 0, 3, 2; NumPy's
+// default_rng(7).random() is 0.625095466604667. In id order the strip is 0 [0, 0.116),
+// 2 [0.116, 0.762), 3 [0.762, 1), so the draw lands in token 2's interval.
+test('the decoding step shows where the draw landed and the effective vocabulary', async () => {
+  const { context, page, errors } = await open('?panel=step&logits=1.2,0.1,2.4,1.7&temperature=0.7&top_k=3&seed=7');
+  const table = page.getByTestId('draw-strip-table');
+  await table.waitFor();
+  const rows = await table.locator('tbody tr').evaluateAll((trs) => trs.map((tr) => ({
+    token: Number(tr.dataset.token),
+    cells: [...tr.querySelectorAll('td')].map((td) => Number(td.dataset.value)),
+    landed: tr.classList.contains('landed'),
+  })));
+  assert.deepEqual(rows.map((r) => r.token), [0, 2, 3]);
+  assert.deepEqual(rows.map((r) => r.cells[0].toFixed(3)), ['0.116', '0.646', '0.238']);
+  assert.deepEqual(rows.map((r) => r.landed), [false, true, false]);
+  const [, from, to] = rows[1].cells;
+  assert.ok(from <= 0.625095466604667 && 0.625095466604667 < to, `${from} ${to}`);
+  assert.equal(await page.locator('#chosen strong').getAttribute('data-token'), '2');
+  const entropy = -rows.reduce((h, r) => h + r.cells[0] * Math.log(r.cells[0]), 0);
+  const shown = Number(await page.locator('.effective-vocabulary').getAttribute('data-value'));
+  assert.ok(Math.abs(shown - Math.exp(entropy)) < 1e-9, `${shown} vs ${Math.exp(entropy)}`);
+  await assertAccessible(page, 'the draw strip');
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test('the URL holds each panel\'s state: permalinks, Back and Forward, embed=1', async () => {
   const { context, page, errors } = await open('?panel=step&logits=0.5,1.5,2.5&temperature=1.3&top_k=2&seed=3');
   const step = panel(page);

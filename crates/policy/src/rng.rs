@@ -152,21 +152,30 @@ impl NumpyRng {
 }
 
 /// The index `Generator.choice(len(p), p=p)` picks for the uniform draw `u`: cumulative
-/// sum, normalised by its last element, then `searchsorted(u, side="right")`.
+/// sum, normalised by its last element, then `searchsorted(u, side="right")`: the first
+/// index whose bound ([`choice_bounds`]) exceeds `u`.
 ///
 /// `weights` must be non-negative with a positive sum (the caller validated them).
 pub fn choice_index(weights: impl IntoIterator<Item = f64> + Clone, u: f64) -> usize {
-    let total: f64 = weights.clone().into_iter().sum();
-    let mut cumulative = 0.0;
     let mut last = 0;
-    for (i, w) in weights.into_iter().enumerate() {
-        cumulative += w;
-        if cumulative / total > u {
+    for (i, bound) in choice_bounds(weights).enumerate() {
+        if bound > u {
             return i;
         }
         last = i;
     }
     last
+}
+
+/// The upper end of each index's interval of [0, 1) under `Generator.choice`: the cumulative
+/// sum of the weights over their total. Index i takes the draws in [bound(i − 1), bound(i)),
+/// which is how the lab draws the uniform landing on a token.
+pub fn choice_bounds(weights: impl IntoIterator<Item = f64> + Clone) -> impl Iterator<Item = f64> {
+    let total: f64 = weights.clone().into_iter().sum();
+    weights.into_iter().scan(0.0, move |cumulative, w| {
+        *cumulative += w;
+        Some(*cumulative / total)
+    })
 }
 
 /// SplitMix64 (Steele, Lea and Flood 2014): a 64-bit counter stepped by the golden gamma and

@@ -2,5 +2,6 @@
 //! stage's distribution drawn and listed.
 
 pub mod distribution_chart;
+pub mod draw_strip;
 pub mod panel;
 pub mod view_model;

@@ -8,6 +8,7 @@ use leptos::prelude::*;
 use policy::StageOrder;
 
 use crate::panels::step::distribution_chart::Distribution;
+use crate::panels::step::draw_strip::DrawStrip;
 use crate::panels::step::view_model::{fresh_seed, logits_text, run_step, StepForm, StepView};
 use crate::shell::url;
 use crate::widgets::chart::mirror_table;
@@ -108,6 +109,7 @@ pub fn StepPanel() -> impl IntoView {
     let outcome = move || match result.get() {
         Ok(view) => {
             let view_this = view.clone();
+            let strip_view = view.clone();
             let draw = view
                 .draw
                 .map(|u| format!("the uniform draw {u:.6} (seed {})", view.seed))
@@ -134,6 +136,7 @@ pub fn StepPanel() -> impl IntoView {
                 </p>
                 {chapter}
                 <div class="stages">{stages}</div>
+                <DrawStrip view=strip_view/>
                 {move || other.get().map(|o| view! { <Comparison this=view_this.clone() other=o order=order.get()/> })}
             }
             .into_any()

@@ -213,6 +213,15 @@ pub struct StageView {
     pub rows: Vec<Row>,
 }
 
+/// One survivor of the final distribution as the interval of [0, 1) whose draws choose it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Segment {
+    pub id: u32,
+    pub prob: f64,
+    pub from: f64,
+    pub to: f64,
+}
+
 /// Everything the decoding-step panel shows.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepView {
@@ -220,6 +229,11 @@ pub struct StepView {
     pub token: u32,
     pub prob: f64,
     pub draw: Option<f64>,
+    /// Entropy of the final distribution, in nats; e^entropy is its effective vocabulary.
+    pub entropy: f64,
+    /// The final distribution laid along [0, 1) in ascending ids, as `Generator.choice`
+    /// reads it (`policy::rng::choice_bounds`): the draw lands in the chosen token's segment.
+    pub strip: Vec<Segment>,
     pub seed: u64,
     /// What the chapter's decode.py prints for the same logits, temperature, top-k and
     /// seed, when those settings are expressible there.
@@ -269,9 +283,12 @@ pub fn run_step(form: &StepForm) -> Result<StepView, Problems> {
         Snapshots::Record,
     )
     .map_err(|e| Problems::one(field_of(&e), sentence(e.to_string())))?;
-    let stages = outcome
-        .stages
-        .unwrap_or_default()
+    let stages = outcome.stages.unwrap_or_default();
+    let strip = stages
+        .last()
+        .map(|last| strip(&last.tokens))
+        .unwrap_or_default();
+    let stages = stages
         .into_iter()
         .map(|stage| {
             let mut rows: Vec<Row> = (0..logits.len() as u32)
@@ -316,9 +333,46 @@ pub fn run_step(form: &StepForm) -> Result<StepView, Problems> {
         token: outcome.token,
         prob: outcome.prob,
         draw: outcome.draw,
+        entropy: outcome.entropy,
+        strip,
         seed,
         chapter_line,
     })
+}
+
+impl StepView {
+    /// The effective vocabulary: e^entropy, the number of equally likely tokens with the same
+    /// entropy.
+    pub fn effective_vocabulary(&self) -> f64 {
+        self.entropy.exp()
+    }
+
+    /// The segment the draw landed in (the chosen token's); `None` when greedy.
+    pub fn landed(&self) -> Option<&Segment> {
+        let u = self.draw?;
+        let at = policy::rng::choice_index(self.strip.iter().map(|s| s.prob), u);
+        self.strip.get(at)
+    }
+}
+
+/// The survivors of a final distribution (ascending ids) as consecutive segments of [0, 1).
+fn strip(tokens: &[policy::TokenProb]) -> Vec<Segment> {
+    let bounds = policy::rng::choice_bounds(tokens.iter().map(|t| t.prob));
+    let mut from = 0.0;
+    tokens
+        .iter()
+        .zip(bounds)
+        .map(|(t, to)| {
+            let segment = Segment {
+                id: t.id,
+                prob: t.prob,
+                from,
+                to,
+            };
+            from = to;
+            segment
+        })
+        .collect()
 }
 
 /// The field whose value caused a policy error found while the step ran.
@@ -406,6 +460,50 @@ mod tests {
         );
         assert!(problem(|f| f.temperature = "1e-320".into(), "temperature")
             .contains("beyond the range of a float"));
+    }
+
+    /// The draw lands in the chosen token's segment, for every order and filter; the
+    /// segments tile [0, 1); the effective vocabulary is e^H, by hand for a uniform case.
+    #[test]
+    fn the_draw_lands_in_the_chosen_tokens_segment() {
+        for seed in 0..40u64 {
+            for (temperature, top_k, top_p, order) in [
+                ("0.7", "3", "1", "hf"),
+                ("1.3", "0", "0.8", "hf"),
+                ("0.9", "2", "0.9", "temperature-last"),
+                ("2", "0", "1", "hf"),
+            ] {
+                let (form, _) = StepForm::from_pairs([
+                    ("logits", "1.2, 0.1, 2.4, 1.7, -0.5, 2.4"),
+                    ("temperature", temperature),
+                    ("top_k", top_k),
+                    ("top_p", top_p),
+                    ("order", order),
+                    ("seed", &seed.to_string()),
+                ]);
+                let view = run_step(&form).unwrap();
+                let landed = view.landed().unwrap();
+                assert_eq!(
+                    landed.id, view.token,
+                    "seed {seed} {temperature} {top_k} {top_p}"
+                );
+                let u = view.draw.unwrap();
+                assert!(landed.from <= u && u < landed.to);
+                assert_eq!(view.strip[0].from, 0.0);
+                assert!((view.strip.last().unwrap().to - 1.0).abs() < 1e-15);
+                assert!(view
+                    .strip
+                    .windows(2)
+                    .all(|w| w[0].to == w[1].from && w[0].id < w[1].id));
+            }
+        }
+        let (form, _) = StepForm::from_pairs([("logits", "1, 1, 1, 1"), ("top_k", "0")]);
+        let view = run_step(&form).unwrap();
+        assert!((view.effective_vocabulary() - 4.0).abs() < 1e-12);
+        let (greedy, _) = StepForm::from_pairs([("temperature", "0")]);
+        let view = run_step(&greedy).unwrap();
+        assert_eq!(view.landed(), None);
+        assert_eq!(view.strip.len(), 1);
     }
 
     /// The URL: three bad values, and all three are named, each at its field.
