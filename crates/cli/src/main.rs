@@ -214,18 +214,22 @@ struct PolicyFlags {
     policy: PolicyArgs,
 }
 
+/// The first line of clap's message for flags given inside one argument, without its
+/// `error: ` (the caller names the argument).
+fn first_line(error: &clap::Error) -> String {
+    error
+        .to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ")
+        .to_string()
+}
+
 /// `--{name} FLAGS` as a policy, with errors that name the flag and its value.
 fn policy_flags(name: &str, flags: &str) -> Result<Policy, String> {
-    let parsed = PolicyFlags::try_parse_from(flags.split_whitespace()).map_err(|e| {
-        let first = e.to_string();
-        let first = first
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .trim_start_matches("error: ")
-            .to_string();
-        format!("--{name} {flags:?}: {first}")
-    })?;
+    let parsed = PolicyFlags::try_parse_from(flags.split_whitespace())
+        .map_err(|e| format!("--{name} {flags:?}: {}", first_line(&e)))?;
     let policy = parsed
         .policy
         .policy(0.7)
@@ -1058,16 +1062,8 @@ fn version(text: &str) -> Result<traffic::Version, String> {
         .ok_or_else(|| {
             format!("--version {text:?}: expected NAME=FLAGS, e.g. b=--temperature 1.2")
         })?;
-    let parsed = VersionFlags::try_parse_from(flags.split_whitespace()).map_err(|e| {
-        let first = e.to_string();
-        let first = first
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .trim_start_matches("error: ")
-            .to_string();
-        format!("--version {text:?}: {first}")
-    })?;
+    let parsed = VersionFlags::try_parse_from(flags.split_whitespace())
+        .map_err(|e| format!("--version {text:?}: {}", first_line(&e)))?;
     Ok(traffic::Version {
         name: name.trim().to_string(),
         policy: parsed
