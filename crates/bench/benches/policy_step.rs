@@ -1,6 +1,8 @@
 //! One decoding step, side by side: our policy crate, candle's `LogitsProcessor`, the
 //! model's own distribution that a generation step records beside the policy's
-//! (`policy::model_view`), and the memory-read floor, on the same logits, in one criterion group per vocabulary size.
+//! (`policy::model_view`), the chain path (the fixed order as an explicit chain, and each
+//! engine preset), and the memory-read floor, on the same logits, in one criterion group per
+//! vocabulary size.
 //!
 //! Run with `cargo bench -p policy-bench --bench policy_step`; `report.py` tabulates the
 //! medians that criterion writes under `target/criterion/`.
@@ -11,7 +13,7 @@ use std::time::Duration;
 use candle_core::{Device, Tensor};
 use candle_transformers::generation::{LogitsProcessor, Sampling};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use policy::{NumpyRng, Policy, Snapshots, StepContext, Stepper};
+use policy::{Engine, NumpyRng, Policy, Snapshots, StepContext, Stepper};
 
 const VOCABS: [usize; 4] = [512, 32_768, 131_072, 262_144];
 const LOGIT_SEED: u64 = 0x5EED;
@@ -54,7 +56,7 @@ fn bench_step(c: &mut Criterion) {
         let settings = [
             (
                 "topk50_topp0.9",
-                top_k_top_p,
+                top_k_top_p.clone(),
                 Sampling::TopKThenTopP {
                     k: TOP_K,
                     p: TOP_P,
@@ -117,6 +119,56 @@ fn bench_step(c: &mut Criterion) {
             let mut processor = LogitsProcessor::from_sampling(SAMPLE_SEED, sampling);
             group.bench_function(BenchmarkId::new("candle", name), |b| {
                 b.iter(|| processor.sample(black_box(&tensor)).expect("candle sample"))
+            });
+        }
+
+        // The same top-k 50 + top-p 0.9 through the chain path: the fixed order written as
+        // an explicit chain, and each engine preset with its own stage rules.
+        let chained = [
+            (
+                "hf_chain",
+                Policy {
+                    samplers: Some(policy::chain::HF_CHAIN.to_vec()),
+                    ..top_k_top_p.clone()
+                },
+            ),
+            (
+                "engine_hf",
+                Policy {
+                    engine: Engine::Hf,
+                    ..top_k_top_p.clone()
+                },
+            ),
+            (
+                "engine_llama.cpp",
+                Policy {
+                    engine: Engine::LlamaCpp,
+                    ..top_k_top_p.clone()
+                },
+            ),
+            (
+                "engine_vllm",
+                Policy {
+                    engine: Engine::Vllm,
+                    ..top_k_top_p.clone()
+                },
+            ),
+        ];
+        for (name, policy) in chained {
+            let mut rng = NumpyRng::new(SAMPLE_SEED);
+            group.bench_function(BenchmarkId::new("chain_topk50_topp0.9", name), |b| {
+                b.iter(|| {
+                    stepper
+                        .step(
+                            &policy,
+                            black_box(logits.as_slice()),
+                            StepContext::default(),
+                            &mut rng,
+                            Snapshots::Skip,
+                        )
+                        .expect("policy step")
+                        .token
+                })
             });
         }
 

@@ -45,7 +45,8 @@ use model::Precision;
 use output::Failure;
 use policy::chapter::{self, Argpartition};
 use policy::{
-    NumpyRng, Policy, RunConfig, SeedSource, Snapshots, StageOrder, StepContext, StopConfig,
+    Engine, NumpyRng, Policy, RunConfig, Sampler, SeedSource, Snapshots, StageOrder, StepContext,
+    StopConfig,
 };
 use serde_json::json;
 
@@ -540,6 +541,29 @@ struct PolicyArgs {
     eos: Option<u32>,
     #[arg(long, default_value_t = StageOrder::TemperatureFirst, value_parser = named::<StageOrder>(StageOrder::ALL.map(StageOrder::name)))]
     order: StageOrder,
+    /// The samplers in the order they run, by llama.cpp's names, separated by `;` or `,`:
+    /// penalties, top_k, top_p, min_p, temperature. Every set knob must be listed; without
+    /// temperature in the list the temperature defaults to 1. Replaces --order.
+    #[arg(long, value_name = "LIST", conflicts_with = "order", value_parser = parse_sampler_list)]
+    samplers: Option<SamplerList>,
+    /// Whose semantics every stage follows, and its order (which --samplers replaces); see
+    /// docs/engine-semantics.md. A preset switches no stage on.
+    #[arg(long, default_value_t = Engine::Lab, conflicts_with = "order", value_parser = named::<Engine>(Engine::ALL.map(Engine::name)))]
+    engine: Engine,
+    /// llama.cpp's penalty window: the last N tokens of prompt and output (-1: all of
+    /// them; 0: no penalty) [default: 64 under --engine llama.cpp].
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    penalty_last_n: Option<i64>,
+}
+
+/// `--samplers`, one argument (clap would read a bare `Vec` as repeated values).
+#[derive(Clone)]
+struct SamplerList(Vec<Sampler>);
+
+fn parse_sampler_list(list: &str) -> Result<SamplerList, String> {
+    policy::parse_samplers(list)
+        .map(SamplerList)
+        .map_err(|e| e.to_string())
 }
 
 impl PolicyArgs {
@@ -576,11 +600,18 @@ impl PolicyArgs {
             no_repeat_ngram: self.no_repeat_ngram,
             min_new_tokens: self.min_new_tokens,
             eos_token: self.eos,
-            temperature: self.temperature.unwrap_or(default_temperature),
+            temperature: self.temperature.unwrap_or(match &self.samplers {
+                // A chain without temperature runs at temperature 1.
+                Some(SamplerList(chain)) if !chain.contains(&Sampler::Temperature) => 1.0,
+                _ => default_temperature,
+            }),
             top_k: self.top_k,
             top_p: self.top_p,
             min_p: self.min_p,
             order: self.order,
+            samplers: self.samplers.clone().map(|list| list.0),
+            engine: self.engine,
+            penalty_last_n: self.penalty_last_n,
         })
     }
 }

@@ -144,6 +144,14 @@ pub fn policy_name(policy: &Policy) -> String {
         policy.order == StageOrder::TemperatureLast,
         "temperature last".to_string(),
     );
+    on(
+        policy.samplers.is_some(),
+        format!("samplers {}", policy.order_label()),
+    );
+    on(
+        !policy.engine.is_lab(),
+        format!("{} semantics", policy.engine),
+    );
     parts.join(", ")
 }
 

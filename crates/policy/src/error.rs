@@ -5,7 +5,7 @@ use std::fmt;
 
 use thiserror::Error;
 
-use crate::{BackendChoice, Precision, Shortest, StageOrder};
+use crate::{BackendChoice, Engine, Precision, Sampler, Shortest, StageOrder};
 
 /// Why a policy step (or a policy configuration) was refused.
 #[derive(Clone, Debug, Error, PartialEq)]
@@ -85,6 +85,43 @@ pub enum PolicyError {
         StageOrder::ALL.map(StageOrder::name).join(" or ")
     )]
     UnknownOrder { name: String },
+    #[error("sampler {name:?} is not known: expected {}", crate::names::one_of(&Sampler::ALL.map(Sampler::name)))]
+    UnknownSampler { name: String },
+    #[error("the sampler list is empty: name at least one of {}", crate::names::one_of(&Sampler::ALL.map(Sampler::name)))]
+    EmptySamplers,
+    #[error("sampler {0} is listed twice: a chain runs each sampler once")]
+    RepeatedSampler(Sampler),
+    /// A knob is set but the chain leaves its sampler out, so it would do nothing.
+    #[error(
+        "{knob} is set but {sampler} is not in the sampler list: add it, or leave the knob off"
+    )]
+    SamplerNotListed { knob: String, sampler: Sampler },
+    #[error("a policy takes a fixed order or a sampler list, not both: the list sets the order")]
+    OrderAndSamplers,
+    #[error(
+        "engine {name:?} is not known: expected {}",
+        crate::names::one_of(&Engine::ALL.map(Engine::name))
+    )]
+    UnknownEngine { name: String },
+    /// A setting the chosen engine does not accept (out of its range, or not one it has).
+    #[error("{engine} does not take {knob}: it takes {accepts}")]
+    EngineRefuses {
+        engine: Engine,
+        knob: String,
+        accepts: &'static str,
+    },
+    #[error(
+        "a penalty window (penalty-last-n) is llama.cpp's: {engine} penalises over the whole \
+         context, so drop it or choose the llama.cpp engine"
+    )]
+    PenaltyWindowWithout { engine: Engine },
+    #[error(
+        "penalty-last-n {0} is invalid: it is a count of tokens, or -1 for the whole context \
+         (0 turns the penalties off)"
+    )]
+    InvalidPenaltyWindow(i64),
+    #[error("a policy takes a fixed order or an engine's, not both: the engine sets the order")]
+    OrderAndEngine,
     #[error(
         "precision {name:?} is not known: expected {}",
         Precision::ALL.map(Precision::name).join(" or ")

@@ -30,8 +30,10 @@ mod names;
 
 mod canonical;
 
+pub mod chain;
 pub mod chapter;
 pub mod compare;
+pub mod engine;
 mod error;
 pub mod generate;
 mod logit_bias;
@@ -44,6 +46,8 @@ mod shortest;
 pub mod speculative;
 pub mod version;
 
+pub use chain::{parse_samplers, Sampler};
+pub use engine::Engine;
 pub use error::{Constraint, PolicyError};
 pub use generate::{
     generate, Clock, Generation, LanguageModel, ModelCall, Observer, StopReason, Vocabulary,

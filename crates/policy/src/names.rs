@@ -31,6 +31,15 @@ macro_rules! by_name {
     };
 }
 
+/// Names as an error lists the choices: `a, b or c`.
+pub(crate) fn one_of(names: &[&str]) -> String {
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        Some((last, _)) => last.to_string(),
+        None => String::new(),
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use std::fmt::{Debug, Display};

@@ -25,6 +25,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::chain::Sampler;
+use crate::engine::{self, Engine};
 use crate::error::Constraint;
 use crate::model_view::ModelView;
 use crate::rng::{choice_index, NumpyRng};
@@ -96,6 +98,18 @@ pub struct Policy {
     /// Keep tokens at least `min_p` times as probable as the most probable one. 0 is off.
     pub min_p: f64,
     pub order: StageOrder,
+    /// An explicit chain of samplers in place of `order` ([`chain`](crate::chain)); absent
+    /// in JSON when the order is fixed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub samplers: Option<Vec<Sampler>>,
+    /// Whose semantics every stage follows ([`engine`](crate::engine)); absent in JSON for
+    /// the lab's own.
+    #[serde(skip_serializing_if = "Engine::is_lab")]
+    pub engine: Engine,
+    /// llama.cpp's penalty window: the last N tokens of prompt and output (-1 all of them,
+    /// 0 no penalty); absent for llama.cpp's default of 64, and under any other engine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub penalty_last_n: Option<i64>,
 }
 
 impl Default for Policy {
@@ -114,6 +128,9 @@ impl Default for Policy {
             top_p: 1.0,
             min_p: 0.0,
             order: StageOrder::TemperatureFirst,
+            samplers: None,
+            engine: Engine::Lab,
+            penalty_last_n: None,
         }
     }
 }
@@ -134,7 +151,7 @@ impl<'a> StepContext<'a> {
         }
     }
 
-    fn generated(&self) -> &'a [u32] {
+    pub(crate) fn generated(&self) -> &'a [u32] {
         &self.tokens[self.prompt_len..]
     }
 }
@@ -145,6 +162,8 @@ impl<'a> StepContext<'a> {
 pub enum Stage {
     /// Logits after forbidden ids, bias and penalties; probabilities at temperature 1.
     Constraints,
+    /// A chain's penalties placed after another sampler ([`chain`](crate::chain)).
+    Penalties,
     Temperature,
     TopK,
     TopP,
@@ -155,6 +174,7 @@ impl Stage {
     pub fn label(self) -> &'static str {
         match self {
             Stage::Constraints => "constraints",
+            Stage::Penalties => "penalties",
             Stage::Temperature => "temperature",
             Stage::TopK => "top-k",
             Stage::TopP => "top-p",
@@ -278,15 +298,7 @@ impl Policy {
         if vocab == 0 {
             return Err(PolicyError::EmptyVocabulary);
         }
-        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
-            return Err(PolicyError::InvalidTemperature(self.temperature));
-        }
-        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(PolicyError::InvalidTopP(self.top_p));
-        }
-        if !(0.0..=1.0).contains(&self.min_p) {
-            return Err(PolicyError::InvalidMinP(self.min_p));
-        }
+        self.engine.check(self)?;
         if !(self.repetition_penalty > 0.0 && self.repetition_penalty.is_finite()) {
             return Err(PolicyError::InvalidRepetitionPenalty(
                 self.repetition_penalty,
@@ -322,12 +334,12 @@ impl Policy {
         if let Some(eos) = self.eos_token {
             check("end-of-sequence", eos)?;
         }
-        Ok(())
+        crate::chain::check(self)
     }
 
-    /// Temperature 0: the argmax, with no draw.
+    /// Temperature 0 (at most 0 under llama.cpp): the argmax, with no draw.
     pub fn is_greedy(&self) -> bool {
-        self.temperature == 0.0
+        self.engine.is_greedy(self.temperature)
     }
 
     /// True when the policy is only temperature, top-k, top-p and min-p in Hugging Face's
@@ -343,6 +355,27 @@ impl Policy {
             && self.no_repeat_ngram == 0
             && (self.min_new_tokens == 0 || self.eos_token.is_none())
             && self.order == StageOrder::TemperatureFirst
+            && self.samplers.is_none()
+            && self.engine.is_lab()
+    }
+
+    /// The chain the policy runs: its own list, else its engine's order, else its fixed
+    /// order written as one.
+    pub fn chain(&self) -> &[Sampler] {
+        match &self.samplers {
+            Some(chain) => chain,
+            None if !self.engine.is_lab() => self.engine.chain(),
+            None => self.order.chain(),
+        }
+    }
+
+    /// How the stages are ordered, in words a table or a file column can hold: the fixed
+    /// order's name, or the chain as `--samplers` takes it.
+    pub fn order_label(&self) -> String {
+        match &self.samplers {
+            Some(chain) => crate::chain::samplers_label(chain),
+            None => self.order.name().to_string(),
+        }
     }
 
     /// The temperature the filters see: the policy's own in HF order, 1 when it comes last.
@@ -433,7 +466,10 @@ impl Stepper {
                 });
             }
         }
-        self.build_overrides(policy, logits, context)?;
+        if policy.samplers.is_some() || !policy.engine.is_lab() {
+            return self.run_chain(policy, policy.chain(), logits, context, draw, snapshots);
+        }
+        self.build_overrides(policy, logits, context, true)?;
         let mut stages = (snapshots == Snapshots::Record).then(Vec::new);
 
         // Stage 1: constraints. Every logit is read here: validated, and filtered by top-k
@@ -562,6 +598,182 @@ impl Stepper {
 
         // Stages 4 and 5: normalise the survivors and draw as `Generator.choice` does.
         let total: f64 = self.weights.iter().sum();
+        self.choose(draw, total, policy.temperature, stages)
+    }
+
+    /// A step through an explicit chain ([`chain`](crate::chain)): every live token is a
+    /// candidate, and each listed sampler in turn filters the candidates or changes their
+    /// logits. Candidates keep their unscaled logits and stay in ascending id order; the
+    /// temperature in force scales them wherever a probability is computed, exactly as the
+    /// fixed path does, so the fixed orders written as chains choose the same token.
+    fn run_chain<L: Logit>(
+        &mut self,
+        policy: &Policy,
+        chain: &[Sampler],
+        logits: &[L],
+        context: StepContext<'_>,
+        draw: &mut dyn FnMut() -> f64,
+        snapshots: Snapshots,
+    ) -> Result<StepOutcome, PolicyError> {
+        let vocab = logits.len();
+        let penalties_first = chain.first() == Some(&Sampler::Penalties);
+        self.build_overrides(policy, logits, context, penalties_first)?;
+        let live = vocab - self.overrides.iter().filter(|o| o.1.is_none()).count();
+        if live == 0 {
+            return Err(PolicyError::AllTokensMasked { vocab });
+        }
+        self.candidates.clear();
+        let candidates = &mut self.candidates;
+        scan_live(logits, &self.overrides, |id, logit| {
+            candidates.push((logit, id))
+        })?;
+        let mut stages = (snapshots == Snapshots::Record).then(Vec::new);
+        let mut record = |stage: Stage, candidates: &[(f64, u32)], t: f64| {
+            if let Some(stages) = stages.as_mut() {
+                stages.push(snapshot(stage, candidates, t));
+            }
+        };
+        record(Stage::Constraints, &self.candidates, 1.0);
+
+        let greedy = policy.is_greedy();
+        let engine = policy.engine;
+        // The temperature in force: 1 until the temperature stage (and for greedy).
+        let mut t = 1.0;
+        for (i, &sampler) in chain.iter().enumerate() {
+            match sampler {
+                Sampler::Penalties => {
+                    if i > 0 && sampler.knob(policy).is_some() {
+                        self.penalise_candidates(policy, context, t)?;
+                        record(Stage::Penalties, &self.candidates, t);
+                    }
+                }
+                Sampler::Temperature => {
+                    if greedy {
+                        let mut best = self.candidates[0];
+                        for &c in &self.candidates[1..] {
+                            if c.0 > best.0 {
+                                best = c;
+                            }
+                        }
+                        self.candidates.clear();
+                        self.candidates.push(best);
+                    } else {
+                        t = engine.temperature(policy.temperature);
+                        if t < 1.0 {
+                            if let Some(&(logit, id)) =
+                                self.candidates.iter().find(|c| !(c.0 / t).is_finite())
+                            {
+                                return Err(temperature_overflow(t, id, logit));
+                            }
+                        }
+                    }
+                    record(Stage::Temperature, &self.candidates, t);
+                }
+                Sampler::TopK => {
+                    let k = policy.top_k;
+                    if k == 0 {
+                        continue;
+                    }
+                    if engine == Engine::LlamaCpp && k < self.candidates.len() {
+                        let keep = engine::top_k_exact(&self.candidates, k, &mut self.select);
+                        self.retain_marked(&keep);
+                    } else if k < self.candidates.len() {
+                        self.select.clear();
+                        self.select.extend(self.candidates.iter().map(|c| c.0));
+                        let kth = *self
+                            .select
+                            .select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a))
+                            .1;
+                        self.candidates.retain(|c| c.0 >= kth);
+                    }
+                    record(Stage::TopK, &self.candidates, t);
+                }
+                Sampler::TopP => {
+                    if policy.top_p >= 1.0 {
+                        continue;
+                    }
+                    let total = self.weigh(t);
+                    if !engine.is_lab() {
+                        let probs: Vec<f64> = self.weights.iter().map(|w| w / total).collect();
+                        let keep =
+                            engine::top_p_ranked(engine, &self.candidates, &probs, policy.top_p);
+                        self.retain_marked(&keep);
+                        record(Stage::TopP, &self.candidates, t);
+                        continue;
+                    }
+                    let cutoff = nucleus_cutoff(
+                        &self.weights,
+                        policy.top_p,
+                        total,
+                        &mut self.histogram,
+                        &mut self.select,
+                    );
+                    self.retain(|w| w >= cutoff);
+                    record(Stage::TopP, &self.candidates, t);
+                }
+                Sampler::MinP => {
+                    if policy.min_p <= 0.0 {
+                        continue;
+                    }
+                    // The most probable candidate has weight exp(0) = 1.
+                    let total = self.weigh(t);
+                    if engine.is_lab() {
+                        self.retain(|w| w >= policy.min_p);
+                    } else {
+                        let probs: Vec<f64> = self.weights.iter().map(|w| w / total).collect();
+                        let keep =
+                            engine::min_p_engine(engine, &self.candidates, &probs, policy.min_p, t);
+                        self.retain_marked(&keep);
+                    }
+                    record(Stage::MinP, &self.candidates, t);
+                }
+            }
+        }
+
+        if greedy {
+            let (logit, id) = self.candidates[0];
+            let only = TokenProb {
+                id,
+                logit,
+                prob: 1.0,
+            };
+            return Ok(StepOutcome {
+                token: id,
+                prob: 1.0,
+                draw: None,
+                survivors: 1,
+                entropy: 0.0,
+                top: vec![only],
+                stages,
+                model: None,
+            });
+        }
+        let total = self.weigh(t);
+        self.choose(draw, total, t, stages)
+    }
+
+    /// Sets `weights` to exp((logit - max) / t) over the candidates; returns their sum.
+    fn weigh(&mut self, t: f64) -> f64 {
+        let max = self
+            .candidates
+            .iter()
+            .map(|c| c.0)
+            .fold(f64::NEG_INFINITY, f64::max);
+        self.weights.clear();
+        self.weights
+            .extend(self.candidates.iter().map(|c| ((c.0 - max) / t).exp()));
+        self.weights.iter().sum()
+    }
+
+    /// Normalises the candidates' `weights` (which sum to `total`) and draws as NumPy's
+    /// `Generator.choice` does.
+    fn choose(
+        &mut self,
+        draw: &mut dyn FnMut() -> f64,
+        total: f64,
+        t: f64,
+        stages: Option<Vec<StageSnapshot>>,
+    ) -> Result<StepOutcome, PolicyError> {
         let draw = draw();
         if !(0.0..1.0).contains(&draw) {
             return Err(PolicyError::InvalidDraw(draw));
@@ -581,10 +793,71 @@ impl Stepper {
             draw: Some(draw),
             survivors: self.candidates.len(),
             entropy,
-            top: top_five(&self.candidates, &self.weights, total, policy.temperature),
+            top: top_five(&self.candidates, &self.weights, total, t),
             stages,
             model: None,
         })
+    }
+
+    /// The penalties as a later stage of a chain: the repetition penalty over the context,
+    /// then frequency and presence over the generated tokens, on the survivors only. On
+    /// the scale of temperature `t`, subtracting d from a scaled logit subtracts d·t from
+    /// the unscaled one; dividing or multiplying does not depend on the scale.
+    fn penalise_candidates(
+        &mut self,
+        policy: &Policy,
+        context: StepContext<'_>,
+        t: f64,
+    ) -> Result<(), PolicyError> {
+        let (repeated, counted) = policy.engine.penalised(policy, context);
+        let r = policy.repetition_penalty;
+        if r != 1.0 {
+            let seen = &mut self.counts;
+            seen.clear();
+            seen.extend_from_slice(repeated);
+            seen.sort_unstable();
+            for c in self.candidates.iter_mut() {
+                if seen.binary_search(&c.1).is_ok() {
+                    let l = c.0;
+                    let value = if l > 0.0 { l / r } else { l * r };
+                    let constraint = Constraint::RepetitionPenalty { penalty: r };
+                    c.0 = constrained(constraint, c.1, l, value)?;
+                }
+            }
+        }
+        let (f, p) = (policy.frequency_penalty, policy.presence_penalty);
+        if f != 0.0 || p != 0.0 {
+            let counts = &mut self.counts;
+            counts.clear();
+            counts.extend_from_slice(counted);
+            counts.sort_unstable();
+            for run in counts.chunk_by(|a, b| a == b) {
+                let Ok(at) = self.candidates.binary_search_by_key(&run[0], |c| c.1) else {
+                    continue;
+                };
+                let l = self.candidates[at].0;
+                let n = run.len() as f64;
+                let value = if t == 1.0 {
+                    l - n * f - p
+                } else {
+                    l - (n * f + p) * t
+                };
+                let constraint = Constraint::FrequencyPresence {
+                    frequency: f,
+                    count: run.len(),
+                    presence: p,
+                };
+                self.candidates[at].0 = constrained(constraint, run[0], l, value)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps the candidates marked in `keep` (one mark per candidate), in order.
+    fn retain_marked(&mut self, keep: &[bool]) {
+        let mut marks = keep.iter();
+        self.candidates.retain(|_| *marks.next().unwrap_or(&false));
+        self.weights.clear();
     }
 
     /// Keeps the candidates whose weight passes `keep`, in order.
@@ -602,12 +875,14 @@ impl Stepper {
     }
 
     /// Collects the constrained logits as sparse overrides, sorted by id; fails at the first
-    /// constraint whose result leaves the range of a float.
+    /// constraint whose result leaves the range of a float. Without `penalties` only the
+    /// bias and the removals are collected (a chain that penalises later).
     fn build_overrides<L: Logit>(
         &mut self,
         policy: &Policy,
         logits: &[L],
         context: StepContext<'_>,
+        penalties: bool,
     ) -> Result<(), PolicyError> {
         let overrides = &mut self.overrides;
         overrides.clear();
@@ -615,13 +890,15 @@ impl Stepper {
         for &(id, _) in &policy.logit_bias {
             overrides.push((id, base(id)));
         }
-        let penalised = policy.repetition_penalty != 1.0;
+        let (repeated, counted_tokens) = policy.engine.penalised(policy, context);
+        let penalised = penalties && policy.repetition_penalty != 1.0;
         if penalised {
-            overrides.extend(context.tokens.iter().map(|&id| (id, base(id))));
+            overrides.extend(repeated.iter().map(|&id| (id, base(id))));
         }
-        let counted = policy.frequency_penalty != 0.0 || policy.presence_penalty != 0.0;
+        let counted =
+            penalties && (policy.frequency_penalty != 0.0 || policy.presence_penalty != 0.0);
         if counted {
-            overrides.extend(context.generated().iter().map(|&id| (id, base(id))));
+            overrides.extend(counted_tokens.iter().map(|&id| (id, base(id))));
         }
         overrides.sort_unstable_by_key(|o| o.0);
         overrides.dedup_by_key(|o| o.0);
@@ -645,7 +922,7 @@ impl Stepper {
             let r = policy.repetition_penalty;
             let seen = &mut self.counts;
             seen.clear();
-            seen.extend_from_slice(context.tokens);
+            seen.extend_from_slice(repeated);
             seen.sort_unstable();
             for o in overrides.iter_mut() {
                 if let (Ok(_), Some(l)) = (seen.binary_search(&o.0), o.1) {
@@ -658,12 +935,12 @@ impl Stepper {
         if counted {
             let counts = &mut self.counts;
             counts.clear();
-            counts.extend_from_slice(context.generated());
+            counts.extend_from_slice(counted_tokens);
             counts.sort_unstable();
             for run in counts.chunk_by(|a, b| a == b) {
                 let at = overrides
                     .binary_search_by_key(&run[0], |o| o.0)
-                    .expect("generated tokens were added as overrides");
+                    .expect("counted tokens were added as overrides");
                 if let Some(l) = overrides[at].1 {
                     let n = run.len() as f64;
                     let value = l - n * policy.frequency_penalty - policy.presence_penalty;

@@ -172,6 +172,7 @@ fn arb_case() -> impl Strategy<Value = (Policy, Vec<f64>, Vec<u32>, usize, u64)>
                     top_p,
                     min_p,
                     order,
+                    ..Policy::default()
                 };
                 let prompt_len = prompt_len.min(tokens.len());
                 (policy, logits, tokens, prompt_len, seed)

@@ -18,7 +18,8 @@
 //!   `int8`, or null in records made before it was recorded), `backend` (`cpu-reference` or
 //!   `webgpu`), the scalar sampling parameters `temperature`, `top_k`, `top_p`, `min_p`,
 //!   `repetition_penalty`, `frequency_penalty`, `presence_penalty`, `no_repeat_ngram`,
-//!   `min_new_tokens`, `eos_token` (null when none), `stage_order`, `max_tokens`, and the
+//!   `min_new_tokens`, `eos_token` (null when none), `stage_order` (the fixed order's name,
+//!   or a sampler chain as `--samplers` takes it), `max_tokens`, and the
 //!   whole key as JSON in `version_key` (its lists: forbidden tokens, logit biases, stop
 //!   strings and tokens);
 //! - `slice`: the slice `observe` puts the run in (its `slice` tag, else the language

@@ -381,7 +381,7 @@ impl Runs {
             .push(unsigned(policy.min_new_tokens as u64));
         self.eos_token
             .push_optional(policy.eos_token.map(i64::from));
-        self.stage_order.push(text(policy.order.name()));
+        self.stage_order.push(text(&policy.order_label()));
         self.max_tokens.push(unsigned(key.max_tokens as u64));
         // A key is plain strings, numbers and lists: it always has a JSON form.
         self.version_key

@@ -1,0 +1,184 @@
+//! `--samplers`: any order of the stages, by llama.cpp's names, in `pipeline` and
+//! `generate`; a run with a chain records it and replays.
+
+mod common;
+
+use common::{fails_with, ok};
+use serde_json::Value;
+
+fn pipeline(extra: &[&str]) -> Value {
+    let mut args = vec!["pipeline", "--logits", "3,2,1", "--seed", "7"];
+    args.extend_from_slice(extra);
+    serde_json::from_str(&ok(&args)).unwrap()
+}
+
+fn kept(out: &Value) -> Vec<u64> {
+    out["final"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_u64().unwrap())
+        .collect()
+}
+
+fn stage_names(out: &Value) -> Vec<String> {
+    out["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The example: logits [3, 2, 1], top-p 0.8, temperature 0.5.
+#[test]
+fn the_order_of_temperature_and_top_p_changes_what_is_kept() {
+    let knobs = ["--top-p", "0.8", "--temperature", "0.5"];
+    let last = pipeline(&[&knobs[..], &["--samplers", "top_p;temperature"]].concat());
+    assert_eq!(kept(&last), [0, 1]);
+    assert_eq!(stage_names(&last), ["constraints", "top_p", "temperature"]);
+    let first = pipeline(&[&knobs[..], &["--samplers", "temperature,top_p"]].concat());
+    assert_eq!(kept(&first), [0]);
+    // The fixed orders say the same.
+    let fixed = pipeline(&[&knobs[..], &["--order", "temperature-last"]].concat());
+    assert_eq!(kept(&fixed), [0, 1]);
+    assert_eq!(fixed["final"], last["final"]);
+}
+
+#[test]
+fn a_chain_without_temperature_runs_at_temperature_one() {
+    let out = pipeline(&["--samplers", "top_k", "--top-k", "2"]);
+    assert_eq!(kept(&out), [0, 1]);
+    let e = 1f64.exp();
+    let p0 = out["final"][0]["prob"].as_f64().unwrap();
+    assert!((p0 - e / (e + 1.0)).abs() < 1e-12);
+}
+
+#[test]
+fn generate_with_the_temperature_last_chain_is_the_fixed_order() {
+    let run = |flags: &[&str]| {
+        let mut args = vec![
+            "generate",
+            "--prompt",
+            "To insert a table, ",
+            "--seed",
+            "5",
+            "--max-tokens",
+            "12",
+            "--top-k",
+            "20",
+            "--top-p",
+            "0.9",
+            "--json",
+        ];
+        args.extend_from_slice(flags);
+        ok(&args)
+    };
+    let chained = run(&["--samplers", "penalties;top_k;top_p;min_p;temperature"]);
+    let fixed = run(&["--order", "temperature-last"]);
+    let tokens = |line: &str| {
+        let record: Value = serde_json::from_str(line).unwrap();
+        record["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["token"].as_u64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(tokens(&chained), tokens(&fixed));
+    let record: Value = serde_json::from_str(&chained).unwrap();
+    assert_eq!(
+        record["config"]["policy"]["samplers"],
+        serde_json::json!(["penalties", "top_k", "top_p", "min_p", "temperature"])
+    );
+    let file = std::env::temp_dir().join(format!("decode-lab-chain-{}.json", std::process::id()));
+    std::fs::write(&file, &chained).unwrap();
+    assert!(ok(&["replay", file.to_str().unwrap()]).starts_with("identical"));
+    std::fs::remove_file(&file).ok();
+}
+
+#[test]
+fn bad_chains_are_named() {
+    let base = ["pipeline", "--logits", "3,2,1"];
+    for (extra, says) in [
+        (
+            vec!["--samplers", "top_k;temp"],
+            "sampler \"temp\" is not known: expected penalties, top_k, top_p, min_p or temperature",
+        ),
+        (vec!["--samplers", ";"], "the sampler list is empty"),
+        (
+            vec!["--samplers", "top_k;top_k"],
+            "sampler top_k is listed twice",
+        ),
+        (
+            vec!["--samplers", "top_k", "--min-p", "0.2"],
+            "min-p 0.2 is set but min_p is not in the sampler list",
+        ),
+        (vec!["--samplers", "top_k", "--order", "hf"], "--order"),
+    ] {
+        fails_with(&[&base[..], &extra[..]].concat(), says);
+    }
+}
+
+#[test]
+fn an_engine_preset_sets_its_order_and_semantics() {
+    // The example: llama.cpp runs temperature last.
+    let knobs = ["--top-p", "0.8", "--temperature", "0.5"];
+    let llama = pipeline(&[&knobs[..], &["--engine", "llama.cpp"]].concat());
+    assert_eq!(kept(&llama), [0, 1]);
+    let hf = pipeline(&[&knobs[..], &["--engine", "hf"]].concat());
+    assert_eq!(kept(&hf), [0]);
+    // llama.cpp takes top-p 0 and keeps the top token; vLLM refuses it.
+    let zero = pipeline(&["--engine", "llama.cpp", "--top-p", "0"]);
+    assert_eq!(kept(&zero), [0]);
+    fails_with(
+        &[
+            "pipeline", "--logits", "3,2,1", "--engine", "vllm", "--top-p", "0",
+        ],
+        "vllm does not take top-p 0: it takes a top-p greater than 0 and at most 1",
+    );
+    fails_with(
+        &[
+            "pipeline", "--logits", "3,2,1", "--engine", "hf", "--order", "hf",
+        ],
+        "--order",
+    );
+    fails_with(
+        &["pipeline", "--logits", "3,2,1", "--engine", "gemini"],
+        "gemini",
+    );
+    fails_with(
+        &["pipeline", "--logits", "3,2,1", "--penalty-last-n", "4"],
+        "a penalty window (penalty-last-n) is llama.cpp's",
+    );
+}
+
+#[test]
+fn a_llama_cpp_run_records_its_engine_and_window_and_replays() {
+    let line = ok(&[
+        "generate",
+        "--prompt",
+        "To insert a table, ",
+        "--seed",
+        "9",
+        "--max-tokens",
+        "12",
+        "--engine",
+        "llama.cpp",
+        "--repetition-penalty",
+        "1.3",
+        "--penalty-last-n",
+        "16",
+        "--top-k",
+        "40",
+        "--json",
+    ]);
+    let record: Value = serde_json::from_str(&line).unwrap();
+    let policy = &record["config"]["policy"];
+    assert_eq!(policy["engine"], "llama.cpp");
+    assert_eq!(policy["penalty_last_n"], 16);
+    let file = std::env::temp_dir().join(format!("decode-lab-engine-{}.json", std::process::id()));
+    std::fs::write(&file, &line).unwrap();
+    assert!(ok(&["replay", file.to_str().unwrap()]).starts_with("identical"));
+    std::fs::remove_file(&file).ok();
+}

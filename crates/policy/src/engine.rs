@@ -1,0 +1,414 @@
+//! Engine presets: the order of the stages and the exact rule of each, as Hugging Face
+//! transformers, llama.cpp and vLLM implement them. `docs/engine-semantics.md` quotes the
+//! source lines; the files and commits read were:
+//!
+//! - Hugging Face: `src/transformers/generation/logits_process.py` at aa5108b4 (the
+//!   warpers and the repetition penalty) and `generation/utils.py` at 000034a4
+//!   (`_get_logits_processor`, the order);
+//! - llama.cpp (ggml-org): `src/llama-sampling.cpp` at e19fb5f1 (top-k, top-p, min-p, temp,
+//!   penalties), `common/common.h` at 001d906a (the default chain, `penalty_last_n = 64`),
+//!   `tools/main/main.cpp` at 771e0365 (the prompt is accepted into the penalty window);
+//! - vLLM (v1): `vllm/v1/sample/sampler.py` at 3e342658 (the order),
+//!   `v1/sample/ops/topk_topp_sampler.py` at 01fa3fe7 (`apply_top_k_top_p_pytorch`),
+//!   `model_executor/layers/utils.py` at 00358600 (`apply_penalties`) and
+//!   `sampling_params.py` at 00388f65 (`_verify_args`, the ranges).
+//!
+//! A preset sets the order and the semantics, never a knob's value: a stage the user did
+//! not switch on stays off under every engine (llama.cpp's own defaults, top-k 40 and
+//! top-p 0.95, are not switched on). What differs, engine by engine:
+//!
+//! | | lab (ours) | hf | llama.cpp | vllm |
+//! |---|---|---|---|---|
+//! | order | `--order` | penalties, temperature, top-k, top-p, min-p | penalties, top-k, top-p, min-p, temperature | penalties, temperature, min-p, top-k, top-p |
+//! | top-k ties at the k-th | kept | kept | exactly k (the lower ids) | kept |
+//! | top-p | every token whose mass above is < p; ties with the last kept | ascending cumsum ≤ 1 − p removed, the top token kept | descending prefix until the cumsum ≥ p | as hf |
+//! | top-p 0 / above 1 | refused | keeps one / off | keeps one / off (any value) | refused |
+//! | min-p | p ≥ min-p · p_max; in [0, 1] | as ours, in probabilities | logit ≥ max + ln(min-p); above 1 keeps one | as hf |
+//! | temperature | 0 greedy | 0 greedy (`do_sample=False`) | ≤ 0 greedy, any value | 0 greedy, at most 2, below 0.01 runs at 0.01 |
+//! | repetition penalty | whole context | whole context | last `penalty_last_n` (64) of prompt + output | prompt and output |
+//! | frequency, presence | output | none | the same window as repetition | output, each in [−2, 2] |
+//! | no-repeat n-grams, min new tokens | yes | yes | none | min tokens only |
+//!
+//! Where an engine's sort is not stable (llama.cpp's `std::partial_sort`, torch's
+//! `sort`) the tokens tied at a cut are ordered by id, lower first: the engine's own
+//! choice among them is unspecified, ours is fixed so that a replay is exact. Sums are in
+//! f64 where the engines use f32; at an exact boundary the engines may round the other way.
+
+use serde::{Deserialize, Serialize};
+
+use crate::chain::{Sampler, HF_CHAIN, TEMPERATURE_LAST_CHAIN};
+use crate::{Policy, PolicyError, Shortest, StepContext};
+
+/// Whose semantics a policy follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Engine {
+    /// The lab's own rules: ties kept at every cut, so a result never depends on a sort.
+    #[default]
+    #[serde(rename = "lab")]
+    Lab,
+    #[serde(rename = "hf")]
+    Hf,
+    #[serde(rename = "llama.cpp")]
+    LlamaCpp,
+    #[serde(rename = "vllm")]
+    Vllm,
+}
+
+/// vLLM's preset order: min-p runs after temperature and before top-k and top-p.
+pub const VLLM_CHAIN: [Sampler; 5] = [
+    Sampler::Penalties,
+    Sampler::Temperature,
+    Sampler::MinP,
+    Sampler::TopK,
+    Sampler::TopP,
+];
+
+/// llama.cpp's `penalty_last_n` default (`common_params_sampling`).
+pub const LLAMA_CPP_PENALTY_LAST_N: i64 = 64;
+
+/// vLLM raises a temperature in (0, 0.01) to 0.01 (`SamplingParams.__post_init__`).
+const VLLM_MIN_TEMPERATURE: f64 = 0.01;
+/// vLLM's largest temperature (`_verify_args`).
+const VLLM_MAX_TEMPERATURE: f64 = 2.0;
+
+impl Engine {
+    pub const ALL: [Engine; 4] = [Engine::Lab, Engine::Hf, Engine::LlamaCpp, Engine::Vllm];
+
+    /// The name in `--engine`, the lab's `engine=` key and the run record.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Lab => "lab",
+            Engine::Hf => "hf",
+            Engine::LlamaCpp => "llama.cpp",
+            Engine::Vllm => "vllm",
+        }
+    }
+
+    pub fn is_lab(&self) -> bool {
+        *self == Engine::Lab
+    }
+
+    /// The engine's own order of the stages this policy has.
+    pub fn chain(self) -> &'static [Sampler] {
+        match self {
+            Engine::Lab | Engine::Hf => &HF_CHAIN,
+            Engine::LlamaCpp => &TEMPERATURE_LAST_CHAIN,
+            Engine::Vllm => &VLLM_CHAIN,
+        }
+    }
+
+    /// Whether temperature `t` means the argmax.
+    pub fn is_greedy(self, t: f64) -> bool {
+        match self {
+            Engine::LlamaCpp => t <= 0.0,
+            _ => t == 0.0,
+        }
+    }
+
+    /// The temperature the engine runs at when asked for `t`.
+    pub fn temperature(self, t: f64) -> f64 {
+        match self {
+            Engine::Vllm if t > 0.0 && t < VLLM_MIN_TEMPERATURE => VLLM_MIN_TEMPERATURE,
+            _ => t,
+        }
+    }
+
+    /// Checks the knobs whose ranges or existence depend on the engine.
+    pub(crate) fn check(self, policy: &Policy) -> Result<(), PolicyError> {
+        let refuse = |knob: String, accepts: &'static str| {
+            Err(PolicyError::EngineRefuses {
+                engine: self,
+                knob,
+                accepts,
+            })
+        };
+        let t = policy.temperature;
+        match self {
+            Engine::Lab => {
+                if !(t >= 0.0 && t.is_finite()) {
+                    return Err(PolicyError::InvalidTemperature(t));
+                }
+                if !(policy.top_p > 0.0 && policy.top_p <= 1.0) {
+                    return Err(PolicyError::InvalidTopP(policy.top_p));
+                }
+                if !(0.0..=1.0).contains(&policy.min_p) {
+                    return Err(PolicyError::InvalidMinP(policy.min_p));
+                }
+            }
+            Engine::Hf => {
+                if !(t >= 0.0 && t.is_finite()) {
+                    return refuse(
+                        format!("temperature {}", Shortest(t)),
+                        "a finite temperature of at least 0 (0 is do_sample=False)",
+                    );
+                }
+                if !(policy.top_p >= 0.0 && policy.top_p.is_finite()) {
+                    return refuse(
+                        format!("top-p {}", Shortest(policy.top_p)),
+                        "a top-p of at least 0 (0 keeps the top token, 1 or more is off)",
+                    );
+                }
+                if !(0.0..=1.0).contains(&policy.min_p) {
+                    return refuse(
+                        format!("min-p {}", Shortest(policy.min_p)),
+                        "a min-p from 0 to 1",
+                    );
+                }
+                if let Some(knob) = counted_penalties(policy) {
+                    return refuse(knob, "no frequency or presence penalty, only repetition");
+                }
+            }
+            Engine::LlamaCpp => {
+                for (name, value) in [
+                    ("temperature", t),
+                    ("top-p", policy.top_p),
+                    ("min-p", policy.min_p),
+                ] {
+                    if !value.is_finite() {
+                        return refuse(
+                            format!("{name} {}", Shortest(value)),
+                            "any finite number here",
+                        );
+                    }
+                }
+                if policy.no_repeat_ngram > 0 {
+                    return refuse(
+                        format!("no-repeat {}-grams", policy.no_repeat_ngram),
+                        "no n-gram ban",
+                    );
+                }
+                if policy.min_new_tokens > 0 {
+                    return refuse(
+                        format!("min-new-tokens {}", policy.min_new_tokens),
+                        "no minimum of new tokens",
+                    );
+                }
+            }
+            Engine::Vllm => {
+                if !(0.0..=VLLM_MAX_TEMPERATURE).contains(&t) {
+                    return refuse(
+                        format!("temperature {}", Shortest(t)),
+                        "a temperature from 0 to 2",
+                    );
+                }
+                if !(policy.top_p > 0.0 && policy.top_p <= 1.0) {
+                    return refuse(
+                        format!("top-p {}", Shortest(policy.top_p)),
+                        "a top-p greater than 0 and at most 1",
+                    );
+                }
+                if !(0.0..=1.0).contains(&policy.min_p) {
+                    return refuse(
+                        format!("min-p {}", Shortest(policy.min_p)),
+                        "a min-p from 0 to 1",
+                    );
+                }
+                for (name, value) in [
+                    ("frequency penalty", policy.frequency_penalty),
+                    ("presence penalty", policy.presence_penalty),
+                ] {
+                    if !(-2.0..=2.0).contains(&value) {
+                        return refuse(
+                            format!("{name} {}", Shortest(value)),
+                            "frequency and presence penalties from -2 to 2",
+                        );
+                    }
+                }
+                if policy.no_repeat_ngram > 0 {
+                    return refuse(
+                        format!("no-repeat {}-grams", policy.no_repeat_ngram),
+                        "no n-gram ban",
+                    );
+                }
+            }
+        }
+        if let Some(n) = policy.penalty_last_n {
+            if self != Engine::LlamaCpp {
+                return Err(PolicyError::PenaltyWindowWithout { engine: self });
+            }
+            if n < -1 {
+                return Err(PolicyError::InvalidPenaltyWindow(n));
+            }
+        }
+        Ok(())
+    }
+
+    /// The tokens the repetition penalty applies to and the tokens the frequency and
+    /// presence penalties count.
+    pub(crate) fn penalised<'a>(
+        self,
+        policy: &Policy,
+        context: StepContext<'a>,
+    ) -> (&'a [u32], &'a [u32]) {
+        match self {
+            Engine::LlamaCpp => {
+                let n = policy.penalty_last_n.unwrap_or(LLAMA_CPP_PENALTY_LAST_N);
+                let tokens = context.tokens;
+                let window = match n {
+                    -1 => tokens,
+                    n => &tokens[tokens.len().saturating_sub(n.max(0) as usize)..],
+                };
+                (window, window)
+            }
+            _ => (context.tokens, context.generated()),
+        }
+    }
+}
+
+by_name!(Engine, UnknownEngine);
+
+/// The frequency and presence penalties in words, when either is set.
+fn counted_penalties(policy: &Policy) -> Option<String> {
+    match (policy.frequency_penalty, policy.presence_penalty) {
+        (f, _) if f != 0.0 => Some(format!("frequency penalty {}", Shortest(f))),
+        (_, p) if p != 0.0 => Some(format!("presence penalty {}", Shortest(p))),
+        _ => None,
+    }
+}
+
+/// Candidate indices in descending order of logit, ties to the lower id.
+fn ranked(candidates: &[(f64, u32)]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..candidates.len()).collect();
+    order.sort_by(|&a, &b| {
+        candidates[b]
+            .0
+            .total_cmp(&candidates[a].0)
+            .then(candidates[a].1.cmp(&candidates[b].1))
+    });
+    order
+}
+
+/// llama.cpp's top-k (`llama_sampler_top_k_impl`): exactly the first k after a sort by
+/// logit; the tokens tied at the k-th are kept lower ids first. O(V): a selection finds the
+/// k-th logit, and the candidates (in ascending id order) are read once. `k` is at least 1
+/// and less than the number of candidates.
+pub(crate) fn top_k_exact(
+    candidates: &[(f64, u32)],
+    k: usize,
+    scratch: &mut Vec<f64>,
+) -> Vec<bool> {
+    scratch.clear();
+    scratch.extend(candidates.iter().map(|c| c.0));
+    let kth = *scratch
+        .select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a))
+        .1;
+    let above = candidates.iter().filter(|c| c.0 > kth).count();
+    let mut ties = k - above;
+    candidates
+        .iter()
+        .map(|c| {
+            if c.0 > kth {
+                true
+            } else if c.0 == kth && ties > 0 {
+                ties -= 1;
+                true
+            } else {
+                false
+            }
+        })
+        .collect()
+}
+
+/// Top-p by rank, as the engines compute it over `probs` (the softmax of the candidates):
+/// llama.cpp keeps the descending prefix up to the first whose cumulative sum reaches p
+/// (`cum_sum >= p`, so p ≤ 0 keeps one); Hugging Face and vLLM sort ascending and remove
+/// every token whose cumulative sum is at most 1 − p, never the last (the top token).
+pub(crate) fn top_p_ranked(
+    engine: Engine,
+    candidates: &[(f64, u32)],
+    probs: &[f64],
+    top_p: f64,
+) -> Vec<bool> {
+    let order = ranked(candidates);
+    let mut keep = vec![false; candidates.len()];
+    match engine {
+        Engine::LlamaCpp => {
+            let mut cum = 0.0;
+            for &i in &order {
+                keep[i] = true;
+                cum += probs[i];
+                if cum >= top_p {
+                    break;
+                }
+            }
+        }
+        _ => {
+            let mut cum = 0.0;
+            for &i in order.iter().rev() {
+                cum += probs[i];
+                keep[i] = cum > 1.0 - top_p;
+            }
+            keep[order[0]] = true;
+        }
+    }
+    keep
+}
+
+/// Min-p as the engines compute it. llama.cpp compares logits (`logit >= max_logit +
+/// logf(p)`, on the temperature's scale `t`) and, when nothing passes (p above 1), keeps
+/// the top token alone; Hugging Face and vLLM compare probabilities
+/// (`probs >= min_p * max_prob`).
+pub(crate) fn min_p_engine(
+    engine: Engine,
+    candidates: &[(f64, u32)],
+    probs: &[f64],
+    min_p: f64,
+    t: f64,
+) -> Vec<bool> {
+    match engine {
+        Engine::LlamaCpp => {
+            let max = candidates
+                .iter()
+                .map(|c| c.0 / t)
+                .fold(f64::NEG_INFINITY, f64::max);
+            let min_logit = max + min_p.ln();
+            let mut keep: Vec<bool> = candidates.iter().map(|c| c.0 / t >= min_logit).collect();
+            if !keep.contains(&true) {
+                keep[ranked(candidates)[0]] = true;
+            }
+            keep
+        }
+        _ => {
+            let max = probs.iter().copied().fold(0.0, f64::max);
+            probs.iter().map(|&p| p >= min_p * max).collect()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::tests::reads_back;
+
+    #[test]
+    fn an_engine_reads_back_from_its_name() {
+        for engine in Engine::ALL {
+            reads_back(engine);
+        }
+        assert_eq!(
+            "ollama".parse::<Engine>().unwrap_err().to_string(),
+            "engine \"ollama\" is not known: expected lab, hf, llama.cpp or vllm"
+        );
+    }
+
+    #[test]
+    fn the_llama_cpp_window_is_the_last_n_tokens_of_prompt_and_output() {
+        let tokens = [1, 2, 3, 4, 5];
+        let context = StepContext::new(&tokens, 3);
+        let window = |n| {
+            let policy = Policy {
+                penalty_last_n: n,
+                ..Policy::default()
+            };
+            Engine::LlamaCpp.penalised(&policy, context).0.to_vec()
+        };
+        assert_eq!(window(Some(2)), [4, 5]);
+        assert_eq!(window(Some(0)), Vec::<u32>::new());
+        assert_eq!(window(Some(-1)), tokens);
+        assert_eq!(window(None), tokens, "64 by default");
+        assert_eq!(
+            Engine::Vllm.penalised(&Policy::default(), context),
+            (&tokens[..], &tokens[3..])
+        );
+    }
+}
