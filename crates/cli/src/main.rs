@@ -542,8 +542,9 @@ struct PolicyArgs {
     #[arg(long, default_value_t = StageOrder::TemperatureFirst, value_parser = named::<StageOrder>(StageOrder::ALL.map(StageOrder::name)))]
     order: StageOrder,
     /// The samplers in the order they run, by llama.cpp's names, separated by `;` or `,`:
-    /// penalties, top_k, top_p, min_p, temperature. Every set knob must be listed; without
-    /// temperature in the list the temperature defaults to 1. Replaces --order.
+    /// penalties, top_n_sigma, top_k, typ_p, top_p, min_p, epsilon, eta, xtc, temperature.
+    /// Every set knob must be listed; without temperature in the list the temperature
+    /// defaults to 1. Replaces --order.
     #[arg(long, value_name = "LIST", conflicts_with = "order", value_parser = parse_sampler_list)]
     samplers: Option<SamplerList>,
     /// Whose semantics every stage follows, and its order (which --samplers replaces); see
@@ -554,6 +555,51 @@ struct PolicyArgs {
     /// them; 0: no penalty) [default: 64 under --engine llama.cpp].
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     penalty_last_n: Option<i64>,
+    /// Locally typical sampling's mass (sampler typ_p; 1 is off).
+    #[arg(
+        long,
+        value_name = "P",
+        default_value_t = 1.0,
+        allow_hyphen_values = true
+    )]
+    typical: f64,
+    /// ε-cutoff: remove tokens below this probability (sampler epsilon; 0 is off).
+    #[arg(
+        long,
+        value_name = "EPS",
+        default_value_t = 0.0,
+        allow_hyphen_values = true
+    )]
+    epsilon_cutoff: f64,
+    /// η-cutoff: remove tokens below min(ε, √ε·e^−H) (sampler eta; 0 is off).
+    #[arg(
+        long,
+        value_name = "EPS",
+        default_value_t = 0.0,
+        allow_hyphen_values = true
+    )]
+    eta_cutoff: f64,
+    /// Top-nσ: remove tokens more than N standard deviations of the logits below the
+    /// largest (sampler top_n_sigma).
+    #[arg(
+        long,
+        value_name = "N",
+        alias = "top-nsigma",
+        allow_hyphen_values = true
+    )]
+    top_n_sigma: Option<f64>,
+    /// XTC: the chance that a step excludes its top choices (sampler xtc; 0 is off). The
+    /// chance is drawn from the run's seeded stream.
+    #[arg(
+        long,
+        value_name = "P",
+        default_value_t = 0.0,
+        allow_hyphen_values = true
+    )]
+    xtc_probability: f64,
+    /// XTC: the probability a token needs to count as a top choice.
+    #[arg(long, value_name = "P", default_value_t = policy::XTC_THRESHOLD, allow_hyphen_values = true)]
+    xtc_threshold: f64,
 }
 
 /// `--samplers`, one argument (clap would read a bare `Vec` as repeated values).
@@ -612,6 +658,12 @@ impl PolicyArgs {
             samplers: self.samplers.clone().map(|list| list.0),
             engine: self.engine,
             penalty_last_n: self.penalty_last_n,
+            typical_p: self.typical,
+            epsilon_cutoff: self.epsilon_cutoff,
+            eta_cutoff: self.eta_cutoff,
+            top_n_sigma: self.top_n_sigma,
+            xtc_probability: self.xtc_probability,
+            xtc_threshold: self.xtc_threshold,
         })
     }
 }

@@ -148,6 +148,11 @@ pub fn policy_name(policy: &Policy) -> String {
         policy.samplers.is_some(),
         format!("samplers {}", policy.order_label()),
     );
+    for sampler in policy::Sampler::MODERN {
+        if let Some(knob) = sampler.knob(policy) {
+            on(true, knob);
+        }
+    }
     on(
         !policy.engine.is_lab(),
         format!("{} semantics", policy.engine),

@@ -103,7 +103,8 @@ fn bad_chains_are_named() {
     for (extra, says) in [
         (
             vec!["--samplers", "top_k;temp"],
-            "sampler \"temp\" is not known: expected penalties, top_k, top_p, min_p or temperature",
+            "sampler \"temp\" is not known: expected penalties, top_n_sigma, top_k, typ_p, top_p, \
+             min_p, epsilon, eta, xtc or temperature",
         ),
         (vec!["--samplers", ";"], "the sampler list is empty"),
         (
@@ -181,4 +182,36 @@ fn a_llama_cpp_run_records_its_engine_and_window_and_replays() {
     std::fs::write(&file, &line).unwrap();
     assert!(ok(&["replay", file.to_str().unwrap()]).starts_with("identical"));
     std::fs::remove_file(&file).ok();
+}
+
+/// The modern samplers from the command line: each flag switches its stage on, in the
+/// order's place or the chain's.
+#[test]
+fn the_modern_samplers_run_from_their_flags() {
+    let logits = ["pipeline", "--logits", "2,1.9,1.8,0", "--seed", "3"];
+    let with = |extra: &[&str]| -> Value {
+        serde_json::from_str(&ok(&[&logits[..], extra].concat())).unwrap()
+    };
+    let xtc = with(&["--xtc-probability", "1", "--xtc-threshold", "0.1"]);
+    assert_eq!(kept(&xtc), [2, 3]);
+    assert!(stage_names(&xtc).contains(&"xtc".to_string()));
+    let sigma = with(&["--top-n-sigma", "1"]);
+    assert_eq!(kept(&sigma), [0, 1, 2]);
+    let typical = with(&["--typical", "0.5", "--engine", "llama.cpp"]);
+    // llama.cpp's order: typical among the filters, temperature last.
+    let names = stage_names(&typical);
+    assert_eq!(names[names.len() - 2..], ["typical", "temperature"]);
+    let chained = with(&[
+        "--samplers",
+        "eta;epsilon",
+        "--epsilon-cutoff",
+        "0.05",
+        "--eta-cutoff",
+        "0.1",
+    ]);
+    assert_eq!(stage_names(&chained), ["constraints", "eta", "epsilon"]);
+    fails_with(
+        &[&logits[..], &["--engine", "vllm", "--typical", "0.9"]].concat(),
+        "vllm does not take typical-p 0.9: it takes no such sampler",
+    );
 }

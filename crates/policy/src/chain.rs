@@ -31,29 +31,42 @@ use crate::{Policy, PolicyError, Shortest, StageOrder};
 #[serde(try_from = "String", into = "String")]
 pub enum Sampler {
     Penalties,
+    TopNSigma,
     TopK,
+    Typical,
     TopP,
     MinP,
+    Epsilon,
+    Eta,
+    Xtc,
     Temperature,
 }
 
 impl Sampler {
-    /// Every sampler, in llama.cpp's default order.
-    pub const ALL: [Sampler; 5] = [
-        Sampler::Penalties,
-        Sampler::TopK,
-        Sampler::TopP,
-        Sampler::MinP,
-        Sampler::Temperature,
+    /// Every sampler, in llama.cpp's default order (Hugging Face's ε and η after min-p).
+    pub const ALL: [Sampler; 10] = TEMPERATURE_LAST_CHAIN;
+
+    /// The samplers the fixed fast path does not run ([`modern`](crate::modern)).
+    pub const MODERN: [Sampler; 5] = [
+        Sampler::TopNSigma,
+        Sampler::Typical,
+        Sampler::Epsilon,
+        Sampler::Eta,
+        Sampler::Xtc,
     ];
 
     /// The name in `--samplers`, the lab's `samplers=` key and the run record.
     pub fn name(self) -> &'static str {
         match self {
             Sampler::Penalties => "penalties",
+            Sampler::TopNSigma => "top_n_sigma",
             Sampler::TopK => "top_k",
+            Sampler::Typical => "typ_p",
             Sampler::TopP => "top_p",
             Sampler::MinP => "min_p",
+            Sampler::Epsilon => "epsilon",
+            Sampler::Eta => "eta",
+            Sampler::Xtc => "xtc",
             Sampler::Temperature => "temperature",
         }
     }
@@ -93,6 +106,18 @@ impl Sampler {
             }
             Sampler::Temperature => (policy.temperature != 1.0)
                 .then(|| format!("temperature {}", Shortest(policy.temperature))),
+            Sampler::Typical => (policy.typical_p < 1.0)
+                .then(|| format!("typical-p {}", Shortest(policy.typical_p))),
+            Sampler::Epsilon => (policy.epsilon_cutoff > 0.0)
+                .then(|| format!("epsilon-cutoff {}", Shortest(policy.epsilon_cutoff))),
+            Sampler::Eta => (policy.eta_cutoff > 0.0)
+                .then(|| format!("eta-cutoff {}", Shortest(policy.eta_cutoff))),
+            Sampler::TopNSigma => policy
+                .top_n_sigma
+                .filter(|&n| n > 0.0)
+                .map(|n| format!("top-n-sigma {}", Shortest(n))),
+            Sampler::Xtc => (policy.xtc_probability > 0.0)
+                .then(|| format!("xtc-probability {}", Shortest(policy.xtc_probability))),
         }
     }
 }
@@ -113,22 +138,36 @@ impl From<Sampler> for String {
     }
 }
 
-/// Hugging Face's order as a chain: the penalties, then temperature before the filters.
-pub const HF_CHAIN: [Sampler; 5] = [
+/// Hugging Face's order as a chain (`_get_logits_processor`): the penalties, then
+/// temperature before the warpers top-k, top-p, min-p, typical, ε and η. Top-nσ and XTC,
+/// which Hugging Face does not have, sit where llama.cpp's order puts them relative to
+/// the others.
+pub const HF_CHAIN: [Sampler; 10] = [
     Sampler::Penalties,
     Sampler::Temperature,
+    Sampler::TopNSigma,
     Sampler::TopK,
     Sampler::TopP,
     Sampler::MinP,
+    Sampler::Typical,
+    Sampler::Epsilon,
+    Sampler::Eta,
+    Sampler::Xtc,
 ];
 
-/// The temperature-last order as a chain: llama.cpp's default chain, less the samplers
-/// this policy does not have.
-pub const TEMPERATURE_LAST_CHAIN: [Sampler; 5] = [
+/// The temperature-last order as a chain: llama.cpp's default chain (`common.h`: penalties,
+/// dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature) less DRY, with Hugging
+/// Face's ε and η after min-p.
+pub const TEMPERATURE_LAST_CHAIN: [Sampler; 10] = [
     Sampler::Penalties,
+    Sampler::TopNSigma,
     Sampler::TopK,
+    Sampler::Typical,
     Sampler::TopP,
     Sampler::MinP,
+    Sampler::Epsilon,
+    Sampler::Eta,
+    Sampler::Xtc,
     Sampler::Temperature,
 ];
 
@@ -216,13 +255,13 @@ mod tests {
         for (list, says) in [
             (
                 "top_k;temp",
-                "sampler \"temp\" is not known: expected penalties, top_k, top_p, min_p or \
-                 temperature",
+                "sampler \"temp\" is not known: expected penalties, top_n_sigma, top_k, typ_p, \
+                 top_p, min_p, epsilon, eta, xtc or temperature",
             ),
             (
                 " ; ",
-                "the sampler list is empty: name at least one of penalties, top_k, top_p, \
-                 min_p or temperature",
+                "the sampler list is empty: name at least one of penalties, top_n_sigma, \
+                 top_k, typ_p, top_p, min_p, epsilon, eta, xtc or temperature",
             ),
         ] {
             assert_eq!(parse_samplers(list).unwrap_err().to_string(), says);

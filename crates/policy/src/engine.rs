@@ -222,12 +222,99 @@ impl Engine {
                 }
             }
         }
+        self.check_modern(policy)?;
         if let Some(n) = policy.penalty_last_n {
             if self != Engine::LlamaCpp {
                 return Err(PolicyError::PenaltyWindowWithout { engine: self });
             }
             if n < -1 {
                 return Err(PolicyError::InvalidPenaltyWindow(n));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the modern samplers' knobs: which engines have each, and its range.
+    fn check_modern(self, policy: &Policy) -> Result<(), PolicyError> {
+        let refuse = |knob: String, accepts: &'static str| {
+            Err(PolicyError::EngineRefuses {
+                engine: self,
+                knob,
+                accepts,
+            })
+        };
+        let typical = policy.typical_p;
+        let (epsilon, eta) = (policy.epsilon_cutoff, policy.eta_cutoff);
+        let (xtc, threshold) = (policy.xtc_probability, policy.xtc_threshold);
+        let has = |sampler: Sampler| match self {
+            Engine::Lab => true,
+            Engine::Hf => !matches!(sampler, Sampler::TopNSigma | Sampler::Xtc),
+            Engine::LlamaCpp => !matches!(sampler, Sampler::Epsilon | Sampler::Eta),
+            Engine::Vllm => !Sampler::MODERN.contains(&sampler),
+        };
+        for sampler in Sampler::MODERN {
+            let set = match sampler {
+                Sampler::TopNSigma => policy
+                    .top_n_sigma
+                    .map(|n| format!("top-n-sigma {}", Shortest(n))),
+                _ => sampler.knob(policy),
+            };
+            if let Some(knob) = set {
+                if !has(sampler) {
+                    return refuse(knob, "no such sampler");
+                }
+            }
+        }
+        let unit = |x: f64, open_top: bool| x >= 0.0 && if open_top { x < 1.0 } else { x <= 1.0 };
+        match self {
+            Engine::LlamaCpp => {
+                for (name, value) in [
+                    ("typical-p", typical),
+                    ("top-n-sigma", policy.top_n_sigma.unwrap_or(0.0)),
+                    ("xtc-probability", xtc),
+                    ("xtc-threshold", threshold),
+                ] {
+                    if !value.is_finite() {
+                        return refuse(
+                            format!("{name} {}", Shortest(value)),
+                            "any finite number here",
+                        );
+                    }
+                }
+            }
+            _ => {
+                if !(typical > 0.0 && typical <= 1.0) {
+                    return refuse(
+                        format!("typical-p {}", Shortest(typical)),
+                        "a typical mass greater than 0 and at most 1 (1 is off)",
+                    );
+                }
+                for (name, value) in [("epsilon-cutoff", epsilon), ("eta-cutoff", eta)] {
+                    if !unit(value, true) {
+                        return refuse(
+                            format!("{name} {}", Shortest(value)),
+                            "a cutoff from 0 (off) up to, not including, 1",
+                        );
+                    }
+                }
+                if let Some(n) = policy.top_n_sigma {
+                    if !(n > 0.0 && n.is_finite()) {
+                        return refuse(
+                            format!("top-n-sigma {}", Shortest(n)),
+                            "a finite number of standard deviations greater than 0",
+                        );
+                    }
+                }
+                if !unit(xtc, false) || !unit(threshold, false) {
+                    return refuse(
+                        format!(
+                            "xtc-probability {} with xtc-threshold {}",
+                            Shortest(xtc),
+                            Shortest(threshold)
+                        ),
+                        "an XTC probability and threshold from 0 to 1",
+                    );
+                }
             }
         }
         Ok(())

@@ -38,6 +38,7 @@ mod error;
 pub mod generate;
 mod logit_bias;
 mod model_view;
+pub mod modern;
 mod pipeline;
 pub mod record;
 mod request;
@@ -56,7 +57,7 @@ pub use logit_bias::parse_logit_bias;
 pub use model_view::{model_view, ModelView, MODEL_TOP};
 pub use pipeline::{
     step, Logit, Policy, Snapshots, Stage, StageOrder, StageSnapshot, StepContext, StepOutcome,
-    Stepper, TokenProb, POLICY_VERSION,
+    Stepper, TokenProb, POLICY_VERSION, XTC_THRESHOLD,
 };
 pub use record::{
     parse_records, replay, ArtifactId, Audit, Backend, BackendKind, RecordError, ReplayReport,

@@ -29,6 +29,7 @@ use crate::chain::Sampler;
 use crate::engine::{self, Engine};
 use crate::error::Constraint;
 use crate::model_view::ModelView;
+use crate::modern;
 use crate::rng::{choice_index, NumpyRng};
 use crate::PolicyError;
 
@@ -110,6 +111,42 @@ pub struct Policy {
     /// 0 no penalty); absent for llama.cpp's default of 64, and under any other engine.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub penalty_last_n: Option<i64>,
+    /// Locally typical sampling's mass ([`modern`](crate::modern)); 1 is off.
+    #[serde(skip_serializing_if = "is_one")]
+    pub typical_p: f64,
+    /// ε-cutoff: tokens below this probability are removed; 0 is off.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub epsilon_cutoff: f64,
+    /// η-cutoff's ε: tokens below min(ε, √ε · e^−H) are removed; 0 is off.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub eta_cutoff: f64,
+    /// Top-nσ: tokens more than n standard deviations of the logits below the largest are
+    /// removed; absent is off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_n_sigma: Option<f64>,
+    /// XTC: the chance that a step excludes its top choices; 0 is off.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub xtc_probability: f64,
+    /// XTC: the probability a token needs to count as a top choice.
+    #[serde(skip_serializing_if = "is_default_xtc_threshold")]
+    pub xtc_threshold: f64,
+}
+
+/// XTC's threshold when none is given, llama.cpp's default (`common_params_sampling`).
+pub const XTC_THRESHOLD: f64 = 0.1;
+
+// Knobs at their off values stay out of JSON, so records made before a knob existed keep
+// their digests.
+fn is_one(x: &f64) -> bool {
+    *x == 1.0
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+fn is_default_xtc_threshold(x: &f64) -> bool {
+    *x == XTC_THRESHOLD
 }
 
 impl Default for Policy {
@@ -131,6 +168,12 @@ impl Default for Policy {
             samplers: None,
             engine: Engine::Lab,
             penalty_last_n: None,
+            typical_p: 1.0,
+            epsilon_cutoff: 0.0,
+            eta_cutoff: 0.0,
+            top_n_sigma: None,
+            xtc_probability: 0.0,
+            xtc_threshold: XTC_THRESHOLD,
         }
     }
 }
@@ -164,6 +207,11 @@ pub enum Stage {
     Constraints,
     /// A chain's penalties placed after another sampler ([`chain`](crate::chain)).
     Penalties,
+    Typical,
+    Epsilon,
+    Eta,
+    TopNSigma,
+    Xtc,
     Temperature,
     TopK,
     TopP,
@@ -175,6 +223,11 @@ impl Stage {
         match self {
             Stage::Constraints => "constraints",
             Stage::Penalties => "penalties",
+            Stage::Typical => "typical",
+            Stage::Epsilon => "epsilon",
+            Stage::Eta => "eta",
+            Stage::TopNSigma => "top-n-sigma",
+            Stage::Xtc => "xtc",
             Stage::Temperature => "temperature",
             Stage::TopK => "top-k",
             Stage::TopP => "top-p",
@@ -357,6 +410,13 @@ impl Policy {
             && self.order == StageOrder::TemperatureFirst
             && self.samplers.is_none()
             && self.engine.is_lab()
+            && !self.has_modern_sampler()
+    }
+
+    /// Whether a modern sampler ([`modern`](crate::modern)) is on: such a policy runs on
+    /// the chain path even in a fixed order.
+    pub fn has_modern_sampler(&self) -> bool {
+        Sampler::MODERN.iter().any(|s| s.knob(self).is_some())
     }
 
     /// The chain the policy runs: its own list, else its engine's order, else its fixed
@@ -466,7 +526,7 @@ impl Stepper {
                 });
             }
         }
-        if policy.samplers.is_some() || !policy.engine.is_lab() {
+        if policy.samplers.is_some() || !policy.engine.is_lab() || policy.has_modern_sampler() {
             return self.run_chain(policy, policy.chain(), logits, context, draw, snapshots);
         }
         self.build_overrides(policy, logits, context, true)?;
@@ -726,6 +786,47 @@ impl Stepper {
                         self.retain_marked(&keep);
                     }
                     record(Stage::MinP, &self.candidates, t);
+                }
+                Sampler::Typical | Sampler::Epsilon | Sampler::Eta | Sampler::TopNSigma => {
+                    if sampler.knob(policy).is_none() {
+                        continue;
+                    }
+                    let total = self.weigh(t);
+                    let probs: Vec<f64> = self.weights.iter().map(|w| w / total).collect();
+                    let (keep, stage) = match sampler {
+                        Sampler::Typical => (
+                            modern::typical(engine, &probs, policy.typical_p),
+                            Stage::Typical,
+                        ),
+                        Sampler::Epsilon => (
+                            modern::epsilon(&probs, policy.epsilon_cutoff),
+                            Stage::Epsilon,
+                        ),
+                        Sampler::Eta => (modern::eta(&probs, policy.eta_cutoff), Stage::Eta),
+                        _ => {
+                            let scaled: Vec<f64> =
+                                self.candidates.iter().map(|c| c.0 / t).collect();
+                            let n = policy.top_n_sigma.unwrap_or(0.0);
+                            (modern::top_n_sigma(&scaled, n), Stage::TopNSigma)
+                        }
+                    };
+                    self.retain_marked(&keep);
+                    record(stage, &self.candidates, t);
+                }
+                Sampler::Xtc => {
+                    let (probability, threshold) = (policy.xtc_probability, policy.xtc_threshold);
+                    if !modern::xtc_draws(probability, threshold, self.candidates.len()) {
+                        continue;
+                    }
+                    let chance = draw();
+                    if !(0.0..1.0).contains(&chance) {
+                        return Err(PolicyError::InvalidDraw(chance));
+                    }
+                    let total = self.weigh(t);
+                    let probs: Vec<f64> = self.weights.iter().map(|w| w / total).collect();
+                    let keep = modern::xtc(&probs, probability, threshold, chance);
+                    self.retain_marked(&keep);
+                    record(Stage::Xtc, &self.candidates, t);
                 }
             }
         }
