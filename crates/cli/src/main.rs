@@ -231,6 +231,11 @@ fn first_line(error: &clap::Error) -> String {
 fn policy_flags(name: &str, flags: &str) -> Result<Policy, String> {
     let parsed = PolicyFlags::try_parse_from(flags.split_whitespace())
         .map_err(|e| format!("--{name} {flags:?}: {}", first_line(&e)))?;
+    if !parsed.policy.dry_sequence_breaker.is_empty() {
+        return Err(format!(
+            "--{name} {flags:?}: --dry-sequence-breaker is read by pipeline and generate only"
+        ));
+    }
     let policy = parsed
         .policy
         .policy(0.7)
@@ -600,6 +605,29 @@ struct PolicyArgs {
     /// XTC: the probability a token needs to count as a top choice.
     #[arg(long, value_name = "P", default_value_t = policy::XTC_THRESHOLD, allow_hyphen_values = true)]
     xtc_threshold: f64,
+    /// DRY: the penalty for extending a repetition one token past the allowed length
+    /// (sampler dry; 0 is off).
+    #[arg(
+        long,
+        value_name = "M",
+        default_value_t = 0.0,
+        allow_hyphen_values = true
+    )]
+    dry_multiplier: f64,
+    /// DRY: each further token of a repetition multiplies its penalty by this.
+    #[arg(long, value_name = "B", default_value_t = policy::DRY_BASE, allow_hyphen_values = true)]
+    dry_base: f64,
+    /// DRY: repetitions up to this long are free.
+    #[arg(long, value_name = "N", default_value_t = policy::DRY_ALLOWED_LENGTH)]
+    dry_allowed_length: usize,
+    /// DRY: the last N tokens of prompt and output it reads (-1: all; 0: off).
+    #[arg(long, value_name = "N", default_value_t = -1, allow_hyphen_values = true)]
+    dry_penalty_last_n: i64,
+    /// DRY: a sequence breaker, repeatable. In `pipeline` comma-separated token ids (none by
+    /// default); in `generate` a string, found in the vocabulary as llama.cpp finds it
+    /// (llama.cpp's "\n", ":", "\"" and "*" by default; "none" for none).
+    #[arg(long, value_name = "BREAKER", allow_hyphen_values = true)]
+    dry_sequence_breaker: Vec<String>,
 }
 
 /// `--samplers`, one argument (clap would read a bare `Vec` as repeated values).
@@ -631,6 +659,11 @@ impl PolicyArgs {
     }
 
     fn policy(&self, default_temperature: f64) -> Result<Policy, String> {
+        if !self.dry_sequence_breaker.is_empty() && self.dry_multiplier == 0.0 {
+            return Err(
+                "--dry-sequence-breaker needs --dry-multiplier: without it DRY is off".into(),
+            );
+        }
         Ok(Policy {
             forbidden: match &self.forbid {
                 Some(ids) => parse_list(ids, "forbidden token id")?,
@@ -664,7 +697,29 @@ impl PolicyArgs {
             top_n_sigma: self.top_n_sigma,
             xtc_probability: self.xtc_probability,
             xtc_threshold: self.xtc_threshold,
+            dry_multiplier: self.dry_multiplier,
+            dry_base: self.dry_base,
+            dry_allowed_length: self.dry_allowed_length,
+            dry_penalty_last_n: self.dry_penalty_last_n,
+            // Token ids for `pipeline` (`breaker_ids`), strings for `generate`.
+            dry_sequence_breakers: Vec::new(),
         })
+    }
+
+    /// `--dry-sequence-breaker` as `pipeline` reads it: each a list of token ids.
+    fn breaker_ids(&self) -> Result<Vec<Vec<u32>>, String> {
+        self.dry_sequence_breaker
+            .iter()
+            .map(|ids| {
+                let ids: Vec<u32> = parse_list(ids, "DRY sequence breaker token id")?;
+                if ids.is_empty() {
+                    return Err(format!(
+                        "--dry-sequence-breaker {ids:?} names no token: give comma-separated ids"
+                    ));
+                }
+                Ok(ids)
+            })
+            .collect()
     }
 }
 
@@ -894,7 +949,10 @@ fn run_pipeline(args: &PipelineArgs) -> Result<String, String> {
         Some(ids) => parse_list(ids, "context token id")?,
         None => Vec::new(),
     };
-    let policy = args.policy.policy(1.0)?;
+    let policy = Policy {
+        dry_sequence_breakers: args.policy.breaker_ids()?,
+        ..args.policy.policy(1.0)?
+    };
     let seed = args.seed.resolve()?;
     let mut rng = NumpyRng::new(seed);
     let outcome = policy::step(
@@ -960,7 +1018,16 @@ fn run_generate(args: &GenerateArgs) -> Result<String, Failure> {
     };
     let tags = policy::parse_tags(&args.tags).map_err(|e| format!("--tag: {e}"))?;
     let backend = args.backend.choice()?;
-    run::generate(&dir, args.weights, backend, config, tags, args.json)
+    let breakers = &args.policy.dry_sequence_breaker;
+    run::generate(
+        &dir,
+        args.weights,
+        backend,
+        config,
+        breakers,
+        tags,
+        args.json,
+    )
 }
 
 fn run_eval(args: &EvalArgs) -> Result<String, String> {

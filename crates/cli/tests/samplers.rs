@@ -103,8 +103,8 @@ fn bad_chains_are_named() {
     for (extra, says) in [
         (
             vec!["--samplers", "top_k;temp"],
-            "sampler \"temp\" is not known: expected penalties, top_n_sigma, top_k, typ_p, top_p, \
-             min_p, epsilon, eta, xtc or temperature",
+            "sampler \"temp\" is not known: expected penalties, dry, top_n_sigma, top_k, typ_p, \
+             top_p, min_p, epsilon, eta, xtc or temperature",
         ),
         (vec!["--samplers", ";"], "the sampler list is empty"),
         (
@@ -214,4 +214,95 @@ fn the_modern_samplers_run_from_their_flags() {
         &[&logits[..], &["--engine", "vllm", "--typical", "0.9"]].concat(),
         "vllm does not take typical-p 0.9: it takes no such sampler",
     );
+}
+
+/// DRY from the command line: in `pipeline` breakers are token ids; in `generate`
+/// strings, found in the vocabulary, recorded as token sequences and replayed.
+#[test]
+fn dry_runs_in_pipeline_and_generate() {
+    // Context 0 1 2 0 1: token 2 would extend the repeat 0 1 (length 2 = allowed), so it
+    // loses the multiplier 1 from its logit (llama.cpp's test case, dry.2).
+    let out: Value = serde_json::from_str(&ok(&[
+        "pipeline",
+        "--logits",
+        "0,0,0,0",
+        "--context",
+        "0,1,2,0,1",
+        "--prompt-len",
+        "5",
+        "--dry-multiplier",
+        "1",
+        "--dry-base",
+        "1.1",
+    ]))
+    .unwrap();
+    let dry = out["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "dry")
+        .unwrap();
+    assert_eq!(dry["tokens"][2]["logit"], -1.0);
+    // Token 2 as a breaker: the repeat 0 1 begins after it, still long enough, but token 2
+    // itself is never penalised.
+    let broken: Value = serde_json::from_str(&ok(&[
+        "pipeline",
+        "--logits",
+        "0,0,0,0",
+        "--context",
+        "0,1,2,0,1",
+        "--prompt-len",
+        "5",
+        "--dry-multiplier",
+        "1",
+        "--dry-sequence-breaker",
+        "2",
+    ]))
+    .unwrap();
+    assert!(broken["final"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["prob"] == 0.25));
+    fails_with(
+        &["pipeline", "--logits", "0,0", "--dry-sequence-breaker", "1"],
+        "--dry-sequence-breaker needs --dry-multiplier",
+    );
+    fails_with(
+        &[
+            "pipeline",
+            "--logits",
+            "0,0",
+            "--dry-multiplier",
+            "1",
+            "--dry-sequence-breaker",
+            "9",
+        ],
+        "DRY sequence breaker token id 9 is out of range",
+    );
+
+    let line = ok(&[
+        "generate",
+        "--prompt",
+        "To insert a table, choose Table - Insert Table. To insert a table, ",
+        "--seed",
+        "4",
+        "--max-tokens",
+        "12",
+        "--dry-multiplier",
+        "0.8",
+        "--json",
+    ]);
+    let record: Value = serde_json::from_str(&line).unwrap();
+    let breakers = record["config"]["policy"]["dry_sequence_breakers"]
+        .as_array()
+        .unwrap();
+    assert!(
+        !breakers.is_empty(),
+        "llama.cpp's default breakers are found in the vocabulary"
+    );
+    let file = std::env::temp_dir().join(format!("decode-lab-dry-{}.json", std::process::id()));
+    std::fs::write(&file, &line).unwrap();
+    assert!(ok(&["replay", file.to_str().unwrap()]).starts_with("identical"));
+    std::fs::remove_file(&file).ok();
 }

@@ -31,6 +31,7 @@ use crate::{Policy, PolicyError, Shortest, StageOrder};
 #[serde(try_from = "String", into = "String")]
 pub enum Sampler {
     Penalties,
+    Dry,
     TopNSigma,
     TopK,
     Typical,
@@ -44,10 +45,11 @@ pub enum Sampler {
 
 impl Sampler {
     /// Every sampler, in llama.cpp's default order (Hugging Face's ε and η after min-p).
-    pub const ALL: [Sampler; 10] = TEMPERATURE_LAST_CHAIN;
+    pub const ALL: [Sampler; 11] = TEMPERATURE_LAST_CHAIN;
 
     /// The samplers the fixed fast path does not run ([`modern`](crate::modern)).
-    pub const MODERN: [Sampler; 5] = [
+    pub const MODERN: [Sampler; 6] = [
+        Sampler::Dry,
         Sampler::TopNSigma,
         Sampler::Typical,
         Sampler::Epsilon,
@@ -59,6 +61,7 @@ impl Sampler {
     pub fn name(self) -> &'static str {
         match self {
             Sampler::Penalties => "penalties",
+            Sampler::Dry => "dry",
             Sampler::TopNSigma => "top_n_sigma",
             Sampler::TopK => "top_k",
             Sampler::Typical => "typ_p",
@@ -116,6 +119,8 @@ impl Sampler {
                 .top_n_sigma
                 .filter(|&n| n > 0.0)
                 .map(|n| format!("top-n-sigma {}", Shortest(n))),
+            Sampler::Dry => (policy.dry_multiplier != 0.0)
+                .then(|| format!("dry-multiplier {}", Shortest(policy.dry_multiplier))),
             Sampler::Xtc => (policy.xtc_probability > 0.0)
                 .then(|| format!("xtc-probability {}", Shortest(policy.xtc_probability))),
         }
@@ -139,11 +144,12 @@ impl From<Sampler> for String {
 }
 
 /// Hugging Face's order as a chain (`_get_logits_processor`): the penalties, then
-/// temperature before the warpers top-k, top-p, min-p, typical, ε and η. Top-nσ and XTC,
-/// which Hugging Face does not have, sit where llama.cpp's order puts them relative to
-/// the others.
-pub const HF_CHAIN: [Sampler; 10] = [
+/// temperature before the warpers top-k, top-p, min-p, typical, ε and η. DRY, top-nσ and
+/// XTC, which Hugging Face does not have, sit where llama.cpp's order puts them relative
+/// to the others.
+pub const HF_CHAIN: [Sampler; 11] = [
     Sampler::Penalties,
+    Sampler::Dry,
     Sampler::Temperature,
     Sampler::TopNSigma,
     Sampler::TopK,
@@ -156,10 +162,11 @@ pub const HF_CHAIN: [Sampler; 10] = [
 ];
 
 /// The temperature-last order as a chain: llama.cpp's default chain (`common.h`: penalties,
-/// dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature) less DRY, with Hugging
-/// Face's ε and η after min-p.
-pub const TEMPERATURE_LAST_CHAIN: [Sampler; 10] = [
+/// dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature), with Hugging Face's ε
+/// and η after min-p.
+pub const TEMPERATURE_LAST_CHAIN: [Sampler; 11] = [
     Sampler::Penalties,
+    Sampler::Dry,
     Sampler::TopNSigma,
     Sampler::TopK,
     Sampler::Typical,
@@ -255,13 +262,13 @@ mod tests {
         for (list, says) in [
             (
                 "top_k;temp",
-                "sampler \"temp\" is not known: expected penalties, top_n_sigma, top_k, typ_p, \
-                 top_p, min_p, epsilon, eta, xtc or temperature",
+                "sampler \"temp\" is not known: expected penalties, dry, top_n_sigma, top_k, \
+                 typ_p, top_p, min_p, epsilon, eta, xtc or temperature",
             ),
             (
                 " ; ",
-                "the sampler list is empty: name at least one of penalties, top_n_sigma, \
-                 top_k, typ_p, top_p, min_p, epsilon, eta, xtc or temperature",
+                "the sampler list is empty: name at least one of penalties, dry, \
+                 top_n_sigma, top_k, typ_p, top_p, min_p, epsilon, eta, xtc or temperature",
             ),
         ] {
             assert_eq!(parse_samplers(list).unwrap_err().to_string(), says);

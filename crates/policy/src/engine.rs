@@ -223,6 +223,12 @@ impl Engine {
             }
         }
         self.check_modern(policy)?;
+        if policy.dry_penalty_last_n < -1 {
+            return Err(PolicyError::InvalidPenaltyWindow(policy.dry_penalty_last_n));
+        }
+        if policy.dry_sequence_breakers.iter().any(Vec::is_empty) {
+            return Err(PolicyError::EmptySequenceBreaker);
+        }
         if let Some(n) = policy.penalty_last_n {
             if self != Engine::LlamaCpp {
                 return Err(PolicyError::PenaltyWindowWithout { engine: self });
@@ -248,7 +254,7 @@ impl Engine {
         let (xtc, threshold) = (policy.xtc_probability, policy.xtc_threshold);
         let has = |sampler: Sampler| match self {
             Engine::Lab => true,
-            Engine::Hf => !matches!(sampler, Sampler::TopNSigma | Sampler::Xtc),
+            Engine::Hf => !matches!(sampler, Sampler::Dry | Sampler::TopNSigma | Sampler::Xtc),
             Engine::LlamaCpp => !matches!(sampler, Sampler::Epsilon | Sampler::Eta),
             Engine::Vllm => !Sampler::MODERN.contains(&sampler),
         };
@@ -273,6 +279,8 @@ impl Engine {
                     ("top-n-sigma", policy.top_n_sigma.unwrap_or(0.0)),
                     ("xtc-probability", xtc),
                     ("xtc-threshold", threshold),
+                    ("dry-multiplier", policy.dry_multiplier),
+                    ("dry-base", policy.dry_base),
                 ] {
                     if !value.is_finite() {
                         return refuse(
@@ -304,6 +312,17 @@ impl Engine {
                             "a finite number of standard deviations greater than 0",
                         );
                     }
+                }
+                let (m, b) = (policy.dry_multiplier, policy.dry_base);
+                if !(m >= 0.0 && m.is_finite() && b >= 1.0 && b.is_finite()) {
+                    return refuse(
+                        format!(
+                            "dry-multiplier {} with dry-base {}",
+                            Shortest(policy.dry_multiplier),
+                            Shortest(policy.dry_base)
+                        ),
+                        "a finite DRY multiplier of at least 0 and a finite base of at least 1",
+                    );
                 }
                 if !unit(xtc, false) || !unit(threshold, false) {
                     return refuse(

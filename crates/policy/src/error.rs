@@ -122,6 +122,8 @@ pub enum PolicyError {
     InvalidPenaltyWindow(i64),
     #[error("a policy takes a fixed order or an engine's, not both: the engine sets the order")]
     OrderAndEngine,
+    #[error("a DRY sequence breaker is empty: each is one or more token ids")]
+    EmptySequenceBreaker,
     #[error(
         "precision {name:?} is not known: expected {}",
         Precision::ALL.map(Precision::name).join(" or ")
@@ -190,6 +192,10 @@ pub enum Constraint {
     RepetitionPenalty {
         penalty: f64,
     },
+    /// DRY's penalty for the token, `multiplier · base^(length − allowed)`.
+    Dry {
+        penalty: f64,
+    },
     /// `count * frequency + presence` is subtracted from a generated token's logit.
     FrequencyPresence {
         frequency: f64,
@@ -205,6 +211,7 @@ impl fmt::Display for Constraint {
             Constraint::RepetitionPenalty { penalty } => {
                 write!(f, "repetition penalty {}", Shortest(penalty))
             }
+            Constraint::Dry { penalty } => write!(f, "DRY penalty {}", Shortest(penalty)),
             Constraint::FrequencyPresence {
                 frequency,
                 count,

@@ -1,11 +1,12 @@
 //! The modern samplers: locally typical sampling, ε- and η-cutoff, top-nσ and XTC, each a
-//! stage of a [`chain`](crate::chain) that marks which candidates it keeps.
+//! stage of a [`chain`](crate::chain) that marks which candidates it keeps, and DRY, which
+//! lowers the logits of tokens that would extend a repetition.
 //!
 //! The rules follow the peers' code, quoted in `docs/modern-samplers.md`: Hugging Face
 //! `generation/logits_process.py` (`TypicalLogitsWarper`, `EpsilonLogitsWarper`,
 //! `EtaLogitsWarper`) at 00857b6c, and llama.cpp `src/llama-sampling.cpp`
 //! (`llama_sampler_typical_apply`, `llama_sampler_top_n_sigma_apply`,
-//! `llama_sample_xtc_apply`) at c392e509. Where the two differ (typical), the lab follows
+//! `llama_sample_xtc_apply`, `llama_sampler_dry_apply`) at c392e509. Where the two differ (typical), the lab follows
 //! Hugging Face, whose rule keeps ties, and the llama.cpp engine follows llama.cpp.
 //!
 //! Each takes the candidates (unscaled logit, id) in ascending id order, their
@@ -131,6 +132,97 @@ pub(crate) fn xtc_draws(probability: f64, threshold: f64, candidates: usize) -> 
     probability > 0.0 && threshold <= 0.5 && candidates >= 2
 }
 
+/// DRY, "don't repeat yourself" (`llama_sampler_dry_apply`, ported by llama.cpp from
+/// koboldcpp PR 982): the penalty for each token that would extend a repetition of the
+/// context's own suffix, as (token, amount to subtract from its logit).
+///
+/// `window` is the last `dry_penalty_last_n` tokens of prompt and output, oldest first.
+/// A repeat shorter than `allowed` is free; a longer one costs `multiplier ·
+/// base^(length − allowed)`, the exponent capped so that the power stays within a float
+/// (`FLOAT_MAX_LOG / ln base`). A sequence breaker (a token-id sequence) limits how far back
+/// a repeat may reach (the tokens after its latest occurrence), and a token that is a
+/// breaker by itself is never penalised. The repeat lengths are the capped reverse
+/// Z-array of llama.cpp's step 2, computed here by its definition.
+pub(crate) fn dry(
+    window: &[u32],
+    multiplier: f64,
+    base: f64,
+    allowed: usize,
+    breakers: &[Vec<u32>],
+) -> Vec<(u32, f64)> {
+    let n = window.len();
+    if multiplier == 0.0 || base < 1.0 || n <= allowed {
+        return Vec::new();
+    }
+    // rat(i): the i-th most recent token.
+    let rat = |i: usize| window[n - 1 - i];
+
+    // Step 1: the latest breaker limits the repeat length.
+    let mut rep_limit = n;
+    for i in 0..n {
+        let mut longest = None;
+        for breaker in breakers.iter().filter(|b| b[0] == rat(i)) {
+            let tail = &breaker[1..];
+            if longest.is_none_or(|l| tail.len() > l)
+                && tail.len() <= i
+                && (0..tail.len()).all(|o| tail[o] == rat(i - o - 1))
+            {
+                longest = Some(tail.len());
+            }
+        }
+        if let Some(longest) = longest {
+            rep_limit = i - longest;
+            break;
+        }
+    }
+    if rep_limit < allowed {
+        return Vec::new();
+    }
+
+    // Step 2: repeat[last - k] is how far the context's suffix recurs ending k tokens back.
+    let last = n - 1;
+    let mut repeat = vec![0; n];
+    for k in 1..n {
+        let mut m = 0;
+        while m + k < n && rat(m) == rat(m + k) {
+            m += 1;
+        }
+        repeat[last - k] = m.min(rep_limit);
+    }
+
+    // Step 3: the token after each long enough repeat would extend it.
+    let mut longest: Vec<(u32, usize)> = Vec::new();
+    for (i, &length) in repeat.iter().enumerate().take(n - 1) {
+        if length >= allowed {
+            let token = rat(n - 2 - i);
+            match longest.iter_mut().find(|(t, _)| *t == token) {
+                Some(entry) => entry.1 = entry.1.max(length),
+                None => longest.push((token, length)),
+            }
+        }
+    }
+
+    // Step 4: the penalty, unless the token is a breaker by itself.
+    const FLOAT_MAX_LOG: f64 = 88.722_839_1;
+    let max_exponent = if base > 1.000_001 {
+        (FLOAT_MAX_LOG / base.ln()) as usize
+    } else {
+        0
+    };
+    longest.sort_unstable();
+    longest
+        .into_iter()
+        .filter(|(token, _)| !breakers.iter().any(|b| b.len() == 1 && b[0] == *token))
+        .map(|(token, length)| {
+            let mut exponent = length - allowed;
+            if max_exponent > 0 && exponent > max_exponent {
+                exponent = max_exponent;
+            }
+            (token, multiplier * base.powi(exponent as i32))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +253,21 @@ mod tests {
         // One token at the threshold: nothing to exclude.
         assert_eq!(xtc(&probs, 1.0, 0.35, 0.0), [true; 4]);
         assert!(!xtc_draws(0.5, 0.6, 4) && !xtc_draws(0.0, 0.1, 4) && !xtc_draws(0.5, 0.1, 1));
+    }
+
+    #[test]
+    fn dry_follows_the_source_example() {
+        // llama.cpp's comment: last tokens a b c c b c y a b c give repeat counts
+        // 0 0 3 1 0 2 0 0 0 0, so c would extend a b c (3), b would extend c (1, under the
+        // allowed 2) and y would extend b c (2).
+        let (a, b, c, y) = (0, 1, 2, 3);
+        let window = [a, b, c, c, b, c, y, a, b, c];
+        let got = dry(&window, 1.0, 2.0, 2, &[]);
+        assert_eq!(got, [(c, 2.0), (y, 1.0)]);
+        // A breaker at y limits repeats to the three tokens after it: a b c recurs, 3 long.
+        assert_eq!(dry(&window, 1.0, 2.0, 2, &[vec![y]]), [(c, 2.0)]);
+        // c as a single-token breaker is never penalised, and it limits repeats to 0.
+        assert_eq!(dry(&window, 1.0, 2.0, 2, &[vec![c]]), []);
     }
 
     #[test]

@@ -130,6 +130,37 @@ pub struct Policy {
     /// XTC: the probability a token needs to count as a top choice.
     #[serde(skip_serializing_if = "is_default_xtc_threshold")]
     pub xtc_threshold: f64,
+    /// DRY's multiplier ([`modern`](crate::modern)); 0 is off.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dry_multiplier: f64,
+    /// DRY's base: a repeat `allowed + e` long costs `multiplier · base^e`.
+    #[serde(skip_serializing_if = "is_default_dry_base")]
+    pub dry_base: f64,
+    /// DRY's free repeat length.
+    #[serde(skip_serializing_if = "is_default_dry_allowed_length")]
+    pub dry_allowed_length: usize,
+    /// DRY's window: the last N tokens of prompt and output (-1 all of them, 0 off).
+    #[serde(skip_serializing_if = "is_all")]
+    pub dry_penalty_last_n: i64,
+    /// DRY's sequence breakers, each a token-id sequence.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dry_sequence_breakers: Vec<Vec<u32>>,
+}
+
+/// DRY's base and free length when none is given, llama.cpp's defaults.
+pub const DRY_BASE: f64 = 1.75;
+pub const DRY_ALLOWED_LENGTH: usize = 2;
+
+fn is_default_dry_base(x: &f64) -> bool {
+    *x == DRY_BASE
+}
+
+fn is_default_dry_allowed_length(x: &usize) -> bool {
+    *x == DRY_ALLOWED_LENGTH
+}
+
+fn is_all(x: &i64) -> bool {
+    *x == -1
 }
 
 /// XTC's threshold when none is given, llama.cpp's default (`common_params_sampling`).
@@ -174,6 +205,11 @@ impl Default for Policy {
             top_n_sigma: None,
             xtc_probability: 0.0,
             xtc_threshold: XTC_THRESHOLD,
+            dry_multiplier: 0.0,
+            dry_base: DRY_BASE,
+            dry_allowed_length: DRY_ALLOWED_LENGTH,
+            dry_penalty_last_n: -1,
+            dry_sequence_breakers: Vec::new(),
         }
     }
 }
@@ -207,6 +243,7 @@ pub enum Stage {
     Constraints,
     /// A chain's penalties placed after another sampler ([`chain`](crate::chain)).
     Penalties,
+    Dry,
     Typical,
     Epsilon,
     Eta,
@@ -223,6 +260,7 @@ impl Stage {
         match self {
             Stage::Constraints => "constraints",
             Stage::Penalties => "penalties",
+            Stage::Dry => "dry",
             Stage::Typical => "typical",
             Stage::Epsilon => "epsilon",
             Stage::Eta => "eta",
@@ -386,6 +424,9 @@ impl Policy {
         }
         if let Some(eos) = self.eos_token {
             check("end-of-sequence", eos)?;
+        }
+        for &id in self.dry_sequence_breakers.iter().flatten() {
+            check("DRY sequence breaker", id)?;
         }
         crate::chain::check(self)
     }
@@ -812,6 +853,32 @@ impl Stepper {
                     };
                     self.retain_marked(&keep);
                     record(stage, &self.candidates, t);
+                }
+                Sampler::Dry => {
+                    if sampler.knob(policy).is_none() {
+                        continue;
+                    }
+                    let tokens = context.tokens;
+                    let window = match policy.dry_penalty_last_n {
+                        -1 => tokens,
+                        n => &tokens[tokens.len().saturating_sub(n.max(0) as usize)..],
+                    };
+                    let penalties = modern::dry(
+                        window,
+                        policy.dry_multiplier,
+                        policy.dry_base,
+                        policy.dry_allowed_length,
+                        &policy.dry_sequence_breakers,
+                    );
+                    for (token, penalty) in penalties {
+                        if let Ok(at) = self.candidates.binary_search_by_key(&token, |c| c.1) {
+                            let l = self.candidates[at].0;
+                            let constraint = Constraint::Dry { penalty };
+                            self.candidates[at].0 =
+                                constrained(constraint, token, l, l - penalty * t)?;
+                        }
+                    }
+                    record(Stage::Dry, &self.candidates, t);
                 }
                 Sampler::Xtc => {
                     let (probability, threshold) = (policy.xtc_probability, policy.xtc_threshold);

@@ -1,5 +1,5 @@
 //! The modern samplers against the peers' own test cases: llama.cpp's
-//! `tests/test-sampling.cpp` (typical, top-nσ, XTC) under the llama.cpp engine, and Hugging
+//! `tests/test-sampling.cpp` (typical, top-nσ, XTC, DRY) under the llama.cpp engine, and Hugging
 //! Face's `tests/generation/test_logits_process.py` (typical, ε, η) under the hf engine,
 //! both transcribed in `fixtures/`. The peers check these samplers' outputs before any
 //! renormalisation (typical, XTC, and every HF warper) or after one (top-nσ with `dist`);
@@ -125,6 +125,68 @@ fn expected_len(case: &Value) -> usize {
         .iter()
         .filter(|&&p| p > 0.0)
         .count()
+}
+
+/// llama.cpp's five DRY cases: the accepted tokens are the context (prompt and output
+/// alike count), breakers given as token ids as its test wrapper takes them; the penalised
+/// logits go through `dist`, so both sides are renormalised.
+#[test]
+fn llama_cpp_dry_cases() {
+    let fixture = fixture("llama_cpp_test_sampling.json");
+    let mut checked = 0;
+    for case in fixture["cases"].as_array().unwrap() {
+        if case["sampler"] != "dry" {
+            continue;
+        }
+        let id = case["id"].as_str().unwrap();
+        let params = &case["params"];
+        let tokens: Vec<u32> = numbers(&case["last_tokens"])
+            .iter()
+            .map(|&t| t as u32)
+            .collect();
+        let policy = Policy {
+            engine: Engine::LlamaCpp,
+            dry_multiplier: f64::from(params["dry_multiplier"].as_f64().unwrap() as f32),
+            dry_base: f64::from(params["dry_base"].as_f64().unwrap() as f32),
+            dry_allowed_length: params["dry_allowed_length"].as_u64().unwrap() as usize,
+            dry_penalty_last_n: params["dry_penalty_last_n"].as_i64().unwrap(),
+            dry_sequence_breakers: params["seq_breakers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| numbers(b).iter().map(|&t| t as u32).collect())
+                .collect(),
+            samplers: Some(vec![Sampler::Dry]),
+            ..Policy::default()
+        };
+        let input = numbers(&case["input_probs"]);
+        let logits: Vec<f32> = input.iter().map(|&p| (p as f32).ln()).collect();
+        let outcome = step(
+            &policy,
+            &logits,
+            StepContext::new(&tokens, tokens.len()),
+            &mut NumpyRng::new(0),
+            Snapshots::Record,
+        )
+        .unwrap();
+        let mut got: Vec<f64> = outcome
+            .stages
+            .unwrap()
+            .last()
+            .unwrap()
+            .tokens
+            .iter()
+            .map(|t| t.prob)
+            .collect();
+        got.sort_by(|a, b| b.total_cmp(a));
+        let expected = sorted_desc(numbers(&case["expected_probs"]));
+        assert_eq!(got.len(), expected.len(), "{id}");
+        for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+            assert!((g - e).abs() < 1e-5, "{id}: position {i}: {g} against {e}");
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 5);
 }
 
 /// Hugging Face's cases with numbers, compared as its test does (`assert_close`, rtol and

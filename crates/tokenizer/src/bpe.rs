@@ -148,6 +148,43 @@ impl Tokenizer {
         out
     }
 
+    /// A DRY sequence breaker's token sequences, as llama.cpp's
+    /// `get_overlapping_token_sequences` (`src/llama-sampling.cpp`) finds them: every token
+    /// whose bytes contain `text` is a breaker alone; every token whose bytes end with a
+    /// prefix of `text` is a breaker followed by the encoding of the rest (at most
+    /// `max_tail` tokens). `text` is cut to 40 bytes first, as llama.cpp cuts it. Each
+    /// sequence is [head, tail…], heads in id order.
+    pub fn sequence_breakers(&self, text: &str, max_tail: usize) -> Vec<Vec<u32>> {
+        const MAX_BYTES: usize = 40;
+        let text = &text.as_bytes()[..text.len().min(MAX_BYTES)];
+        let mut out: Vec<Vec<u32>> = Vec::new();
+        let Some(&first) = text.first() else {
+            return out;
+        };
+        for (id, word) in self.tokens.iter().enumerate() {
+            let id = id as u32;
+            if word.windows(text.len()).any(|w| w == text) {
+                out.push(vec![id]);
+                continue;
+            }
+            let heads = out.len();
+            for pos in (0..word.len()).filter(|&p| word[p] == first) {
+                let overlap = (word.len() - pos).min(text.len());
+                if word[pos..pos + overlap] != text[..overlap] {
+                    continue;
+                }
+                let mut sequence = vec![id];
+                let mut tail = self.encode_bytes(&text[overlap..]);
+                tail.truncate(max_tail);
+                sequence.extend(tail);
+                if !out[heads..].contains(&sequence) {
+                    out.push(sequence);
+                }
+            }
+        }
+        out
+    }
+
     /// The bytes of `ids`, concatenated (added tokens give their text).
     pub fn decode(&self, ids: &[u32]) -> Result<Vec<u8>, TokenizerError> {
         let mut out = Vec::with_capacity(ids.len() * 4);

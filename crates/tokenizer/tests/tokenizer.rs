@@ -436,3 +436,32 @@ fn counts_and_token_lengths_are_held_to_their_maxima() {
         }
     );
 }
+
+/// DRY's sequence breakers (llama.cpp's `get_overlapping_token_sequences`): a token that
+/// contains the text is a breaker alone; a token that ends with a proper prefix of it is
+/// followed by the rest of the text, encoded, so the sequence's bytes end with the text.
+#[test]
+fn sequence_breakers_are_the_tokens_that_begin_the_text() {
+    let t = common::trained();
+    for text in [":", "\n", "ing the", "*"] {
+        let sequences = t.sequence_breakers(text, 20);
+        for id in 0..t.vocab_size() as u32 {
+            let bytes = t.token_bytes(id).unwrap();
+            let contains = bytes.windows(text.len()).any(|w| w == text.as_bytes());
+            assert_eq!(
+                sequences.contains(&vec![id]),
+                contains,
+                "{text:?}, token {id}"
+            );
+        }
+        for sequence in sequences.iter().filter(|s| s.len() > 1) {
+            let head = t.token_bytes(sequence[0]).unwrap();
+            let decoded = t.decode(sequence).unwrap();
+            assert!(decoded.ends_with(text.as_bytes()), "{text:?}: {sequence:?}");
+            let overlap = decoded.len() - head.len();
+            assert!(
+                overlap < text.len() && head.ends_with(&text.as_bytes()[..text.len() - overlap])
+            );
+        }
+    }
+}
