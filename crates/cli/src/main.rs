@@ -628,6 +628,16 @@ struct PolicyArgs {
     /// (llama.cpp's "\n", ":", "\"" and "*" by default; "none" for none).
     #[arg(long, value_name = "BREAKER", allow_hyphen_values = true)]
     dry_sequence_breaker: Vec<String>,
+    /// Mirostat: 2 for mirostat 2.0, which replaces the sampler chain by temperature and
+    /// its own truncation, its μ carried from step to step and recorded (0 is off).
+    #[arg(long, value_name = "VERSION", default_value_t = 0)]
+    mirostat: u8,
+    /// Mirostat's target surprise τ, in bits (llama.cpp's --mirostat-ent).
+    #[arg(long, value_name = "TAU", alias = "mirostat-ent", default_value_t = policy::MIROSTAT_TAU, allow_hyphen_values = true)]
+    mirostat_tau: f64,
+    /// Mirostat's learning rate η (llama.cpp's --mirostat-lr).
+    #[arg(long, value_name = "ETA", alias = "mirostat-lr", default_value_t = policy::MIROSTAT_ETA, allow_hyphen_values = true)]
+    mirostat_eta: f64,
 }
 
 /// `--samplers`, one argument (clap would read a bare `Vec` as repeated values).
@@ -703,6 +713,9 @@ impl PolicyArgs {
             dry_penalty_last_n: self.dry_penalty_last_n,
             // Token ids for `pipeline` (`breaker_ids`), strings for `generate`.
             dry_sequence_breakers: Vec::new(),
+            mirostat: self.mirostat,
+            mirostat_tau: self.mirostat_tau,
+            mirostat_eta: self.mirostat_eta,
         })
     }
 

@@ -306,3 +306,77 @@ fn dry_runs_in_pipeline_and_generate() {
     assert!(ok(&["replay", file.to_str().unwrap()]).starts_with("identical"));
     std::fs::remove_file(&file).ok();
 }
+
+/// Mirostat 2.0 in `generate`: μ starts at 2τ, each step records the μ it truncated at, a
+/// replay reproduces them, and a tampered μ is named.
+#[test]
+fn mirostat_records_its_mu_and_replays() {
+    let line = ok(&[
+        "generate",
+        "--prompt",
+        "To insert a table, ",
+        "--seed",
+        "8",
+        "--max-tokens",
+        "10",
+        "--temperature",
+        "1",
+        "--mirostat",
+        "2",
+        "--mirostat-tau",
+        "3",
+        "--mirostat-eta",
+        "0.2",
+        "--json",
+    ]);
+    let record: Value = serde_json::from_str(&line).unwrap();
+    let steps = record["steps"].as_array().unwrap();
+    assert_eq!(steps[0]["mirostat_mu"], 6.0);
+    let mus: Vec<f64> = steps
+        .iter()
+        .map(|s| s["mirostat_mu"].as_f64().unwrap())
+        .collect();
+    // μ moves by −η (surprise − τ), the surprise in bits of the chosen token under the
+    // truncated, renormalised distribution, which is the step's recorded prob.
+    for (i, s) in steps.iter().enumerate().take(steps.len() - 1) {
+        let surprise = -s["prob"].as_f64().unwrap().log2();
+        assert!(
+            (mus[i + 1] - (mus[i] - 0.2 * (surprise - 3.0))).abs() < 1e-9,
+            "step {i}"
+        );
+    }
+    let file =
+        std::env::temp_dir().join(format!("decode-lab-mirostat-{}.json", std::process::id()));
+    std::fs::write(&file, &line).unwrap();
+    assert!(ok(&["replay", file.to_str().unwrap()]).starts_with("identical"));
+    // Tampered, the digest fails first; without the digest (as an older record), the replay
+    // names the step and the field.
+    let mut tampered = record.clone();
+    tampered["steps"][3]["mirostat_mu"] = serde_json::json!(mus[3] + 0.5);
+    std::fs::write(&file, tampered.to_string()).unwrap();
+    let out = common::decode_lab(&["replay", file.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("altered after it was written"));
+    for field in ["record_digest", "run_id", "version_id"] {
+        tampered.as_object_mut().unwrap().remove(field);
+    }
+    std::fs::write(&file, tampered.to_string()).unwrap();
+    let out = common::decode_lab(&["replay", file.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with("differs at step 3: mirostat_mu "),
+        "{said}"
+    );
+    std::fs::remove_file(&file).ok();
+    fails_with(
+        &[
+            "pipeline",
+            "--logits",
+            "1,2",
+            "--mirostat",
+            "2",
+            "--top-k",
+            "40",
+        ],
+        "so top-k 40 would be ignored",
+    );
+}

@@ -284,6 +284,7 @@ pub(crate) fn sampled_outcome(
             .collect(),
         stages: None,
         model: Some(model_view(values)),
+        mirostat: None,
     }
 }
 

@@ -223,6 +223,7 @@ impl Engine {
             }
         }
         self.check_modern(policy)?;
+        self.check_mirostat(policy)?;
         if policy.dry_penalty_last_n < -1 {
             return Err(PolicyError::InvalidPenaltyWindow(policy.dry_penalty_last_n));
         }
@@ -334,6 +335,54 @@ impl Engine {
                         "an XTC probability and threshold from 0 to 1",
                     );
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Mirostat 2.0: which engines have it, its parameters, and that nothing it would
+    /// replace is set (llama.cpp's chain under `--mirostat` is temperature then mirostat, and
+    /// ignores the other samplers; here a set knob that would be ignored is refused).
+    fn check_mirostat(self, policy: &Policy) -> Result<(), PolicyError> {
+        match policy.mirostat {
+            0 => return Ok(()),
+            2 => {}
+            other => return Err(PolicyError::UnsupportedMirostat(other)),
+        }
+        if matches!(self, Engine::Hf | Engine::Vllm) {
+            return Err(PolicyError::EngineRefuses {
+                engine: self,
+                knob: "mirostat 2".into(),
+                accepts: "no such sampler",
+            });
+        }
+        let (tau, eta) = (policy.mirostat_tau, policy.mirostat_eta);
+        if !(tau.is_finite()
+            && eta.is_finite()
+            && (self == Engine::LlamaCpp || tau > 0.0 && eta > 0.0))
+        {
+            return Err(PolicyError::EngineRefuses {
+                engine: self,
+                knob: format!("mirostat tau {} with eta {}", Shortest(tau), Shortest(eta)),
+                accepts: "a finite target surprise τ and learning rate η, each greater than 0",
+            });
+        }
+        if policy.samplers.is_some() {
+            return Err(PolicyError::MirostatReplaces {
+                knob: "a sampler list".into(),
+            });
+        }
+        if policy.is_greedy() {
+            return Err(PolicyError::MirostatReplaces {
+                knob: format!("temperature {} (greedy)", Shortest(policy.temperature)),
+            });
+        }
+        for sampler in Sampler::ALL
+            .into_iter()
+            .filter(|&s| s != Sampler::Temperature)
+        {
+            if let Some(knob) = sampler.knob(policy) {
+                return Err(PolicyError::MirostatReplaces { knob });
             }
         }
         Ok(())

@@ -124,6 +124,15 @@ pub enum PolicyError {
     OrderAndEngine,
     #[error("a DRY sequence breaker is empty: each is one or more token ids")]
     EmptySequenceBreaker,
+    #[error("mirostat {0} is not one the lab has: 2 is mirostat 2.0, 0 is off")]
+    UnsupportedMirostat(u8),
+    /// llama.cpp's chain under mirostat is temperature then mirostat; anything else would be
+    /// ignored, so it is refused.
+    #[error(
+        "mirostat replaces the sampler chain (temperature, then its own truncation, as in \
+         llama.cpp), so {knob} would be ignored: drop it, or drop mirostat"
+    )]
+    MirostatReplaces { knob: String },
     #[error(
         "precision {name:?} is not known: expected {}",
         Precision::ALL.map(Precision::name).join(" or ")

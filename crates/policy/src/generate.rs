@@ -157,6 +157,10 @@ pub struct StepRecord {
     /// The model's five most probable tokens, before the policy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model_top: Vec<Alternative>,
+    /// Mirostat's μ at this step, the surprise in bits above which it truncated (absent
+    /// without mirostat); each step's follows from the one before, so a replay checks it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirostat_mu: Option<f64>,
     pub model_us: f64,
     pub policy_us: f64,
 }
@@ -252,6 +256,8 @@ pub struct Generation<'v> {
     tokens: Vec<u32>,
     rng: NumpyRng,
     stepper: Stepper,
+    /// Mirostat's μ for the next step (`None` before the first, or without mirostat).
+    mirostat_mu: Option<f64>,
     steps: Vec<StepRecord>,
     output: Vec<u8>,
     latencies: Vec<f64>,
@@ -323,6 +329,7 @@ impl<'v> Generation<'v> {
             prompt,
             rng: NumpyRng::new(config.seed),
             stepper: Stepper::default(),
+            mirostat_mu: None,
             steps: Vec::new(),
             output: Vec::new(),
             latencies: Vec::new(),
@@ -380,7 +387,8 @@ impl<'v> Generation<'v> {
             });
         }
         let before_policy = clock.now_us();
-        let context = StepContext::new(&self.tokens, self.prompt.len());
+        let context =
+            StepContext::new(&self.tokens, self.prompt.len()).with_mirostat_mu(self.mirostat_mu);
         let mut outcome = self.stepper.step(
             &self.config.policy,
             logits,
@@ -470,9 +478,11 @@ impl<'v> Generation<'v> {
                 .model
                 .as_ref()
                 .map_or_else(Vec::new, |m| alternatives(&m.top)),
+            mirostat_mu: outcome.mirostat.map(|m| m.mu),
             model_us: before_policy - model_started_us,
             policy_us: done - before_policy,
         };
+        self.mirostat_mu = outcome.mirostat.map(|m| m.next);
         observer.on_step(&record);
         let token = record.token;
         self.steps.push(record);

@@ -132,6 +132,26 @@ pub(crate) fn xtc_draws(probability: f64, threshold: f64, candidates: usize) -> 
     probability > 0.0 && threshold <= 0.5 && candidates >= 2
 }
 
+/// Mirostat 2.0's truncation (Basu et al. 2021; `llama_sampler_mirostat_v2_apply`): in
+/// descending probability, the tokens before the first whose surprise −log₂ p exceeds μ,
+/// and at least the most probable. The step then renormalises and draws, and μ moves by
+/// −η · (the chosen token's surprise under the renormalised distribution − τ). Ties in
+/// probability are ordered by id, lower first.
+pub(crate) fn mirostat_v2(probs: &[f64], mu: f64) -> Vec<bool> {
+    let mut order: Vec<usize> = (0..probs.len()).collect();
+    order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]));
+    let kept = order
+        .iter()
+        .position(|&i| -probs[i].log2() > mu)
+        .unwrap_or(order.len())
+        .max(1);
+    let mut keep = vec![false; probs.len()];
+    for &i in &order[..kept] {
+        keep[i] = true;
+    }
+    keep
+}
+
 /// DRY, "don't repeat yourself" (`llama_sampler_dry_apply`, ported by llama.cpp from
 /// koboldcpp PR 982): the penalty for each token that would extend a repetition of the
 /// context's own suffix, as (token, amount to subtract from its logit).

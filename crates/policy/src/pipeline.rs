@@ -145,6 +145,32 @@ pub struct Policy {
     /// DRY's sequence breakers, each a token-id sequence.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dry_sequence_breakers: Vec<Vec<u32>>,
+    /// Mirostat's version: 0 off, 2 for mirostat 2.0 ([`modern::mirostat_v2`]), which
+    /// replaces the chain by temperature then its own truncation, as llama.cpp does.
+    #[serde(skip_serializing_if = "is_zero_u8")]
+    pub mirostat: u8,
+    /// Mirostat's target surprise τ, in bits (llama.cpp's `--mirostat-ent`).
+    #[serde(skip_serializing_if = "is_default_mirostat_tau")]
+    pub mirostat_tau: f64,
+    /// Mirostat's learning rate η (llama.cpp's `--mirostat-lr`).
+    #[serde(skip_serializing_if = "is_default_mirostat_eta")]
+    pub mirostat_eta: f64,
+}
+
+/// Mirostat's τ and η when none is given, llama.cpp's defaults.
+pub const MIROSTAT_TAU: f64 = 5.0;
+pub const MIROSTAT_ETA: f64 = 0.1;
+
+fn is_zero_u8(x: &u8) -> bool {
+    *x == 0
+}
+
+fn is_default_mirostat_tau(x: &f64) -> bool {
+    *x == MIROSTAT_TAU
+}
+
+fn is_default_mirostat_eta(x: &f64) -> bool {
+    *x == MIROSTAT_ETA
 }
 
 /// DRY's base and free length when none is given, llama.cpp's defaults.
@@ -210,6 +236,9 @@ impl Default for Policy {
             dry_allowed_length: DRY_ALLOWED_LENGTH,
             dry_penalty_last_n: -1,
             dry_sequence_breakers: Vec::new(),
+            mirostat: 0,
+            mirostat_tau: MIROSTAT_TAU,
+            mirostat_eta: MIROSTAT_ETA,
         }
     }
 }
@@ -220,6 +249,9 @@ pub struct StepContext<'a> {
     pub tokens: &'a [u32],
     /// How many of `tokens` are the prompt; the rest were generated.
     pub prompt_len: usize,
+    /// Mirostat's μ carried from the previous step; `None` at a run's first step (μ starts
+    /// at 2τ).
+    pub mirostat_mu: Option<f64>,
 }
 
 impl<'a> StepContext<'a> {
@@ -227,6 +259,15 @@ impl<'a> StepContext<'a> {
         StepContext {
             tokens,
             prompt_len: prompt_len.min(tokens.len()),
+            mirostat_mu: None,
+        }
+    }
+
+    /// The same context with mirostat's μ from the previous step.
+    pub fn with_mirostat_mu(self, mu: Option<f64>) -> StepContext<'a> {
+        StepContext {
+            mirostat_mu: mu,
+            ..self
         }
     }
 
@@ -244,6 +285,7 @@ pub enum Stage {
     /// A chain's penalties placed after another sampler ([`chain`](crate::chain)).
     Penalties,
     Dry,
+    Mirostat,
     Typical,
     Epsilon,
     Eta,
@@ -261,6 +303,7 @@ impl Stage {
             Stage::Constraints => "constraints",
             Stage::Penalties => "penalties",
             Stage::Dry => "dry",
+            Stage::Mirostat => "mirostat",
             Stage::Typical => "typical",
             Stage::Epsilon => "epsilon",
             Stage::Eta => "eta",
@@ -315,6 +358,18 @@ pub struct StepOutcome {
     /// leaves it `None`; the generation loop, or a device that took the step, fills it in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelView>,
+    /// Mirostat's μ this step truncated at and the μ it hands the next step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirostat: Option<MirostatMu>,
+}
+
+/// Mirostat's state across one step.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MirostatMu {
+    /// The μ the step truncated at: no token more surprising than μ bits survives.
+    pub mu: f64,
+    /// μ − η · (surprise of the chosen token − τ), for the next step.
+    pub next: f64,
 }
 
 impl StepOutcome {
@@ -452,6 +507,7 @@ impl Policy {
             && self.samplers.is_none()
             && self.engine.is_lab()
             && !self.has_modern_sampler()
+            && self.mirostat == 0
     }
 
     /// Whether a modern sampler ([`modern`](crate::modern)) is on: such a policy runs on
@@ -567,7 +623,11 @@ impl Stepper {
                 });
             }
         }
-        if policy.samplers.is_some() || !policy.engine.is_lab() || policy.has_modern_sampler() {
+        if policy.samplers.is_some()
+            || !policy.engine.is_lab()
+            || policy.has_modern_sampler()
+            || policy.mirostat != 0
+        {
             return self.run_chain(policy, policy.chain(), logits, context, draw, snapshots);
         }
         self.build_overrides(policy, logits, context, true)?;
@@ -640,6 +700,7 @@ impl Stepper {
                 top: vec![only],
                 stages,
                 model: None,
+                mirostat: None,
             });
         }
 
@@ -738,6 +799,12 @@ impl Stepper {
 
         let greedy = policy.is_greedy();
         let engine = policy.engine;
+        // Mirostat replaces the chain: temperature, then its own truncation (below).
+        let chain = if policy.mirostat != 0 {
+            &[Sampler::Temperature][..]
+        } else {
+            chain
+        };
         // The temperature in force: 1 until the temperature stage (and for greedy).
         let mut t = 1.0;
         for (i, &sampler) in chain.iter().enumerate() {
@@ -914,10 +981,29 @@ impl Stepper {
                 top: vec![only],
                 stages,
                 model: None,
+                mirostat: None,
             });
         }
+        let mut mirostat = None;
+        if policy.mirostat != 0 {
+            let mu = context.mirostat_mu.unwrap_or(2.0 * policy.mirostat_tau);
+            let total = self.weigh(t);
+            let probs: Vec<f64> = self.weights.iter().map(|w| w / total).collect();
+            let keep = modern::mirostat_v2(&probs, mu);
+            self.retain_marked(&keep);
+            record(Stage::Mirostat, &self.candidates, t);
+            mirostat = Some(mu);
+        }
         let total = self.weigh(t);
-        self.choose(draw, total, t, stages)
+        let mut outcome = self.choose(draw, total, t, stages)?;
+        if let Some(mu) = mirostat {
+            let surprise = -outcome.prob.log2();
+            outcome.mirostat = Some(MirostatMu {
+                mu,
+                next: mu - policy.mirostat_eta * (surprise - policy.mirostat_tau),
+            });
+        }
+        Ok(outcome)
     }
 
     /// Sets `weights` to exp((logit - max) / t) over the candidates; returns their sum.
@@ -964,6 +1050,7 @@ impl Stepper {
             top: top_five(&self.candidates, &self.weights, total, t),
             stages,
             model: None,
+            mirostat: None,
         })
     }
 

@@ -409,6 +409,7 @@ impl RunRecord {
                     model_prob: s.model_prob,
                     model_logprob: s.model_logprob,
                     model_top: &s.model_top,
+                    mirostat_mu: s.mirostat_mu,
                 })
                 .collect(),
             output_text: &self.output_text,
@@ -694,6 +695,9 @@ fn check_step(s: &StepRecord, greedy: bool) -> Result<(), RecordError> {
     if let Some(l) = s.model_logprob.filter(|l| !(*l <= 0.0 && l.is_finite())) {
         return Err(value("model_logprob", l, "a finite number at most 0"));
     }
+    if let Some(mu) = s.mirostat_mu.filter(|mu| !mu.is_finite()) {
+        return Err(value("mirostat_mu", mu, "a finite number"));
+    }
     if s.model_top.len() > crate::MODEL_TOP {
         let count = s.model_top.len() as f64;
         return Err(value("model_top", count, "at most 5 entries"));
@@ -770,6 +774,8 @@ struct DigestedStep<'a> {
     model_logprob: Option<f64>,
     #[serde(skip_serializing_if = "<[Alternative]>::is_empty")]
     model_top: &'a [Alternative],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mirostat_mu: Option<f64>,
 }
 
 /// Feeds `value`'s canonical form ([`crate::canonical`]) to the hasher. Plain structs of
@@ -1037,6 +1043,11 @@ fn step_difference(a: &StepRecord, b: &StepRecord) -> Option<(String, String)> {
                 alternative(b.top.get(k))
             ),
         ));
+    }
+    if a.mirostat_mu.map(f64::to_bits) != b.mirostat_mu.map(f64::to_bits) {
+        let optional = |x: Option<f64>| x.map_or_else(|| "none".to_string(), number);
+        let (x, y) = (optional(a.mirostat_mu), optional(b.mirostat_mu));
+        return differs("mirostat_mu", x, y);
     }
     // A record made before the model's own distribution was recorded has none to compare.
     if a.model_prob.is_none() && a.model_logprob.is_none() && a.model_top.is_empty() {

@@ -328,3 +328,104 @@ fn engines_without_a_sampler_refuse_it_by_name() {
          greater than 0"
     );
 }
+
+/// Mirostat 2.0 against `reference/mirostat_v2.py`, which follows llama.cpp's
+/// `llama_sampler_mirostat_v2_apply` line by line: at every step the same truncation at μ,
+/// the same token for the same draw, and the same μ handed on.
+#[test]
+fn mirostat_v2_follows_the_reference_step_by_step() {
+    let fixture = fixture("mirostat_v2.json");
+    for case in fixture["cases"].as_array().unwrap() {
+        let policy = Policy {
+            mirostat: 2,
+            mirostat_tau: case["tau"].as_f64().unwrap(),
+            mirostat_eta: case["eta"].as_f64().unwrap(),
+            temperature: case["temperature"].as_f64().unwrap(),
+            ..Policy::default()
+        };
+        let mut stepper = policy::Stepper::default();
+        let mut mu = None;
+        for (i, s) in case["steps"].as_array().unwrap().iter().enumerate() {
+            let logits = numbers(&s["logits"]);
+            let context = StepContext::default().with_mirostat_mu(mu);
+            let outcome = stepper
+                .step_with_draw(
+                    &policy,
+                    &logits,
+                    context,
+                    s["draw"].as_f64().unwrap(),
+                    Snapshots::Record,
+                )
+                .unwrap();
+            let at = format!("case {}, step {i}", case["seed"]);
+            let state = outcome.mirostat.unwrap();
+            assert!(
+                (state.mu - s["mu"].as_f64().unwrap()).abs() < 1e-12,
+                "{at}: μ"
+            );
+            let kept: Vec<u64> = outcome
+                .stages
+                .as_ref()
+                .unwrap()
+                .last()
+                .unwrap()
+                .tokens
+                .iter()
+                .map(|t| u64::from(t.id))
+                .collect();
+            let expected: Vec<u64> = numbers(&s["kept"]).iter().map(|&k| k as u64).collect();
+            assert_eq!(kept, expected, "{at}: kept");
+            assert_eq!(
+                u64::from(outcome.token),
+                s["token"].as_u64().unwrap(),
+                "{at}: token"
+            );
+            assert!(
+                (state.next - s["next_mu"].as_f64().unwrap()).abs() < 1e-9,
+                "{at}: next μ"
+            );
+            mu = Some(state.next);
+        }
+    }
+}
+
+#[test]
+fn mirostat_refuses_what_it_would_ignore() {
+    let refused = |policy: Policy| {
+        step(
+            &policy,
+            &[1.0f32, 2.0],
+            StepContext::default(),
+            &mut NumpyRng::new(0),
+            Snapshots::Skip,
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let mirostat = Policy {
+        mirostat: 2,
+        ..Policy::default()
+    };
+    assert_eq!(
+        refused(Policy {
+            top_k: 40,
+            ..mirostat.clone()
+        }),
+        "mirostat replaces the sampler chain (temperature, then its own truncation, as in \
+         llama.cpp), so top-k 40 would be ignored: drop it, or drop mirostat"
+    );
+    assert_eq!(
+        refused(Policy {
+            mirostat: 1,
+            ..Policy::default()
+        }),
+        "mirostat 1 is not one the lab has: 2 is mirostat 2.0, 0 is off"
+    );
+    assert_eq!(
+        refused(Policy {
+            engine: Engine::Vllm,
+            ..mirostat
+        }),
+        "vllm does not take mirostat 2: it takes no such sampler"
+    );
+}

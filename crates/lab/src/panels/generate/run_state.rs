@@ -293,6 +293,7 @@ mod tests {
             model_prob: Some(0.25),
             model_logprob: Some(0.25f64.ln()),
             model_top: Vec::new(),
+            mirostat_mu: None,
             model_us: 100.0,
             policy_us: 10.0,
         }
