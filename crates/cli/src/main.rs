@@ -540,10 +540,19 @@ struct PolicyArgs {
     no_repeat_ngram: usize,
     #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
     min_new_tokens: usize,
-    /// The end-of-sequence token id (masked until min-new-tokens are generated); `generate`
-    /// uses the tokenizer's end-of-text token when this is not given.
-    #[arg(long, allow_hyphen_values = true)]
-    eos: Option<u32>,
+    /// End-of-sequence token ids, comma-separated: any of them ends a run, and all are
+    /// masked until min-new-tokens are generated; `generate` uses the tokenizer's
+    /// end-of-text token when this is not given.
+    #[arg(long, value_name = "IDS", allow_hyphen_values = true)]
+    eos: Option<String>,
+    /// Token sequences the run must never complete, Hugging Face's bad words: ids separated
+    /// by `,`, sequences by `;` (`1,2;5`).
+    #[arg(long, value_name = "SEQUENCES", allow_hyphen_values = true)]
+    bad_words: Option<String>,
+    /// Bias added to a sequence's last token when the context ends with the rest of it,
+    /// Hugging Face's sequence bias: `1,2:-3.5;7:1.0`.
+    #[arg(long, value_name = "SEQUENCES", allow_hyphen_values = true)]
+    sequence_bias: Option<String>,
     #[arg(long, default_value_t = StageOrder::TemperatureFirst, value_parser = named::<StageOrder>(StageOrder::ALL.map(StageOrder::name)))]
     order: StageOrder,
     /// The samplers in the order they run, by llama.cpp's names, separated by `;` or `,`:
@@ -669,6 +678,10 @@ impl PolicyArgs {
     }
 
     fn policy(&self, default_temperature: f64) -> Result<Policy, String> {
+        let eos: Vec<u32> = match &self.eos {
+            Some(ids) => parse_list(ids, "end-of-sequence token id")?,
+            None => Vec::new(),
+        };
         if !self.dry_sequence_breaker.is_empty() && self.dry_multiplier == 0.0 {
             return Err(
                 "--dry-sequence-breaker needs --dry-multiplier: without it DRY is off".into(),
@@ -688,7 +701,16 @@ impl PolicyArgs {
             presence_penalty: self.presence_penalty,
             no_repeat_ngram: self.no_repeat_ngram,
             min_new_tokens: self.min_new_tokens,
-            eos_token: self.eos,
+            eos_token: eos.first().copied(),
+            extra_eos_tokens: eos.get(1..).unwrap_or_default().to_vec(),
+            bad_words: match &self.bad_words {
+                Some(text) => policy::parse_bad_words(text).map_err(|e| e.to_string())?,
+                None => Vec::new(),
+            },
+            sequence_bias: match &self.sequence_bias {
+                Some(text) => policy::parse_sequence_bias(text).map_err(|e| e.to_string())?,
+                None => Vec::new(),
+            },
             temperature: self.temperature.unwrap_or(match &self.samplers {
                 // A chain without temperature runs at temperature 1.
                 Some(SamplerList(chain)) if !chain.contains(&Sampler::Temperature) => 1.0,

@@ -160,7 +160,7 @@ pub fn generate(
         )
     } else {
         let mut silent = config.stop.tokens.clone();
-        silent.extend(config.policy.eos_token);
+        silent.extend(config.policy.eos_ids());
         let mut streamer = Streamer {
             vocabulary: &tokenizer,
             silent,

@@ -380,3 +380,115 @@ fn mirostat_records_its_mu_and_replays() {
         "so top-k 40 would be ignored",
     );
 }
+
+/// Several end-of-sequence ids, Hugging Face's bad words and sequence bias, and the stop
+/// named in the record.
+#[test]
+fn sequences_and_several_eos_ids() {
+    // Context ends with 1: the bad word 1,2 removes token 2; the sequence bias 1,3:-2
+    // lowers token 3 by 2; the one-token bad word 0 always removes token 0.
+    let out: Value = serde_json::from_str(&ok(&[
+        "pipeline",
+        "--logits",
+        "1,1,1,1,1",
+        "--context",
+        "4,1",
+        "--prompt-len",
+        "2",
+        "--bad-words",
+        "1,2;0",
+        "--sequence-bias",
+        "1,3:-2;4,4:9",
+    ]))
+    .unwrap();
+    let constraints = &out["stages"][0]["tokens"];
+    let ids: Vec<u64> = constraints
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, [1, 3, 4]);
+    assert_eq!(constraints[1]["logit"], -1.0);
+    assert_eq!(
+        constraints[2]["logit"], 1.0,
+        "4,4 does not apply: the context ends with 1"
+    );
+    // min-new-tokens masks every end-of-sequence id.
+    let masked: Value = serde_json::from_str(&ok(&[
+        "pipeline",
+        "--logits",
+        "1,1,1",
+        "--eos",
+        "0,2",
+        "--min-new-tokens",
+        "1",
+    ]))
+    .unwrap();
+    assert_eq!(kept(&masked), [1]);
+    for (flags, says) in [
+        (
+            &["--bad-words", "1,x"][..],
+            "sequence \"1,x\" is not token ids",
+        ),
+        (
+            &["--sequence-bias", "1:nan"][..],
+            "sequence \"1:nan\" is not token ids",
+        ),
+        (
+            &["--bad-words", "9"][..],
+            "bad-word token id 9 is out of range",
+        ),
+        (
+            &["--eos", "2", "--bad-words", "2"][..],
+            "bad word 2 is an end-of-sequence token",
+        ),
+        (
+            &["--engine", "llama.cpp", "--bad-words", "1"][..],
+            "llama.cpp does not take 1 bad words",
+        ),
+    ] {
+        fails_with(
+            &[&["pipeline", "--logits", "1,1,1"][..], flags].concat(),
+            says,
+        );
+    }
+
+    // A run that ends at its second end-of-sequence id names it, and the step.
+    let probe: Value = serde_json::from_str(&ok(&[
+        "generate",
+        "--prompt",
+        "To insert a table, ",
+        "--seed",
+        "2",
+        "--max-tokens",
+        "6",
+        "--temperature",
+        "0",
+        "--json",
+    ]))
+    .unwrap();
+    let third = probe["steps"][2]["token"].as_u64().unwrap().to_string();
+    let line = ok(&[
+        "generate",
+        "--prompt",
+        "To insert a table, ",
+        "--seed",
+        "2",
+        "--max-tokens",
+        "6",
+        "--temperature",
+        "0",
+        "--eos",
+        &format!("0,{third}"),
+        "--json",
+    ]);
+    let record: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(record["stop_reason"], "eos");
+    assert_eq!(record["stop_token"].to_string(), third);
+    assert_eq!(record["stop_step"], 2);
+    let file = std::env::temp_dir().join(format!("decode-lab-eos-{}.json", std::process::id()));
+    std::fs::write(&file, &line).unwrap();
+    assert!(ok(&["replay", file.to_str().unwrap()]).starts_with("identical"));
+    std::fs::remove_file(&file).ok();
+}

@@ -224,6 +224,19 @@ impl Engine {
         }
         self.check_modern(policy)?;
         self.check_mirostat(policy)?;
+        if matches!(self, Engine::LlamaCpp | Engine::Vllm) {
+            let set = [
+                ("bad words", policy.bad_words.len()),
+                ("sequence biases", policy.sequence_bias.len()),
+            ];
+            if let Some((name, n)) = set.into_iter().find(|&(_, n)| n > 0) {
+                return Err(PolicyError::EngineRefuses {
+                    engine: self,
+                    knob: format!("{n} {name}"),
+                    accepts: "no Hugging Face sequence processor (bad words, sequence bias)",
+                });
+            }
+        }
         if policy.dry_penalty_last_n < -1 {
             return Err(PolicyError::InvalidPenaltyWindow(policy.dry_penalty_last_n));
         }

@@ -124,6 +124,19 @@ pub enum PolicyError {
     OrderAndEngine,
     #[error("a DRY sequence breaker is empty: each is one or more token ids")]
     EmptySequenceBreaker,
+    #[error(
+        "sequence {0:?} is not token ids separated by commas (with :bias for a sequence \
+         bias), for example 1,2:-3.5"
+    )]
+    SequenceEntry(String),
+    #[error("a {0} is an empty sequence: each is one or more token ids")]
+    EmptySequence(&'static str),
+    /// Hugging Face's `NoBadWordsLogitsProcessor` silently drops such a bad word.
+    #[error(
+        "bad word {0} is an end-of-sequence token, which Hugging Face drops from its bad words: \
+         to keep a run from ending early use min-new-tokens"
+    )]
+    BadWordIsEos(u32),
     #[error("mirostat {0} is not one the lab has: 2 is mirostat 2.0, 0 is off")]
     UnsupportedMirostat(u8),
     /// llama.cpp's chain under mirostat is temperature then mirostat; anything else would be

@@ -266,6 +266,8 @@ pub struct Generation<'v> {
     stop_reason: Option<StopReason>,
     /// The stop string that ended the run, if one did.
     stop_string: Option<String>,
+    /// The end-of-sequence or stop token that ended the run, if one did.
+    stop_token: Option<u32>,
 }
 
 impl<'v> Generation<'v> {
@@ -337,6 +339,7 @@ impl<'v> Generation<'v> {
             start_us: now_us,
             stop_reason: None,
             stop_string: None,
+            stop_token: None,
         })
     }
 
@@ -488,10 +491,12 @@ impl<'v> Generation<'v> {
         self.steps.push(record);
         self.tokens.push(token);
 
-        if self.config.policy.eos_token == Some(token) {
+        if self.config.policy.is_eos(token) {
             self.stop_reason = Some(StopReason::Eos);
+            self.stop_token = Some(token);
         } else if self.config.stop.tokens.contains(&token) {
             self.stop_reason = Some(StopReason::StopToken);
+            self.stop_token = Some(token);
         } else {
             let appended_from = self.output.len();
             self.output.extend_from_slice(vocabulary.token_bytes(token));
@@ -509,6 +514,7 @@ impl<'v> Generation<'v> {
     /// The record of the stopped run, with its content digest. `model` names the weights and
     /// `backend` what ran them.
     pub fn finish(self, model: ArtifactId, backend: Backend) -> RunRecord {
+        let last_step = self.steps.len().saturating_sub(1);
         let mut record = RunRecord {
             app_version: self.config.app_version.clone(),
             policy_version: POLICY_VERSION.to_string(),
@@ -522,7 +528,13 @@ impl<'v> Generation<'v> {
             // `next_call` names a reason before it returns `None`; a run finished early
             // (an error, or a driver that stopped asking) counts as cancelled.
             stop_reason: self.stop_reason.unwrap_or(StopReason::Cancelled),
+            stop_step: matches!(
+                self.stop_reason,
+                Some(StopReason::Eos | StopReason::StopToken | StopReason::StopSequence)
+            )
+            .then_some(last_step),
             stop_string: self.stop_string,
+            stop_token: self.stop_token,
             ttft_us: self.ttft_us.unwrap_or(0.0),
             token_latencies_us: self.latencies,
             degraded_reason: backend.degraded_reason.clone(),

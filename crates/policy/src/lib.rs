@@ -43,6 +43,7 @@ mod pipeline;
 pub mod record;
 mod request;
 pub mod rng;
+mod sequences;
 mod shortest;
 pub mod speculative;
 pub mod version;
@@ -66,5 +67,6 @@ pub use record::{
 };
 pub use request::{BackendChoice, Precision};
 pub use rng::{NumpyRng, SplitMix64};
+pub use sequences::{parse_bad_words, parse_sequence_bias};
 pub use shortest::Shortest;
 pub use version::{parse_tags, TagError, VersionKey};

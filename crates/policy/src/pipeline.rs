@@ -31,6 +31,7 @@ use crate::error::Constraint;
 use crate::model_view::ModelView;
 use crate::modern;
 use crate::rng::{choice_index, NumpyRng};
+use crate::sequences;
 use crate::PolicyError;
 
 /// Version of the policy semantics; recorded in every run record. Bump it whenever a
@@ -155,6 +156,16 @@ pub struct Policy {
     /// Mirostat's learning rate η (llama.cpp's `--mirostat-lr`).
     #[serde(skip_serializing_if = "is_default_mirostat_eta")]
     pub mirostat_eta: f64,
+    /// Further end-of-sequence ids beside `eos_token`: any of them ends a run, and
+    /// `min_new_tokens` masks them all (Hugging Face's list-valued `eos_token_id`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extra_eos_tokens: Vec<u32>,
+    /// Token sequences never to complete ([`sequences`](crate::sequences)).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bad_words: Vec<Vec<u32>>,
+    /// Bias added to a sequence's last token when the context ends with the rest of it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sequence_bias: Vec<(Vec<u32>, f64)>,
 }
 
 /// Mirostat's τ and η when none is given, llama.cpp's defaults.
@@ -239,6 +250,9 @@ impl Default for Policy {
             mirostat: 0,
             mirostat_tau: MIROSTAT_TAU,
             mirostat_eta: MIROSTAT_ETA,
+            extra_eos_tokens: Vec::new(),
+            bad_words: Vec::new(),
+            sequence_bias: Vec::new(),
         }
     }
 }
@@ -483,7 +497,49 @@ impl Policy {
         for &id in self.dry_sequence_breakers.iter().flatten() {
             check("DRY sequence breaker", id)?;
         }
+        for &id in &self.extra_eos_tokens {
+            check("end-of-sequence", id)?;
+        }
+        for word in &self.bad_words {
+            if word.is_empty() {
+                return Err(PolicyError::EmptySequence("bad word"));
+            }
+            for &id in word {
+                check("bad-word", id)?;
+            }
+            if let [id] = word[..] {
+                if self.is_eos(id) {
+                    return Err(PolicyError::BadWordIsEos(id));
+                }
+            }
+        }
+        for (sequence, bias) in &self.sequence_bias {
+            if sequence.is_empty() {
+                return Err(PolicyError::EmptySequence("sequence bias"));
+            }
+            for &id in sequence {
+                check("sequence-bias", id)?;
+            }
+            if !bias.is_finite() {
+                return Err(PolicyError::NonFiniteParameter {
+                    name: "sequence bias",
+                    value: *bias,
+                });
+            }
+        }
         crate::chain::check(self)
+    }
+
+    /// Every end-of-sequence id: `eos_token`, then `extra_eos_tokens`.
+    pub fn eos_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.eos_token
+            .into_iter()
+            .chain(self.extra_eos_tokens.iter().copied())
+    }
+
+    /// Whether `token` ends a run.
+    pub fn is_eos(&self, token: u32) -> bool {
+        self.eos_ids().any(|id| id == token)
     }
 
     /// Temperature 0 (at most 0 under llama.cpp): the argmax, with no draw.
@@ -502,7 +558,9 @@ impl Policy {
             && self.frequency_penalty == 0.0
             && self.presence_penalty == 0.0
             && self.no_repeat_ngram == 0
-            && (self.min_new_tokens == 0 || self.eos_token.is_none())
+            && (self.min_new_tokens == 0 || self.eos_ids().next().is_none())
+            && self.bad_words.is_empty()
+            && self.sequence_bias.is_empty()
             && self.order == StageOrder::TemperatureFirst
             && self.samplers.is_none()
             && self.engine.is_lab()
@@ -1142,7 +1200,8 @@ impl Stepper {
         let overrides = &mut self.overrides;
         overrides.clear();
         let base = |id: u32| Some(logits[id as usize].to_f64());
-        for &(id, _) in &policy.logit_bias {
+        let sequence_bias = sequences::biased(&policy.sequence_bias, context.tokens);
+        for &(id, _) in policy.logit_bias.iter().chain(&sequence_bias) {
             overrides.push((id, base(id)));
         }
         let (repeated, counted_tokens) = policy.engine.penalised(policy, context);
@@ -1161,7 +1220,7 @@ impl Stepper {
         // Logit bias, then the repetition penalty, then frequency and presence.
         // Each stage's results are checked before the next stage reads them, so an overflow
         // is blamed on the stage that made it.
-        for &(id, bias) in &policy.logit_bias {
+        for &(id, bias) in policy.logit_bias.iter().chain(&sequence_bias) {
             if let Ok(at) = overrides.binary_search_by_key(&id, |o| o.0) {
                 if let Some(l) = overrides[at].1 {
                     overrides[at].1 = Some(constrained(
@@ -1209,13 +1268,13 @@ impl Stepper {
             }
         }
 
-        // Removals: no-repeat n-grams, end-of-sequence before min_new_tokens, forbidden ids.
+        // Removals: no-repeat n-grams, bad words, end-of-sequence before min_new_tokens,
+        // forbidden ids.
         let mut removed: Vec<u32> = policy.forbidden.clone();
         removed.extend(banned_by_ngram(context.tokens, policy.no_repeat_ngram));
-        if let Some(eos) = policy.eos_token {
-            if context.generated().len() < policy.min_new_tokens {
-                removed.push(eos);
-            }
+        removed.extend(sequences::banned(&policy.bad_words, context.tokens));
+        if context.generated().len() < policy.min_new_tokens {
+            removed.extend(policy.eos_ids());
         }
         for id in removed {
             match overrides.binary_search_by_key(&id, |o| o.0) {

@@ -119,6 +119,14 @@ pub struct RunRecord {
     /// made before it was recorded have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_string: Option<String>,
+    /// The end-of-sequence or stop token that ended the run, when one did (a policy may
+    /// have several end-of-sequence ids). Absent in records made before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_token: Option<u32>,
+    /// The step whose token fired the stop (an end-of-sequence or stop token, or the last
+    /// token of a stop string, where the output text then ends); absent for other stops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_step: Option<usize>,
     /// Time to first token: from the start of the run to the first chosen token.
     pub ttft_us: f64,
     /// Model plus policy time of each step.
@@ -415,6 +423,8 @@ impl RunRecord {
             output_text: &self.output_text,
             stop_reason: self.stop_reason,
             stop_string: self.stop_string.as_deref(),
+            stop_token: self.stop_token,
+            stop_step: self.stop_step,
             backend: &self.backend,
             degraded_reason: self.degraded_reason.as_deref(),
             precision: self.precision,
@@ -567,7 +577,7 @@ impl RunRecord {
             }
             check_step(s, greedy)?;
             if position < last {
-                let role = if config.policy.eos_token == Some(s.token) {
+                let role = if config.policy.is_eos(s.token) {
                     Some("end-of-sequence token")
                 } else if stop_tokens.binary_search(&s.token).is_ok() {
                     Some("stop token")
@@ -596,7 +606,7 @@ impl RunRecord {
                 self.steps.len(),
                 config.max_tokens
             )),
-            StopReason::Eos if last.is_none() || last != config.policy.eos_token => Some(format!(
+            StopReason::Eos if last.is_none_or(|t| !config.policy.is_eos(t)) => Some(format!(
                 "its last token is {} and its end-of-sequence token {}",
                 token_words(last),
                 token_words(config.policy.eos_token)
@@ -619,6 +629,29 @@ impl RunRecord {
                 reason: self.stop_reason.describe(),
                 why,
             });
+        }
+        let stopped_by_token = matches!(self.stop_reason, StopReason::Eos | StopReason::StopToken);
+        if let Some(token) = self.stop_token {
+            if !stopped_by_token || last != Some(token) {
+                return Err(RecordError::StopReason {
+                    reason: self.stop_reason.describe(),
+                    why: format!(
+                        "it names stop token {token}, but its last token is {}",
+                        token_words(last)
+                    ),
+                });
+            }
+        }
+        if let Some(step) = self.stop_step {
+            if self.steps.len() != step + 1 {
+                return Err(RecordError::StopReason {
+                    reason: self.stop_reason.describe(),
+                    why: format!(
+                        "it says the stop fired at step {step}, but it holds {} steps",
+                        self.steps.len()
+                    ),
+                });
+            }
         }
         if let Some(stop) = &self.stop_string {
             if self.stop_reason != StopReason::StopSequence || !config.stop.strings.contains(stop) {
@@ -748,6 +781,11 @@ struct DigestedRecord<'a> {
     output_text: &'a str,
     stop_reason: StopReason,
     stop_string: Option<&'a str>,
+    /// These two are absent (and so hashed as before they existed) when not recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stop_token: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stop_step: Option<usize>,
     backend: &'a Backend,
     degraded_reason: Option<&'a str>,
     /// Absent (and so hashed as before they existed) when not recorded.
@@ -984,6 +1022,21 @@ fn first_difference(a: &RunRecord, b: &RunRecord) -> Option<(usize, String, Stri
     if stop_string_known && a.stop_string != b.stop_string {
         let (x, y) = (optional_text(&a.stop_string), optional_text(&b.stop_string));
         return at(longest, differs("stop_string", x, y));
+    }
+    // Records made before the stop token and step were written have none to compare.
+    let words = |x: Option<usize>| x.map_or_else(|| "none".to_string(), |x| x.to_string());
+    if a.stop_token.is_some() && a.stop_token != b.stop_token {
+        let (x, y) = (
+            words(a.stop_token.map(|t| t as usize)),
+            words(b.stop_token.map(|t| t as usize)),
+        );
+        return at(longest, differs("stop_token", x, y));
+    }
+    if a.stop_step.is_some() && a.stop_step != b.stop_step {
+        return at(
+            longest,
+            differs("stop_step", words(a.stop_step), words(b.stop_step)),
+        );
     }
     None
 }

@@ -160,7 +160,7 @@ pub async fn run(
     emit(Event::Generating);
 
     let config = with_eos(config, &files.tokenizer);
-    let eos = config.policy.eos_token;
+    let policy = config.policy.clone();
     let tokenizer = &files.tokenizer;
     let mut decoder = StreamDecoder::new();
     let readbacks_before = runtime.readbacks();
@@ -174,7 +174,7 @@ pub async fn run(
         &mut WorkerClock,
         cancelled,
         &mut |step, runtime| {
-            let text = if Some(step.token) != eos {
+            let text = if !policy.is_eos(step.token) {
                 decoder.push(tokenizer, step.token).unwrap_or_default()
             } else {
                 String::new()

@@ -323,6 +323,8 @@ mod tests {
             steps,
             stop_reason,
             stop_string: None,
+            stop_token: None,
+            stop_step: None,
             ttft_us: 500.0,
             backend: Backend::cpu_reference(),
             degraded_reason: None,
