@@ -172,7 +172,7 @@ test('the full lab writes the embed code for the experiment on screen, and its f
     assert.ok(await page.locator(hidden).isHidden(), `${hidden} is shown`);
   }
   const fixed = await page.getByTestId('fixed-settings').textContent();
-  assert.match(fixed, /^This experiment varies Temperature\. Fixed: Logits: [^;]+; Top-k: 3; Top-p: 1; Min-p: 0; Seed: 11; Forbidden tokens: none; Logit bias: none; Order: Temperature first \(Hugging Face\)\.$/);
+  assert.match(fixed, /^This experiment varies Temperature\. Fixed: Logits: [^;]+; Top-k: 3; Top-p: 1; Min-p: 0; Seed: 11; Forbidden tokens: none; Logit bias: none; Typical: 1; ε-cutoff: 0; η-cutoff: 0; Top-nσ: none; XTC probability: 0; XTC threshold: 0\.1; Engine: The lab's own rules \(ties kept at every cut\); Order: Temperature first \(Hugging Face\)\.$/);
   // The learner varies the one control; the step follows.
   await page.locator('#temperature').fill('2');
   await page.waitForURL(/temperature=2/);

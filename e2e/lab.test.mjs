@@ -50,7 +50,10 @@ async function stagesOnPage(page) {
 /** The decoding-step panel (the Generate panel has fields with the same labels). */
 const stepPanel = (page) => page.locator('section[aria-labelledby="step-title"]');
 
-const LABELS = { constraints: 'constraints', temperature: 'temperature', top_k: 'top-k', top_p: 'top-p', min_p: 'min-p' };
+const LABELS = {
+  constraints: 'constraints', temperature: 'temperature', top_k: 'top-k', top_p: 'top-p', min_p: 'min-p',
+  typical: 'typical', epsilon: 'epsilon', eta: 'eta', top_n_sigma: 'top-n-sigma', xtc: 'xtc',
+};
 
 function assertSameAsCli(onPage, fromCli, vocab) {
   assert.deepEqual(onPage.map((s) => s.stage), fromCli.stages.map((s) => LABELS[s.stage]));
@@ -107,4 +110,48 @@ test('bad input is explained in words, not a crash', async () => {
   await step.getByLabel('Logits').fill('1, 2, 3');
   await page.locator('figure.stage').first().waitFor();
   assert.deepEqual(errors, []);
+});
+
+test('the sampler chain reorders with the keyboard, and every engine runs the same settings', async () => {
+  const page = await browser.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  const settings = ['--logits', '3,2,1', '--temperature', '0.5', '--top-p', '0.8', '--seed', '7'];
+  await page.goto(`${url}?panel=step&logits=3,2,1&temperature=0.5&top_k=0&top_p=0.8&seed=7`);
+  await page.locator('figure.stage').first().waitFor();
+  const step = stepPanel(page);
+
+  // The conformance view: each engine's column is the CLI's final distribution under
+  // --engine, and the words say who keeps what (the issue's example).
+  assert.equal(await page.getByTestId('conformance-summary').textContent(),
+    'lab, hf and vllm keep {0}; llama.cpp keeps {0, 1}.');
+  for (const [column, engine] of ['lab', 'hf', 'llama.cpp', 'vllm'].entries()) {
+    const expected = [0, 0, 0];
+    for (const t of cli([...settings, '--engine', engine]).final) expected[t.id] = t.prob;
+    const cells = await page.$$eval('[data-testid="engine-conformance"] tbody tr',
+      (rows, c) => rows.map((r) => Number(r.querySelectorAll('td')[c].dataset.value)), column);
+    cells.forEach((p, id) => assert.ok(Math.abs(p - expected[id]) <= TOLERANCE, `${engine} token ${id}: ${p}`));
+  }
+
+  // Keyboard only: move temperature after top-p. Focus stays on the moved sampler.
+  const order = () => page.$$eval('[data-testid="sampler-chain"] li', (items) => items.map((li) => li.dataset.sampler));
+  assert.deepEqual((await order()).slice(0, 4), ['temperature', 'top_n_sigma', 'top_k', 'top_p']);
+  await step.getByRole('button', { name: 'Move temperature later' }).focus();
+  for (let k = 0; k < 3; k++) {
+    await page.keyboard.press('Enter');
+    await page.waitForFunction((n) => document.querySelectorAll('[data-testid="sampler-chain"] li')[n]?.dataset.sampler === 'temperature', k + 1);
+  }
+  assert.deepEqual((await order()).slice(0, 5), ['top_n_sigma', 'top_k', 'top_p', 'temperature', 'min_p']);
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'chain-temperature-later');
+  await page.waitForURL(/samplers=/);
+  const samplers = new URL(page.url()).searchParams.get('samplers');
+  const moved = cli([...settings, '--samplers', samplers]);
+  await page.waitForFunction(() => document.querySelector('figure.stage:last-of-type')?.dataset.stage === 'temperature');
+  assertSameAsCli(await stagesOnPage(page), moved, 3);
+  assert.deepEqual(moved.final.map((t) => t.id), [0, 1], 'top-p before temperature keeps {0, 1}');
+
+  await step.getByRole('button', { name: "Use the engine's order" }).click();
+  await page.waitForURL((u) => !u.searchParams.has('samplers'));
+  assert.deepEqual(errors, []);
+  await page.close();
 });

@@ -436,14 +436,8 @@ fn counted_penalties(policy: &Policy) -> Option<String> {
 
 /// Candidate indices in descending order of logit, ties to the lower id.
 fn ranked(candidates: &[(f64, u32)]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..candidates.len()).collect();
-    order.sort_by(|&a, &b| {
-        candidates[b]
-            .0
-            .total_cmp(&candidates[a].0)
-            .then(candidates[a].1.cmp(&candidates[b].1))
-    });
-    order
+    let logits: Vec<f64> = candidates.iter().map(|c| c.0).collect();
+    crate::pipeline::descending(&logits)
 }
 
 /// llama.cpp's top-k (`llama_sampler_top_k_impl`): exactly the first k after a sort by
@@ -457,9 +451,7 @@ pub(crate) fn top_k_exact(
 ) -> Vec<bool> {
     scratch.clear();
     scratch.extend(candidates.iter().map(|c| c.0));
-    let kth = *scratch
-        .select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a))
-        .1;
+    let kth = crate::pipeline::kth_largest(scratch, k);
     let above = candidates.iter().filter(|c| c.0 > kth).count();
     let mut ties = k - above;
     candidates
@@ -579,4 +571,107 @@ mod tests {
             (&tokens[..], &tokens[3..])
         );
     }
+}
+
+/// One engine's result in a [`conformance`] comparison: its final distribution (ascending
+/// ids), or why it refuses the settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineResult {
+    pub engine: Engine,
+    pub result: Result<Vec<crate::TokenProb>, PolicyError>,
+}
+
+/// The same logits through every engine preset, and what differs, in words.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conformance {
+    pub engines: Vec<EngineResult>,
+    pub summary: String,
+}
+
+/// Runs `policy` under each engine's order and semantics (its own order and chain set
+/// aside) on the same logits and seed, and says which engines keep which tokens: the
+/// conformance view of the lab's decoding step.
+pub fn conformance<L: crate::Logit>(
+    policy: &Policy,
+    logits: &[L],
+    context: StepContext<'_>,
+    seed: u64,
+) -> Conformance {
+    let engines: Vec<EngineResult> = Engine::ALL
+        .into_iter()
+        .map(|engine| {
+            let policy = Policy {
+                engine,
+                samplers: None,
+                order: crate::StageOrder::default(),
+                ..policy.clone()
+            };
+            let result = crate::step(
+                &policy,
+                logits,
+                context,
+                &mut crate::NumpyRng::new(seed),
+                crate::Snapshots::Record,
+            )
+            .map(|outcome| {
+                outcome
+                    .stages
+                    .and_then(|mut stages| stages.pop())
+                    .map(|last| last.tokens)
+                    .unwrap_or_default()
+            });
+            EngineResult { engine, result }
+        })
+        .collect();
+    let summary = summarise(&engines);
+    Conformance { engines, summary }
+}
+
+/// "lab, hf and vllm keep {0}; llama.cpp keeps {0, 1}. vllm refuses the settings: …"
+fn summarise(engines: &[EngineResult]) -> String {
+    let mut groups: Vec<(Vec<u32>, Vec<Engine>)> = Vec::new();
+    let mut refusals = Vec::new();
+    for e in engines {
+        match &e.result {
+            Ok(tokens) => {
+                let kept: Vec<u32> = tokens.iter().map(|t| t.id).collect();
+                match groups.iter_mut().find(|(k, _)| *k == kept) {
+                    Some((_, names)) => names.push(e.engine),
+                    None => groups.push((kept, vec![e.engine])),
+                }
+            }
+            Err(err) => refusals.push(format!("{} refuses these settings: {err}.", e.engine)),
+        }
+    }
+    let set = |kept: &[u32]| {
+        const SHOWN: usize = 8;
+        let ids: Vec<String> = kept.iter().take(SHOWN).map(u32::to_string).collect();
+        if kept.len() > SHOWN {
+            format!("{{{}, … {} tokens}}", ids.join(", "), kept.len())
+        } else {
+            format!("{{{}}}", ids.join(", "))
+        }
+    };
+    let mut sentence = match groups.len() {
+        0 => String::new(),
+        1 if refusals.is_empty() => format!("Every engine keeps {}.", set(&groups[0].0)),
+        _ => {
+            let parts: Vec<String> = groups
+                .iter()
+                .map(|(kept, names)| {
+                    let names: Vec<&str> = names.iter().map(|e| e.name()).collect();
+                    let verb = if names.len() == 1 { "keeps" } else { "keep" };
+                    format!("{} {verb} {}", crate::names::all_of(&names), set(kept))
+                })
+                .collect();
+            format!("{}.", parts.join("; "))
+        }
+    };
+    for refusal in refusals {
+        if !sentence.is_empty() {
+            sentence.push(' ');
+        }
+        sentence.push_str(&refusal);
+    }
+    sentence
 }

@@ -49,7 +49,7 @@ pub mod speculative;
 pub mod version;
 
 pub use chain::{parse_samplers, Sampler};
-pub use engine::Engine;
+pub use engine::{conformance, Conformance, Engine, EngineResult};
 pub use error::{Constraint, PolicyError};
 pub use generate::{
     generate, Clock, Generation, LanguageModel, ModelCall, Observer, StopReason, Vocabulary,

@@ -28,9 +28,8 @@ fn entropy(probs: &[f64]) -> f64 {
 /// Candidate indices ordered by `key` ascending, ties to the lower id (candidates are in id
 /// order, and the sort is stable).
 fn ascending_by(key: &[f64]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..key.len()).collect();
-    order.sort_by(|&a, &b| key[a].total_cmp(&key[b]));
-    order
+    let negated: Vec<f64> = key.iter().map(|k| -k).collect();
+    crate::pipeline::descending(&negated)
 }
 
 /// Locally typical sampling (Meister et al. 2023). Each token's shifted score is
@@ -114,8 +113,7 @@ pub(crate) fn xtc(probs: &[f64], probability: f64, threshold: f64, chance: f64) 
     if chance > probability {
         return keep;
     }
-    let mut order: Vec<usize> = (0..probs.len()).collect();
-    order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]));
+    let order = crate::pipeline::descending(probs);
     let above = order.iter().take_while(|&&i| probs[i] >= threshold).count();
     if above >= 2 {
         for &i in &order[..above - 1] {
@@ -138,8 +136,7 @@ pub(crate) fn xtc_draws(probability: f64, threshold: f64, candidates: usize) -> 
 /// −η · (the chosen token's surprise under the renormalised distribution − τ). Ties in
 /// probability are ordered by id, lower first.
 pub(crate) fn mirostat_v2(probs: &[f64], mu: f64) -> Vec<bool> {
-    let mut order: Vec<usize> = (0..probs.len()).collect();
-    order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]));
+    let order = crate::pipeline::descending(probs);
     let kept = order
         .iter()
         .position(|&i| -probs[i].log2() > mu)
@@ -154,7 +151,7 @@ pub(crate) fn mirostat_v2(probs: &[f64], mu: f64) -> Vec<bool> {
 
 /// DRY, "don't repeat yourself" (`llama_sampler_dry_apply`, ported by llama.cpp from
 /// koboldcpp PR 982): the penalty for each token that would extend a repetition of the
-/// context's own suffix, as (token, amount to subtract from its logit).
+/// context's own suffix, as (token, amount to subtract from its logit), in no set order.
 ///
 /// `window` is the last `dry_penalty_last_n` tokens of prompt and output, oldest first.
 /// A repeat shorter than `allowed` is free; a longer one costs `multiplier ·
@@ -229,7 +226,6 @@ pub(crate) fn dry(
     } else {
         0
     };
-    longest.sort_unstable();
     longest
         .into_iter()
         .filter(|(token, _)| !breakers.iter().any(|b| b.len() == 1 && b[0] == *token))
@@ -282,7 +278,8 @@ mod tests {
         // allowed 2) and y would extend b c (2).
         let (a, b, c, y) = (0, 1, 2, 3);
         let window = [a, b, c, c, b, c, y, a, b, c];
-        let got = dry(&window, 1.0, 2.0, 2, &[]);
+        let mut got = dry(&window, 1.0, 2.0, 2, &[]);
+        got.sort_by_key(|&(token, _)| token);
         assert_eq!(got, [(c, 2.0), (y, 1.0)]);
         // A breaker at y limits repeats to the three tokens after it: a b c recurs, 3 long.
         assert_eq!(dry(&window, 1.0, 2.0, 2, &[vec![y]]), [(c, 2.0)]);

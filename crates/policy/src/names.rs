@@ -33,8 +33,19 @@ macro_rules! by_name {
 
 /// Names as an error lists the choices: `a, b or c`.
 pub(crate) fn one_of(names: &[&str]) -> String {
+    listed(names, "or")
+}
+
+/// Names joined as a sentence lists them: `a, b and c`.
+pub(crate) fn all_of(names: &[&str]) -> String {
+    listed(names, "and")
+}
+
+fn listed(names: &[&str], conjunction: &str) -> String {
     match names.split_last() {
-        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        Some((last, rest)) if !rest.is_empty() => {
+            format!("{} {conjunction} {last}", rest.join(", "))
+        }
         Some((last, _)) => last.to_string(),
         None => String::new(),
     }

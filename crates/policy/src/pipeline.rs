@@ -312,6 +312,41 @@ pub enum Stage {
 }
 
 impl Stage {
+    /// What the stage does, in one line, for the lab's snapshot of it.
+    pub fn explanation(self) -> &'static str {
+        match self {
+            Stage::Constraints => {
+                "Forbidden ids, biases and penalties change the logits before any filter."
+            }
+            Stage::Penalties => {
+                "Repetition, frequency and presence penalties, here after another stage."
+            }
+            Stage::Dry => "DRY lowers each token that would extend a repetition of the context.",
+            Stage::Mirostat => {
+                "Mirostat keeps the tokens no more surprising than μ bits, then steers μ toward τ."
+            }
+            Stage::Typical => {
+                "Typical sampling keeps the tokens whose surprise is closest to the entropy."
+            }
+            Stage::Epsilon => "ε-cutoff removes every token below a fixed probability.",
+            Stage::Eta => {
+                "η-cutoff removes tokens below min(ε, √ε·e^−H): stricter when the entropy is low."
+            }
+            Stage::TopNSigma => {
+                "Top-nσ keeps the logits within n standard deviations of the largest."
+            }
+            Stage::Xtc => {
+                "XTC, when its chance fires, removes every top choice but the least probable."
+            }
+            Stage::Temperature => {
+                "Temperature divides the logits: below 1 sharpens, above 1 flattens."
+            }
+            Stage::TopK => "Top-k keeps the k highest logits.",
+            Stage::TopP => "Top-p keeps the most probable tokens until their mass reaches p.",
+            Stage::MinP => "Min-p keeps tokens at least min-p times as probable as the top one.",
+        }
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             Stage::Constraints => "constraints",
@@ -681,7 +716,11 @@ impl Stepper {
                 });
             }
         }
-        if policy.samplers.is_some()
+        // In WebAssembly every step takes the chain path, which chooses bit for bit what the
+        // fixed path does (tests/chain.rs): the lab's vocabulary is small, and one path
+        // instead of two keeps the page and its workers smaller.
+        if cfg!(target_arch = "wasm32")
+            || policy.samplers.is_some()
             || !policy.engine.is_lab()
             || policy.has_modern_sampler()
             || policy.mirostat != 0
@@ -847,6 +886,19 @@ impl Stepper {
         scan_live(logits, &self.overrides, |id, logit| {
             candidates.push((logit, id))
         })?;
+        self.run_chain_on_candidates(policy, chain, context, draw, snapshots)
+    }
+
+    /// The chain over `candidates` (every live token, constrained), apart from the logits'
+    /// type so that one copy serves f32 and f64 logits alike.
+    fn run_chain_on_candidates(
+        &mut self,
+        policy: &Policy,
+        chain: &[Sampler],
+        context: StepContext<'_>,
+        draw: &mut dyn FnMut() -> f64,
+        snapshots: Snapshots,
+    ) -> Result<StepOutcome, PolicyError> {
         let mut stages = (snapshots == Snapshots::Record).then(Vec::new);
         let mut record = |stage: Stage, candidates: &[(f64, u32)], t: f64| {
             if let Some(stages) = stages.as_mut() {
@@ -906,10 +958,7 @@ impl Stepper {
                     } else if k < self.candidates.len() {
                         self.select.clear();
                         self.select.extend(self.candidates.iter().map(|c| c.0));
-                        let kth = *self
-                            .select
-                            .select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a))
-                            .1;
+                        let kth = kth_largest(&mut self.select, k);
                         self.candidates.retain(|c| c.0 >= kth);
                     }
                     record(Stage::TopK, &self.candidates, t);
@@ -1456,9 +1505,7 @@ fn top_k_candidates<L: Logit>(
     let threshold = if maxima.len() > k {
         scratch.clear();
         scratch.extend_from_slice(maxima);
-        *scratch
-            .select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a))
-            .1
+        kth_largest(scratch, k)
     } else {
         f64::NEG_INFINITY
     };
@@ -1486,6 +1533,23 @@ fn top_k_candidates<L: Logit>(
         keep_top_k(out, k);
     }
     Ok(())
+}
+
+/// The k-th largest of `values` (k from 1), which it reorders. Every selection of the
+/// policy goes through this one function, so the selection is compiled once.
+pub(crate) fn kth_largest(values: &mut [f64], k: usize) -> f64 {
+    *values
+        .select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a))
+        .1
+}
+
+/// Indices of `keys` from the largest key to the smallest, ties in index order (a stable
+/// sort): candidates are in id order, so ties go to the lower id. Every ranking of the
+/// engines and samplers goes through this one function, so the sort is compiled once.
+pub(crate) fn descending(keys: &[f64]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by(|&a, &b| keys[b].total_cmp(&keys[a]));
+    order
 }
 
 /// Keeps the entries at least as large as the k-th largest; returns that k-th value.

@@ -396,3 +396,36 @@ fn the_engine_is_recorded_only_when_it_is_not_the_labs() {
     let lab = serde_json::to_value(Policy::default()).unwrap();
     assert!(lab.get("engine").is_none() && lab.get("penalty_last_n").is_none());
 }
+
+/// The conformance view's words: engines grouped by the set they keep, refusals named.
+#[test]
+fn conformance_says_which_engine_keeps_what() {
+    let issue = Policy {
+        temperature: 0.5,
+        top_p: 0.8,
+        ..Policy::default()
+    };
+    let c = policy::conformance(&issue, &[3.0f32, 2.0, 1.0], StepContext::default(), 7);
+    assert_eq!(
+        c.summary,
+        "lab, hf and vllm keep {0}; llama.cpp keeps {0, 1}."
+    );
+    let zero = Policy {
+        top_p: 0.0,
+        ..Policy::default()
+    };
+    let c = policy::conformance(&zero, &[1.0f32, 3.0, 2.0], StepContext::default(), 7);
+    assert_eq!(
+        c.summary,
+        "hf and llama.cpp keep {1}. lab refuses these settings: top-p 0 is invalid: it must be \
+         greater than 0 and at most 1. vllm refuses these settings: vllm does not take top-p 0: \
+         it takes a top-p greater than 0 and at most 1."
+    );
+    let same = policy::conformance(
+        &Policy::default(),
+        &[1.0f32, 2.0],
+        StepContext::default(),
+        7,
+    );
+    assert_eq!(same.summary, "Every engine keeps {0, 1}.");
+}

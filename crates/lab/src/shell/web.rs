@@ -20,6 +20,26 @@ fn window() -> Result<web_sys::Window, String> {
     web_sys::window().ok_or_else(|| "This page has no window to fetch from.".to_string())
 }
 
+/// Moves the keyboard focus to the first of `ids` that names an enabled element: after a
+/// control re-renders the list it sits in, focus stays with the item the learner moved.
+pub fn focus_first(ids: &[String]) {
+    let Some(document) = web_sys::window().and_then(|w| w.document()) else {
+        return;
+    };
+    for id in ids {
+        let Some(element) = document.get_element_by_id(id) else {
+            continue;
+        };
+        if element.has_attribute("disabled") {
+            continue;
+        }
+        if let Ok(element) = element.dyn_into::<web_sys::HtmlElement>() {
+            let _ = element.focus();
+            return;
+        }
+    }
+}
+
 /// Milliseconds since the page's navigation started (`performance.now()`).
 pub fn now_ms() -> f64 {
     js_sys::Reflect::get(&js_sys::global(), &"performance".into())

@@ -72,8 +72,22 @@ pub fn whole_in(text: &str, label: &str, min: u64, max: u64) -> Result<u64, Stri
 /// accepts (`Policy::validate` on a default policy with only that parameter `set`), so no
 /// panel states a range of its own.
 pub fn policy_number(text: &str, label: &str, set: fn(&mut Policy, f64)) -> Result<f64, String> {
+    engine_number(text, label, policy::Engine::Lab, set)
+}
+
+/// [`policy_number`] under an engine's ranges ([`policy::Engine`]): llama.cpp takes a top-p
+/// of 0, vLLM no typical sampling at all.
+pub fn engine_number(
+    text: &str,
+    label: &str,
+    engine: policy::Engine,
+    set: fn(&mut Policy, f64),
+) -> Result<f64, String> {
     let value = number(text, label)?;
-    let mut policy = Policy::default();
+    let mut policy = Policy {
+        engine,
+        ..Policy::default()
+    };
     set(&mut policy, value);
     policy
         .validate(usize::MAX)

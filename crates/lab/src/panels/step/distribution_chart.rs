@@ -16,6 +16,7 @@ fn show(p: f64) -> String {
 #[component]
 pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
     let title = format!("After {}", stage.label);
+    let explanation = stage.explanation;
     let summary = format!(
         "{} of {} tokens survive after {}.",
         stage.survivors,
@@ -45,6 +46,7 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
     view! {
         <figure class="stage" data-stage=stage.label data-index=index>
             <figcaption>{title}</figcaption>
+            <p class="explanation">{explanation}</p>
             // Probabilities: the scale ends at 1 whatever the tallest bar.
             <BarChart
                 bars=bars

@@ -1,15 +1,18 @@
 //! The decoding-step panel: logits and policy controls in, every stage's distribution
-//! and the chosen token out (announced in a polite live region), with the same logits
-//! under the other stage order beside it. The logits can also be the tiny model's for a
+//! and the chosen token out (announced in a polite live region). The sampler chain can be
+//! reordered with the keyboard, and the same settings run through every engine preset
+//! beside it (the conformance view). The logits can also be the tiny model's for a
 //! prompt: a [`Job::PromptLogits`] to the model worker, one prefill on the CPU reference.
 //! The work is [`crate::panels::step::view_model`].
 
 use leptos::prelude::*;
-use policy::StageOrder;
+use policy::{Engine, StageOrder};
 
 use crate::panels::step::distribution_chart::Distribution;
 use crate::panels::step::draw_strip::DrawStrip;
-use crate::panels::step::view_model::{fresh_seed, logits_text, run_step, StepForm, StepView};
+use crate::panels::step::view_model::{
+    fresh_seed, logits_text, run_conformance, run_step, StepForm,
+};
 use crate::shell::url;
 use crate::widgets::chart::mirror_table;
 use crate::widgets::controls::hidden;
@@ -34,6 +37,14 @@ pub fn StepPanel() -> impl IntoView {
     let (order, set_order) = signal(defaults.order);
     let (forbidden, set_forbidden) = signal(defaults.forbidden);
     let (bias, set_bias) = signal(defaults.bias);
+    let (engine, set_engine) = signal(defaults.engine);
+    let (samplers, set_samplers) = signal(defaults.samplers);
+    let (typical, set_typical) = signal(defaults.typical);
+    let (epsilon, set_epsilon) = signal(defaults.epsilon);
+    let (eta, set_eta) = signal(defaults.eta);
+    let (top_n_sigma, set_top_n_sigma) = signal(defaults.top_n_sigma);
+    let (xtc_probability, set_xtc_probability) = signal(defaults.xtc_probability);
+    let (xtc_threshold, set_xtc_threshold) = signal(defaults.xtc_threshold);
     let (seed_error, set_seed_error) = signal(None::<String>);
     let (model_prompt, set_model_prompt) = signal("The model".to_string());
     let model_status = RwSignal::new(None::<(bool, String)>);
@@ -48,12 +59,40 @@ pub fn StepPanel() -> impl IntoView {
         order: order.get(),
         forbidden: forbidden.get(),
         bias: bias.get(),
+        engine: engine.get(),
+        samplers: samplers.get(),
+        typical: typical.get(),
+        epsilon: epsilon.get(),
+        eta: eta.get(),
+        top_n_sigma: top_n_sigma.get(),
+        xtc_probability: xtc_probability.get(),
+        xtc_threshold: xtc_threshold.get(),
     });
     Effect::new(move |_| url::write(&form.get().to_pairs()));
     let result = Memo::new(move |_| run_step(&form.get()));
     let problems = problems_of(Some(url_problems), result);
     let problem = problem_at(problems);
-    let other = Memo::new(move |_| run_step(&form.get().other_order()).ok());
+    let engines = Memo::new(move |_| run_conformance(&form.get()));
+    // Moves a sampler one place, and keeps the focus on it once the list is redrawn.
+    let move_sampler = move |at: usize, up: bool| {
+        let now = form.get_untracked();
+        let (Some(sampler), Some(moved)) = (now.chain().get(at).copied(), now.moved(at, up)) else {
+            return;
+        };
+        set_order.set(moved.order);
+        set_samplers.set(moved.samplers);
+        let name = sampler.name();
+        let (same, other) = if up {
+            ("earlier", "later")
+        } else {
+            ("later", "earlier")
+        };
+        let ids = [
+            format!("chain-{name}-{same}"),
+            format!("chain-{name}-{other}"),
+        ];
+        request_animation_frame(move || crate::shell::web::focus_first(&ids));
+    };
 
     // The tiny model's logits for a prompt replace the typed ones (and so go into the URL).
     // The model runs in the worker; this panel keeps its own, started with the first ask.
@@ -108,7 +147,6 @@ pub fn StepPanel() -> impl IntoView {
 
     let outcome = move || match result.get() {
         Ok(view) => {
-            let view_this = view.clone();
             let strip_view = view.clone();
             let draw = view
                 .draw
@@ -137,7 +175,7 @@ pub fn StepPanel() -> impl IntoView {
                 {chapter}
                 <div class="stages">{stages}</div>
                 <DrawStrip view=strip_view/>
-                {move || other.get().map(|o| view! { <Comparison this=view_this.clone() other=o order=order.get()/> })}
+                {move || engines.get().map(|c| view! { <Conformance conformance=c/> })}
             }
             .into_any()
         }
@@ -181,7 +219,39 @@ pub fn StepPanel() -> impl IntoView {
                 <Field id="seed" problem=problem("seed") label="Seed" hint="The same seed gives the same draw." value=seed.into() set=set_seed inputmode="numeric"/>
                 <Field id="forbidden" problem=problem("forbidden") label="Forbidden tokens" hint="Ids that can never be chosen, e.g. 2, 3." value=forbidden.into() set=set_forbidden inputmode="text"/>
                 <Field id="bias" problem=problem("bias") label="Logit bias" hint="id:value pairs added to the logits first, e.g. 1:+2, 3:-1." value=bias.into() set=set_bias inputmode="text"/>
+                <Field id="typical" problem=problem("typical") label="Typical" hint="Locally typical sampling's mass; 1 is off." value=typical.into() set=set_typical/>
+                <Field id="epsilon" problem=problem("epsilon") label="ε-cutoff" hint="Remove tokens below this probability; 0 is off." value=epsilon.into() set=set_epsilon/>
+                <Field id="eta" problem=problem("eta") label="η-cutoff" hint="ε for min(ε, √ε·e^−H); 0 is off." value=eta.into() set=set_eta/>
+                <Field id="top-n-sigma" problem=problem("top-n-sigma") label="Top-nσ" hint="Keep logits within n standard deviations of the largest; empty is off." value=top_n_sigma.into() set=set_top_n_sigma/>
+                <Field id="xtc-probability" problem=problem("xtc-probability") label="XTC probability" hint="The chance a step excludes its top choices; 0 is off." value=xtc_probability.into() set=set_xtc_probability/>
+                <Field id="xtc-threshold" problem=problem("xtc-threshold") label="XTC threshold" hint="The probability that makes a token a top choice." value=xtc_threshold.into() set=set_xtc_threshold/>
+                <Choice id="engine" problem=problem("engine") label="Engine" options=engine_options() value=Signal::derive(move || engine.get().to_string()) set=chosen("engine", url_problems, set_engine)/>
                 <Choice id="order" problem=problem("order") label="Order" options=order_options() value=Signal::derive(move || order.get().to_string()) set=chosen("order", url_problems, set_order)/>
+                <div class="field" hidden=hidden("samplers", "Sampler chain", None, None)>
+                    <span id="chain-label">"Sampler chain"</span>
+                    <ol class="chain" aria-labelledby="chain-label" data-testid="sampler-chain">
+                        {move || {
+                            let chain = form.get().chain();
+                            let last = chain.len().saturating_sub(1);
+                            chain
+                                .into_iter()
+                                .enumerate()
+                                .map(|(i, sampler)| {
+                                    let name = sampler.name();
+                                    view! {
+                                        <li data-sampler=name>
+                                            <code>{name}</code>
+                                            <button type="button" id=format!("chain-{name}-earlier") aria-label=format!("Move {name} earlier") disabled=i == 0 on:click=move |_| move_sampler(i, true)>"↑"</button>
+                                            <button type="button" id=format!("chain-{name}-later") aria-label=format!("Move {name} later") disabled=i == last on:click=move |_| move_sampler(i, false)>"↓"</button>
+                                        </li>
+                                    }
+                                })
+                                .collect_view()
+                        }}
+                    </ol>
+                    <small>{move || if samplers.get().is_some() { "Your order. " } else { "The engine's order. " }}"Each stage runs on what the one above it left."</small>
+                    <button type="button" on:click=move |_| set_samplers.set(None) disabled=move || samplers.get().is_none()>"Use the engine's order"</button>
+                </div>
                 <div class="field" hidden=hidden("seed", "New seed", None, None)>
                     <button type="button" on:click=new_seed>"New seed"</button>
                     {move || seed_error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
@@ -190,6 +260,16 @@ pub fn StepPanel() -> impl IntoView {
             <div class="result" aria-live="polite">{outcome}</div>
         </section>
     }
+}
+
+/// The engine drop-down's options.
+fn engine_options() -> Vec<(String, String)> {
+    options(&[
+        (Engine::Lab, "The lab's own rules (ties kept at every cut)"),
+        (Engine::Hf, "Hugging Face transformers"),
+        (Engine::LlamaCpp, "llama.cpp"),
+        (Engine::Vllm, "vLLM"),
+    ])
 }
 
 /// The order drop-down's options.
@@ -203,41 +283,53 @@ fn order_options() -> Vec<(String, String)> {
     ])
 }
 
-/// The same logits under both stage orders: the final distributions and the two choices.
+/// The same settings through every engine preset: each engine's final distribution side by
+/// side, and in words which engines keep which tokens.
 #[component]
-fn Comparison(this: StepView, other: StepView, order: StageOrder) -> impl IntoView {
-    let (first, last) = match order {
-        StageOrder::TemperatureFirst => (this, other),
-        StageOrder::TemperatureLast => (other, this),
-    };
-    let finals = |v: &StepView| v.stages.last().map(|s| s.rows.clone()).unwrap_or_default();
-    let (a, b) = (finals(&first), finals(&last));
-    let rows = a
+fn Conformance(conformance: policy::Conformance) -> impl IntoView {
+    let vocab = conformance
+        .engines
         .iter()
-        .zip(&b)
-        .map(|(x, y)| {
-            view! {
-                <tr>
-                    <th scope="row">{x.id.to_string()}</th>
-                    <td data-value=x.prob.to_string()>{format!("{:.4}", x.prob)}</td>
-                    <td data-value=y.prob.to_string()>{format!("{:.4}", y.prob)}</td>
-                </tr>
+        .filter_map(|e| e.result.as_ref().ok())
+        .flat_map(|tokens| tokens.iter().map(|t| t.id as usize + 1))
+        .max()
+        .unwrap_or(0);
+    let columns: Vec<Vec<Option<f64>>> = conformance
+        .engines
+        .iter()
+        .map(|e| {
+            let mut column = vec![None; vocab];
+            if let Ok(tokens) = &e.result {
+                for t in tokens {
+                    column[t.id as usize] = Some(t.prob);
+                }
             }
+            column
+        })
+        .collect();
+    let rows = (0..vocab)
+        .map(|id| {
+            let cells = columns
+                .iter()
+                .zip(&conformance.engines)
+                .map(|(column, e)| match (&e.result, column[id]) {
+                    (Err(_), _) => view! { <td>"refused"</td> }.into_any(),
+                    (Ok(_), Some(p)) => {
+                        view! { <td data-value=p.to_string()>{format!("{p:.4}")}</td> }.into_any()
+                    }
+                    (Ok(_), None) => {
+                        view! { <td class="removed" data-value="0">"removed"</td> }.into_any()
+                    }
+                })
+                .collect_view();
+            view! { <tr><th scope="row">{id.to_string()}</th>{cells}</tr> }
         })
         .collect_view();
-    let verdict = if first.token == last.token {
-        format!("Both orders choose token {}.", first.token)
-    } else {
-        format!(
-            "The orders disagree: temperature first chooses token {}, temperature last chooses token {}.",
-            first.token, last.token
-        )
-    };
     view! {
-        <div class="comparison" data-testid="order-comparison">
-            <h3>"The same logits under both orders"</h3>
-            <p>{verdict}</p>
-            {mirror_table("mirror", None, None, "Final probability of each token with the temperature applied first (Hugging Face) and last (llama.cpp)", &["Token", "Temperature first", "Temperature last"], rows)}
+        <div class="comparison" data-testid="engine-conformance">
+            <h3>"The same settings under each engine"</h3>
+            <p data-testid="conformance-summary">{conformance.summary}</p>
+            {mirror_table("mirror", None, None, "Final probability of each token under the lab's rules, Hugging Face, llama.cpp and vLLM (their own orders)", &["Token", "lab", "hf", "llama.cpp", "vllm"], rows)}
         </div>
     }
 }

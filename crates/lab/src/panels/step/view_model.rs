@@ -7,10 +7,10 @@
 //! Everything here is plain data, so it is tested natively and the components only draw.
 
 use policy::chapter::{self, Argpartition};
-use policy::{NumpyRng, Policy, PolicyError, Snapshots, StageOrder, StepContext};
+use policy::{Engine, NumpyRng, Policy, PolicyError, Sampler, Snapshots, StageOrder, StepContext};
 
 use crate::widgets::form::{Form, Problems};
-use crate::widgets::number::{policy_number, sentence, whole};
+use crate::widgets::number::{engine_number, sentence, whole};
 
 /// The decoding-step form, as the learner typed it.
 #[derive(Clone, Debug, PartialEq)]
@@ -26,7 +26,32 @@ pub struct StepForm {
     pub forbidden: String,
     /// Additive logit bias, `id:value` pairs, comma-separated.
     pub bias: String,
+    /// Whose semantics and order ([`policy::Engine`]).
+    pub engine: Engine,
+    /// A chain the learner reordered; `None` is the engine's (or the order's) own.
+    pub samplers: Option<Vec<Sampler>>,
+    pub typical: String,
+    pub epsilon: String,
+    pub eta: String,
+    /// Top-nσ's n; empty is off.
+    pub top_n_sigma: String,
+    pub xtc_probability: String,
+    pub xtc_threshold: String,
 }
+
+/// The samplers the decoding-step form has knobs for, which its chain editor orders (the
+/// penalties and DRY read a context, which the panel does not have).
+pub const STEP_SAMPLERS: [Sampler; 9] = [
+    Sampler::TopNSigma,
+    Sampler::TopK,
+    Sampler::Typical,
+    Sampler::TopP,
+    Sampler::MinP,
+    Sampler::Epsilon,
+    Sampler::Eta,
+    Sampler::Xtc,
+    Sampler::Temperature,
+];
 
 impl Default for StepForm {
     /// The chapter's example: `choose([1.2, 0.1, 2.4, 1.7])` with its defaults.
@@ -41,6 +66,14 @@ impl Default for StepForm {
             order: StageOrder::TemperatureFirst,
             forbidden: String::new(),
             bias: String::new(),
+            engine: Engine::Lab,
+            samplers: None,
+            typical: "1".into(),
+            epsilon: "0".into(),
+            eta: "0".into(),
+            top_n_sigma: String::new(),
+            xtc_probability: "0".into(),
+            xtc_threshold: policy::XTC_THRESHOLD.to_string(),
         }
     }
 }
@@ -65,6 +98,20 @@ impl Form for StepForm {
                 "seed" => form.seed = value,
                 "forbidden" => form.forbidden = value,
                 "bias" => form.bias = value,
+                "typical" => form.typical = value,
+                "epsilon" => form.epsilon = value,
+                "eta" => form.eta = value,
+                "top_n_sigma" => form.top_n_sigma = value,
+                "xtc_probability" => form.xtc_probability = value,
+                "xtc_threshold" => form.xtc_threshold = value,
+                "engine" => match value.parse() {
+                    Ok(engine) => form.engine = engine,
+                    Err(e) => problems.add("engine", sentence(format!("The URL asks for {e}; using the lab's own"))),
+                },
+                "samplers" => match policy::parse_samplers(&value) {
+                    Ok(chain) => form.samplers = Some(chain),
+                    Err(e) => problems.add("samplers", sentence(format!("The URL's sampler order cannot be read: {e}; using the engine's order"))),
+                },
                 "order" => match value.parse() {
                     Ok(order) => form.order = order,
                     Err(_) => problems.add("order", format!(
@@ -94,6 +141,34 @@ impl Form for StepForm {
         if !self.bias.trim().is_empty() {
             pairs.push(("bias", self.bias.clone()));
         }
+        if !self.engine.is_lab() {
+            pairs.push(("engine", self.engine.to_string()));
+        }
+        if let Some(chain) = &self.samplers {
+            pairs.push(("samplers", policy::chain::samplers_label(chain)));
+        }
+        // The modern samplers' knobs, only when moved from their defaults.
+        let defaults = StepForm::default();
+        for (key, value, default) in [
+            ("typical", &self.typical, &defaults.typical),
+            ("epsilon", &self.epsilon, &defaults.epsilon),
+            ("eta", &self.eta, &defaults.eta),
+            ("top_n_sigma", &self.top_n_sigma, &defaults.top_n_sigma),
+            (
+                "xtc_probability",
+                &self.xtc_probability,
+                &defaults.xtc_probability,
+            ),
+            (
+                "xtc_threshold",
+                &self.xtc_threshold,
+                &defaults.xtc_threshold,
+            ),
+        ] {
+            if value.trim() != default {
+                pairs.push((key, value.clone()));
+            }
+        }
         pairs
     }
 
@@ -106,18 +181,53 @@ impl Form for StepForm {
         let vocab = logits.as_ref().map_or(u32::MAX as usize, Vec::len);
         let forbidden = problems.field("forbidden", parse_forbidden(&self.forbidden, vocab));
         let logit_bias = problems.field("bias", parse_bias(&self.bias, vocab));
+        let engine = self.engine;
+        let knob = |text: &str, label: &str, set: fn(&mut Policy, f64)| {
+            engine_number(text, label, engine, set)
+        };
         let temperature = problems.field(
             "temperature",
-            policy_number(&self.temperature, "Temperature", |p, v| p.temperature = v),
+            knob(&self.temperature, "Temperature", |p, v| p.temperature = v),
         );
         let top_k = problems.field("top-k", whole(&self.top_k, "Top-k"));
-        let top_p = problems.field(
-            "top-p",
-            policy_number(&self.top_p, "Top-p", |p, v| p.top_p = v),
+        let top_p = problems.field("top-p", knob(&self.top_p, "Top-p", |p, v| p.top_p = v));
+        let min_p = problems.field("min-p", knob(&self.min_p, "Min-p", |p, v| p.min_p = v));
+        let typical = problems.field(
+            "typical",
+            knob(&self.typical, "Typical", |p, v| p.typical_p = v),
         );
-        let min_p = problems.field(
-            "min-p",
-            policy_number(&self.min_p, "Min-p", |p, v| p.min_p = v),
+        let epsilon = problems.field(
+            "epsilon",
+            knob(&self.epsilon, "ε-cutoff", |p, v| p.epsilon_cutoff = v),
+        );
+        let eta = problems.field("eta", knob(&self.eta, "η-cutoff", |p, v| p.eta_cutoff = v));
+        let top_n_sigma = problems.field(
+            "top-n-sigma",
+            if self.top_n_sigma.trim().is_empty() {
+                Ok(None)
+            } else {
+                knob(&self.top_n_sigma, "Top-nσ", |p, v| p.top_n_sigma = Some(v)).map(Some)
+            },
+        );
+        let xtc_probability = problems.field(
+            "xtc-probability",
+            knob(&self.xtc_probability, "XTC probability", |p, v| {
+                p.xtc_probability = v
+            }),
+        );
+        // The threshold alone switches nothing on: its range is checked with XTC on, under
+        // the lab's rules unless llama.cpp's (engines without XTC refuse its probability).
+        let xtc_engine = if engine == Engine::LlamaCpp {
+            engine
+        } else {
+            Engine::Lab
+        };
+        let xtc_threshold = problems.field(
+            "xtc-threshold",
+            engine_number(&self.xtc_threshold, "XTC threshold", xtc_engine, |p, v| {
+                p.xtc_probability = 0.5;
+                p.xtc_threshold = v;
+            }),
         );
         let seed = problems.field("seed", whole(&self.seed, "Seed"));
         problems.or(|| {
@@ -131,6 +241,14 @@ impl Form for StepForm {
                     top_p: top_p?,
                     min_p: min_p?,
                     order: self.order,
+                    engine,
+                    samplers: self.samplers.clone(),
+                    typical_p: typical?,
+                    epsilon_cutoff: epsilon?,
+                    eta_cutoff: eta?,
+                    top_n_sigma: top_n_sigma?,
+                    xtc_probability: xtc_probability?,
+                    xtc_threshold: xtc_threshold?,
                     ..Policy::default()
                 },
                 seed: seed?,
@@ -148,16 +266,52 @@ pub struct StepInput {
 }
 
 impl StepForm {
-    /// The same form with the other stage order, for the side-by-side comparison.
-    pub fn other_order(&self) -> StepForm {
-        StepForm {
-            order: match self.order {
-                StageOrder::TemperatureFirst => StageOrder::TemperatureLast,
-                StageOrder::TemperatureLast => StageOrder::TemperatureFirst,
-            },
-            ..self.clone()
-        }
+    /// The chain the step runs, as far as the form's knobs go: the learner's order, else
+    /// the engine's, else the fixed order's.
+    pub fn chain(&self) -> Vec<Sampler> {
+        let policy = Policy {
+            engine: self.engine,
+            order: self.order,
+            samplers: self.samplers.clone(),
+            ..Policy::default()
+        };
+        policy
+            .chain()
+            .iter()
+            .copied()
+            .filter(|s| STEP_SAMPLERS.contains(s))
+            .collect()
     }
+
+    /// The form with sampler `at` of [`chain`](Self::chain) moved one place earlier
+    /// (`up`) or later; the moved chain replaces any fixed order. `None` at either end.
+    pub fn moved(&self, at: usize, up: bool) -> Option<StepForm> {
+        let mut chain = self.chain();
+        let other = if up { at.checked_sub(1)? } else { at + 1 };
+        if other >= chain.len() {
+            return None;
+        }
+        chain.swap(at, other);
+        // The penalties and DRY keep their place at the front.
+        let mut full = vec![Sampler::Penalties, Sampler::Dry];
+        full.extend(chain);
+        Some(StepForm {
+            samplers: Some(full),
+            order: StageOrder::default(),
+            ..self.clone()
+        })
+    }
+}
+
+/// The same logits, policy and seed through every engine preset ([`policy::conformance`]).
+pub fn run_conformance(form: &StepForm) -> Option<policy::Conformance> {
+    let input = form.check().ok()?;
+    Some(policy::conformance(
+        &input.policy,
+        &input.logits,
+        StepContext::default(),
+        input.seed,
+    ))
 }
 
 /// Parses forbidden token ids: `3, 7`.
@@ -209,6 +363,8 @@ pub struct Row {
 #[derive(Clone, Debug, PartialEq)]
 pub struct StageView {
     pub label: &'static str,
+    /// What the stage does, in one line.
+    pub explanation: &'static str,
     pub survivors: usize,
     pub rows: Vec<Row>,
 }
@@ -307,6 +463,7 @@ pub fn run_step(form: &StepForm) -> Result<StepView, Problems> {
             }
             StageView {
                 label: stage.stage.label(),
+                explanation: stage.stage.explanation(),
                 survivors: stage.survivors,
                 rows,
             }
@@ -314,6 +471,9 @@ pub fn run_step(form: &StepForm) -> Result<StepView, Problems> {
         .collect();
     let chapter_line = (policy.top_p == 1.0
         && policy.min_p == 0.0
+        && policy.engine.is_lab()
+        && policy.samplers.is_none()
+        && !policy.has_modern_sampler()
         && policy.top_k > 0
         && policy.forbidden.is_empty()
         && policy.logit_bias.is_empty())
@@ -382,8 +542,30 @@ fn field_of(error: &PolicyError) -> &'static str {
             "temperature"
         }
         PolicyError::ConstraintOverflow { .. } => "bias",
+        PolicyError::OrderAndEngine | PolicyError::OrderAndSamplers => "order",
+        PolicyError::EngineRefuses { knob, .. } => engine_field(knob),
         _ => "logits",
     }
+}
+
+/// The field an engine's refusal names, from the knob's words (`top-p 0`, `typical-p 0.9`).
+fn engine_field(knob: &str) -> &'static str {
+    const FIELDS: [(&str, &str); 10] = [
+        ("temperature", "temperature"),
+        ("top-p", "top-p"),
+        ("min-p", "min-p"),
+        ("top-n-sigma", "top-n-sigma"),
+        ("typical-p", "typical"),
+        ("epsilon", "epsilon"),
+        ("eta", "eta"),
+        ("xtc-threshold", "xtc-threshold"),
+        ("xtc", "xtc-probability"),
+        ("top-k", "top-k"),
+    ];
+    FIELDS
+        .iter()
+        .find(|(words, _)| knob.starts_with(words))
+        .map_or("engine", |&(_, field)| field)
 }
 
 /// A fresh seed from the browser's (or the OS's) entropy, for the "New seed" button.
@@ -575,5 +757,110 @@ mod tests {
             "a bad number is kept for the form to report"
         );
         assert_eq!(problems.len(), 1);
+    }
+
+    #[test]
+    fn the_chain_moves_one_place_and_the_url_keeps_it() {
+        let form = StepForm::default();
+        let names = |f: &StepForm| {
+            f.chain()
+                .iter()
+                .map(|s| s.name())
+                .collect::<Vec<_>>()
+                .join(";")
+        };
+        assert_eq!(
+            names(&form),
+            "temperature;top_n_sigma;top_k;top_p;min_p;typ_p;epsilon;eta;xtc"
+        );
+        assert!(
+            form.moved(0, true).is_none(),
+            "the first cannot move earlier"
+        );
+        let moved = form.moved(0, false).unwrap();
+        assert_eq!(
+            names(&moved),
+            "top_n_sigma;temperature;top_k;top_p;min_p;typ_p;epsilon;eta;xtc"
+        );
+        let llama = StepForm {
+            engine: Engine::LlamaCpp,
+            ..moved.clone()
+        };
+        let pairs = llama.to_pairs();
+        let (back, problems) = StepForm::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(back, llama);
+        // An engine's own order, until the learner moves something.
+        let preset = StepForm {
+            engine: Engine::LlamaCpp,
+            ..StepForm::default()
+        };
+        assert_eq!(
+            names(&preset),
+            "top_n_sigma;top_k;typ_p;top_p;min_p;epsilon;eta;xtc;temperature"
+        );
+    }
+
+    #[test]
+    fn each_engine_refuses_at_the_field_it_names() {
+        let problem = |engine, f: fn(&mut StepForm), field: &str| {
+            let mut form = StepForm {
+                engine,
+                ..StepForm::default()
+            };
+            f(&mut form);
+            let problems = run_step(&form).unwrap_err();
+            problems
+                .of(field)
+                .unwrap_or_else(|| panic!("{field}: {problems:?}"))
+        };
+        assert_eq!(
+            problem(Engine::Vllm, |f| f.typical = "0.9".into(), "typical"),
+            "Vllm does not take typical-p 0.9: it takes no such sampler."
+        );
+        assert_eq!(
+            problem(Engine::Vllm, |f| f.top_p = "0".into(), "top-p"),
+            "Vllm does not take top-p 0: it takes a top-p greater than 0 and at most 1."
+        );
+        // llama.cpp takes top-p 0 and keeps the top token.
+        let zero = StepForm {
+            engine: Engine::LlamaCpp,
+            top_p: "0".into(),
+            ..StepForm::default()
+        };
+        assert_eq!(run_step(&zero).unwrap().stages.last().unwrap().survivors, 1);
+        let both = StepForm {
+            engine: Engine::Hf,
+            order: StageOrder::TemperatureLast,
+            ..StepForm::default()
+        };
+        let problems = run_step(&both).unwrap_err();
+        assert!(problems.of("order").is_some(), "{problems:?}");
+    }
+
+    #[test]
+    fn the_conformance_view_runs_every_engine_on_the_form() {
+        let form = StepForm {
+            logits: "3, 2, 1".into(),
+            temperature: "0.5".into(),
+            top_k: "0".into(),
+            top_p: "0.8".into(),
+            ..StepForm::default()
+        };
+        let c = run_conformance(&form).unwrap();
+        assert_eq!(
+            c.summary,
+            "lab, hf and vllm keep {0}; llama.cpp keeps {0, 1}."
+        );
+        assert_eq!(
+            c.engines
+                .iter()
+                .map(|e| e.engine.name())
+                .collect::<Vec<_>>(),
+            ["lab", "hf", "llama.cpp", "vllm"],
+            "the panel's table heads its columns in this order"
+        );
+        let view = run_step(&form).unwrap();
+        assert!(view.stages.iter().all(|s| !s.explanation.is_empty()));
     }
 }
