@@ -172,6 +172,70 @@ fn bench_step(c: &mut Criterion) {
             });
         }
 
+        // Each modern sampler alone at temperature 0.8, on the chain path.
+        let modern = [
+            (
+                "typical0.9",
+                Policy {
+                    typical_p: 0.9,
+                    ..top_p_only_base()
+                },
+            ),
+            (
+                "epsilon1e-5",
+                Policy {
+                    epsilon_cutoff: 1e-5,
+                    ..top_p_only_base()
+                },
+            ),
+            (
+                "eta1e-4",
+                Policy {
+                    eta_cutoff: 1e-4,
+                    ..top_p_only_base()
+                },
+            ),
+            (
+                "top_n_sigma1",
+                Policy {
+                    top_n_sigma: Some(1.0),
+                    ..top_p_only_base()
+                },
+            ),
+            (
+                "xtc1_0.001",
+                Policy {
+                    xtc_probability: 1.0,
+                    xtc_threshold: 0.001,
+                    ..top_p_only_base()
+                },
+            ),
+            (
+                "mirostat2_tau5",
+                Policy {
+                    mirostat: 2,
+                    ..top_p_only_base()
+                },
+            ),
+        ];
+        for (name, policy) in modern {
+            let mut rng = NumpyRng::new(SAMPLE_SEED);
+            group.bench_function(BenchmarkId::new("modern", name), |b| {
+                b.iter(|| {
+                    stepper
+                        .step(
+                            &policy,
+                            black_box(logits.as_slice()),
+                            StepContext::default(),
+                            &mut rng,
+                            Snapshots::Skip,
+                        )
+                        .expect("policy step")
+                        .token
+                })
+            });
+        }
+
         // What a generation step adds for its record: the model's own distribution at the
         // chosen token (max, normaliser and top five over every logit).
         group.bench_function(BenchmarkId::new("model", "view"), |b| {
@@ -189,5 +253,61 @@ fn bench_step(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench_step);
+/// Temperature 0.8 and nothing else: the base the modern samplers are added to.
+fn top_p_only_base() -> Policy {
+    Policy {
+        temperature: TEMPERATURE,
+        ..Policy::default()
+    }
+}
+
+/// DRY against the context's length at V = 32,768: its repeat lengths are computed by their
+/// definition (a scan per earlier position), so the cost grows with the square of the window
+/// where llama.cpp's Z-algorithm is linear; beside the same step without DRY.
+fn bench_dry(c: &mut Criterion) {
+    const V: usize = 32_768;
+    let logits = policy_bench::logits(V, LOGIT_SEED, 2.0);
+    let mut group = c.benchmark_group("dry_context");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2));
+    for n in [64usize, 256, 1024, 4096] {
+        // A repetitive context: a 37-token phrase over and over, with a varying tail.
+        let context: Vec<u32> = (0..n)
+            .map(|i| ((i % 37) * 101 + (i / 370)) as u32 % V as u32)
+            .collect();
+        let dry = Policy {
+            temperature: TEMPERATURE,
+            dry_multiplier: 0.8,
+            ..Policy::default()
+        };
+        let plain = Policy {
+            temperature: TEMPERATURE,
+            samplers: Some(policy::chain::HF_CHAIN.to_vec()),
+            ..Policy::default()
+        };
+        let mut stepper = Stepper::default();
+        for (name, policy) in [("dry0.8", dry), ("chain_without_dry", plain)] {
+            let mut rng = NumpyRng::new(SAMPLE_SEED);
+            group.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter(|| {
+                    stepper
+                        .step(
+                            &policy,
+                            black_box(logits.as_slice()),
+                            StepContext::new(&context, context.len()),
+                            &mut rng,
+                            Snapshots::Skip,
+                        )
+                        .expect("policy step")
+                        .token
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_step, bench_dry);
 criterion_main!(benches);
