@@ -745,11 +745,11 @@ impl PolicyArgs {
     fn breaker_ids(&self) -> Result<Vec<Vec<u32>>, String> {
         self.dry_sequence_breaker
             .iter()
-            .map(|ids| {
-                let ids: Vec<u32> = parse_list(ids, "DRY sequence breaker token id")?;
+            .map(|text| {
+                let ids: Vec<u32> = parse_list(text, "DRY sequence breaker token id")?;
                 if ids.is_empty() {
                     return Err(format!(
-                        "--dry-sequence-breaker {ids:?} names no token: give comma-separated ids"
+                        "--dry-sequence-breaker {text:?} names no token: give comma-separated ids"
                     ));
                 }
                 Ok(ids)

@@ -276,6 +276,18 @@ fn dry_runs_in_pipeline_and_generate() {
             "--dry-multiplier",
             "1",
             "--dry-sequence-breaker",
+            " , ",
+        ],
+        "--dry-sequence-breaker \" , \" names no token",
+    );
+    fails_with(
+        &[
+            "pipeline",
+            "--logits",
+            "0,0",
+            "--dry-multiplier",
+            "1",
+            "--dry-sequence-breaker",
             "9",
         ],
         "DRY sequence breaker token id 9 is out of range",
