@@ -25,11 +25,16 @@ pub struct Request<'a> {
 
 pub fn run(request: &Request) -> Result<Comparison, String> {
     let mut loaded = model_dir::load(request.dir, request.precision)?;
+    let eos = loaded.tokenizer.end_of_text();
     let config = |policy: &Policy| RunConfig {
         app_version: env!("CARGO_PKG_VERSION").into(),
         prompt_template: request.template.into(),
         prompt: request.prompt.into(),
-        policy: policy.clone(),
+        // End-of-text ends the run unless the flags name the end, as in `generate`.
+        policy: Policy {
+            eos_token: policy.eos_token.or(Some(eos)),
+            ..policy.clone()
+        },
         seed: request.seed,
         seed_source: request.seed_source,
         max_tokens: request.max_tokens,

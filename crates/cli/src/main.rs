@@ -29,6 +29,7 @@ mod lengths;
 mod model_dir;
 mod observe;
 mod output;
+mod paths;
 mod run;
 mod speculate;
 mod traffic;
@@ -75,6 +76,9 @@ enum Command {
     /// first divergence, per-step KL(a‖b) and total variation along a's path, and
     /// distinct-n, repetition and stop reason of each.
     Compare(CompareArgs),
+    /// One policy over many seeds: the tree of the first tokens' paths, each with its
+    /// empirical frequency beside its analytic probability under the policy.
+    Paths(PathsArgs),
     /// Held-out bits per byte and accuracy per language slice, and policy diversity; with
     /// `--alternatives`, the transformer against a rule, an n-gram and retrieval.
     Eval(EvalArgs),
@@ -205,6 +209,63 @@ struct CompareArgs {
     /// Print both run records and the comparison as one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args)]
+struct PathsArgs {
+    #[arg(long)]
+    prompt: String,
+    /// The prompt template; `{prompt}` marks where the prompt goes.
+    #[arg(long, default_value = "{prompt}")]
+    template: String,
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// How many runs, with consecutive seeds (1 to 10000).
+    #[arg(long, default_value_t = 100, allow_hyphen_values = true)]
+    seeds: usize,
+    /// The first run's seed.
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    first_seed: u64,
+    /// How many tokens deep the tree goes (1 to 8).
+    #[arg(long, default_value_t = 3, allow_hyphen_values = true)]
+    depth: usize,
+    #[arg(long, default_value_t = Precision::F32, value_parser = named::<Precision>(Precision::ALL.map(Precision::name)))]
+    weights: Precision,
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Print the tree as one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+fn run_paths(args: &PathsArgs) -> Result<String, String> {
+    if !args.policy.dry_sequence_breaker.is_empty() {
+        return Err("--dry-sequence-breaker is read by pipeline and generate only".into());
+    }
+    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    let request = paths::Request {
+        dir: &dir,
+        precision: args.weights,
+        config: RunConfig {
+            app_version: env!("CARGO_PKG_VERSION").into(),
+            prompt_template: args.template.clone(),
+            prompt: args.prompt.clone(),
+            policy: args.policy.policy(0.7)?,
+            seed: args.first_seed,
+            seed_source: SeedSource::User,
+            max_tokens: args.depth,
+            stop: StopConfig::default(),
+        },
+        first_seed: args.first_seed,
+        seeds: args.seeds,
+        depth: args.depth,
+    };
+    let tree = paths::run(&request)?;
+    if args.json {
+        serde_json::to_string(&tree).map_err(|e| e.to_string())
+    } else {
+        Ok(paths::table(&tree))
+    }
 }
 
 /// The policy flags of `compare --a`/`--b`, read as `generate` reads them.
@@ -1322,6 +1383,7 @@ fn run_command(command: &Command) -> Result<ExitCode, Failure> {
         Command::Pipeline(args) => run_pipeline(args)?,
         Command::Generate(args) => run_generate(args)?,
         Command::Compare(args) => run_compare(args)?,
+        Command::Paths(args) => run_paths(args)?,
         Command::Eval(args) => run_eval(args)?,
         Command::Capacity(args) => capacity_plan::run(args)?,
         Command::Speculate(args) => run_speculate(args)?,

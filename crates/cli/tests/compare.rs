@@ -155,3 +155,41 @@ fn bad_policy_flags_name_the_flag_and_its_value() {
     let out = decode_lab(&["compare", "--prompt", "x", "--a", "", "--b", "--top-k -1"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// End-of-text ends a compared run as it ends `generate`'s (this prompt and seed stop at
+/// step 2 at temperature 1.5).
+#[test]
+fn end_of_text_stops_a_compared_run_as_it_stops_generate() {
+    let flags = "--temperature 1.5";
+    let line = ok(&[
+        "compare",
+        "--prompt",
+        "Hello.",
+        "--seed",
+        "8",
+        "--max-tokens",
+        "48",
+        "--a",
+        flags,
+        "--b",
+        flags,
+        "--json",
+    ]);
+    let c: Value = serde_json::from_str(&line).unwrap();
+    let args = [
+        "generate",
+        "--prompt",
+        "Hello.",
+        "--seed",
+        "8",
+        "--max-tokens",
+        "48",
+        "--json",
+        "--temperature",
+        "1.5",
+    ];
+    let generated: Value = serde_json::from_str(&ok(&args)).unwrap();
+    assert_eq!(generated["stop_reason"], "eos");
+    assert_eq!(c["a"]["stop_reason"], "eos");
+    assert_eq!(tokens(&c["a"]), tokens(&generated));
+}

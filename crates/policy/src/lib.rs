@@ -39,6 +39,7 @@ pub mod generate;
 mod logit_bias;
 mod model_view;
 pub mod modern;
+pub mod paths;
 mod pipeline;
 pub mod record;
 mod request;
