@@ -25,7 +25,7 @@ const CLI = process.env.DECODE_LAB_BIN ?? join(import.meta.dirname, '..', 'targe
 const SHOTS = process.env.SCREENSHOT_DIR ?? join(import.meta.dirname, '..', 'target', 'screenshots');
 const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 const RUN_TIMEOUT = 120_000;
-const PANELS = ['step', 'generate', 'your-turn', 'kv-cache', 'memory', 'checkpoint', 'capacity', 'observe'];
+const PANELS = ['step', 'generate', 'your-turn', 'compare', 'kv-cache', 'memory', 'checkpoint', 'capacity', 'observe'];
 
 let server;
 let url;
@@ -591,9 +591,14 @@ async function loadFigures(label, launchArgs) {
 // every WebAssembly step on the chain path alone (it chooses bit for bit as the fixed path)
 // and one shared sort, 511,355 and 511,788. The budgets were raised to 525,000 and
 // 1,050,000 for that growth; moving the decoding step into a worker, as the capacity check
-// was, is what would bring the page back under 500,000.
+// was, is what would bring the page back under 500,000. Issue 15's Compare panel (its form
+// on the page; both runs, the trees and the report's markup in the model worker): the page
+// 511,355 -> 522,223, the worker 511,788 -> 544,159; 528,486 with the policy crate built
+// size-first in the worker (11 kB of it; the model's kernels stay at opt-level 3), the
+// generation loop compiled once for all jobs and no timeline chart code in it. The page + worker
+// budget was raised to 1,055,000 for it.
 const PAGE_BUDGET_GZIP = 525_000;
-const TOTAL_BUDGET_GZIP = 1_050_000;
+const TOTAL_BUDGET_GZIP = 1_055_000;
 const PLANNER_BUDGET_GZIP = 300_000;
 // Issue 14's observation worker, budgeted like the planner: its measured size rounded up to
 // the next 50,000 (211,452 bytes when it was built; the page then 498,617, the planner

@@ -74,56 +74,64 @@ impl Sampler {
         }
     }
 
-    /// The setting that switches this sampler on, in words (`top-p 0.9`), or `None` when
-    /// the policy leaves it off.
-    pub fn knob(self, policy: &Policy) -> Option<String> {
+    /// Whether the policy switches this sampler on. The step asks this of every stage of
+    /// every step, so it formats nothing; [`knob`](Sampler::knob) says it in words.
+    pub fn is_on(self, policy: &Policy) -> bool {
         match self {
             Sampler::Penalties => {
-                let mut on = Vec::new();
-                if policy.repetition_penalty != 1.0 {
-                    on.push(format!(
-                        "repetition penalty {}",
-                        Shortest(policy.repetition_penalty)
-                    ));
-                }
-                if policy.frequency_penalty != 0.0 {
-                    on.push(format!(
-                        "frequency penalty {}",
-                        Shortest(policy.frequency_penalty)
-                    ));
-                }
-                if policy.presence_penalty != 0.0 {
-                    on.push(format!(
-                        "presence penalty {}",
-                        Shortest(policy.presence_penalty)
-                    ));
-                }
-                (!on.is_empty()).then(|| on.join(" and "))
+                policy.repetition_penalty != 1.0
+                    || policy.frequency_penalty != 0.0
+                    || policy.presence_penalty != 0.0
             }
-            Sampler::TopK => (policy.top_k > 0).then(|| format!("top-k {}", policy.top_k)),
-            Sampler::TopP => {
-                (policy.top_p < 1.0).then(|| format!("top-p {}", Shortest(policy.top_p)))
-            }
-            Sampler::MinP => {
-                (policy.min_p > 0.0).then(|| format!("min-p {}", Shortest(policy.min_p)))
-            }
-            Sampler::Temperature => (policy.temperature != 1.0)
-                .then(|| format!("temperature {}", Shortest(policy.temperature))),
-            Sampler::Typical => (policy.typical_p < 1.0)
-                .then(|| format!("typical-p {}", Shortest(policy.typical_p))),
-            Sampler::Epsilon => (policy.epsilon_cutoff > 0.0)
-                .then(|| format!("epsilon-cutoff {}", Shortest(policy.epsilon_cutoff))),
-            Sampler::Eta => (policy.eta_cutoff > 0.0)
-                .then(|| format!("eta-cutoff {}", Shortest(policy.eta_cutoff))),
-            Sampler::TopNSigma => policy
-                .top_n_sigma
-                .filter(|&n| n > 0.0)
-                .map(|n| format!("top-n-sigma {}", Shortest(n))),
-            Sampler::Dry => (policy.dry_multiplier != 0.0)
-                .then(|| format!("dry-multiplier {}", Shortest(policy.dry_multiplier))),
-            Sampler::Xtc => (policy.xtc_probability > 0.0)
-                .then(|| format!("xtc-probability {}", Shortest(policy.xtc_probability))),
+            Sampler::TopK => policy.top_k > 0,
+            Sampler::TopP => policy.top_p < 1.0,
+            Sampler::MinP => policy.min_p > 0.0,
+            Sampler::Temperature => policy.temperature != 1.0,
+            Sampler::Typical => policy.typical_p < 1.0,
+            Sampler::Epsilon => policy.epsilon_cutoff > 0.0,
+            Sampler::Eta => policy.eta_cutoff > 0.0,
+            Sampler::TopNSigma => policy.top_n_sigma.is_some_and(|n| n > 0.0),
+            Sampler::Dry => policy.dry_multiplier != 0.0,
+            Sampler::Xtc => policy.xtc_probability > 0.0,
         }
+    }
+
+    /// The setting that switches this sampler on, in words (`top-p 0.9`), or `None` when
+    /// the policy leaves it off ([`is_on`](Sampler::is_on)).
+    pub fn knob(self, policy: &Policy) -> Option<String> {
+        if !self.is_on(policy) {
+            return None;
+        }
+        Some(match self {
+            Sampler::Penalties => {
+                let mut on = Vec::new();
+                for (name, value, off) in [
+                    ("repetition penalty", policy.repetition_penalty, 1.0),
+                    ("frequency penalty", policy.frequency_penalty, 0.0),
+                    ("presence penalty", policy.presence_penalty, 0.0),
+                ] {
+                    if value != off {
+                        on.push(format!("{name} {}", Shortest(value)));
+                    }
+                }
+                on.join(" and ")
+            }
+            Sampler::TopK => format!("top-k {}", policy.top_k),
+            Sampler::TopP => format!("top-p {}", Shortest(policy.top_p)),
+            Sampler::MinP => format!("min-p {}", Shortest(policy.min_p)),
+            Sampler::Temperature => format!("temperature {}", Shortest(policy.temperature)),
+            Sampler::Typical => format!("typical-p {}", Shortest(policy.typical_p)),
+            Sampler::Epsilon => format!("epsilon-cutoff {}", Shortest(policy.epsilon_cutoff)),
+            Sampler::Eta => format!("eta-cutoff {}", Shortest(policy.eta_cutoff)),
+            Sampler::TopNSigma => {
+                format!(
+                    "top-n-sigma {}",
+                    Shortest(policy.top_n_sigma.unwrap_or(0.0))
+                )
+            }
+            Sampler::Dry => format!("dry-multiplier {}", Shortest(policy.dry_multiplier)),
+            Sampler::Xtc => format!("xtc-probability {}", Shortest(policy.xtc_probability)),
+        })
     }
 }
 
@@ -229,8 +237,8 @@ pub(crate) fn check(policy: &Policy) -> Result<(), PolicyError> {
         }
     }
     for sampler in Sampler::ALL {
-        if let Some(knob) = sampler.knob(policy) {
-            if !chain.contains(&sampler) {
+        if !chain.contains(&sampler) {
+            if let Some(knob) = sampler.knob(policy) {
                 return Err(PolicyError::SamplerNotListed { knob, sampler });
             }
         }

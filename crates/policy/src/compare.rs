@@ -171,23 +171,37 @@ pub fn compare<M: LanguageModel + ?Sized>(
 ) -> Result<Comparison, GenerateError> {
     let run_a = generate(model, vocabulary, a, clock, &mut Unobserved)?;
     let run_b = generate(model, vocabulary, b, clock, &mut Unobserved)?;
+    let mut logits = Vec::with_capacity(run_a.steps.len());
+    for t in 0..run_a.steps.len() {
+        let row = if t == 0 {
+            model.prefill(&run_a.prompt_tokens)
+        } else {
+            model.decode_step(run_a.steps[t - 1].token)
+        };
+        logits.push(row.map_err(GenerateError::model)?.to_vec());
+    }
+    comparison(a, b, run_a, run_b, &logits)
+}
 
+/// The comparison of two finished runs of `a` and `b`, given the model's logits at each of
+/// a's steps, teacher-forced on a's path (`logits[0]` after the prompt, `logits[t]` after
+/// a's first t tokens). [`compare`] computes them synchronously; a caller whose model
+/// answers asynchronously (the lab's worker) computes them its own way and comes here.
+pub fn comparison(
+    a: &RunConfig,
+    b: &RunConfig,
+    run_a: RunRecord,
+    run_b: RunRecord,
+    logits: &[Vec<f32>],
+) -> Result<Comparison, GenerateError> {
     let prompt = &run_a.prompt_tokens;
     let mut context = prompt.clone();
     let mut stepper = Stepper::default();
     let mut steps = Vec::with_capacity(run_a.steps.len());
-    let mut logits = Vec::new();
-    for (t, s) in run_a.steps.iter().enumerate() {
-        logits.clear();
-        let row = if t == 0 {
-            model.prefill(prompt)
-        } else {
-            model.decode_step(run_a.steps[t - 1].token)
-        };
-        logits.extend_from_slice(row.map_err(GenerateError::model)?);
+    for ((t, s), logits) in run_a.steps.iter().enumerate().zip(logits) {
         let here = StepContext::new(&context, prompt.len());
-        let final_a = final_distribution(&mut stepper, a, &logits, here)?;
-        let final_b = final_distribution(&mut stepper, b, &logits, here)?;
+        let final_a = final_distribution(&mut stepper, a, logits, here)?;
+        let final_b = final_distribution(&mut stepper, b, logits, here)?;
         let prob_of = |dist: &[TokenProb]| {
             dist.binary_search_by_key(&s.token, |t| t.id)
                 .map_or(0.0, |k| dist[k].prob)

@@ -272,7 +272,7 @@ impl Engine {
             Engine::LlamaCpp => !matches!(sampler, Sampler::Epsilon | Sampler::Eta),
             Engine::Vllm => !Sampler::MODERN.contains(&sampler),
         };
-        for sampler in Sampler::MODERN {
+        for sampler in Sampler::MODERN.into_iter().filter(|&s| !has(s)) {
             let set = match sampler {
                 Sampler::TopNSigma => policy
                     .top_n_sigma
@@ -280,9 +280,7 @@ impl Engine {
                 _ => sampler.knob(policy),
             };
             if let Some(knob) = set {
-                if !has(sampler) {
-                    return refuse(knob, "no such sampler");
-                }
+                return refuse(knob, "no such sampler");
             }
         }
         let unit = |x: f64, open_top: bool| x >= 0.0 && if open_top { x < 1.0 } else { x <= 1.0 };

@@ -54,7 +54,8 @@ pub struct PathNode {
     pub step_prob: f64,
     /// The product of `step_prob` from the first token to this one.
     pub analytic: f64,
-    /// Runs stopped at this token (an end-of-sequence token) before the tree's depth.
+    /// Runs that stopped at this token before the tree's depth (an end-of-sequence token,
+    /// or a budget shorter than the depth).
     pub ended: usize,
 }
 

@@ -606,7 +606,7 @@ impl Policy {
     /// Whether a modern sampler ([`modern`](crate::modern)) is on: such a policy runs on
     /// the chain path even in a fixed order.
     pub fn has_modern_sampler(&self) -> bool {
-        Sampler::MODERN.iter().any(|s| s.knob(self).is_some())
+        Sampler::MODERN.iter().any(|s| s.is_on(self))
     }
 
     /// The chain the policy runs: its own list, else its engine's order, else its fixed
@@ -920,7 +920,7 @@ impl Stepper {
         for (i, &sampler) in chain.iter().enumerate() {
             match sampler {
                 Sampler::Penalties => {
-                    if i > 0 && sampler.knob(policy).is_some() {
+                    if i > 0 && sampler.is_on(policy) {
                         self.penalise_candidates(policy, context, t)?;
                         record(Stage::Penalties, &self.candidates, t);
                     }
@@ -1003,7 +1003,7 @@ impl Stepper {
                     record(Stage::MinP, &self.candidates, t);
                 }
                 Sampler::Typical | Sampler::Epsilon | Sampler::Eta | Sampler::TopNSigma => {
-                    if sampler.knob(policy).is_none() {
+                    if !sampler.is_on(policy) {
                         continue;
                     }
                     let total = self.weigh(t);
@@ -1029,7 +1029,7 @@ impl Stepper {
                     record(stage, &self.candidates, t);
                 }
                 Sampler::Dry => {
-                    if sampler.knob(policy).is_none() {
+                    if !sampler.is_on(policy) {
                         continue;
                     }
                     let tokens = context.tokens;

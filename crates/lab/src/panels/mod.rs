@@ -4,6 +4,7 @@
 
 pub mod capacity;
 pub mod checkpoint;
+pub mod compare;
 pub mod generate;
 pub mod kv_cache;
 pub mod memory;

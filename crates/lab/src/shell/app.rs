@@ -8,6 +8,7 @@ use leptos::prelude::*;
 
 use crate::panels::capacity::panel::CapacityPanel;
 use crate::panels::checkpoint::panel::CheckpointPanel;
+use crate::panels::compare::panel::ComparePanel;
 use crate::panels::generate::panel::GeneratePanel;
 use crate::panels::kv_cache::panel::KvPanel;
 use crate::panels::memory::panel::LedgerPanel;
@@ -29,6 +30,7 @@ fn panel_view(panel: PanelId) -> AnyView {
         PanelId::Step => view! { <StepPanel/> }.into_any(),
         PanelId::Generate => view! { <GeneratePanel/> }.into_any(),
         PanelId::YourTurn => view! { <YourTurnPanel/> }.into_any(),
+        PanelId::Compare => view! { <ComparePanel/> }.into_any(),
         PanelId::KvCache => view! { <KvPanel/> }.into_any(),
         PanelId::Memory => view! { <LedgerPanel/> }.into_any(),
         PanelId::Checkpoint => view! { <CheckpointPanel/> }.into_any(),

@@ -34,6 +34,7 @@ pub enum PanelId {
     Step,
     Generate,
     YourTurn,
+    Compare,
     KvCache,
     Memory,
     Checkpoint,
@@ -42,10 +43,11 @@ pub enum PanelId {
 }
 
 impl PanelId {
-    pub const ALL: [PanelId; 8] = [
+    pub const ALL: [PanelId; 9] = [
         PanelId::Step,
         PanelId::Generate,
         PanelId::YourTurn,
+        PanelId::Compare,
         PanelId::KvCache,
         PanelId::Memory,
         PanelId::Checkpoint,
@@ -58,6 +60,7 @@ impl PanelId {
             PanelId::Step => "step",
             PanelId::Generate => "generate",
             PanelId::YourTurn => "your-turn",
+            PanelId::Compare => "compare",
             PanelId::KvCache => "kv-cache",
             PanelId::Memory => "memory",
             PanelId::Checkpoint => "checkpoint",
@@ -72,6 +75,7 @@ impl PanelId {
             PanelId::Step => "Decoding step",
             PanelId::Generate => "Generate",
             PanelId::YourTurn => "Your turn",
+            PanelId::Compare => "Compare",
             PanelId::KvCache => "KV-cache memory",
             PanelId::Memory => "GPU memory ledger",
             PanelId::Checkpoint => "Checkpoint",
@@ -86,6 +90,7 @@ impl PanelId {
             PanelId::Step | PanelId::Checkpoint => "",
             PanelId::Generate => "gen-",
             PanelId::YourTurn => "yt-",
+            PanelId::Compare => "cmp-",
             PanelId::KvCache => "kv-cache-",
             PanelId::Memory => "memory-",
             PanelId::Capacity => "cap-",

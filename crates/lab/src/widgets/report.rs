@@ -38,6 +38,39 @@ pub enum Block {
     List { class: String, items: Vec<String> },
     Timeline(Box<TimelineChart>),
     Intervals(Box<IntervalChart>),
+    Rows(Box<RowsChart>),
+}
+
+/// One or two figures per row, drawn as bars across a shared scale, each row labelled on
+/// the left and indented by its level: a comparison's measures step by step, a tree of
+/// paths node by node. A value past the scale (an infinite KL) is drawn full length in the
+/// class `past`. The table holds the same rows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RowsChart {
+    pub caption: String,
+    /// The picture in a sentence: its `aria-label`.
+    pub summary: String,
+    /// The value at the scale's far end, and the axis's label.
+    pub scale: f64,
+    pub axis_label: String,
+    /// Each series' class (`cmp-a`, `cmp-b`); a row has one value per series.
+    pub series: Vec<String>,
+    pub rows: Vec<ChartRow>,
+    pub legend: String,
+    pub table: Table,
+}
+
+/// One row of a [`RowsChart`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChartRow {
+    pub label: String,
+    /// Its level, from 0: how far its label is indented.
+    pub level: usize,
+    pub values: Vec<f64>,
+    /// Written past the longest bar.
+    pub end_text: String,
+    /// Its tooltip.
+    pub title: String,
 }
 
 /// A figure over time, window by window, against a level, with one span marked: the
@@ -107,7 +140,7 @@ pub struct IntervalPoint {
 }
 
 /// The markup of `parts`, in order: each a focusable section labelled by its heading.
-#[cfg(any(feature = "planner", feature = "observer"))]
+#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
 pub fn html(parts: &[Part]) -> String {
     let mut out = String::new();
     for part in parts {
@@ -127,8 +160,15 @@ pub fn html(parts: &[Part]) -> String {
                     }
                     out += "</ul>";
                 }
+                // The model worker draws no timeline or interval chart: its wasm carries
+                // neither.
+                #[cfg(any(feature = "planner", feature = "observer"))]
                 Block::Timeline(chart) => out += &timeline_html(chart),
+                #[cfg(any(feature = "planner", feature = "observer"))]
                 Block::Intervals(chart) => out += &intervals_html(chart),
+                #[cfg(not(any(feature = "planner", feature = "observer")))]
+                Block::Timeline(_) | Block::Intervals(_) => {}
+                Block::Rows(chart) => out += &rows_html(chart),
             }
         }
         out += "</section>";
@@ -137,7 +177,7 @@ pub fn html(parts: &[Part]) -> String {
 }
 
 /// `text` safe inside an element or a double-quoted attribute.
-#[cfg(any(feature = "planner", feature = "observer"))]
+#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -155,7 +195,7 @@ pub fn escape(text: &str) -> String {
 
 /// A table: its caption, one row of column headers, then each row's header cell
 /// (`scope="row"`) and cells, a number written in full in its cell's `data-value`.
-#[cfg(any(feature = "planner", feature = "observer"))]
+#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
 pub fn table_html(table: &Table) -> String {
     let id = table
         .id
@@ -332,6 +372,100 @@ fn intervals_html(c: &IntervalChart) -> String {
         &inside,
         &c.legend,
         &c.table,
+    )
+}
+
+/// A tick's number: three decimals at most, without trailing zeros.
+#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
+fn tick(value: f64) -> String {
+    let text = format!("{value:.3}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text.is_empty() || text == "-" {
+        "0".to_string()
+    } else {
+        text.to_string()
+    }
+}
+
+/// A [`RowsChart`]: a bar per series in each row, labels indented by level on the left.
+#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
+fn rows_html(c: &RowsChart) -> String {
+    const WIDTH: f64 = 640.0;
+    const NAMES: f64 = 190.0;
+    const END: f64 = 96.0;
+    const ROW: f64 = 20.0;
+    const AXIS: f64 = 30.0;
+    let full = WIDTH - NAMES - END;
+    let series = c.series.len().max(1);
+    let thickness = (ROW - 6.0) / series as f64;
+    let height = ROW * c.rows.len() as f64 + AXIS;
+    let length = |v: f64| {
+        if v.is_infinite() && v > 0.0 {
+            full
+        } else if v.is_nan() || v <= 0.0 || c.scale <= 0.0 {
+            0.0
+        } else {
+            (v / c.scale * full).clamp(1.0, full)
+        }
+    };
+    let mut inside = String::new();
+    for (i, row) in c.rows.iter().enumerate() {
+        let y = i as f64 * ROW;
+        inside += &format!(
+            "<g><title>{}</title><text x=\"{}\" y=\"{}\" class=\"axis-label\">{}</text>",
+            escape(&row.title),
+            6.0 + 12.0 * row.level as f64,
+            y + ROW * 0.7,
+            escape(&row.label)
+        );
+        let mut longest: f64 = 0.0;
+        for (k, &v) in row.values.iter().enumerate() {
+            let class = c.series.get(k).map_or("bar", String::as_str);
+            let past = if v.is_infinite() { " past" } else { "" };
+            let l = length(v);
+            longest = longest.max(l);
+            inside += &format!(
+                "<rect x=\"{NAMES}\" y=\"{}\" width=\"{l:.2}\" height=\"{thickness:.2}\" class=\"bar {}{past}\"></rect>",
+                y + 3.0 + k as f64 * thickness,
+                escape(class)
+            );
+        }
+        inside += &format!(
+            "<text x=\"{}\" y=\"{}\" class=\"axis-label\">{}</text></g>",
+            NAMES + longest + 4.0,
+            y + ROW * 0.7,
+            escape(&row.end_text)
+        );
+    }
+    let base = height - AXIS;
+    inside += &format!(
+        "<line x1=\"{NAMES}\" y1=\"0\" x2=\"{NAMES}\" y2=\"{base}\" class=\"axis\"></line><line x1=\"{NAMES}\" y1=\"{base}\" x2=\"{}\" y2=\"{base}\" class=\"axis\"></line>",
+        NAMES + full
+    );
+    for q in 0..=4 {
+        let x = NAMES + full * q as f64 / 4.0;
+        let value = c.scale * q as f64 / 4.0;
+        inside += &format!(
+            "<line x1=\"{x}\" y1=\"{base}\" x2=\"{x}\" y2=\"{}\" class=\"axis\"></line><text x=\"{x}\" y=\"{}\" text-anchor=\"middle\" class=\"axis-label\">{}</text>",
+            base + 4.0,
+            base + 15.0,
+            tick(value)
+        );
+    }
+    inside += &format!(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"axis-label\">{}</text>",
+        NAMES + full / 2.0,
+        height - 3.0,
+        escape(&c.axis_label)
+    );
+    format!(
+        "<figure class=\"stage rows-chart\" tabindex=\"0\"><figcaption>{}</figcaption>\
+         <svg class=\"chart\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" aria-label=\"{}\">{inside}</svg>\
+         <p class=\"cap-legend chart-only\">{}</p>{}</figure>",
+        escape(&c.caption),
+        escape(&c.summary),
+        escape(&c.legend),
+        table_html(&c.table)
     )
 }
 

@@ -255,7 +255,7 @@ pub async fn generate(
     config: &RunConfig,
     clock: &mut dyn Clock,
     cancelled: &dyn Fn() -> bool,
-    on_step: &mut impl FnMut(&StepRecord, &Runtime),
+    on_step: &mut dyn FnMut(&StepRecord, &Runtime),
     pause: &impl AsyncFn(),
 ) -> Result<RunRecord, String> {
     let start = clock.now_us();

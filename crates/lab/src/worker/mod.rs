@@ -4,11 +4,13 @@
 //! both workers. The rest is the model worker's alone, built only with the `worker` feature
 //! (which brings the model, the tokenizer and the GPU runtime): [`host`] is its global scope
 //! (jobs in, events posted out), [`runner`] runs one job, [`generation`] and [`exercise`]
-//! drive the model, and [`browser`] is its clock and yield. [`fetch`] streams a file from the
+//! drive the model, [`comparison`] runs the Compare panel's two policies and trees, and [`browser`] is its clock and yield. [`fetch`] streams a file from the
 //! page's origin, for the model worker and the observation worker.
 
 #[cfg(feature = "worker")]
 pub(crate) mod browser;
+#[cfg(feature = "worker")]
+pub(crate) mod comparison;
 #[cfg(feature = "worker")]
 pub(crate) mod exercise;
 #[cfg(any(feature = "worker", feature = "observer"))]

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::JsValue;
 
+use crate::panels::compare::view_model::CompareRequest;
 use crate::panels::your_turn::view_model::{Exercise, Finished, RunProgress};
 
 /// A checked Generate form: what to run, on which backend, with which faults.
@@ -48,8 +49,19 @@ pub enum Job {
     PromptLogits { prompt: String },
     /// The Your-turn exercise: both temperatures over every seed on the CPU reference.
     Exercise(Box<Exercise>),
+    /// The Compare panel: two policies on the same draws, and each one's tree of paths over
+    /// many seeds, on the CPU reference.
+    Compare(Box<CompareRequest>),
     /// Stop the run in progress before its next model call.
     Cancel,
+}
+
+/// The Compare panel's report, formatted in the worker: its markup, and its first finding
+/// in a sentence.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompareReport {
+    pub html: String,
+    pub summary: String,
 }
 
 /// Mean GPU timings of a run's decode steps, in milliseconds (see [`gpu::StepTimings`]).
@@ -116,6 +128,8 @@ pub enum Event {
     ExerciseRun(RunProgress),
     /// The exercise is over: complete, or cancelled after some runs.
     ExerciseDone(Box<Finished>),
+    /// The answer to [`Job::Compare`]; `None` when it was cancelled.
+    Compared(Option<Box<CompareReport>>),
     Failed(String),
     /// The worker's Rust code panicked; the worker is gone and the page starts another.
     Panicked(String),

@@ -1,6 +1,6 @@
 //! The model's side of the lab, as it runs in the Web Worker: a [`Job`] in, a stream of
 //! [`Event`]s out. Every panel that runs the model (Generate, the decoding step's model
-//! logits, Your turn) sends its work here, so the page's own wasm carries no model, no
+//! logits, Your turn, Compare) sends its work here, so the page's own wasm carries no model, no
 //! tokenizer and no WebGPU runtime. It keeps what survives between jobs (the checked
 //! model files and the started runtime) and knows nothing of the DOM or of Leptos: the
 //! page draws the events, the worker posts them (see [`crate::worker::host`]).
@@ -16,6 +16,7 @@ use crate::shell::web::now_ms;
 use crate::worker::browser::{
     adapter_info, fetch_model_file_with_progress, yield_to_events, WorkerClock,
 };
+use crate::worker::comparison::run_compare;
 use crate::worker::exercise::run_exercise;
 use crate::worker::generation::{
     generate, load_model, parse_record, prompt_logits, replay_request, replay_verdict, speed,
@@ -85,6 +86,9 @@ pub async fn run(
         fetch_model_file_with_progress(path, &shown).await
     };
     let mut progress = |what: String| emit(Event::Working(what));
+    // Awaited after every step of every job, so a Cancel that arrived during a step is seen
+    // before the next; one closure, so the generation loop is compiled once for all jobs.
+    let pause = async || yield_to_events().await;
 
     // A record to replay is read before anything loads: a file that is not one says so at once.
     let recorded = match &job {
@@ -136,11 +140,34 @@ pub async fn run(
                 &mut WorkerClock,
                 cancelled,
                 &mut |p| emit(Event::ExerciseRun(p)),
-                // Every step: a Cancel that arrived during it is seen before the next.
-                &async || yield_to_events().await,
+                &pause,
             )
             .await?;
             emit(Event::ExerciseDone(Box::new(finished)));
+            return Ok(());
+        }
+        Job::Compare(request) => {
+            let start = Start {
+                backend: BackendChoice::Cpu,
+                precision: Precision::F32,
+                faults: Faults::default(),
+            };
+            files
+                .ensure_weights(start.precision, start.backend, &fetch, &mut progress)
+                .await?;
+            let runtime = runtime_for(files, &mut state.started, start, &mut progress).await?;
+            emit(Event::Generating);
+            let report = run_compare(
+                runtime,
+                &files.tokenizer,
+                &request,
+                &mut WorkerClock,
+                cancelled,
+                &mut progress,
+                &pause,
+            )
+            .await?;
+            emit(Event::Compared(report.map(Box::new)));
             return Ok(());
         }
         Job::Cancel => return Err("Nothing to run.".to_string()),
@@ -199,8 +226,7 @@ pub async fn run(
                 });
             }
         },
-        // Every step: the worker sees a Cancel that arrived during it before the next.
-        &async || yield_to_events().await,
+        &pause,
     )
     .await?
     .labelled(Some(start.precision), Default::default());

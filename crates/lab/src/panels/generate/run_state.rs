@@ -225,7 +225,10 @@ impl RunState {
                 self.enter(Phase::Panicked(message));
             }
             // Answers to jobs this panel never sends.
-            Event::Logits(_) | Event::ExerciseRun(_) | Event::ExerciseDone(_) => {}
+            Event::Logits(_)
+            | Event::ExerciseRun(_)
+            | Event::ExerciseDone(_)
+            | Event::Compared(_) => {}
         }
     }
 

@@ -263,7 +263,7 @@ pub fn StepPanel() -> impl IntoView {
 }
 
 /// The engine drop-down's options.
-fn engine_options() -> Vec<(String, String)> {
+pub(crate) fn engine_options() -> Vec<(String, String)> {
     options(&[
         (Engine::Lab, "The lab's own rules (ties kept at every cut)"),
         (Engine::Hf, "Hugging Face transformers"),

@@ -1,0 +1,157 @@
+//! The Compare panel: two policies on the same draws, a chart and table per measure, and
+//! each policy's tree of paths over many seeds. It only draws: the form is
+//! [`crate::panels::compare::view_model`], and the runs and their report are a
+//! [`Job::Compare`] for the model worker.
+
+use leptos::prelude::*;
+
+use crate::panels::compare::view_model::{CompareForm, DEPTH, FIELDS};
+use crate::panels::step::panel::engine_options;
+use crate::shell::url;
+use crate::widgets::field::{Choice, Field, TextArea};
+use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
+use crate::worker::link::PanelWorker;
+use crate::worker::protocol::{download_words, Event, Job};
+
+/// What the panel is doing: idle, working (the words say on what), done, or failed.
+#[derive(Clone, Debug, PartialEq)]
+enum Phase {
+    Idle,
+    Working(String),
+    Done(String),
+    Failed(String),
+}
+
+impl Phase {
+    fn key(&self) -> &'static str {
+        match self {
+            Phase::Idle => "idle",
+            Phase::Working(_) => "running",
+            Phase::Done(_) => "done",
+            Phase::Failed(_) => "failed",
+        }
+    }
+}
+
+#[component]
+pub fn ComparePanel() -> impl IntoView {
+    let pairs = url::pairs();
+    // Every field is text: a bad value stays in its field and the check names it there.
+    let (initial, _) = CompareForm::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let texts: [(ReadSignal<String>, WriteSignal<String>); 15] =
+        std::array::from_fn(|i| signal(initial.0[i].clone()));
+
+    let phase = RwSignal::new(Phase::Idle);
+    let report = RwSignal::new(None::<String>);
+    let worker = PanelWorker::new();
+
+    let form = Memo::new(move |_| CompareForm(std::array::from_fn(|i| texts[i].0.get())));
+    Effect::new(move |written: Option<()>| {
+        let pairs = form.get().to_pairs();
+        if written.is_some() {
+            url::write(&pairs);
+        }
+    });
+    let checked = Memo::new(move |_| form.get().check());
+    let problems = problems_of(None, checked);
+    let problem = problem_at(problems);
+    let busy = move || matches!(phase.get(), Phase::Working(_));
+
+    let on_event = move |event: Event| match event {
+        Event::Working(what) => phase.set(Phase::Working(what)),
+        Event::Download { file, got, total } => {
+            phase.set(Phase::Working(download_words(&file, got, total)))
+        }
+        Event::Compared(Some(done)) => {
+            report.set(Some(done.html));
+            phase.set(Phase::Done(done.summary));
+        }
+        Event::Compared(None) => phase.set(Phase::Done(
+            "Cancelled before the comparison finished.".to_string(),
+        )),
+        Event::Failed(message) => phase.set(Phase::Failed(message)),
+        Event::Panicked(message) => {
+            worker.discard();
+            phase.set(Phase::Failed(format!(
+                "The model worker hit an internal error and stopped: {message}. Run again to start a new one."
+            )));
+        }
+        _ => {}
+    };
+    let start = move || {
+        if phase.with_untracked(|p| matches!(p, Phase::Working(_))) {
+            return;
+        }
+        let Ok(request) = checked.get_untracked() else {
+            return;
+        };
+        report.set(None);
+        phase.set(Phase::Working("Starting the model worker…".to_string()));
+        if let Err(message) = worker.send(&Job::Compare(Box::new(request)), on_event) {
+            phase.set(Phase::Failed(message));
+        }
+    };
+
+    let field = move |i: usize| {
+        let (key, id, label, hint, _) = FIELDS.get(i).copied().unwrap_or(DEPTH);
+        let (value, set) = texts[i];
+        if key == "cmp_prompt" {
+            view! { <TextArea id=id problem=problem(id) label=label hint=hint value=value.into() set=set wide=true/> }.into_any()
+        } else if key.ends_with("engine") {
+            view! { <Choice id=id problem=problem(id) label=label options=engine_options() value=value set=Callback::new(move |v: String| set.set(v))/> }.into_any()
+        } else {
+            view! { <Field id=id problem=problem(id) label=label hint=hint value=value.into() set=set inputmode="decimal"/> }.into_any()
+        }
+    };
+    let group = move |range: std::ops::Range<usize>, extra: Option<usize>| {
+        range.chain(extra).map(field).collect_view()
+    };
+
+    let status = move || match phase.get() {
+        Phase::Idle | Phase::Failed(_) => None,
+        Phase::Working(what) => Some(view! { <p class="progress">{what}</p> }),
+        Phase::Done(what) => Some(view! { <p class="done">{what}</p> }),
+    };
+    let error = move || match phase.get() {
+        Phase::Failed(message) => Some(view! { <p class="error" role="alert">{message}</p> }),
+        _ => None,
+    };
+
+    view! {
+        <section class="panel compare" id="compare" aria-labelledby="compare-title" data-state=move || phase.get().key()>
+            <h2 id="compare-title">"Compare two policies"</h2>
+            <p>
+                "Both policies run on the same model, prompt and seeded stream, so where they part is the policies' doing. Along a's path, each step's logits go through both policies: KL(a‖b) and total variation say how far apart their distributions are. Then each policy runs over many seeds, and the tree of its first tokens' paths shows how often each path came up beside how likely the policy made it."
+            </p>
+            <ProblemSummary problems=problems/>
+            <form class="cmp-form" on:submit=move |ev| {
+                ev.prevent_default();
+                start();
+            }>
+                <fieldset>
+                    <legend>"The run both policies share"</legend>
+                    <div class="controls">{group(0..3, None)}</div>
+                </fieldset>
+                <fieldset>
+                    <legend>"Policy a"</legend>
+                    <div class="controls">{group(3..7, Some(11))}</div>
+                </fieldset>
+                <fieldset>
+                    <legend>"Policy b"</legend>
+                    <div class="controls">{group(7..11, Some(12))}</div>
+                </fieldset>
+                <fieldset>
+                    <legend>"Many seeds"</legend>
+                    <div class="controls">{group(13..15, None)}</div>
+                </fieldset>
+                <div class="field buttons">
+                    <button type="submit" disabled=move || busy() || checked.with(Result::is_err)>"Compare"</button>
+                    <button type="button" class="secondary" disabled=move || !busy() on:click=move |_| worker.cancel()>"Cancel"</button>
+                </div>
+            </form>
+            <div class="run" aria-live="polite" data-testid="cmp-status">{status}</div>
+            {error}
+            <div class="cmp-parts" inner_html=move || report.get().unwrap_or_default()></div>
+        </section>
+    }
+}
