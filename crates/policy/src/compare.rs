@@ -5,6 +5,9 @@
 //! whenever both sample. The distances are teacher-forced along run a's path: at each of a's
 //! steps the model's logits for a's context go through both policies, and the two final
 //! distributions are compared, so a step's numbers never depend on b having drifted away.
+//! A policy whose step has state or chance is followed exactly: a's mirostat μ is the one
+//! its run recorded at each step, b's moves along a's tokens by b's own update, and XTC
+//! with a chance between 0 and 1 is the mixture of its fired and unfired distributions.
 //!
 //! - KL(a‖b) = Σ p_a ln(p_a / p_b) in nats over a's survivors; infinite when a keeps a token
 //!   that b removes.
@@ -17,7 +20,7 @@ use std::collections::HashSet;
 use serde::{Serialize, Serializer};
 
 use crate::generate::{generate, GenerateError, LanguageModel, Unobserved, Vocabulary};
-use crate::pipeline::{Snapshots, StepContext, Stepper, TokenProb};
+use crate::pipeline::{MirostatMu, Policy, Snapshots, StepContext, Stepper, TokenProb};
 use crate::record::{RunConfig, RunRecord};
 use crate::{Clock, NumpyRng};
 
@@ -198,20 +201,32 @@ pub fn comparison(
     let mut context = prompt.clone();
     let mut stepper = Stepper::default();
     let mut steps = Vec::with_capacity(run_a.steps.len());
+    // b's mirostat μ along a's path, moved by a's tokens as b's own run would be by its own.
+    let mut mu_b = None;
     for ((t, s), logits) in run_a.steps.iter().enumerate().zip(logits) {
         let here = StepContext::new(&context, prompt.len());
-        let final_a = final_distribution(&mut stepper, a, logits, here)?;
-        let final_b = final_distribution(&mut stepper, b, logits, here)?;
+        let final_a = final_distribution(
+            &mut stepper,
+            a,
+            logits,
+            here.with_mirostat_mu(s.mirostat_mu),
+        )?;
+        let final_b = final_distribution(&mut stepper, b, logits, here.with_mirostat_mu(mu_b))?;
         let prob_of = |dist: &[TokenProb]| {
             dist.binary_search_by_key(&s.token, |t| t.id)
                 .map_or(0.0, |k| dist[k].prob)
         };
+        let prob_b = prob_of(&final_b);
+        if b.policy.mirostat != 0 {
+            let mu = mu_b.unwrap_or_else(|| MirostatMu::first(&b.policy));
+            mu_b = Some(MirostatMu::after(&b.policy, mu, prob_b).next);
+        }
         steps.push(StepComparison {
             step: t,
             token_a: s.token,
             token_b: run_b.steps.get(t).map(|s| s.token),
             prob_a: prob_of(&final_a),
-            prob_b: prob_of(&final_b),
+            prob_b,
             survivors_a: final_a.len(),
             survivors_b: final_b.len(),
             divergence: divergence(&final_a, &final_b),
@@ -233,15 +248,36 @@ pub fn comparison(
 }
 
 /// The policy's final distribution over `logits` (its survivors, ascending ids): the last
-/// stage snapshot, which every step ends on. The draw is irrelevant to it.
+/// stage snapshot, which every step ends on. The draw does not move it, with one
+/// exception: XTC with a chance strictly between 0 and 1 removes the top choices only when
+/// its chance fires, so its distribution is the mixture of the two, weighted by the chance.
 fn final_distribution(
     stepper: &mut Stepper,
     config: &RunConfig,
     logits: &[f32],
     context: StepContext<'_>,
 ) -> Result<Vec<TokenProb>, GenerateError> {
+    let chance = config.policy.xtc_probability;
+    if chance > 0.0 && chance < 1.0 {
+        let with = |probability| Policy {
+            xtc_probability: probability,
+            ..config.policy.clone()
+        };
+        let fired = last_stage(stepper, &with(1.0), logits, context)?;
+        let not = last_stage(stepper, &with(0.0), logits, context)?;
+        return Ok(mixture(&fired, chance, &not));
+    }
+    last_stage(stepper, &config.policy, logits, context)
+}
+
+fn last_stage(
+    stepper: &mut Stepper,
+    policy: &Policy,
+    logits: &[f32],
+    context: StepContext<'_>,
+) -> Result<Vec<TokenProb>, GenerateError> {
     let outcome = stepper.step(
-        &config.policy,
+        policy,
         logits,
         context,
         &mut NumpyRng::new(0),
@@ -252,6 +288,36 @@ fn final_distribution(
         .and_then(|mut stages| stages.pop())
         .map(|last| last.tokens)
         .unwrap_or_default())
+}
+
+/// w · a + (1 − w) · b over two sparse distributions in ascending ids.
+fn mixture(a: &[TokenProb], w: f64, b: &[TokenProb]) -> Vec<TokenProb> {
+    let mut out = Vec::with_capacity(a.len().max(b.len()));
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let ia = a.get(i).map_or(u32::MAX, |t| t.id);
+        let jb = b.get(j).map_or(u32::MAX, |t| t.id);
+        let (token, pa, pb) = match ia.cmp(&jb) {
+            std::cmp::Ordering::Less => {
+                i += 1;
+                (a[i - 1], a[i - 1].prob, 0.0)
+            }
+            std::cmp::Ordering::Greater => {
+                j += 1;
+                (b[j - 1], 0.0, b[j - 1].prob)
+            }
+            std::cmp::Ordering::Equal => {
+                i += 1;
+                j += 1;
+                (b[j - 1], a[i - 1].prob, b[j - 1].prob)
+            }
+        };
+        out.push(TokenProb {
+            prob: w * pa + (1.0 - w) * pb,
+            ..token
+        });
+    }
+    out
 }
 
 #[cfg(test)]

@@ -113,11 +113,21 @@ pub(crate) fn xtc(probs: &[f64], probability: f64, threshold: f64, chance: f64) 
     if chance > probability {
         return keep;
     }
-    let order = crate::pipeline::descending(probs);
-    let above = order.iter().take_while(|&&i| probs[i] >= threshold).count();
+    // One pass, no sort: the tokens at or above the threshold, and the one of them the
+    // descending order puts last (the least probable, the highest index among ties).
+    let mut above = 0;
+    let mut last = 0;
+    for (i, &p) in probs.iter().enumerate() {
+        if p >= threshold {
+            if above == 0 || p.total_cmp(&probs[last]).is_le() {
+                last = i;
+            }
+            above += 1;
+        }
+    }
     if above >= 2 {
-        for &i in &order[..above - 1] {
-            keep[i] = false;
+        for (i, (k, &p)) in keep.iter_mut().zip(probs).enumerate() {
+            *k = p < threshold || i == last;
         }
     }
     keep
@@ -136,15 +146,20 @@ pub(crate) fn xtc_draws(probability: f64, threshold: f64, candidates: usize) -> 
 /// −η · (the chosen token's surprise under the renormalised distribution − τ). Ties in
 /// probability are ordered by id, lower first.
 pub(crate) fn mirostat_v2(probs: &[f64], mu: f64) -> Vec<bool> {
-    let order = crate::pipeline::descending(probs);
-    let kept = order
-        .iter()
-        .position(|&i| -probs[i].log2() > mu)
-        .unwrap_or(order.len())
-        .max(1);
-    let mut keep = vec![false; probs.len()];
-    for &i in &order[..kept] {
-        keep[i] = true;
+    // Surprise grows as probability falls, so the descending prefix before the first
+    // surprise above μ is every token whose surprise is at most μ: one pass, no sort.
+    let mut keep: Vec<bool> = probs.iter().map(|&p| -p.log2() <= mu).collect();
+    if !keep.contains(&true) {
+        // At least the first of the descending order: the most probable, lowest index.
+        let mut best = 0;
+        for (i, &p) in probs.iter().enumerate() {
+            if p.total_cmp(&probs[best]).is_gt() {
+                best = i;
+            }
+        }
+        if let Some(k) = keep.get_mut(best) {
+            *k = true;
+        }
     }
     keep
 }
@@ -242,6 +257,51 @@ pub(crate) fn dry(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// XTC and mirostat by their definitions, over the descending order (the sort the
+    /// one-pass versions do without).
+    fn xtc_sorted(probs: &[f64], threshold: f64) -> Vec<bool> {
+        let mut keep = vec![true; probs.len()];
+        let order = crate::pipeline::descending(probs);
+        let above = order.iter().take_while(|&&i| probs[i] >= threshold).count();
+        if above >= 2 {
+            for &i in &order[..above - 1] {
+                keep[i] = false;
+            }
+        }
+        keep
+    }
+
+    fn mirostat_sorted(probs: &[f64], mu: f64) -> Vec<bool> {
+        let order = crate::pipeline::descending(probs);
+        let kept = order
+            .iter()
+            .position(|&i| -probs[i].log2() > mu)
+            .unwrap_or(order.len())
+            .max(1);
+        let mut keep = vec![false; probs.len()];
+        for &i in &order[..kept] {
+            keep[i] = true;
+        }
+        keep
+    }
+
+    proptest! {
+        /// Probabilities from a few levels, so that ties are common.
+        #[test]
+        fn the_one_pass_cuts_equal_their_sorted_definitions(
+            levels in proptest::collection::vec(0u8..6, 1..40),
+            threshold in 0.0f64..0.5,
+            mu in 0.0f64..8.0,
+        ) {
+            let weights: Vec<f64> = levels.iter().map(|&l| f64::from(l) + 0.5).collect();
+            let total: f64 = weights.iter().sum();
+            let probs: Vec<f64> = weights.iter().map(|w| w / total).collect();
+            prop_assert_eq!(xtc(&probs, 1.0, threshold, 0.0), xtc_sorted(&probs, threshold));
+            prop_assert_eq!(mirostat_v2(&probs, mu), mirostat_sorted(&probs, mu));
+        }
+    }
 
     #[test]
     fn typical_keeps_ties_in_the_lab_and_cuts_them_in_llama_cpp() {

@@ -347,6 +347,23 @@ impl Stage {
         }
     }
 
+    /// Whether the stage removes tokens only by a cut-off on likelihood: every token it
+    /// keeps is at least as probable as every token it removes, so its cut is one line
+    /// across the distribution. Typical sampling and XTC remove by other rules (XTC removes
+    /// the most probable), and the constraints by id.
+    pub fn cuts_by_likelihood(self) -> bool {
+        matches!(
+            self,
+            Stage::TopK
+                | Stage::TopP
+                | Stage::MinP
+                | Stage::Epsilon
+                | Stage::Eta
+                | Stage::TopNSigma
+                | Stage::Mirostat
+        )
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             Stage::Constraints => "constraints",
@@ -419,6 +436,22 @@ pub struct MirostatMu {
     pub mu: f64,
     /// μ − η · (surprise of the chosen token − τ), for the next step.
     pub next: f64,
+}
+
+impl MirostatMu {
+    /// Mirostat 2.0's update after a token the renormalised distribution gave `prob`:
+    /// μ − η · (−log₂ prob − τ), with the policy's τ and η.
+    pub fn after(policy: &Policy, mu: f64, prob: f64) -> MirostatMu {
+        MirostatMu {
+            mu,
+            next: mu - policy.mirostat_eta * (-prob.log2() - policy.mirostat_tau),
+        }
+    }
+
+    /// The μ of a run's first step: twice τ.
+    pub fn first(policy: &Policy) -> f64 {
+        2.0 * policy.mirostat_tau
+    }
 }
 
 impl StepOutcome {
@@ -1093,7 +1126,9 @@ impl Stepper {
         }
         let mut mirostat = None;
         if policy.mirostat != 0 {
-            let mu = context.mirostat_mu.unwrap_or(2.0 * policy.mirostat_tau);
+            let mu = context
+                .mirostat_mu
+                .unwrap_or_else(|| MirostatMu::first(policy));
             let total = self.weigh(t);
             let probs: Vec<f64> = self.weights.iter().map(|w| w / total).collect();
             let keep = modern::mirostat_v2(&probs, mu);
@@ -1104,11 +1139,7 @@ impl Stepper {
         let total = self.weigh(t);
         let mut outcome = self.choose(draw, total, t, stages)?;
         if let Some(mu) = mirostat {
-            let surprise = -outcome.prob.log2();
-            outcome.mirostat = Some(MirostatMu {
-                mu,
-                next: mu - policy.mirostat_eta * (surprise - policy.mirostat_tau),
-            });
+            outcome.mirostat = Some(MirostatMu::after(policy, mu, outcome.prob));
         }
         Ok(outcome)
     }

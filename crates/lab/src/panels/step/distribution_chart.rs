@@ -1,11 +1,13 @@
 //! One stage's distribution drawn twice from the same rows by the shared
 //! [`BarChart`](crate::widgets::chart::BarChart): bars for the eye and a table (always in the
-//! DOM) for screen readers and for checking the numbers.
+//! DOM) for screen readers and for checking the numbers. A stage that cut by likelihood
+//! draws its cut-off line, and the tokens it removed as grey bars at the probability they
+//! would have had: all at or below the line.
 
 use leptos::prelude::*;
 
 use crate::panels::step::view_model::StageView;
-use crate::widgets::chart::{Bar, BarChart, Cell, Layout};
+use crate::widgets::chart::{Bar, BarChart, Cell, Layout, Mark};
 
 /// Probabilities are shown to this many decimals; the table cells carry full precision in
 /// `data-value` so tests can compare exactly.
@@ -17,12 +19,28 @@ fn show(p: f64) -> String {
 pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
     let title = format!("After {}", stage.label);
     let explanation = stage.explanation;
-    let summary = format!(
+    let removed_here = stage.rows.iter().filter(|r| r.unkept.is_some()).count();
+    let mut summary = format!(
         "{} of {} tokens survive after {}.",
         stage.survivors,
         stage.rows.len(),
         stage.label
     );
+    if let Some(cut) = stage.cut_off {
+        summary += &format!(
+            " Its cut-off is {}: the {removed_here} tokens it removed, drawn in grey at the probability they would have had, are at or below it.",
+            show(cut)
+        );
+    }
+    let marks = stage
+        .cut_off
+        .map(|cut| Mark {
+            value: cut,
+            class: "cut-off",
+            label: format!("cut {cut:.3}"),
+        })
+        .into_iter()
+        .collect();
     let caption = format!(
         "Distribution after {}: probability of each token ({} survive)",
         stage.label, stage.survivors
@@ -35,12 +53,21 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
                 Some(l) => (Cell::number(format!("{l:.4}"), l), "bar", "kept"),
                 None => (Cell::text("—"), "bar removed", "removed"),
             };
-            Bar::new(row.id.to_string(), row.prob)
+            let (height, unkept, status) = match row.unkept {
+                Some(p) => (p, Cell::number(show(p), p), "removed here"),
+                None => (row.prob, Cell::text("—"), status),
+            };
+            Bar::new(row.id.to_string(), height)
                 .class(class)
-                .row_class(status)
+                .row_class(if row.logit.is_some() {
+                    "kept"
+                } else {
+                    "removed"
+                })
                 .cell(logit)
                 .cell(Cell::number(show(row.prob), row.prob))
                 .cell(Cell::text(status))
+                .cell(unkept)
         })
         .collect();
     view! {
@@ -50,11 +77,11 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
             // Probabilities: the scale ends at 1 whatever the tallest bar.
             <BarChart
                 bars=bars
-                layout=Layout::Columns { width: 320.0, height: 160.0, marks: Vec::new() }
+                layout=Layout::Columns { width: 320.0, height: 160.0, marks }
                 top=1.0
                 summary=summary
                 caption=caption
-                headers=&["Token", "Logit", "Probability", "Status"]
+                headers=&["Token", "Logit", "Probability", "Status", "Had it been kept"]
             />
         </figure>
     }

@@ -357,6 +357,9 @@ pub struct Row {
     /// `None` when the token was removed by an earlier stage.
     pub logit: Option<f64>,
     pub prob: f64,
+    /// For a token this very stage removed: the probability it would have had if kept (its
+    /// probability before the stage over the mass the stage kept), drawn as a grey bar.
+    pub unkept: Option<f64>,
 }
 
 /// The distribution after one stage.
@@ -367,6 +370,10 @@ pub struct StageView {
     pub explanation: &'static str,
     pub survivors: usize,
     pub rows: Vec<Row>,
+    /// For a stage that cut by likelihood ([`policy::Stage::cuts_by_likelihood`]) and
+    /// removed something: the lowest probability it kept. Every token it removed would have
+    /// had at most this much.
+    pub cut_off: Option<f64>,
 }
 
 /// One survivor of the final distribution as the interval of [0, 1) whose draws choose it.
@@ -444,31 +451,60 @@ pub fn run_step(form: &StepForm) -> Result<StepView, Problems> {
         .last()
         .map(|last| strip(&last.tokens))
         .unwrap_or_default();
-    let stages = stages
-        .into_iter()
-        .map(|stage| {
-            let mut rows: Vec<Row> = (0..logits.len() as u32)
-                .map(|id| Row {
-                    id,
-                    logit: None,
-                    prob: 0.0,
+    let mut before: Option<&policy::StageSnapshot> = None;
+    let mut views = Vec::with_capacity(stages.len());
+    for stage in &stages {
+        let mut rows: Vec<Row> = (0..logits.len() as u32)
+            .map(|id| Row {
+                id,
+                logit: None,
+                prob: 0.0,
+                unkept: None,
+            })
+            .collect();
+        for t in &stage.tokens {
+            rows[t.id as usize] = Row {
+                id: t.id,
+                logit: Some(t.logit),
+                prob: t.prob,
+                unkept: None,
+            };
+        }
+        let removed = before.is_some_and(|b| b.tokens.len() > stage.tokens.len());
+        if let (Some(before), true) = (before, removed) {
+            // Only a filter removes: the tokens it kept keep their logits, and its mass is
+            // theirs before it.
+            let kept: f64 = before
+                .tokens
+                .iter()
+                .filter(|t| rows[t.id as usize].logit.is_some())
+                .map(|t| t.prob)
+                .sum();
+            for t in &before.tokens {
+                let row = &mut rows[t.id as usize];
+                if row.logit.is_none() && kept > 0.0 {
+                    row.unkept = Some(t.prob / kept);
+                }
+            }
+        }
+        views.push(StageView {
+            label: stage.stage.label(),
+            explanation: stage.stage.explanation(),
+            survivors: stage.survivors,
+            cut_off: (removed && stage.stage.cuts_by_likelihood())
+                .then(|| {
+                    stage
+                        .tokens
+                        .iter()
+                        .map(|t| t.prob)
+                        .fold(f64::INFINITY, f64::min)
                 })
-                .collect();
-            for t in &stage.tokens {
-                rows[t.id as usize] = Row {
-                    id: t.id,
-                    logit: Some(t.logit),
-                    prob: t.prob,
-                };
-            }
-            StageView {
-                label: stage.stage.label(),
-                explanation: stage.stage.explanation(),
-                survivors: stage.survivors,
-                rows,
-            }
-        })
-        .collect();
+                .filter(|p| p.is_finite()),
+            rows,
+        });
+        before = Some(stage);
+    }
+    let stages = views;
     let chapter_line = (policy.top_p == 1.0
         && policy.min_p == 0.0
         && policy.engine.is_lab()
@@ -586,6 +622,82 @@ mod tests {
         assert_eq!(last.rows[1].prob, 0.0, "token 1 is filtered by top-k 3");
         assert!((last.rows.iter().map(|r| r.prob).sum::<f64>() - 1.0).abs() < 1e-12);
         assert!(view.chapter_line.is_some());
+    }
+
+    /// The chapter's example by hand: softmax(logits / 0.7), then top-k 3 removes token 1,
+    /// so token 1 would have had p1 / (1 − p1) and the cut-off is token 0's p0 / (1 − p1).
+    #[test]
+    fn a_cut_draws_its_line_and_what_it_removed_would_have_had() {
+        let view = run_step(&StepForm::default()).unwrap();
+        let logits = [1.2f64, 0.1, 2.4, 1.7];
+        let weights: Vec<f64> = logits.iter().map(|l| ((l - 2.4) / 0.7).exp()).collect();
+        let total: f64 = weights.iter().sum();
+        let p: Vec<f64> = weights.iter().map(|w| w / total).collect();
+        let top_k = view.stages.last().unwrap();
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(close(top_k.rows[1].unkept.unwrap(), p[1] / (1.0 - p[1])));
+        assert!(close(top_k.cut_off.unwrap(), p[0] / (1.0 - p[1])));
+        assert!(top_k
+            .rows
+            .iter()
+            .filter(|r| r.id != 1)
+            .all(|r| r.unkept.is_none()));
+        // The temperature stage removes nothing and draws no line.
+        assert!(view
+            .stages
+            .iter()
+            .filter(|s| s.label != "top-k")
+            .all(|s| s.cut_off.is_none()));
+    }
+
+    /// Every stage that cuts by likelihood keeps every token at least as likely as any it
+    /// removed; typical sampling and XTC remove otherwise and draw no line.
+    #[test]
+    fn every_likelihood_cut_lies_above_all_it_removed() {
+        let logits = "2.0, 1.4, 1.3, 0.9, 0.2, -0.5, -1.0, 0.05".to_string();
+        type Edit = fn(&mut StepForm);
+        let forms: [(&str, Edit); 8] = [
+            ("top-k", |f| f.top_k = "3".into()),
+            ("top-p", |f| f.top_p = "0.6".into()),
+            ("min-p", |f| f.min_p = "0.3".into()),
+            ("epsilon", |f| f.epsilon = "0.08".into()),
+            ("eta", |f| f.eta = "0.2".into()),
+            ("top-n-sigma", |f| f.top_n_sigma = "0.5".into()),
+            ("typical", |f| f.typical = "0.5".into()),
+            ("xtc", |f| {
+                f.xtc_probability = "1".into();
+                f.xtc_threshold = "0.1".into()
+            }),
+        ];
+        for (label, set) in forms {
+            let mut form = StepForm {
+                logits: logits.clone(),
+                top_k: "0".into(),
+                temperature: "1".into(),
+                ..StepForm::default()
+            };
+            set(&mut form);
+            let view = run_step(&form).unwrap();
+            let stage = view.stages.iter().find(|s| s.label == label).unwrap();
+            let removed: Vec<f64> = stage.rows.iter().filter_map(|r| r.unkept).collect();
+            assert!(!removed.is_empty(), "{label} removed nothing");
+            match stage.cut_off {
+                Some(cut) => {
+                    assert!(!matches!(label, "typical" | "xtc"), "{label}");
+                    assert!(
+                        removed.iter().all(|&p| p <= cut + 1e-15),
+                        "{label}: {removed:?} over {cut}"
+                    );
+                    let lowest = stage
+                        .rows
+                        .iter()
+                        .filter(|r| r.logit.is_some())
+                        .map(|r| r.prob);
+                    assert_eq!(lowest.fold(f64::INFINITY, f64::min), cut);
+                }
+                None => assert!(matches!(label, "typical" | "xtc"), "{label} drew no line"),
+            }
+        }
     }
 
     #[test]
