@@ -630,6 +630,15 @@ struct PolicyArgs {
     /// them; 0: no penalty) [default: 64 under --engine llama.cpp].
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     penalty_last_n: Option<i64>,
+    /// Hugging Face's min_tokens_to_keep, llama.cpp's min_keep: each truncating stage the
+    /// engine applies it to keeps at least N tokens (0 and 1 are off).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        allow_hyphen_values = true
+    )]
+    min_keep: usize,
     /// Locally typical sampling's mass (sampler typ_p; 1 is off).
     #[arg(
         long,
@@ -784,6 +793,7 @@ impl PolicyArgs {
             samplers: self.samplers.clone().map(|list| list.0),
             engine: self.engine,
             penalty_last_n: self.penalty_last_n,
+            min_keep: self.min_keep,
             typical_p: self.typical,
             epsilon_cutoff: self.epsilon_cutoff,
             eta_cutoff: self.eta_cutoff,

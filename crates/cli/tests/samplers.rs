@@ -504,3 +504,49 @@ fn sequences_and_several_eos_ids() {
     assert!(ok(&["replay", file.to_str().unwrap()]).starts_with("identical"));
     std::fs::remove_file(&file).ok();
 }
+
+/// `--min-keep`: Hugging Face's top-k keeps max(k, min_keep), llama.cpp's top-k ignores it,
+/// and vLLM, which has no such setting, refuses it by name. A run records it and replays.
+#[test]
+fn min_keep_follows_the_engine_and_is_recorded() {
+    let hf = pipeline(&["--engine", "hf", "--top-k", "1", "--min-keep", "2"]);
+    assert_eq!(kept(&hf), [0, 1]);
+    let llama = pipeline(&["--engine", "llama.cpp", "--top-k", "1", "--min-keep", "2"]);
+    assert_eq!(kept(&llama), [0]);
+    fails_with(
+        &[
+            "pipeline",
+            "--logits",
+            "3,2,1",
+            "--engine",
+            "vllm",
+            "--min-keep",
+            "2",
+        ],
+        "min-keep 2",
+    );
+    let record = ok(&[
+        "generate",
+        "--prompt",
+        "To insert",
+        "--max-tokens",
+        "4",
+        "--top-p",
+        "0.2",
+        "--min-keep",
+        "3",
+        "--json",
+    ]);
+    let parsed: Value = serde_json::from_str(&record).unwrap();
+    assert_eq!(parsed["config"]["policy"]["min_keep"], 3);
+    assert!(parsed["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["survivors"].as_u64().unwrap() >= 3));
+    let file =
+        std::env::temp_dir().join(format!("decode-lab-min-keep-{}.json", std::process::id()));
+    std::fs::write(&file, &record).unwrap();
+    assert!(ok(&["replay", file.to_str().unwrap()]).starts_with("identical"));
+    std::fs::remove_file(&file).ok();
+}

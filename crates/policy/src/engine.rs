@@ -254,6 +254,21 @@ impl Engine {
         Ok(())
     }
 
+    /// Whether `sampler` honours [`Policy::min_keep`] under this engine: Hugging Face's
+    /// top-k, top-p, min-p, typical, ε and η warpers take `min_tokens_to_keep`
+    /// (`logits_process.py`); llama.cpp's top-p, min-p and typical take `min_keep`
+    /// (`llama-sampling.cpp`; its top-k does not); vLLM has no such setting.
+    pub fn min_keep_applies(self, sampler: Sampler) -> bool {
+        use Sampler::*;
+        match self {
+            Engine::Lab | Engine::Hf => {
+                matches!(sampler, TopK | TopP | MinP | Typical | Epsilon | Eta)
+            }
+            Engine::LlamaCpp => matches!(sampler, TopP | MinP | Typical),
+            Engine::Vllm => false,
+        }
+    }
+
     /// Checks the modern samplers' knobs: which engines have each, and its range.
     fn check_modern(self, policy: &Policy) -> Result<(), PolicyError> {
         let refuse = |knob: String, accepts: &'static str| {
@@ -263,6 +278,9 @@ impl Engine {
                 accepts,
             })
         };
+        if self == Engine::Vllm && policy.min_keep > 1 {
+            return refuse(format!("min-keep {}", policy.min_keep), "no such setting");
+        }
         let typical = policy.typical_p;
         let (epsilon, eta) = (policy.epsilon_cutoff, policy.eta_cutoff);
         let (xtc, threshold) = (policy.xtc_probability, policy.xtc_threshold);

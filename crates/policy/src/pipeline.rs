@@ -112,6 +112,13 @@ pub struct Policy {
     /// 0 no penalty); absent for llama.cpp's default of 64, and under any other engine.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub penalty_last_n: Option<i64>,
+    /// Hugging Face's `min_tokens_to_keep`, llama.cpp's `min_keep`: a truncating stage
+    /// keeps at least this many tokens, the most probable (typical sampling: the most
+    /// typical). Which stages honour it is the engine's rule
+    /// ([`Engine::min_keep_applies`](crate::Engine::min_keep_applies)); 0 and 1 are off, as
+    /// every stage keeps one.
+    #[serde(skip_serializing_if = "is_at_most_one")]
+    pub min_keep: usize,
     /// Locally typical sampling's mass ([`modern`](crate::modern)); 1 is off.
     #[serde(skip_serializing_if = "is_one")]
     pub typical_p: f64,
@@ -213,6 +220,10 @@ fn is_zero(x: &f64) -> bool {
     *x == 0.0
 }
 
+fn is_at_most_one(x: &usize) -> bool {
+    *x <= 1
+}
+
 fn is_default_xtc_threshold(x: &f64) -> bool {
     *x == XTC_THRESHOLD
 }
@@ -236,6 +247,7 @@ impl Default for Policy {
             samplers: None,
             engine: Engine::Lab,
             penalty_last_n: None,
+            min_keep: 0,
             typical_p: 1.0,
             epsilon_cutoff: 0.0,
             eta_cutoff: 0.0,
@@ -634,6 +646,7 @@ impl Policy {
             && self.engine.is_lab()
             && !self.has_modern_sampler()
             && self.mirostat == 0
+            && self.min_keep <= 1
     }
 
     /// Whether a modern sampler ([`modern`](crate::modern)) is on: such a policy runs on
@@ -757,6 +770,7 @@ impl Stepper {
             || !policy.engine.is_lab()
             || policy.has_modern_sampler()
             || policy.mirostat != 0
+            || policy.min_keep > 1
         {
             return self.run_chain(policy, policy.chain(), logits, context, draw, snapshots);
         }
@@ -951,6 +965,10 @@ impl Stepper {
         // The temperature in force: 1 until the temperature stage (and for greedy).
         let mut t = 1.0;
         for (i, &sampler) in chain.iter().enumerate() {
+            // What a stage that honours min_keep was given, to fall back on.
+            let given =
+                (policy.min_keep > 1 && engine.min_keep_applies(sampler) && sampler.is_on(policy))
+                    .then(|| self.candidates.clone());
             match sampler {
                 Sampler::Penalties => {
                     if i > 0 && sampler.is_on(policy) {
@@ -994,6 +1012,7 @@ impl Stepper {
                         let kth = kth_largest(&mut self.select, k);
                         self.candidates.retain(|c| c.0 >= kth);
                     }
+                    self.keep_at_least(given.as_deref(), policy, t, false);
                     record(Stage::TopK, &self.candidates, t);
                 }
                 Sampler::TopP => {
@@ -1006,6 +1025,7 @@ impl Stepper {
                         let keep =
                             engine::top_p_ranked(engine, &self.candidates, &probs, policy.top_p);
                         self.retain_marked(&keep);
+                        self.keep_at_least(given.as_deref(), policy, t, false);
                         record(Stage::TopP, &self.candidates, t);
                         continue;
                     }
@@ -1017,6 +1037,7 @@ impl Stepper {
                         &mut self.select,
                     );
                     self.retain(|w| w >= cutoff);
+                    self.keep_at_least(given.as_deref(), policy, t, false);
                     record(Stage::TopP, &self.candidates, t);
                 }
                 Sampler::MinP => {
@@ -1033,6 +1054,7 @@ impl Stepper {
                             engine::min_p_engine(engine, &self.candidates, &probs, policy.min_p, t);
                         self.retain_marked(&keep);
                     }
+                    self.keep_at_least(given.as_deref(), policy, t, false);
                     record(Stage::MinP, &self.candidates, t);
                 }
                 Sampler::Typical | Sampler::Epsilon | Sampler::Eta | Sampler::TopNSigma => {
@@ -1059,6 +1081,7 @@ impl Stepper {
                         }
                     };
                     self.retain_marked(&keep);
+                    self.keep_at_least(given.as_deref(), policy, t, stage == Stage::Typical);
                     record(stage, &self.candidates, t);
                 }
                 Sampler::Dry => {
@@ -1250,6 +1273,56 @@ impl Stepper {
     fn retain_marked(&mut self, keep: &[bool]) {
         let mut marks = keep.iter();
         self.candidates.retain(|_| *marks.next().unwrap_or(&false));
+        self.weights.clear();
+    }
+
+    /// `min_keep` ([`Policy::min_keep`]): when the stage just run left fewer than
+    /// `policy.min_keep` of the candidates it was `given`, the best `min_keep` of those
+    /// survive instead, in id order: the most probable, or with `typical` the smallest
+    /// |−ln p − H| (Hugging Face's and llama.cpp's order for typical sampling). The lab keeps
+    /// every token tied with the last one kept, as at its other cuts; an engine keeps
+    /// exactly `min_keep`, ties to the lower id.
+    fn keep_at_least(
+        &mut self,
+        given: Option<&[(f64, u32)]>,
+        policy: &Policy,
+        t: f64,
+        typical: bool,
+    ) {
+        let Some(given) = given else { return };
+        let want = policy.min_keep.min(given.len());
+        if self.candidates.len() >= want {
+            return;
+        }
+        // Lower rank is better.
+        let rank: Vec<f64> = if typical {
+            let max = given.iter().map(|c| c.0).fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = given.iter().map(|c| ((c.0 - max) / t).exp()).collect();
+            let total: f64 = w.iter().sum();
+            let p: Vec<f64> = w.iter().map(|w| w / total).collect();
+            let h: f64 = -p
+                .iter()
+                .filter(|&&p| p > 0.0)
+                .map(|p| p * p.ln())
+                .sum::<f64>();
+            p.iter().map(|p| (-p.ln() - h).abs()).collect()
+        } else {
+            given.iter().map(|c| -c.0).collect()
+        };
+        let mut order: Vec<usize> = (0..given.len()).collect();
+        order.sort_by(|&a, &b| {
+            rank[a]
+                .total_cmp(&rank[b])
+                .then(given[a].1.cmp(&given[b].1))
+        });
+        let last = rank[order[want - 1]];
+        let mut keep = vec![false; given.len()];
+        for (n, &i) in order.iter().enumerate() {
+            keep[i] = n < want || (policy.engine.is_lab() && rank[i] == last);
+        }
+        self.candidates.clear();
+        self.candidates
+            .extend(given.iter().zip(&keep).filter(|(_, &k)| k).map(|(c, _)| *c));
         self.weights.clear();
     }
 

@@ -375,7 +375,7 @@ fn a_policy_with_a_chain_reads_back_from_json_and_without_one_writes_none() {
     assert!(err.contains("sampler \"topk\" is not known"), "{err}");
 }
 
-/// A policy with every knob, the modern samplers' too, some of each switched on, in a
+/// A policy with every knob, the modern samplers' and min_keep too, some of each on, in a
 /// shuffled chain under any engine.
 fn arb_modern_case() -> impl Strategy<Value = (Policy, Vec<f64>, Vec<u32>, usize, u64)> {
     (
@@ -386,7 +386,10 @@ fn arb_modern_case() -> impl Strategy<Value = (Policy, Vec<f64>, Vec<u32>, usize
         prop_oneof![Just(None), (0.1f64..3.0).prop_map(Some)],
         prop_oneof![Just((0.0, 0.1)), (0.0f64..1.0, 0.0f64..0.5)],
         prop_oneof![Just(0.0), 0.1f64..2.0],
-        prop::sample::select(policy::Engine::ALL.to_vec()),
+        (
+            prop::sample::select(policy::Engine::ALL.to_vec()),
+            0usize..4,
+        ),
     )
         .prop_map(
             |(
@@ -397,7 +400,7 @@ fn arb_modern_case() -> impl Strategy<Value = (Policy, Vec<f64>, Vec<u32>, usize
                 top_n_sigma,
                 (xtc_probability, xtc_threshold),
                 dry_multiplier,
-                engine,
+                (engine, min_keep),
             )| {
                 (
                     Policy {
@@ -409,6 +412,7 @@ fn arb_modern_case() -> impl Strategy<Value = (Policy, Vec<f64>, Vec<u32>, usize
                         xtc_threshold,
                         dry_multiplier,
                         engine,
+                        min_keep,
                         ..policy
                     },
                     logits,

@@ -231,15 +231,78 @@ fn hugging_face_modern_cases() {
             }
         } else if params["min_tokens_to_keep"].as_u64() == Some(3) {
             // Uniform logits: every shifted score ties, and ties are kept.
+            policy.min_keep = 3;
             let got = final_probs(&policy, &[0.2; 5]);
             assert!(got.iter().all(|&p| p > 0.0), "{id}: {got:?}");
         } else {
-            continue;
+            // The ramps, each row a vocabulary of its own, with min_tokens_to_keep 2: the
+            // first row keeps what the cut leaves, the second (logits 100 apart) would keep
+            // one and keeps two. The kept ids are the fixture's, its counts the source's.
+            policy.min_keep = params["min_tokens_to_keep"].as_u64().unwrap() as usize;
+            let rows = case["input_logits_rows"].as_array().unwrap();
+            let kept_rows = case["derived_kept_token_ids_per_row"].as_array().unwrap();
+            let counts = case["expected"]["count_of_outputs_not_equal_0.0_per_row"]
+                .as_array()
+                .unwrap();
+            for ((row, kept), count) in rows.iter().zip(kept_rows).zip(counts) {
+                let logits: Vec<f32> = numbers(row).iter().map(|&l| l as f32).collect();
+                let outcome = step(
+                    &policy,
+                    &logits,
+                    StepContext::default(),
+                    &mut NumpyRng::new(0),
+                    Snapshots::Record,
+                )
+                .unwrap();
+                let last = outcome.stages.unwrap().pop().unwrap();
+                let ids: Vec<u64> = last.tokens.iter().map(|t| u64::from(t.id)).collect();
+                let expected: Vec<u64> = kept
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_u64().unwrap())
+                    .collect();
+                assert_eq!(ids, expected, "{id}");
+                assert_eq!(ids.len() as u64, count.as_u64().unwrap(), "{id}");
+            }
         }
         checked.push(id.to_string());
     }
-    // typical 3 of 4, ε 2 of 3, η 2 of 3.
-    assert_eq!(checked.len(), 7, "{checked:?}");
+    // Every case: typical 4, ε 3, η 3.
+    assert_eq!(checked.len(), 10, "{checked:?}");
+}
+
+/// min_keep under each engine's rule: Hugging Face's top-k takes max(k, min_keep);
+/// llama.cpp's top-k ignores it and its top-p honours it; vLLM refuses it by name.
+#[test]
+fn min_keep_follows_each_engines_rule() {
+    let logits = [4.0f32, 1.0, 0.5, 0.0];
+    let kept = |engine: Engine, samplers: &str, top_k: usize, top_p: f64| {
+        let policy = Policy {
+            engine,
+            top_k,
+            top_p,
+            min_keep: 3,
+            samplers: Some(policy::parse_samplers(samplers).unwrap()),
+            ..Policy::default()
+        };
+        step(
+            &policy,
+            &logits,
+            StepContext::default(),
+            &mut NumpyRng::new(0),
+            Snapshots::Record,
+        )
+        .map(|o| o.stages.unwrap().pop().unwrap().tokens.len())
+    };
+    assert_eq!(kept(Engine::Hf, "top_k", 1, 1.0), Ok(3));
+    assert_eq!(kept(Engine::LlamaCpp, "top_k", 1, 1.0), Ok(1));
+    // Top-p 0.5: the top token alone (p 0.88) reaches it; min_keep keeps three.
+    assert_eq!(kept(Engine::LlamaCpp, "top_p", 0, 0.5), Ok(3));
+    assert_eq!(kept(Engine::Hf, "top_p", 0, 0.5), Ok(3));
+    assert_eq!(kept(Engine::Lab, "top_p", 0, 0.5), Ok(3));
+    let refused = kept(Engine::Vllm, "top_p", 0, 0.5).unwrap_err().to_string();
+    assert!(refused.contains("min-keep 3"), "{refused}");
 }
 
 /// XTC draws from the run's own seeded stream, before the choice: the same seed replays
