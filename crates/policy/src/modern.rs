@@ -32,6 +32,13 @@ fn ascending_by(key: &[f64]) -> Vec<usize> {
     crate::pipeline::descending(&negated)
 }
 
+/// Each token's shifted score |−ln p − H|: how far its surprise is from the entropy; lower
+/// is more typical.
+pub(crate) fn typical_scores(probs: &[f64]) -> Vec<f64> {
+    let h = entropy(probs);
+    probs.iter().map(|&p| (-p.ln() - h).abs()).collect()
+}
+
 /// Locally typical sampling (Meister et al. 2023). Each token's shifted score is
 /// |−ln p − H|; tokens are taken in ascending score until their mass reaches `mass`.
 ///
@@ -41,8 +48,7 @@ fn ascending_by(key: &[f64]) -> Vec<usize> {
 /// - llama.cpp: the prefix up to the first position whose cumulative mass is strictly above
 ///   `p` (`cum_sum > ctx->p`), with no tie kept past it.
 pub(crate) fn typical(engine: Engine, probs: &[f64], mass: f64) -> Vec<bool> {
-    let h = entropy(probs);
-    let scores: Vec<f64> = probs.iter().map(|&p| (-p.ln() - h).abs()).collect();
+    let scores = typical_scores(probs);
     let order = ascending_by(&scores);
     let mut keep = vec![false; probs.len()];
     let mut cum = 0.0;

@@ -1294,31 +1294,21 @@ impl Stepper {
         if self.candidates.len() >= want {
             return;
         }
-        // Lower rank is better.
-        let rank: Vec<f64> = if typical {
+        // Higher is better; the descending order puts ties in id order.
+        let merit: Vec<f64> = if typical {
             let max = given.iter().map(|c| c.0).fold(f64::NEG_INFINITY, f64::max);
             let w: Vec<f64> = given.iter().map(|c| ((c.0 - max) / t).exp()).collect();
             let total: f64 = w.iter().sum();
             let p: Vec<f64> = w.iter().map(|w| w / total).collect();
-            let h: f64 = -p
-                .iter()
-                .filter(|&&p| p > 0.0)
-                .map(|p| p * p.ln())
-                .sum::<f64>();
-            p.iter().map(|p| (-p.ln() - h).abs()).collect()
+            modern::typical_scores(&p).iter().map(|s| -s).collect()
         } else {
-            given.iter().map(|c| -c.0).collect()
+            given.iter().map(|c| c.0).collect()
         };
-        let mut order: Vec<usize> = (0..given.len()).collect();
-        order.sort_by(|&a, &b| {
-            rank[a]
-                .total_cmp(&rank[b])
-                .then(given[a].1.cmp(&given[b].1))
-        });
-        let last = rank[order[want - 1]];
+        let order = descending(&merit);
+        let last = merit[order[want - 1]];
         let mut keep = vec![false; given.len()];
         for (n, &i) in order.iter().enumerate() {
-            keep[i] = n < want || (policy.engine.is_lab() && rank[i] == last);
+            keep[i] = n < want || (policy.engine.is_lab() && merit[i] == last);
         }
         self.candidates.clear();
         self.candidates
