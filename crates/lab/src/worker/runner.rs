@@ -66,6 +66,25 @@ async fn runtime_for<'a>(
         .ok_or_else(|| "The backend did not start.".to_string())
 }
 
+/// The f32 CPU reference, with its weights loaded: what the jobs that run many seeds
+/// (Your turn, Compare) run on, whatever the Generate panel chose.
+async fn reference_runtime<'a>(
+    files: &mut ModelFiles,
+    started: &'a mut Option<Started>,
+    fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, String>,
+    progress: &mut impl FnMut(String),
+) -> Result<&'a mut Runtime, String> {
+    let start = Start {
+        backend: BackendChoice::Cpu,
+        precision: Precision::F32,
+        faults: Faults::default(),
+    };
+    files
+        .ensure_weights(start.precision, start.backend, fetch, progress)
+        .await?;
+    runtime_for(files, started, start, progress).await
+}
+
 /// One job: load what is missing, start (or reuse) the runtime, then generate (emitting
 /// each step), compute a prompt's logits or run the exercise. `cancelled` is asked before
 /// every model call.
@@ -123,15 +142,8 @@ pub async fn run(
             return Ok(());
         }
         Job::Exercise(exercise) => {
-            let start = Start {
-                backend: BackendChoice::Cpu,
-                precision: Precision::F32,
-                faults: Faults::default(),
-            };
-            files
-                .ensure_weights(start.precision, start.backend, &fetch, &mut progress)
-                .await?;
-            let runtime = runtime_for(files, &mut state.started, start, &mut progress).await?;
+            let runtime =
+                reference_runtime(files, &mut state.started, &fetch, &mut progress).await?;
             emit(Event::Generating);
             let finished = run_exercise(
                 runtime,
@@ -147,15 +159,8 @@ pub async fn run(
             return Ok(());
         }
         Job::Compare(request) => {
-            let start = Start {
-                backend: BackendChoice::Cpu,
-                precision: Precision::F32,
-                faults: Faults::default(),
-            };
-            files
-                .ensure_weights(start.precision, start.backend, &fetch, &mut progress)
-                .await?;
-            let runtime = runtime_for(files, &mut state.started, start, &mut progress).await?;
+            let runtime =
+                reference_runtime(files, &mut state.started, &fetch, &mut progress).await?;
             emit(Event::Generating);
             let report = run_compare(
                 runtime,
