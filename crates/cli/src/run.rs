@@ -196,7 +196,7 @@ pub fn generate(
         // Standard output holds only the record; what ran it goes beside it.
         output::note(&describe_backend(&record.backend));
         if request.choice == BackendChoice::Gpu {
-            output::note(&describe_sampling(&model, &record));
+            describe_gpu_run(&model, &record);
         }
         return serde_json::to_string(&record).map_err(|e| Failure::Input(e.to_string()));
     }
@@ -204,9 +204,18 @@ pub fn generate(
     output::note(&summary(&record));
     output::note(&describe_backend(&record.backend));
     if request.choice == BackendChoice::Gpu {
-        output::note(&describe_sampling(&model, &record));
+        describe_gpu_run(&model, &record);
     }
     Ok(String::new())
+}
+
+/// On standard error: where the policy steps ran, the read-backs, and the compute
+/// dispatches of a decode step.
+fn describe_gpu_run(model: &Runtime, record: &RunRecord) {
+    output::note(&describe_sampling(model, record));
+    if let Some(dispatches) = model.dispatches_per_decode_step() {
+        output::note(&format!("dispatches per decode step: {dispatches}"));
+    }
 }
 
 /// Where the policy steps ran and how many read-backs the run cost.

@@ -268,11 +268,23 @@ fn sampled_steps_taken_on_the_gpu_give_the_cpu_references_tokens() {
         stderr.contains("policy steps on the GPU: 24 of 24") && stderr.contains("0 disagreed"),
         "{stderr}"
     );
+    // A decode step with its policy step is at most 24 dispatches (one of them the
+    // policy step's); read back, the logits take one fewer.
+    let dispatches = |stderr: &str| -> f64 {
+        let line = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("dispatches per decode step: "))
+            .unwrap_or_else(|| panic!("no dispatch count in {stderr}"));
+        line.parse().unwrap()
+    };
+    let device_dispatches = dispatches(&stderr);
+    assert!(device_dispatches <= 24.0, "{stderr}");
     let (on_host, stderr) = sampled(&["--backend", "gpu", "--host-sampling"]);
     assert!(
         stderr.contains("policy steps on the GPU: 0 of 24"),
         "{stderr}"
     );
+    assert_eq!(dispatches(&stderr), device_dispatches - 1.0, "{stderr}");
     let (cpu, _) = sampled(&["--backend", "cpu"]);
     assert_eq!(tokens(&on_device), tokens(&cpu));
     assert_eq!(tokens(&on_host), tokens(&cpu));

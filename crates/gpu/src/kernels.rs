@@ -3,12 +3,14 @@
 
 use wgpu::util::DeviceExt;
 
-/// The workgroup size of the element-wise kernels (embed, rope, kv_store, swiglu).
+/// The workgroup size of the element-wise kernels (embed, rope_store, swiglu).
 pub(crate) const ELEMENT_WG: u32 = 64;
-/// The matmul kernel's tile edge.
-pub(crate) const TILE: u32 = 16;
-/// Rows per workgroup of the one-position matmul (`matvec_*`).
+/// The prefill matmul's tile edge (positions and rows per workgroup).
+pub(crate) const TILE: u32 = 32;
+/// Invocations per workgroup of the one-position kernels (`matvec.wgsl`).
 pub(crate) const MATVEC_WG: u32 = 64;
+/// The longest row the one-position kernels stage in workgroup memory.
+pub(crate) const MAX_COLS: usize = 2048;
 /// The attention kernel's limits (its workgroup arrays are this large).
 pub(crate) const MAX_CONTEXT: usize = 1024;
 pub(crate) const MAX_HEAD_DIM: usize = 256;
@@ -16,20 +18,32 @@ pub(crate) const MAX_HEAD_DIM: usize = 256;
 pub(crate) const MAX_SAMPLER_VOCAB: usize = 1024;
 pub(crate) const SAMPLE_WORDS: usize = 34;
 
+/// One kernel that reads a weight matrix, compiled once per weight format.
+pub(crate) struct ByFormat {
+    pub f32: wgpu::ComputePipeline,
+    pub int8: wgpu::ComputePipeline,
+}
+
 pub(crate) struct Kernels {
-    pub gather_f32: wgpu::ComputePipeline,
-    pub gather_int8: wgpu::ComputePipeline,
+    pub gather: ByFormat,
+    pub matmul: ByFormat,
+    pub matvec: ByFormat,
+    pub logits: ByFormat,
+    pub qkv: ByFormat,
+    pub gate_up: ByFormat,
     pub rmsnorm: wgpu::ComputePipeline,
-    pub matmul_f32: wgpu::ComputePipeline,
-    pub matmul_int8: wgpu::ComputePipeline,
-    pub matvec_f32: wgpu::ComputePipeline,
-    pub matvec_int8: wgpu::ComputePipeline,
-    pub rope: wgpu::ComputePipeline,
-    pub kv_store: wgpu::ComputePipeline,
+    pub rope_store: wgpu::ComputePipeline,
     pub attention: wgpu::ComputePipeline,
     pub swiglu: wgpu::ComputePipeline,
     pub softmax: wgpu::ComputePipeline,
     pub sample: wgpu::ComputePipeline,
+}
+
+/// The source of a kernel: its `.wgsl` file after the files it builds on.
+macro_rules! source {
+    ($($file:literal),+) => {
+        concat!($(include_str!(concat!("shaders/", $file))),+)
+    };
 }
 
 impl Kernels {
@@ -40,21 +54,6 @@ impl Kernels {
                 source: wgpu::ShaderSource::Wgsl(source.into()),
             })
         };
-        // The kernels that reduce within a workgroup, after the reductions they share.
-        macro_rules! reducing {
-            ($file:literal) => {
-                concat!(include_str!("shaders/reduce.wgsl"), include_str!($file))
-            };
-        }
-        let embed = module("embed.wgsl", include_str!("shaders/embed.wgsl"));
-        let rmsnorm = module("rmsnorm.wgsl", include_str!("shaders/rmsnorm.wgsl"));
-        let matmul = module("matmul.wgsl", include_str!("shaders/matmul.wgsl"));
-        let rope = module("rope.wgsl", include_str!("shaders/rope.wgsl"));
-        let kv_store = module("kv_store.wgsl", include_str!("shaders/kv_store.wgsl"));
-        let attention = module("attention.wgsl", reducing!("shaders/attention.wgsl"));
-        let swiglu = module("swiglu.wgsl", include_str!("shaders/swiglu.wgsl"));
-        let softmax = module("softmax.wgsl", reducing!("shaders/softmax.wgsl"));
-        let sample = module("sample.wgsl", reducing!("shaders/sample.wgsl"));
         let pipeline = |module: &wgpu::ShaderModule, entry: &str| {
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry),
@@ -65,20 +64,42 @@ impl Kernels {
                 cache: None,
             })
         };
+        // A kernel that reads weights, after each format's prelude (and after the
+        // reductions of reduce.wgsl, for the `reducing` ones).
+        macro_rules! by_format {
+            ($file:literal, $entry:literal $(, $reduce:literal)?) => {
+                ByFormat {
+                    f32: pipeline(
+                        &module($file, source!($($reduce,)? "weights_f32.wgsl", $file)),
+                        $entry,
+                    ),
+                    int8: pipeline(
+                        &module($file, source!($($reduce,)? "weights_int8.wgsl", $file)),
+                        $entry,
+                    ),
+                }
+            };
+        }
+        let single = |file: &str, source: &'static str, entry: &str| {
+            pipeline(&module(file, source), entry)
+        };
         Kernels {
-            gather_f32: pipeline(&embed, "gather_f32"),
-            gather_int8: pipeline(&embed, "gather_int8"),
-            rmsnorm: pipeline(&rmsnorm, "main"),
-            matmul_f32: pipeline(&matmul, "matmul_f32"),
-            matmul_int8: pipeline(&matmul, "matmul_int8"),
-            matvec_f32: pipeline(&matmul, "matvec_f32"),
-            matvec_int8: pipeline(&matmul, "matvec_int8"),
-            rope: pipeline(&rope, "main"),
-            kv_store: pipeline(&kv_store, "main"),
-            attention: pipeline(&attention, "main"),
-            swiglu: pipeline(&swiglu, "main"),
-            softmax: pipeline(&softmax, "main"),
-            sample: pipeline(&sample, "main"),
+            gather: by_format!("embed.wgsl", "main"),
+            matmul: by_format!("matmul.wgsl", "main"),
+            matvec: by_format!("matvec.wgsl", "matvec", "reduce.wgsl"),
+            logits: by_format!("matvec.wgsl", "logits", "reduce.wgsl"),
+            qkv: by_format!("matvec.wgsl", "qkv", "reduce.wgsl"),
+            gate_up: by_format!("matvec.wgsl", "gate_up", "reduce.wgsl"),
+            rmsnorm: single("rmsnorm.wgsl", source!("rmsnorm.wgsl"), "main"),
+            rope_store: single("rope_store.wgsl", source!("rope_store.wgsl"), "main"),
+            attention: single(
+                "attention.wgsl",
+                source!("reduce.wgsl", "attention.wgsl"),
+                "main",
+            ),
+            swiglu: single("swiglu.wgsl", source!("swiglu.wgsl"), "main"),
+            softmax: single("softmax.wgsl", source!("reduce.wgsl", "softmax.wgsl"), "main"),
+            sample: single("sample.wgsl", source!("reduce.wgsl", "sample.wgsl"), "main"),
         }
     }
 }
@@ -227,24 +248,87 @@ impl DeviceMatrix {
         }
     }
 
-    /// The pipeline of `f32_kernel`/`int8_kernel` that reads this matrix, and its weight
-    /// bindings (4 = f32 data; 5 = packed int8, 6 = scales).
+    /// The pipeline of `kernel` that reads this matrix, and its weight bindings (4 = f32
+    /// data; 5 = packed int8, 6 = scales).
     pub fn select<'a>(
         &'a self,
-        f32_kernel: &'a wgpu::ComputePipeline,
-        int8_kernel: &'a wgpu::ComputePipeline,
+        kernel: &'a ByFormat,
     ) -> (&'a wgpu::ComputePipeline, Vec<(u32, &'a wgpu::Buffer)>) {
         match self {
-            DeviceMatrix::F32 { data, .. } => (f32_kernel, vec![(4, data)]),
-            DeviceMatrix::Int8 { data, scales, .. } => (int8_kernel, vec![(5, data), (6, scales)]),
+            DeviceMatrix::F32 { data, .. } => (&kernel.f32, vec![(4, data)]),
+            DeviceMatrix::Int8 { data, scales, .. } => (&kernel.int8, vec![(5, data), (6, scales)]),
         }
+    }
+
+    /// The `Params` of the one-position kernels (`matvec.wgsl`): the matrix's, then the
+    /// norm's epsilon and the attention's shape (for `qkv`).
+    pub fn fused_params(&self, flags: u32, fused: &Fused) -> [u32; 12] {
+        let [rows, cols, row_words, flags] = self.params(flags);
+        [
+            rows,
+            cols,
+            row_words,
+            flags,
+            fused.eps.to_bits(),
+            fused.layer,
+            fused.heads,
+            fused.kv_heads,
+            fused.head_dim,
+            fused.context,
+            0,
+            0,
+        ]
+    }
+}
+
+/// What the fused one-position kernels know beyond their matrix: RMSNorm's epsilon, and
+/// for `qkv` the layer and the attention's shape.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Fused {
+    pub eps: f32,
+    pub layer: u32,
+    pub heads: u32,
+    pub kv_heads: u32,
+    pub head_dim: u32,
+    pub context: u32,
+}
+
+/// Matrices with the same columns as one, their rows stacked in order (q, k, v or gate,
+/// up), so one kernel reads them all: int8 if all are int8, else f32 (an int8 part then
+/// dequantised to scale · q; a model's weights are all of one format).
+pub(crate) fn stack(parts: &[&model::Linear]) -> model::Linear {
+    let cols = parts.first().map_or(0, |m| m.cols());
+    let rows = parts.iter().map(|m| m.rows()).sum();
+    let mut int8 = (Vec::new(), Vec::new());
+    for m in parts {
+        match m {
+            model::Linear::Int8 { data, scales, .. } => {
+                int8.0.extend_from_slice(data);
+                int8.1.extend_from_slice(scales);
+            }
+            model::Linear::F32 { .. } => {
+                let mut data = vec![0.0; rows * cols];
+                for (row, out) in parts
+                    .iter()
+                    .flat_map(|m| (0..m.rows()).map(move |r| (m, r)))
+                    .zip(data.chunks_exact_mut(cols.max(1)))
+                {
+                    row.0.row(row.1, out);
+                }
+                return model::Linear::F32 { rows, cols, data };
+            }
+        }
+    }
+    model::Linear::Int8 {
+        rows,
+        cols,
+        data: int8.0,
+        scales: int8.1,
     }
 }
 
 /// Matmul flag: add the product to `out` (the residual stream) instead of overwriting it.
 pub(crate) const ACCUMULATE: u32 = 1;
-/// Matmul flag: one row of input, whatever the block's length (the last position's logits).
-pub(crate) const SINGLE_ROW: u32 = 2;
 
 /// The sampler's `Params`: vocabulary, top-k, greedy, then temperature, top-p, min-p and
 /// the draw as f32 bits.

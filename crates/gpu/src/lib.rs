@@ -19,8 +19,12 @@
 //! - [`ops`] runs one kernel at a time on host data: what the kernel tests and the
 //!   benchmarks compare with the CPU.
 //!
-//! The shaders are `.wgsl` files beside this crate's sources, one job each, but for
-//! `reduce.wgsl`: the workgroup reductions that attention, softmax and sample share.
+//! The shaders are `.wgsl` files beside this crate's sources, one job each, but for the
+//! preludes put before others: `reduce.wgsl`, the workgroup reductions that several
+//! kernels share, and `weights_f32.wgsl` / `weights_int8.wgsl`, the weight format, so a
+//! kernel that reads a matrix is written once and compiled once per format. A decode step
+//! is [`GpuTransformer::dispatches`]-counted: 22 dispatches for this model, 23 with the
+//! policy step on the device.
 
 #![forbid(unsafe_code)]
 

@@ -6,10 +6,44 @@ use model::Linear;
 
 use crate::device::{Gpu, GpuError};
 use crate::kernels::{
-    bind, readback, sampled_outcome, sampler_params, scratch, storage, uniform, DeviceMatrix,
-    Kernels, ELEMENT_WG, MATVEC_WG, MAX_CONTEXT, MAX_HEAD_DIM, MAX_SAMPLER_VOCAB, SAMPLE_WORDS,
-    TILE,
+    bind, readback, sampled_outcome, sampler_params, scratch, storage, uniform, ByFormat,
+    DeviceMatrix, Fused, Kernels, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT, MAX_HEAD_DIM,
+    MAX_SAMPLER_VOCAB, SAMPLE_WORDS, TILE,
 };
+
+/// The attention's shape and where in the KV cache a kernel works: layer `layer` of
+/// caches `[layers][kv_heads][context][head_dim]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub layer: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub context: usize,
+}
+
+impl Shape {
+    fn fused(&self, eps: f32) -> Fused {
+        Fused {
+            eps,
+            layer: self.layer as u32,
+            heads: self.heads as u32,
+            kv_heads: self.kv_heads as u32,
+            head_dim: self.head_dim as u32,
+            context: self.context as u32,
+        }
+    }
+
+    fn words(&self) -> [u32; 5] {
+        [
+            self.layer as u32,
+            self.heads as u32,
+            self.kv_heads as u32,
+            self.head_dim as u32,
+            self.context as u32,
+        ]
+    }
+}
 
 /// The compiled kernels of one device.
 pub struct Ops<'g> {
@@ -58,7 +92,7 @@ impl<'g> Ops<'g> {
     }
 
     /// `out[t][r] = W[r] · xs[t]` (plus `out` when `accumulate`), `xs` `[n][cols]`: the
-    /// tiled kernel, or for one position the decode kernel.
+    /// prefill's register-blocked kernel, or for one position the decode kernel.
     pub async fn matmul(
         &self,
         w: &Linear,
@@ -69,7 +103,6 @@ impl<'g> Ops<'g> {
         let n = xs.len() / w.cols();
         let m = DeviceMatrix::upload(device, "w", w);
         let flags = u32::from(accumulate_onto.is_some());
-        let params = uniform(device, &m.params(flags));
         let step = self.step(0, n);
         let input = storage(device, "xs", xs);
         let out = match accumulate_onto {
@@ -77,26 +110,138 @@ impl<'g> Ops<'g> {
             None => scratch(device, "out", n * w.rows()),
         };
         // One position goes through the decode kernel, as in the model.
-        let (pipeline, mut buffers, grid) = if n == 1 {
-            let (pipeline, buffers) = m.select(&self.kernels.matvec_f32, &self.kernels.matvec_int8);
-            (
-                pipeline,
-                buffers,
-                ((w.rows() as u32).div_ceil(MATVEC_WG), 1, 1),
-            )
+        let rows = w.rows() as u32;
+        let (params, kernel, grid) = if n == 1 {
+            self.fits(w.cols())?;
+            let params = uniform(device, &m.fused_params(flags, &Fused::default()));
+            (params, &self.kernels.matvec, (rows.div_ceil(MATVEC_WG), 1, 1))
         } else {
-            let (pipeline, mut buffers) =
-                m.select(&self.kernels.matmul_f32, &self.kernels.matmul_int8);
-            buffers.push((0, &step));
-            let grid = (
-                (w.rows() as u32).div_ceil(TILE),
-                (n as u32).div_ceil(TILE),
-                1,
-            );
-            (pipeline, buffers, grid)
+            let params = uniform(device, &m.params(flags));
+            let grid = (rows.div_ceil(TILE), (n as u32).div_ceil(TILE), 1);
+            (params, &self.kernels.matmul, grid)
         };
+        let (pipeline, mut buffers) = m.select(kernel);
+        if n != 1 {
+            buffers.push((0, &step));
+        }
         buffers.extend([(1, &params), (2, &input), (3, &out)]);
         self.run(pipeline, &buffers, grid, &out, n * w.rows()).await
+    }
+
+    fn fits(&self, cols: usize) -> Result<(), GpuError> {
+        if cols > MAX_COLS {
+            return Err(GpuError::Unsupported(format!(
+                "rows of {cols} values are longer than the one-position kernels' {MAX_COLS}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// One of `matvec.wgsl`'s normed kernels: `x` (its last row) RMSNorm-ed by `norm`,
+    /// then `kernel` with `w`, over `units` invocations, into `out_len` values (and the
+    /// `extra` bindings, the `Step` among them where the kernel reads it).
+    #[allow(clippy::too_many_arguments)]
+    async fn normed(
+        &self,
+        kernel: &ByFormat,
+        (x, norm, eps): (&[f32], &[f32], f32),
+        w: &Linear,
+        shape: Option<&Shape>,
+        units: usize,
+        out_len: usize,
+        extra: &[(u32, &wgpu::Buffer)],
+    ) -> Result<Vec<f32>, GpuError> {
+        self.fits(w.cols())?;
+        let device = &self.gpu.device;
+        let m = DeviceMatrix::upload(device, "w", w);
+        let fused = match shape {
+            Some(shape) => shape.fused(eps),
+            None => Fused {
+                eps,
+                ..Fused::default()
+            },
+        };
+        let params = uniform(device, &m.fused_params(0, &fused));
+        let (input, weight, out) = (
+            storage(device, "x", x),
+            storage(device, "norm", norm),
+            scratch(device, "out", out_len),
+        );
+        let (pipeline, mut buffers) = m.select(kernel);
+        buffers.extend([(1, &params), (2, &input), (3, &out), (7, &weight)]);
+        buffers.extend_from_slice(extra);
+        let grid = ((units as u32).div_ceil(MATVEC_WG), 1, 1);
+        self.run(pipeline, &buffers, grid, &out, out_len).await
+    }
+
+    /// The logits of the last row of `xs` (`[n][cols]`): RMSNorm by `norm`, then `w`.
+    pub async fn logits(
+        &self,
+        xs: &[f32],
+        norm: &[f32],
+        eps: f32,
+        w: &Linear,
+    ) -> Result<Vec<f32>, GpuError> {
+        let kernel = &self.kernels.logits;
+        let (rows, step) = (w.rows(), self.step(0, xs.len() / w.cols()));
+        self.normed(kernel, (xs, norm, eps), w, None, rows, rows, &[(0, &step)])
+            .await
+    }
+
+    /// One position's MLP input: RMSNorm of `x` by `norm`, then the stacked `[gate; up]`
+    /// (rows `2 d_ff`) and SwiGLU; `d_ff` values.
+    pub async fn gate_up(
+        &self,
+        x: &[f32],
+        norm: &[f32],
+        eps: f32,
+        w: &Linear,
+    ) -> Result<Vec<f32>, GpuError> {
+        let ff = w.rows() / 2;
+        let kernel = &self.kernels.gate_up;
+        self.normed(kernel, (x, norm, eps), w, None, ff, ff, &[])
+            .await
+    }
+
+    /// One position's attention input at position `start`: RMSNorm of `x` by `norm`, the
+    /// stacked `[Wq; Wk; Wv]`, RoPE, and the key and value stored in the caches. Returns
+    /// the queries `[heads][head_dim]`, then the key cache and the value cache.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn qkv(
+        &self,
+        (x, norm, eps): (&[f32], &[f32], f32),
+        w: &Linear,
+        shape: &Shape,
+        (cos, sin): (&[f32], &[f32]),
+        (k_cache, v_cache): (&[f32], &[f32]),
+        start: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>), GpuError> {
+        let device = &self.gpu.device;
+        let (tables, kc, vc) = (
+            storage(device, "rope", &[cos, sin].concat()),
+            storage(device, "k cache", k_cache),
+            storage(device, "v cache", v_cache),
+        );
+        let half = shape.head_dim / 2;
+        let kv = shape.kv_heads * shape.head_dim;
+        let units = shape.heads * half + shape.kv_heads * half + kv;
+        let step = self.step(start, 1);
+        let extra = [(0, &step), (8, &tables), (9, &kc), (10, &vc)];
+        let q_len = shape.heads * shape.head_dim;
+        let q = self
+            .normed(
+                &self.kernels.qkv,
+                (x, norm, eps),
+                w,
+                Some(shape),
+                units,
+                q_len,
+                &extra,
+            )
+            .await?;
+        let keys = self.read(&kc, k_cache.len()).await?;
+        let values = self.read(&vc, v_cache.len()).await?;
+        Ok((q, keys, values))
     }
 
     /// Rows of the embedding for `tokens`.
@@ -108,7 +253,7 @@ impl<'g> Ops<'g> {
         let step = self.step(0, tokens.len());
         let ids = storage(device, "tokens", tokens);
         let out = scratch(device, "x", tokens.len() * cols);
-        let (pipeline, mut buffers) = m.select(&self.kernels.gather_f32, &self.kernels.gather_int8);
+        let (pipeline, mut buffers) = m.select(&self.kernels.gather);
         buffers.extend([(0, &step), (1, &params), (2, &ids), (3, &out)]);
         let grid = ((tokens.len() * cols) as u32).div_ceil(ELEMENT_WG);
         self.run(pipeline, &buffers, (grid, 1, 1), &out, tokens.len() * cols)
@@ -137,83 +282,50 @@ impl<'g> Ops<'g> {
         .await
     }
 
-    /// Rotary embedding of `v` (`[n][heads][head_dim]`) at positions `start..start + n`,
-    /// with tables `[positions][head_dim / 2]`.
-    pub async fn rope(
+    /// A prefill block's RoPE and KV store: from the stacked projections `qkv`
+    /// (`[n][q | k | v]`) at positions `start..start + n`, with tables
+    /// `[positions][head_dim / 2]`. Returns the rotated queries `[n][heads][head_dim]`,
+    /// then the key cache and the value cache.
+    pub async fn rope_store(
         &self,
-        v: &[f32],
-        heads: usize,
-        head_dim: usize,
-        start: usize,
+        qkv: &[f32],
+        shape: &Shape,
         (cos, sin): (&[f32], &[f32]),
-    ) -> Result<Vec<f32>, GpuError> {
-        let device = &self.gpu.device;
-        let n = v.len() / (heads * head_dim);
-        let params = uniform(device, &[heads as u32, head_dim as u32]);
-        let step = self.step(start, n);
-        let (c, s, buf) = (
-            storage(device, "cos", cos),
-            storage(device, "sin", sin),
-            storage(device, "v", v),
-        );
-        let buffers = [(0, &step), (1, &params), (2, &c), (3, &s), (4, &buf)];
-        let grid = ((n * heads * head_dim / 2) as u32).div_ceil(ELEMENT_WG);
-        self.run(&self.kernels.rope, &buffers, (grid, 1, 1), &buf, v.len())
-            .await
-    }
-
-    /// Writes a block's keys and values into caches `[layers][kv_heads][context][head_dim]`
-    /// at layer `layer`, positions `start..`; returns the key cache then the value cache.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn kv_store(
-        &self,
-        k: &[f32],
-        v: &[f32],
         (k_cache, v_cache): (&[f32], &[f32]),
-        layer: usize,
-        kv_heads: usize,
-        head_dim: usize,
-        context: usize,
         start: usize,
-    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+    ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>), GpuError> {
         let device = &self.gpu.device;
-        let n = k.len() / (kv_heads * head_dim);
-        let params = uniform(
-            device,
-            &[
-                layer as u32,
-                kv_heads as u32,
-                head_dim as u32,
-                context as u32,
-            ],
+        let (q_rows, kv) = (
+            shape.heads * shape.head_dim,
+            shape.kv_heads * shape.head_dim,
         );
+        let n = qkv.len() / (q_rows + 2 * kv);
+        let params = uniform(device, &shape.words());
         let step = self.step(start, n);
-        let (kb, vb, kc, vc) = (
-            storage(device, "k", k),
-            storage(device, "v", v),
+        let (input, q, tables, kc, vc) = (
+            storage(device, "qkv", qkv),
+            scratch(device, "q", n * q_rows),
+            storage(device, "rope", &[cos, sin].concat()),
             storage(device, "k cache", k_cache),
             storage(device, "v cache", v_cache),
         );
         let buffers = [
             (0, &step),
             (1, &params),
-            (2, &kb),
-            (3, &vb),
-            (4, &kc),
-            (5, &vc),
+            (2, &input),
+            (3, &q),
+            (4, &tables),
+            (5, &kc),
+            (6, &vc),
         ];
-        let grid = (k.len() as u32).div_ceil(ELEMENT_WG);
-        let keys = self
-            .run(
-                &self.kernels.kv_store,
-                &buffers,
-                (grid, 1, 1),
-                &kc,
-                k_cache.len(),
-            )
+        let units = q_rows / 2 + kv / 2 + kv;
+        let grid = ((n * units) as u32).div_ceil(ELEMENT_WG);
+        let queries = self
+            .run(&self.kernels.rope_store, &buffers, (grid, 1, 1), &q, n * q_rows)
             .await?;
+        let keys = self.read(&kc, k_cache.len()).await?;
         let values = self.read(&vc, v_cache.len()).await?;
-        Ok((keys, values))
+        Ok((queries, keys, values))
     }
 
     async fn read(&self, buffer: &wgpu::Buffer, len: usize) -> Result<Vec<f32>, GpuError> {
@@ -286,15 +398,20 @@ impl<'g> Ops<'g> {
         .await
     }
 
-    /// SwiGLU: `silu(gate) * up`, element-wise.
-    pub async fn swiglu(&self, gate: &[f32], up: &[f32]) -> Result<Vec<f32>, GpuError> {
+    /// SwiGLU of a prefill block: `silu(gate) * up` from the stacked `[n][gate | up]`
+    /// (`2 d_ff` per position); `[n][d_ff]` values.
+    pub async fn swiglu(&self, gate_up: &[f32], ff: usize) -> Result<Vec<f32>, GpuError> {
         let device = &self.gpu.device;
-        let params = uniform(device, &[gate.len() as u32]);
-        let step = self.step(0, 1);
-        let (g, u) = (storage(device, "gate", gate), storage(device, "up", up));
-        let buffers = [(0, &step), (1, &params), (2, &g), (3, &u)];
-        let grid = (gate.len() as u32).div_ceil(ELEMENT_WG);
-        self.run(&self.kernels.swiglu, &buffers, (grid, 1, 1), &g, gate.len())
+        let n = gate_up.len() / (2 * ff);
+        let params = uniform(device, &[ff as u32]);
+        let step = self.step(0, n);
+        let (input, act) = (
+            storage(device, "gate up", gate_up),
+            scratch(device, "act", n * ff),
+        );
+        let buffers = [(0, &step), (1, &params), (2, &input), (3, &act)];
+        let grid = ((n * ff) as u32).div_ceil(ELEMENT_WG);
+        self.run(&self.kernels.swiglu, &buffers, (grid, 1, 1), &act, n * ff)
             .await
     }
 

@@ -60,6 +60,8 @@ pub struct Runtime {
     logits: Vec<f32>,
     device_sampling: bool,
     sampling: SamplingReport,
+    /// This run's decode steps on the GPU, and the compute dispatches they took.
+    decode_dispatches: (u64, u64),
     stepper: Stepper,
 }
 
@@ -85,6 +87,7 @@ impl Runtime {
             cpu_synced: false,
             device_sampling: true,
             sampling: SamplingReport::default(),
+            decode_dispatches: (0, 0),
             stepper: Stepper::default(),
         };
         if choice == BackendChoice::Gpu {
@@ -168,6 +171,21 @@ impl Runtime {
         self.history.extend_from_slice(prompt);
         self.calls = 0;
         self.sampling = SamplingReport::default();
+        self.decode_dispatches = (0, 0);
+    }
+
+    /// The compute dispatches of this run's decode steps on the GPU, on average (the
+    /// policy step on the device counts as one); `None` before any.
+    pub fn dispatches_per_decode_step(&self) -> Option<f64> {
+        let (steps, dispatches) = self.decode_dispatches;
+        (steps > 0).then(|| dispatches as f64 / steps as f64)
+    }
+
+    fn count_decode(&mut self, call: &Call, before: u64) {
+        if let (Call::Decode(_), Some(gpu)) = (call, &self.gpu) {
+            self.decode_dispatches.0 += 1;
+            self.decode_dispatches.1 += gpu.dispatches() - before;
+        }
     }
 
     /// Runs the model call (`prompt` given: a prefill; else a decode of `token`) and takes
@@ -205,6 +223,7 @@ impl Runtime {
         let step = self.calls;
         let check = step.is_multiple_of(CHECK_EVERY);
         let gpu = self.gpu.as_mut()?;
+        let before = gpu.dispatches();
         let result = match call {
             Call::Prefill => gpu.choose(&self.history, true, policy, draw, check).await,
             Call::Decode(token) => gpu.choose(&[token], false, policy, draw, check).await,
@@ -212,6 +231,7 @@ impl Runtime {
         self.calls += 1;
         match result {
             Ok(device) => {
+                self.count_decode(&call, before);
                 self.sampling.device_steps += 1;
                 let Some(logits) = device.logits else {
                     return Some(Ok(device.outcome));
@@ -270,6 +290,7 @@ impl Runtime {
         let step = self.calls;
         self.calls += 1;
         if let Some(gpu) = &mut self.gpu {
+            let before = gpu.dispatches();
             let result = match call {
                 Call::Prefill => gpu.prefill(&self.history).await,
                 Call::Decode(token) => gpu.decode_step(token).await,
@@ -283,6 +304,7 @@ impl Runtime {
             match result {
                 Ok(logits) => {
                     self.logits.copy_from_slice(logits);
+                    self.count_decode(&call, before);
                     return Ok(&self.logits);
                 }
                 Err(GpuError::Model(error)) => {

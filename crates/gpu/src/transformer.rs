@@ -14,21 +14,25 @@
 //! - the logits and the buffer they are copied to for the call's one read-back.
 //!
 //! Every bind group is made at load, so a call writes `tokens[..n]` and `Step`, then runs
-//! one compute pass: `embed`; per layer `rmsnorm, q, k, v, rope q, rope k, kv store,
-//! attention, o (+= x), rmsnorm, gate, up, swiglu, down (+= x)`; the final `rmsnorm` of the
-//! last position and the `logits` product with the tied embedding
-//! ([`GpuTransformer::pass_labels`]). A prefill is that sequence with `n` = the prompt's
-//! length from `start` = 0; a decode step has `n` = 1.
-
-use std::cell::RefCell;
+//! one compute pass of one of two sequences ([`GpuTransformer::pass_labels`]):
+//! - a block of several positions (a prefill): `embed`; per layer `rmsnorm, qkv, rope
+//!   store, attention, o (+= x), rmsnorm, gate up, swiglu, down (+= x)`, the projections
+//!   through the register-blocked `matmul.wgsl` with q, k and v (and gate and up) stacked
+//!   as one matrix; then `logits` (the final RMSNorm of the last position fused in);
+//! - one position (a decode step, or a one-token prompt): `embed`; per layer `qkv` (RMSNorm,
+//!   the projections, RoPE and the KV store in one kernel), `attention`, `o (+= x)`, `gate
+//!   up` (RMSNorm, both projections and SwiGLU), `down (+= x)`; then `logits`. With the
+//!   device's policy step that is 6 per layer minus one, plus 3: 23 dispatches for this
+//!   model's 4 layers ([`GpuTransformer::dispatches`] counts them).
 
 use model::{Linear, ModelConfig, ModelError, Weights};
 use policy::ArtifactId;
 
 use crate::device::{Faults, Gpu, GpuError};
 use crate::kernels::{
-    bind, readback, scratch, storage, uniform, DeviceMatrix, Kernels, ACCUMULATE, ELEMENT_WG,
-    MATVEC_WG, MAX_CONTEXT, MAX_HEAD_DIM, MAX_SAMPLER_VOCAB, SAMPLE_WORDS, SINGLE_ROW, TILE,
+    bind, readback, scratch, stack, storage, uniform, ByFormat, DeviceMatrix, Fused, Kernels,
+    ACCUMULATE, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT, MAX_HEAD_DIM, MAX_SAMPLER_VOCAB,
+    SAMPLE_WORDS, TILE,
 };
 
 /// How many workgroups a pass dispatches, as a function of the block's length `n`.
@@ -42,7 +46,7 @@ enum Grid {
     One,
     /// Matmul tiles over `rows` output rows and the block's positions.
     Tiles(u32),
-    /// One invocation per output row, `MATVEC_WG` to a workgroup.
+    /// One invocation per output (row, or rotary pair), `MATVEC_WG` to a workgroup.
     RowsOf(u32),
     /// One workgroup per (position, query head).
     Attention(u32),
@@ -61,14 +65,12 @@ impl Grid {
     }
 }
 
-/// One dispatch of the per-call command sequence, bound once at load.
+/// One dispatch of a per-call command sequence, bound once at load.
 struct Pass {
     label: &'static str,
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
     grid: Grid,
-    /// The variant for a block of one position (a decode step), where there is one.
-    one_position: Option<(wgpu::ComputePipeline, wgpu::BindGroup, Grid)>,
 }
 
 /// Where the time of the last model call went, in milliseconds of host time.
@@ -93,7 +95,9 @@ pub struct GpuTransformer {
     tokens: wgpu::Buffer,
     logits: wgpu::Buffer,
     readback: wgpu::Buffer,
-    passes: Vec<Pass>,
+    /// The sequence of a block of several positions, and of one.
+    block_passes: Vec<Pass>,
+    one_passes: Vec<Pass>,
     /// The sampler: its per-call parameters, its output, and the buffer both the output
     /// and (on checked steps) the logits are read back through.
     sampler_params: wgpu::Buffer,
@@ -104,6 +108,7 @@ pub struct GpuTransformer {
     cache_len: usize,
     calls: usize,
     readbacks: u64,
+    dispatches: u64,
     /// The injected device loss, armed by `restart_call_count` (after the canary).
     lose_device_after: Option<usize>,
     injected_loss: Option<usize>,
@@ -144,24 +149,18 @@ impl GpuTransformer {
         struct DeviceLayer {
             attn_norm: wgpu::Buffer,
             mlp_norm: wgpu::Buffer,
-            q: DeviceMatrix,
-            k: DeviceMatrix,
-            v: DeviceMatrix,
+            qkv: DeviceMatrix,
             o: DeviceMatrix,
-            gate: DeviceMatrix,
-            up: DeviceMatrix,
+            gate_up: DeviceMatrix,
             down: DeviceMatrix,
         }
         let layers: Vec<DeviceLayer> = weights
             .layers
             .iter()
             .map(|layer| DeviceLayer {
-                q: upload("q", &layer.q),
-                k: upload("k", &layer.k),
-                v: upload("v", &layer.v),
+                qkv: upload("qkv", &stack(&[&layer.q, &layer.k, &layer.v])),
                 o: upload("o", &layer.o),
-                gate: upload("gate", &layer.gate),
-                up: upload("up", &layer.up),
+                gate_up: upload("gate up", &stack(&[&layer.gate, &layer.up])),
                 down: upload("down", &layer.down),
                 attn_norm: storage(device, "attn_norm", &layer.attn_norm),
                 mlp_norm: storage(device, "mlp_norm", &layer.mlp_norm),
@@ -169,8 +168,7 @@ impl GpuTransformer {
             .collect();
         let final_norm = storage(device, "norm", &weights.norm);
         let (cos, sin) = rope_tables(&config);
-        let cos = storage(device, "rope cos", &cos);
-        let sin = storage(device, "rope sin", &sin);
+        let rope = storage(device, "rope", &[cos, sin].concat());
         let cache_floats = config.n_layers * config.n_kv_heads * ctx * hd;
         let k_cache = scratch(device, "k cache", cache_floats);
         let v_cache = scratch(device, "v cache", cache_floats);
@@ -180,12 +178,11 @@ impl GpuTransformer {
         let tokens = storage(device, "tokens", &vec![0u32; ctx]);
         let x = scratch(device, "x", ctx * d);
         let normed = scratch(device, "normed", ctx * d);
+        let qkv = scratch(device, "qkv", ctx * (d + 2 * kv));
         let q = scratch(device, "q", ctx * d);
-        let k = scratch(device, "k", ctx * kv);
-        let v = scratch(device, "v", ctx * kv);
         let attended = scratch(device, "attended", ctx * d);
-        let gate = scratch(device, "gate", ctx * ff);
-        let up = scratch(device, "up", ctx * ff);
+        let gate_up = scratch(device, "gate up", ctx * 2 * ff);
+        let act = scratch(device, "act", ctx * ff);
         let logits = scratch(device, "logits", vocab);
         let readback = readback(device, vocab);
         let sampler_params = uniform(device, &[0; 8]);
@@ -200,112 +197,95 @@ impl GpuTransformer {
                 &[(0, &sampler_params), (1, &logits), (2, &sample_out)],
             ),
             grid: Grid::One,
-            one_position: None,
         };
 
-        let passes = RefCell::new(Vec::new());
-        let pass =
-            |label, pipeline: &wgpu::ComputePipeline, buffers: &[(u32, &wgpu::Buffer)], grid| {
-                passes.borrow_mut().push(Pass {
-                    label,
-                    pipeline: pipeline.clone(),
-                    bind_group: bind(device, pipeline, buffers),
-                    grid,
-                    one_position: None,
-                });
-            };
-        // A matrix product: tiled over positions, with a one-row-per-invocation variant for a
-        // single position, which the final projection (one row whatever the block) always uses.
-        let matmul = |label: &'static str,
-                      m: &DeviceMatrix,
-                      input: &wgpu::Buffer,
-                      output: &wgpu::Buffer,
-                      flags: u32| {
-            let params = uniform(device, &m.params(flags));
-            let rows = m.rows() as u32;
-            let (vector, mut vector_buffers) = m.select(&kernels.matvec_f32, &kernels.matvec_int8);
-            vector_buffers.extend([(1, &params), (2, input), (3, output)]);
-            let one = (
-                vector.clone(),
-                bind(device, vector, &vector_buffers),
-                Grid::RowsOf(rows),
-            );
-            let pass = if flags & SINGLE_ROW != 0 {
-                Pass {
-                    label,
-                    pipeline: one.0,
-                    bind_group: one.1,
-                    grid: one.2,
-                    one_position: None,
-                }
-            } else {
-                let (tiled, mut buffers) = m.select(&kernels.matmul_f32, &kernels.matmul_int8);
-                buffers.extend([(0, &step), (1, &params), (2, input), (3, output)]);
-                Pass {
-                    label,
-                    pipeline: tiled.clone(),
-                    bind_group: bind(device, tiled, &buffers),
-                    grid: Grid::Tiles(rows),
-                    one_position: Some(one),
-                }
-            };
-            passes.borrow_mut().push(pass);
+        let pass = |label,
+                    pipeline: &wgpu::ComputePipeline,
+                    buffers: &[(u32, &wgpu::Buffer)],
+                    grid| Pass {
+            label,
+            pipeline: pipeline.clone(),
+            bind_group: bind(device, pipeline, buffers),
+            grid,
         };
-        let norm = |weight: &wgpu::Buffer, last_only: bool| {
-            let params = uniform(
-                device,
-                &[d as u32, u32::from(last_only), config.norm_eps.to_bits(), 0],
-            );
-            let buffers = [(0, &step), (1, &params), (2, &x), (3, weight), (4, &normed)];
-            let grid = if last_only { Grid::One } else { Grid::Rows };
-            pass("rmsnorm", &kernels.rmsnorm, &buffers, grid);
+        // A pass of a kernel that reads the weights `m`, with the other bindings `buffers`.
+        let weighted = |label,
+                        kernel: &ByFormat,
+                        m: &DeviceMatrix,
+                        params: &[u32],
+                        buffers: &[(u32, &wgpu::Buffer)],
+                        grid| {
+            let params = uniform(device, params);
+            let (pipeline, mut all) = m.select(kernel);
+            all.push((1, &params));
+            all.extend_from_slice(buffers);
+            pass(label, pipeline, &all, grid)
         };
-
-        let embed_params = uniform(device, &embed.params(0));
-        let (gather, mut buffers) = embed.select(&kernels.gather_f32, &kernels.gather_int8);
-        buffers.extend([(0, &step), (1, &embed_params), (2, &tokens), (3, &x)]);
-        pass("embed", gather, &buffers, Grid::Elements(d as u32));
-
-        let rope_q = uniform(device, &[config.n_heads as u32, hd as u32]);
-        let rope_k = uniform(device, &[config.n_kv_heads as u32, hd as u32]);
-        let swiglu = uniform(device, &[ff as u32]);
-        for (l, layer) in layers.iter().enumerate() {
-            norm(&layer.attn_norm, false);
-            matmul("q", &layer.q, &normed, &q, 0);
-            matmul("k", &layer.k, &normed, &k, 0);
-            matmul("v", &layer.v, &normed, &v, 0);
-            let rope_grid = |heads: usize| Grid::Elements((heads * hd / 2) as u32);
+        let fused = Fused {
+            eps: config.norm_eps,
+            layer: 0,
+            heads: config.n_heads as u32,
+            kv_heads: config.n_kv_heads as u32,
+            head_dim: hd as u32,
+            context: ctx as u32,
+        };
+        let attention_params = |l: usize| {
+            let scale = 1.0 / (hd as f32).sqrt();
+            let (heads, kv_heads) = (config.n_heads as u32, config.n_kv_heads as u32);
+            [l as u32, heads, kv_heads, hd as u32, ctx as u32, scale.to_bits()]
+        };
+        let attention = |l: usize| {
+            let params = uniform(device, &attention_params(l));
             pass(
-                "rope q",
-                &kernels.rope,
-                &[(0, &step), (1, &rope_q), (2, &cos), (3, &sin), (4, &q)],
-                rope_grid(config.n_heads),
-            );
-            pass(
-                "rope k",
-                &kernels.rope,
-                &[(0, &step), (1, &rope_k), (2, &cos), (3, &sin), (4, &k)],
-                rope_grid(config.n_kv_heads),
-            );
-            let store = uniform(
-                device,
-                &[l as u32, config.n_kv_heads as u32, hd as u32, ctx as u32],
-            );
-            pass(
-                "kv store",
-                &kernels.kv_store,
+                "attention",
+                &kernels.attention,
                 &[
                     (0, &step),
-                    (1, &store),
-                    (2, &k),
-                    (3, &v),
-                    (4, &k_cache),
-                    (5, &v_cache),
+                    (1, &params),
+                    (2, &q),
+                    (3, &k_cache),
+                    (4, &v_cache),
+                    (5, &attended),
                 ],
-                Grid::Elements(kv as u32),
-            );
-            let scale = 1.0 / (hd as f32).sqrt();
-            let attention = uniform(
+                Grid::Attention(config.n_heads as u32),
+            )
+        };
+        let embed_pass = || {
+            weighted(
+                "embed",
+                &kernels.gather,
+                &embed,
+                &embed.params(0),
+                &[(0, &step), (2, &tokens), (3, &x)],
+                Grid::Elements(d as u32),
+            )
+        };
+        let logits_pass = || {
+            weighted(
+                "logits",
+                &kernels.logits,
+                &embed,
+                &embed.fused_params(0, &fused),
+                &[(0, &step), (2, &x), (3, &logits), (7, &final_norm)],
+                Grid::RowsOf(vocab as u32),
+            )
+        };
+
+        // Several positions: a prefill.
+        let mut block_passes = vec![embed_pass()];
+        let norm = |weight: &wgpu::Buffer| {
+            let params = uniform(device, &[d as u32, 0, config.norm_eps.to_bits(), 0]);
+            let buffers = [(0, &step), (1, &params), (2, &x), (3, weight), (4, &normed)];
+            pass("rmsnorm", &kernels.rmsnorm, &buffers, Grid::Rows)
+        };
+        let matmul = |label, m: &DeviceMatrix, input, output, flags| {
+            let buffers = [(0, &step), (2, input), (3, output)];
+            let grid = Grid::Tiles(m.rows() as u32);
+            weighted(label, &kernels.matmul, m, &m.params(flags), &buffers, grid)
+        };
+        let rope_units = (config.n_heads * hd / 2 + kv / 2 + kv) as u32;
+        for (l, layer) in layers.iter().enumerate() {
+            let store = uniform(
                 device,
                 &[
                     l as u32,
@@ -313,36 +293,85 @@ impl GpuTransformer {
                     config.n_kv_heads as u32,
                     hd as u32,
                     ctx as u32,
-                    scale.to_bits(),
                 ],
             );
-            pass(
-                "attention",
-                &kernels.attention,
-                &[
-                    (0, &step),
-                    (1, &attention),
-                    (2, &q),
-                    (3, &k_cache),
-                    (4, &v_cache),
-                    (5, &attended),
-                ],
-                Grid::Attention(config.n_heads as u32),
-            );
-            matmul("o", &layer.o, &attended, &x, ACCUMULATE);
-            norm(&layer.mlp_norm, false);
-            matmul("gate", &layer.gate, &normed, &gate, 0);
-            matmul("up", &layer.up, &normed, &up, 0);
-            pass(
-                "swiglu",
-                &kernels.swiglu,
-                &[(0, &step), (1, &swiglu), (2, &gate), (3, &up)],
-                Grid::Elements(ff as u32),
-            );
-            matmul("down", &layer.down, &gate, &x, ACCUMULATE);
+            let swiglu = uniform(device, &[ff as u32]);
+            block_passes.extend([
+                norm(&layer.attn_norm),
+                matmul("qkv", &layer.qkv, &normed, &qkv, 0),
+                pass(
+                    "rope store",
+                    &kernels.rope_store,
+                    &[
+                        (0, &step),
+                        (1, &store),
+                        (2, &qkv),
+                        (3, &q),
+                        (4, &rope),
+                        (5, &k_cache),
+                        (6, &v_cache),
+                    ],
+                    Grid::Elements(rope_units),
+                ),
+                attention(l),
+                matmul("o", &layer.o, &attended, &x, ACCUMULATE),
+                norm(&layer.mlp_norm),
+                matmul("gate up", &layer.gate_up, &normed, &gate_up, 0),
+                pass(
+                    "swiglu",
+                    &kernels.swiglu,
+                    &[(0, &step), (1, &swiglu), (2, &gate_up), (3, &act)],
+                    Grid::Elements(ff as u32),
+                ),
+                matmul("down", &layer.down, &act, &x, ACCUMULATE),
+            ]);
         }
-        norm(&final_norm, true);
-        matmul("logits", &embed, &normed, &logits, SINGLE_ROW);
+        block_passes.push(logits_pass());
+
+        // One position: a decode step.
+        let mut one_passes = vec![embed_pass()];
+        for (l, layer) in layers.iter().enumerate() {
+            let fused = Fused {
+                layer: l as u32,
+                ..fused
+            };
+            let matvec = |label, m: &DeviceMatrix, input, flags| {
+                let params = m.fused_params(flags, &fused);
+                let buffers = [(2, input), (3, &x)];
+                let grid = Grid::RowsOf(m.rows() as u32);
+                weighted(label, &kernels.matvec, m, &params, &buffers, grid)
+            };
+            one_passes.extend([
+                weighted(
+                    "qkv",
+                    &kernels.qkv,
+                    &layer.qkv,
+                    &layer.qkv.fused_params(0, &fused),
+                    &[
+                        (0, &step),
+                        (2, &x),
+                        (3, &q),
+                        (7, &layer.attn_norm),
+                        (8, &rope),
+                        (9, &k_cache),
+                        (10, &v_cache),
+                    ],
+                    Grid::RowsOf(rope_units),
+                ),
+                attention(l),
+                matvec("o", &layer.o, &attended, ACCUMULATE),
+                weighted(
+                    "gate up",
+                    &kernels.gate_up,
+                    &layer.gate_up,
+                    &layer.gate_up.fused_params(0, &fused),
+                    &[(2, &x), (3, &act), (7, &layer.mlp_norm)],
+                    Grid::RowsOf(ff as u32),
+                ),
+                matvec("down", &layer.down, &act, ACCUMULATE),
+            ]);
+        }
+        one_passes.push(logits_pass());
 
         let model = GpuTransformer {
             host_logits: vec![0.0; vocab],
@@ -352,7 +381,8 @@ impl GpuTransformer {
             tokens,
             logits,
             readback,
-            passes: passes.into_inner(),
+            block_passes,
+            one_passes,
             sampler_params,
             sample_out,
             sample_readback,
@@ -360,6 +390,7 @@ impl GpuTransformer {
             cache_len: 0,
             calls: 0,
             readbacks: 0,
+            dispatches: 0,
             lose_device_after: None,
             injected_loss: faults.lose_device_after,
             timings: StepTimings::default(),
@@ -397,10 +428,23 @@ impl GpuTransformer {
         self.resident_bytes
     }
 
-    /// The labels of the per-call command sequence, in order (for the architecture notes
-    /// and the tests).
-    pub fn pass_labels(&self) -> Vec<&'static str> {
-        self.passes.iter().map(|p| p.label).collect()
+    /// The labels of the command sequence of a block of one position (a decode step) or
+    /// of several (a prefill), in order (for the architecture notes and the tests).
+    pub fn pass_labels(&self, one_position: bool) -> Vec<&'static str> {
+        self.passes(one_position).iter().map(|p| p.label).collect()
+    }
+
+    fn passes(&self, one_position: bool) -> &[Pass] {
+        if one_position {
+            &self.one_passes
+        } else {
+            &self.block_passes
+        }
+    }
+
+    /// Compute dispatches since load (the device's policy step counts as one).
+    pub fn dispatches(&self) -> u64 {
+        self.dispatches
     }
 
     /// Counts model calls from zero again: [`Faults::lose_device_after`] counts the run's
@@ -486,6 +530,7 @@ impl GpuTransformer {
             compute.set_bind_group(0, &self.sample_pass.bind_group, &[]);
             compute.dispatch_workgroups(1, 1, 1);
         }
+        self.dispatches += 1;
         let head = (SAMPLE_WORDS * 4) as u64;
         encoder.copy_buffer_to_buffer(&self.sample_out, 0, &self.sample_readback, 0, head);
         let logit_bytes = (self.config.vocab_size * 4) as u64;
@@ -574,16 +619,18 @@ impl GpuTransformer {
                 label: Some("forward"),
                 timestamp_writes: None,
             });
-            for pass in &self.passes {
-                let (pipeline, bind_group, grid) = match &pass.one_position {
-                    Some((pipeline, bind_group, grid)) if n == 1 => (pipeline, bind_group, grid),
-                    _ => (&pass.pipeline, &pass.bind_group, &pass.grid),
-                };
-                compute.set_pipeline(pipeline);
-                compute.set_bind_group(0, bind_group, &[]);
-                let (x, y, z) = grid.workgroups(n as u32);
+            let passes = if n == 1 {
+                &self.one_passes
+            } else {
+                &self.block_passes
+            };
+            for pass in passes {
+                compute.set_pipeline(&pass.pipeline);
+                compute.set_bind_group(0, &pass.bind_group, &[]);
+                let (x, y, z) = pass.grid.workgroups(n as u32);
                 compute.dispatch_workgroups(x, y, z);
             }
+            self.dispatches += passes.len() as u64;
         }
         Ok(encoder)
     }
@@ -625,8 +672,14 @@ pub struct DeviceStep {
     pub logits: Option<Vec<f32>>,
 }
 
-/// The model must fit the attention kernel's workgroup arrays.
+/// The model must fit the kernels' workgroup arrays.
 fn check_shapes(config: &ModelConfig) -> Result<(), GpuError> {
+    let widest = config.d_model.max(config.d_ff);
+    if widest > MAX_COLS {
+        return Err(GpuError::Unsupported(format!(
+            "a row of {widest} values is more than the one-position kernels' {MAX_COLS}"
+        )));
+    }
     if config.context_len > MAX_CONTEXT {
         return Err(GpuError::Unsupported(format!(
             "context_len {} is more than the attention kernel's {MAX_CONTEXT}",

@@ -4,12 +4,15 @@
 //! - sums (matmul, RMSNorm, attention, softmax) may differ from the f64 formula by
 //!   `SUM_TOLERANCE` times the sum of the absolute values of their terms (f32 rounding in
 //!   another order);
-//! - element-wise maths (rope, SwiGLU) by `ELEMENT_TOLERANCE` relative.
+//! - element-wise maths (rope, SwiGLU) by `ELEMENT_TOLERANCE` relative;
+//! - the one-position kernels that fuse RMSNorm, a projection and what follows it (`qkv`,
+//!   `gate_up`, `logits`) are checked against the composed formula: norm, sum, then rope
+//!   or SwiGLU, all in f64.
 
 mod common;
 
 use common::{gpu, Random};
-use gpu::ops::Ops;
+use gpu::ops::{Ops, Shape};
 use model::Linear;
 
 const SUM_TOLERANCE: f64 = 2e-6;
@@ -25,6 +28,11 @@ fn matrix(rows: usize, cols: usize, random: &mut Random) -> Linear {
 
 /// `out[t][r] = sum_c x[t][c] * w(r, c)` in f64, with the sum of |terms| for the tolerance.
 fn matmul_reference(w: &Linear, xs: &[f32]) -> Vec<(f64, f64)> {
+    let xs: Vec<f64> = xs.iter().map(|&v| f64::from(v)).collect();
+    matmul_reference_f64(w, &xs)
+}
+
+fn matmul_reference_f64(w: &Linear, xs: &[f64]) -> Vec<(f64, f64)> {
     let (rows, cols) = (w.rows(), w.cols());
     let mut row = vec![0.0f32; cols];
     let mut out = vec![(0.0, 0.0); xs.len() / cols * rows];
@@ -45,7 +53,7 @@ fn matmul_reference(w: &Linear, xs: &[f32]) -> Vec<(f64, f64)> {
         for (t, x) in xs.chunks_exact(cols).enumerate() {
             let (mut sum, mut magnitude) = (0.0f64, 0.0f64);
             for (&a, &b) in row.iter().zip(x) {
-                let term = f64::from(a) * f64::from(b);
+                let term = f64::from(a) * b;
                 sum += term;
                 magnitude += term.abs();
             }
@@ -168,77 +176,243 @@ fn rmsnorm_matches_the_formula() {
     }
 }
 
+/// RMSNorm of each row in f64: x / sqrt(mean(x²) + eps) * weight.
+fn rmsnorm_reference(x: &[f32], weight: &[f32], eps: f32) -> Vec<f64> {
+    x.chunks_exact(weight.len())
+        .flat_map(|row| {
+            let ms = row.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / row.len() as f64;
+            let scale = 1.0 / (ms + f64::from(eps)).sqrt();
+            row.iter()
+                .zip(weight)
+                .map(move |(&v, &w)| f64::from(v) * scale * f64::from(w))
+        })
+        .collect()
+}
+
+/// RoPE of the pair (a, b), each a (value, magnitude), at table index `at`.
+fn turn(a: (f64, f64), b: (f64, f64), at: usize, cos: &[f32], sin: &[f32]) -> [(f64, f64); 2] {
+    let (c, s) = (f64::from(cos[at]), f64::from(sin[at]));
+    let magnitude = a.1 + b.1;
+    [
+        (a.0 * c - b.0 * s, magnitude),
+        (a.0 * s + b.0 * c, magnitude),
+    ]
+}
+
+/// Where the queries, keys and values of one position's stacked projection `qkv` (each a
+/// value and a magnitude) go: the rotated queries, and the caches with position `position`
+/// written (values elsewhere kept, with magnitude 0: they must be exact).
+#[allow(clippy::too_many_arguments)]
+fn attention_inputs_reference(
+    qkv: &[(f64, f64)],
+    shape: &Shape,
+    position: usize,
+    (cos, sin): (&[f32], &[f32]),
+    queries: &mut Vec<(f64, f64)>,
+    k_cache: &mut [(f64, f64)],
+    v_cache: &mut [(f64, f64)],
+) {
+    let (hd, half) = (shape.head_dim, shape.head_dim / 2);
+    let (q_rows, kv) = (shape.heads * hd, shape.kv_heads * hd);
+    let cache_at = |h: usize, i: usize| {
+        ((shape.layer * shape.kv_heads + h) * shape.context + position) * hd + i
+    };
+    for h in 0..shape.heads {
+        let mut head = vec![(0.0, 0.0); hd];
+        for i in 0..half {
+            let r = h * hd + i;
+            let [a, b] = turn(qkv[r], qkv[r + half], position * half + i, cos, sin);
+            head[i] = a;
+            head[i + half] = b;
+        }
+        queries.extend(head);
+    }
+    for h in 0..shape.kv_heads {
+        for i in 0..half {
+            let r = q_rows + h * hd + i;
+            let [a, b] = turn(qkv[r], qkv[r + half], position * half + i, cos, sin);
+            k_cache[cache_at(h, i)] = a;
+            k_cache[cache_at(h, i + half)] = b;
+        }
+        for i in 0..hd {
+            v_cache[cache_at(h, i)] = qkv[q_rows + kv + h * hd + i];
+        }
+    }
+}
+
+fn exact(values: &[f32]) -> Vec<(f64, f64)> {
+    values.iter().map(|&v| (f64::from(v), 0.0)).collect()
+}
+
+/// (layer, heads, kv_heads, head_dim, context): the model's, then awkward ones.
+const SHAPES: [(usize, usize, usize, usize, usize); 3] =
+    [(2, 4, 2, 32, 256), (0, 3, 1, 10, 40), (1, 2, 2, 6, 17)];
+
+fn shape((layer, heads, kv_heads, head_dim, context): (usize, usize, usize, usize, usize)) -> Shape {
+    Shape {
+        layer,
+        heads,
+        kv_heads,
+        head_dim,
+        context,
+    }
+}
+
+fn tables(head_dim: usize, context: usize, random: &mut Random) -> (Vec<f32>, Vec<f32>) {
+    let angles = random.f32s(context * head_dim / 2, 3.0);
+    (
+        angles.iter().map(|a| a.cos()).collect(),
+        angles.iter().map(|a| a.sin()).collect(),
+    )
+}
+
 #[test]
-fn rope_turns_each_pair_by_the_tables_angle() {
-    let Some(device) = gpu("rope") else { return };
+fn rope_store_turns_each_pair_and_writes_the_documented_layout() {
+    let Some(device) = gpu("rope_store") else {
+        return;
+    };
     let ops = Ops::new(&device);
     let mut random = Random::new(5);
-    let config = common::config();
-    let (cos, sin) = config.rope_tables();
-    let head_dim = config.head_dim();
-    let half = head_dim / 2;
-    for (n, heads, start) in [(1, 4, 0), (1, 2, 255), (7, 4, 100), (13, 3, 3)] {
-        let v = random.f32s(n * heads * head_dim, 2.0);
-        let got = pollster::block_on(ops.rope(&v, heads, head_dim, start, (&cos, &sin))).unwrap();
-        for t in 0..n {
-            for h in 0..heads {
-                let base = (t * heads + h) * head_dim;
-                for i in 0..half {
-                    let at = (start + t) * half + i;
-                    let (c, s) = (f64::from(cos[at]), f64::from(sin[at]));
-                    let (a, b) = (f64::from(v[base + i]), f64::from(v[base + i + half]));
-                    for (index, value) in
-                        [(base + i, a * c - b * s), (base + i + half, a * s + b * c)]
-                    {
-                        let allowed = ELEMENT_TOLERANCE * (a.abs() + b.abs()).max(1e-3);
-                        assert!(
-                            (f64::from(got[index]) - value).abs() <= allowed,
-                            "rope n={n} heads={heads} start={start} at {index}: {} vs {value}",
-                            got[index]
-                        );
-                    }
-                }
-            }
+    for (case, (n, start)) in SHAPES.into_iter().zip([(7, 100), (1, 39), (13, 3)]) {
+        let shape = shape(case);
+        let (hd, context) = (shape.head_dim, shape.context);
+        let (cos, sin) = tables(hd, context, &mut random);
+        let width = (shape.heads + 2 * shape.kv_heads) * hd;
+        let size = (shape.layer + 1) * shape.kv_heads * context * hd;
+        let (k_cache, v_cache) = (random.f32s(size, 1.0), random.f32s(size, 1.0));
+        let qkv = random.f32s(n * width, 2.0);
+        let (queries, keys, values) = pollster::block_on(ops.rope_store(
+            &qkv,
+            &shape,
+            (&cos, &sin),
+            (&k_cache, &v_cache),
+            start,
+        ))
+        .unwrap();
+        let mut expected = (Vec::new(), exact(&k_cache), exact(&v_cache));
+        for (t, row) in qkv.chunks_exact(width).enumerate() {
+            let row: Vec<(f64, f64)> = row.iter().map(|&v| (f64::from(v), v.abs().into())).collect();
+            attention_inputs_reference(
+                &row,
+                &shape,
+                start + t,
+                (&cos, &sin),
+                &mut expected.0,
+                &mut expected.1,
+                &mut expected.2,
+            );
+        }
+        let label = format!("rope_store {shape:?} n={n} start={start}");
+        assert_elements(&format!("{label} queries"), &queries, &expected.0);
+        assert_elements(&format!("{label} keys"), &keys, &expected.1);
+        assert_elements(&format!("{label} values"), &values, &expected.2);
+    }
+}
+
+/// Element-wise results within `ELEMENT_TOLERANCE` of their magnitude (0: exact).
+fn assert_elements(label: &str, got: &[f32], expected: &[(f64, f64)]) {
+    assert_eq!(got.len(), expected.len(), "{label}: length");
+    for (i, (&g, &(e, magnitude))) in got.iter().zip(expected).enumerate() {
+        let allowed = ELEMENT_TOLERANCE * magnitude;
+        assert!(
+            (f64::from(g) - e).abs() <= allowed,
+            "{label}[{i}]: gpu {g}, reference {e}, allowed {allowed:e}"
+        );
+    }
+}
+
+#[test]
+fn qkv_norms_projects_turns_and_stores_one_position() {
+    let Some(device) = gpu("qkv") else { return };
+    let ops = Ops::new(&device);
+    let mut random = Random::new(11);
+    let eps = 1e-5f32;
+    for (case, (cols, start)) in SHAPES.into_iter().zip([(128, 200), (37, 39), (6, 0)]) {
+        let shape = shape(case);
+        let (hd, context) = (shape.head_dim, shape.context);
+        let (cos, sin) = tables(hd, context, &mut random);
+        let rows = (shape.heads + 2 * shape.kv_heads) * hd;
+        let size = (shape.layer + 1) * shape.kv_heads * context * hd;
+        let (k_cache, v_cache) = (random.f32s(size, 1.0), random.f32s(size, 1.0));
+        let x = random.f32s(cols, 3.0);
+        let norm = random.f32s(cols, 1.5);
+        let w = matrix(rows, cols, &mut random);
+        for (precision, w) in [("f32", w.clone()), ("int8", w.quantized())] {
+            let (queries, keys, values) = pollster::block_on(ops.qkv(
+                (&x, &norm, eps),
+                &w,
+                &shape,
+                (&cos, &sin),
+                (&k_cache, &v_cache),
+                start,
+            ))
+            .unwrap();
+            let projected = matmul_reference_f64(&w, &rmsnorm_reference(&x, &norm, eps));
+            let mut expected = (Vec::new(), exact(&k_cache), exact(&v_cache));
+            attention_inputs_reference(
+                &projected,
+                &shape,
+                start,
+                (&cos, &sin),
+                &mut expected.0,
+                &mut expected.1,
+                &mut expected.2,
+            );
+            let label = format!("qkv {precision} {shape:?} cols={cols} start={start}");
+            assert_sums(&format!("{label} queries"), &queries, &expected.0);
+            assert_sums(&format!("{label} keys"), &keys, &expected.1);
+            assert_sums(&format!("{label} values"), &values, &expected.2);
         }
     }
 }
 
 #[test]
-fn kv_store_writes_the_documented_layout() {
-    let Some(device) = gpu("kv_store") else {
+fn gate_up_norms_projects_and_gates_one_position() {
+    let Some(device) = gpu("gate_up") else {
         return;
     };
     let ops = Ops::new(&device);
-    let mut random = Random::new(6);
-    let (layers, kv_heads, head_dim, context) = (3, 2, 5, 11);
-    let size = layers * kv_heads * context * head_dim;
-    let (k_cache, v_cache) = (random.f32s(size, 1.0), random.f32s(size, 1.0));
-    let (n, layer, start) = (4, 1, 6);
-    let k = random.f32s(n * kv_heads * head_dim, 1.0);
-    let v = random.f32s(n * kv_heads * head_dim, 1.0);
-    let (keys, values) = pollster::block_on(ops.kv_store(
-        &k,
-        &v,
-        (&k_cache, &v_cache),
-        layer,
-        kv_heads,
-        head_dim,
-        context,
-        start,
-    ))
-    .unwrap();
-    let (mut expected_k, mut expected_v) = (k_cache.clone(), v_cache.clone());
-    for t in 0..n {
-        for h in 0..kv_heads {
-            for i in 0..head_dim {
-                let at = ((layer * kv_heads + h) * context + start + t) * head_dim + i;
-                expected_k[at] = k[(t * kv_heads + h) * head_dim + i];
-                expected_v[at] = v[(t * kv_heads + h) * head_dim + i];
-            }
+    let mut random = Random::new(12);
+    let eps = 1e-5f32;
+    for (ff, cols) in [(352, 128), (5, 13), (70, 50)] {
+        let x = random.f32s(cols, 3.0);
+        let norm = random.f32s(cols, 1.5);
+        let w = matrix(2 * ff, cols, &mut random);
+        for (precision, w) in [("f32", w.clone()), ("int8", w.quantized())] {
+            let got = pollster::block_on(ops.gate_up(&x, &norm, eps, &w)).unwrap();
+            let projected = matmul_reference_f64(&w, &rmsnorm_reference(&x, &norm, eps));
+            let expected: Vec<(f64, f64)> = (0..ff)
+                .map(|j| {
+                    let ((g, gm), (u, um)) = (projected[j], projected[ff + j]);
+                    let silu = g / (1.0 + (-g).exp());
+                    // silu's slope is at most 1.1, so the gate's error passes through it.
+                    (silu * u, gm * 1.1 * u.abs() + um * silu.abs())
+                })
+                .collect();
+            assert_sums(&format!("gate_up {precision} {ff}x{cols}"), &got, &expected);
         }
     }
-    assert_eq!(keys, expected_k);
-    assert_eq!(values, expected_v);
+}
+
+#[test]
+fn logits_norm_the_last_row_and_project_it() {
+    let Some(device) = gpu("logits") else {
+        return;
+    };
+    let ops = Ops::new(&device);
+    let mut random = Random::new(13);
+    let eps = 1e-5f32;
+    for (n, rows, cols) in [(1, 768, 128), (5, 768, 128), (3, 17, 13)] {
+        let xs = random.f32s(n * cols, 3.0);
+        let norm = random.f32s(cols, 1.5);
+        let w = matrix(rows, cols, &mut random);
+        for (precision, w) in [("f32", w.clone()), ("int8", w.quantized())] {
+            let got = pollster::block_on(ops.logits(&xs, &norm, eps, &w)).unwrap();
+            let last = &xs[(n - 1) * cols..];
+            let expected = matmul_reference_f64(&w, &rmsnorm_reference(last, &norm, eps));
+            assert_sums(&format!("logits {precision} n={n} {rows}x{cols}"), &got, &expected);
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -337,18 +511,22 @@ fn swiglu_is_silu_gate_times_up() {
     let Some(device) = gpu("swiglu") else { return };
     let ops = Ops::new(&device);
     let mut random = Random::new(8);
-    for len in [352, 1, 1001] {
-        let (gate, up) = (random.f32s(len, 6.0), random.f32s(len, 2.0));
-        let got = pollster::block_on(ops.swiglu(&gate, &up)).unwrap();
-        for i in 0..len {
-            let g = f64::from(gate[i]);
-            let expected = g / (1.0 + (-g).exp()) * f64::from(up[i]);
-            let allowed = ELEMENT_TOLERANCE * expected.abs().max(1e-3);
-            assert!(
-                (f64::from(got[i]) - expected).abs() <= allowed,
-                "swiglu[{i}]: {} vs {expected}",
-                got[i]
-            );
+    for (n, ff) in [(1, 352), (3, 1), (2, 1001)] {
+        let gate_up = random.f32s(n * 2 * ff, 6.0);
+        let got = pollster::block_on(ops.swiglu(&gate_up, ff)).unwrap();
+        for t in 0..n {
+            for j in 0..ff {
+                let g = f64::from(gate_up[t * 2 * ff + j]);
+                let up = f64::from(gate_up[t * 2 * ff + ff + j]);
+                let expected = g / (1.0 + (-g).exp()) * up;
+                let allowed = ELEMENT_TOLERANCE * expected.abs().max(1e-3);
+                let i = t * ff + j;
+                assert!(
+                    (f64::from(got[i]) - expected).abs() <= allowed,
+                    "swiglu[{i}]: {} vs {expected}",
+                    got[i]
+                );
+            }
         }
     }
 }

@@ -87,30 +87,45 @@ fn one_command_sequence_is_reused_by_every_layer() {
         return;
     };
     let cpu = cpu_model("f32");
-    let model = upload(device, &cpu);
-    let labels = model.pass_labels();
-    let layer = [
+    let mut model = upload(device, &cpu);
+    let layers = cpu.config().n_layers;
+    let sequence = |layer: &[&'static str]| {
+        let mut expected = vec!["embed"];
+        for _ in 0..layers {
+            expected.extend(layer);
+        }
+        expected.push("logits");
+        expected
+    };
+    let block = [
         "rmsnorm",
-        "q",
-        "k",
-        "v",
-        "rope q",
-        "rope k",
-        "kv store",
+        "qkv",
+        "rope store",
         "attention",
         "o",
         "rmsnorm",
-        "gate",
-        "up",
+        "gate up",
         "swiglu",
         "down",
     ];
-    let mut expected = vec!["embed"];
-    for _ in 0..cpu.config().n_layers {
-        expected.extend(layer);
-    }
-    expected.extend(["rmsnorm", "logits"]);
-    assert_eq!(labels, expected);
+    assert_eq!(model.pass_labels(false), sequence(&block));
+    let one = ["qkv", "attention", "o", "gate up", "down"];
+    assert_eq!(model.pass_labels(true), sequence(&one));
+
+    // A decode step is at most 24 dispatches with the policy step on the device, and the
+    // counter counts what was encoded.
+    let before = model.dispatches();
+    pollster::block_on(model.prefill(&[1, 2, 3])).unwrap();
+    let prefill = model.dispatches() - before;
+    pollster::block_on(model.decode_step(4)).unwrap();
+    let decode = model.dispatches() - before - prefill;
+    let policy = policy::Policy::default();
+    pollster::block_on(model.choose(&[5], false, &policy, Some(0.5), false)).unwrap();
+    let sampled = model.dispatches() - before - prefill - decode;
+    assert_eq!(prefill, 2 + 9 * layers as u64);
+    assert_eq!(decode, 2 + 5 * layers as u64);
+    assert_eq!(sampled, decode + 1);
+    assert!(sampled <= 24, "{sampled} dispatches for a decode step");
     // Weights (f32) and the KV cache are resident: 4 bytes a parameter plus the cache.
     let config = cpu.config();
     let cache =
