@@ -180,8 +180,9 @@ pub(crate) fn readback(device: &wgpu::Device, floats: usize) -> wgpu::Buffer {
     })
 }
 
-/// A weight matrix on the device: f32 values, or int8 packed four to a u32 word per row
-/// (rows padded to whole words) with one f32 scale per row.
+/// A weight matrix on the device, column-major in groups of four rows (the layout of
+/// `weights_f32.wgsl`): f32 values, or int8 values four to a u32 word with one f32 scale
+/// per row. The rows are padded with zeros to whole groups.
 pub(crate) enum DeviceMatrix {
     F32 {
         rows: usize,
@@ -191,7 +192,6 @@ pub(crate) enum DeviceMatrix {
     Int8 {
         rows: usize,
         cols: usize,
-        row_words: usize,
         data: wgpu::Buffer,
         scales: wgpu::Buffer,
     },
@@ -199,31 +199,40 @@ pub(crate) enum DeviceMatrix {
 
 impl DeviceMatrix {
     pub fn upload(device: &wgpu::Device, label: &str, linear: &model::Linear) -> DeviceMatrix {
+        let (rows, cols) = (linear.rows(), linear.cols());
+        let groups = rows.div_ceil(4);
+        // Where W[r][c] goes: word (c, r / 4), lane r % 4.
+        let at = |r: usize, c: usize| ((c * groups + r / 4), r % 4);
         match linear {
-            model::Linear::F32 { rows, cols, data } => DeviceMatrix::F32 {
-                rows: *rows,
-                cols: *cols,
-                data: storage(device, label, data),
-            },
-            model::Linear::Int8 {
-                rows,
-                cols,
-                data,
-                scales,
-            } => {
-                let row_words = cols.div_ceil(4);
-                let mut packed = vec![0u32; rows * row_words];
-                for (r, row) in data.chunks_exact(*cols).enumerate() {
-                    for (c, &q) in row.iter().enumerate() {
-                        packed[r * row_words + c / 4] |= u32::from(q as u8) << (8 * (c % 4));
+            model::Linear::F32 { data, .. } => {
+                let mut columns = vec![0.0f32; cols * groups * 4];
+                for (r, row) in data.chunks_exact(cols.max(1)).enumerate() {
+                    for (c, &v) in row.iter().enumerate() {
+                        let (word, lane) = at(r, c);
+                        columns[word * 4 + lane] = v;
                     }
                 }
+                DeviceMatrix::F32 {
+                    rows,
+                    cols,
+                    data: storage(device, label, &columns),
+                }
+            }
+            model::Linear::Int8 { data, scales, .. } => {
+                let mut packed = vec![0u32; cols * groups];
+                for (r, row) in data.chunks_exact(cols.max(1)).enumerate() {
+                    for (c, &q) in row.iter().enumerate() {
+                        let (word, lane) = at(r, c);
+                        packed[word] |= u32::from(q as u8) << (8 * lane);
+                    }
+                }
+                let mut padded = scales.clone();
+                padded.resize(groups * 4, 0.0);
                 DeviceMatrix::Int8 {
-                    rows: *rows,
-                    cols: *cols,
-                    row_words,
+                    rows,
+                    cols,
                     data: storage(device, label, &packed),
-                    scales: storage(device, label, scales),
+                    scales: storage(device, label, &padded),
                 }
             }
         }
@@ -235,17 +244,22 @@ impl DeviceMatrix {
         }
     }
 
-    /// `[rows, cols, row_words, flags]`, the `Params` of the embed and matmul kernels.
+    /// Groups of four rows: the invocations of a one-position product.
+    pub fn groups(&self) -> usize {
+        self.rows().div_ceil(4)
+    }
+
+    /// `[rows, cols, groups, flags]`, the `Params` of the embed and matmul kernels.
     pub fn params(&self, flags: u32) -> [u32; 4] {
-        match self {
-            DeviceMatrix::F32 { rows, cols, .. } => [*rows as u32, *cols as u32, 0, flags],
-            DeviceMatrix::Int8 {
-                rows,
-                cols,
-                row_words,
-                ..
-            } => [*rows as u32, *cols as u32, *row_words as u32, flags],
-        }
+        let cols = match self {
+            DeviceMatrix::F32 { cols, .. } | DeviceMatrix::Int8 { cols, .. } => *cols,
+        };
+        [
+            self.rows() as u32,
+            cols as u32,
+            self.groups() as u32,
+            flags,
+        ]
     }
 
     /// The pipeline of `kernel` that reads this matrix, and its weight bindings (4 = f32
@@ -263,11 +277,11 @@ impl DeviceMatrix {
     /// The `Params` of the one-position kernels (`matvec.wgsl`): the matrix's, then the
     /// norm's epsilon and the attention's shape (for `qkv`).
     pub fn fused_params(&self, flags: u32, fused: &Fused) -> [u32; 12] {
-        let [rows, cols, row_words, flags] = self.params(flags);
+        let [rows, cols, groups, flags] = self.params(flags);
         [
             rows,
             cols,
-            row_words,
+            groups,
             flags,
             fused.eps.to_bits(),
             fused.layer,

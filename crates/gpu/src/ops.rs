@@ -114,7 +114,8 @@ impl<'g> Ops<'g> {
         let (params, kernel, grid) = if n == 1 {
             self.fits(w.cols())?;
             let params = uniform(device, &m.fused_params(flags, &Fused::default()));
-            (params, &self.kernels.matvec, (rows.div_ceil(MATVEC_WG), 1, 1))
+            let groups = m.groups() as u32;
+            (params, &self.kernels.matvec, (groups.div_ceil(MATVEC_WG), 1, 1))
         } else {
             let params = uniform(device, &m.params(flags));
             let grid = (rows.div_ceil(TILE), (n as u32).div_ceil(TILE), 1);
@@ -184,12 +185,13 @@ impl<'g> Ops<'g> {
     ) -> Result<Vec<f32>, GpuError> {
         let kernel = &self.kernels.logits;
         let (rows, step) = (w.rows(), self.step(0, xs.len() / w.cols()));
-        self.normed(kernel, (xs, norm, eps), w, None, rows, rows, &[(0, &step)])
+        let groups = rows.div_ceil(4);
+        self.normed(kernel, (xs, norm, eps), w, None, groups, rows, &[(0, &step)])
             .await
     }
 
     /// One position's MLP input: RMSNorm of `x` by `norm`, then the stacked `[gate; up]`
-    /// (rows `2 d_ff`) and SwiGLU; `d_ff` values.
+    /// (rows `2 d_ff`, `d_ff` a multiple of 4) and SwiGLU; `d_ff` values.
     pub async fn gate_up(
         &self,
         x: &[f32],
@@ -198,14 +200,18 @@ impl<'g> Ops<'g> {
         w: &Linear,
     ) -> Result<Vec<f32>, GpuError> {
         let ff = w.rows() / 2;
+        if !ff.is_multiple_of(4) {
+            return Err(GpuError::Unsupported(format!("d_ff {ff} is not a multiple of 4")));
+        }
         let kernel = &self.kernels.gate_up;
-        self.normed(kernel, (x, norm, eps), w, None, ff, ff, &[])
+        self.normed(kernel, (x, norm, eps), w, None, ff / 4, ff, &[])
             .await
     }
 
     /// One position's attention input at position `start`: RMSNorm of `x` by `norm`, the
     /// stacked `[Wq; Wk; Wv]`, RoPE, and the key and value stored in the caches. Returns
-    /// the queries `[heads][head_dim]`, then the key cache and the value cache.
+    /// the queries `[heads][head_dim]`, then the key cache and the value cache. `head_dim`
+    /// is a multiple of 8.
     #[allow(clippy::too_many_arguments)]
     pub async fn qkv(
         &self,
@@ -222,9 +228,14 @@ impl<'g> Ops<'g> {
             storage(device, "k cache", k_cache),
             storage(device, "v cache", v_cache),
         );
-        let half = shape.head_dim / 2;
+        if !shape.head_dim.is_multiple_of(8) {
+            return Err(GpuError::Unsupported(format!(
+                "head_dim {} is not a multiple of 8",
+                shape.head_dim
+            )));
+        }
         let kv = shape.kv_heads * shape.head_dim;
-        let units = shape.heads * half + shape.kv_heads * half + kv;
+        let units = shape.heads * shape.head_dim / 8 + kv / 8 + kv / 4;
         let step = self.step(start, 1);
         let extra = [(0, &step), (8, &tables), (9, &kc), (10, &vc)];
         let q_len = shape.heads * shape.head_dim;

@@ -5,9 +5,10 @@
 //! - weights (embedding; per layer q, k, v, o, gate, up, down, f32 or packed int8 with row
 //!   scales; the norms) and the rotary tables (`context · head_dim/2` cos and sin): once,
 //!   at load;
-//! - the KV cache, keys and values each `L · H_kv · context · head_dim` f32 laid out
-//!   `[position][head_dim]` within a head (the CPU keeps its keys transposed): per call, by
-//!   `kv_store`, at positions `start..start+n` only;
+//! - the KV cache, keys and values each `L · H_kv · context · head_dim` f32, values laid
+//!   out `[position][head_dim]` within a head and keys transposed, `[head_dim][position]`,
+//!   as the CPU keeps them: per call, by `rope store` or the one-position `qkv`, at
+//!   positions `start..start+n` only;
 //! - `tokens` and the `Step` uniform (start, n): per call, by the host, the only
 //!   host-to-GPU writes (and the sampler's parameters when it runs);
 //! - activations, sized for `n = context`: per call, by the kernels;
@@ -267,7 +268,7 @@ impl GpuTransformer {
                 &embed,
                 &embed.fused_params(0, &fused),
                 &[(0, &step), (2, &x), (3, &logits), (7, &final_norm)],
-                Grid::RowsOf(vocab as u32),
+                Grid::RowsOf(embed.groups() as u32),
             )
         };
 
@@ -284,6 +285,8 @@ impl GpuTransformer {
             weighted(label, &kernels.matmul, m, &m.params(flags), &buffers, grid)
         };
         let rope_units = (config.n_heads * hd / 2 + kv / 2 + kv) as u32;
+        // The one-position `qkv` takes four rotary pairs or four values an invocation.
+        let qkv_units = (config.n_heads * hd / 8 + kv / 8 + kv / 4) as u32;
         for (l, layer) in layers.iter().enumerate() {
             let store = uniform(
                 device,
@@ -338,7 +341,7 @@ impl GpuTransformer {
             let matvec = |label, m: &DeviceMatrix, input, flags| {
                 let params = m.fused_params(flags, &fused);
                 let buffers = [(2, input), (3, &x)];
-                let grid = Grid::RowsOf(m.rows() as u32);
+                let grid = Grid::RowsOf(m.groups() as u32);
                 weighted(label, &kernels.matvec, m, &params, &buffers, grid)
             };
             one_passes.extend([
@@ -356,7 +359,7 @@ impl GpuTransformer {
                         (9, &k_cache),
                         (10, &v_cache),
                     ],
-                    Grid::RowsOf(rope_units),
+                    Grid::RowsOf(qkv_units),
                 ),
                 attention(l),
                 matvec("o", &layer.o, &attended, ACCUMULATE),
@@ -366,7 +369,7 @@ impl GpuTransformer {
                     &layer.gate_up,
                     &layer.gate_up.fused_params(0, &fused),
                     &[(2, &x), (3, &act), (7, &layer.mlp_norm)],
-                    Grid::RowsOf(ff as u32),
+                    Grid::RowsOf(ff.div_ceil(4) as u32),
                 ),
                 matvec("down", &layer.down, &act, ACCUMULATE),
             ]);
@@ -686,10 +689,16 @@ fn check_shapes(config: &ModelConfig) -> Result<(), GpuError> {
             config.context_len
         )));
     }
-    if config.head_dim() > MAX_HEAD_DIM || !config.head_dim().is_multiple_of(2) {
+    if config.head_dim() > MAX_HEAD_DIM || !config.head_dim().is_multiple_of(8) {
         return Err(GpuError::Unsupported(format!(
-            "head_dim {} must be even and at most {MAX_HEAD_DIM}",
+            "head_dim {} must be a multiple of 8 and at most {MAX_HEAD_DIM}",
             config.head_dim()
+        )));
+    }
+    if !config.d_ff.is_multiple_of(4) {
+        return Err(GpuError::Unsupported(format!(
+            "d_ff {} must be a multiple of 4 (the MLP kernel takes rows four at a time)",
+            config.d_ff
         )));
     }
     Ok(())

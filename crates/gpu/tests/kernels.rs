@@ -217,6 +217,10 @@ fn attention_inputs_reference(
     let cache_at = |h: usize, i: usize| {
         ((shape.layer * shape.kv_heads + h) * shape.context + position) * hd + i
     };
+    // Keys are transposed: [layer][kv_head][head_dim][position].
+    let key_at = |h: usize, i: usize| {
+        ((shape.layer * shape.kv_heads + h) * hd + i) * shape.context + position
+    };
     for h in 0..shape.heads {
         let mut head = vec![(0.0, 0.0); hd];
         for i in 0..half {
@@ -231,8 +235,8 @@ fn attention_inputs_reference(
         for i in 0..half {
             let r = q_rows + h * hd + i;
             let [a, b] = turn(qkv[r], qkv[r + half], position * half + i, cos, sin);
-            k_cache[cache_at(h, i)] = a;
-            k_cache[cache_at(h, i + half)] = b;
+            k_cache[key_at(h, i)] = a;
+            k_cache[key_at(h, i + half)] = b;
         }
         for i in 0..hd {
             v_cache[cache_at(h, i)] = qkv[q_rows + kv + h * hd + i];
@@ -245,8 +249,9 @@ fn exact(values: &[f32]) -> Vec<(f64, f64)> {
 }
 
 /// (layer, heads, kv_heads, head_dim, context): the model's, then awkward ones.
+/// The one-position `qkv` takes four rotary pairs at a time: head_dim is a multiple of 8.
 const SHAPES: [(usize, usize, usize, usize, usize); 3] =
-    [(2, 4, 2, 32, 256), (0, 3, 1, 10, 40), (1, 2, 2, 6, 17)];
+    [(2, 4, 2, 32, 256), (0, 3, 1, 8, 40), (1, 2, 2, 16, 17)];
 
 fn shape((layer, heads, kv_heads, head_dim, context): (usize, usize, usize, usize, usize)) -> Shape {
     Shape {
@@ -374,7 +379,7 @@ fn gate_up_norms_projects_and_gates_one_position() {
     let ops = Ops::new(&device);
     let mut random = Random::new(12);
     let eps = 1e-5f32;
-    for (ff, cols) in [(352, 128), (5, 13), (70, 50)] {
+    for (ff, cols) in [(352, 128), (4, 13), (68, 50)] {
         let x = random.f32s(cols, 3.0);
         let norm = random.f32s(cols, 1.5);
         let w = matrix(2 * ff, cols, &mut random);
@@ -392,6 +397,9 @@ fn gate_up_norms_projects_and_gates_one_position() {
             assert_sums(&format!("gate_up {precision} {ff}x{cols}"), &got, &expected);
         }
     }
+    let odd = matrix(10, 8, &mut random);
+    let error = pollster::block_on(ops.gate_up(&[1.0; 8], &[1.0; 8], eps, &odd)).unwrap_err();
+    assert!(error.to_string().contains("d_ff 5"), "{error}");
 }
 
 #[test]
@@ -438,10 +446,10 @@ fn attention_reference(
             let qh = &q[(t * heads + h) * head_dim..(t * heads + h + 1) * head_dim];
             let scores: Vec<f64> = (0..visible)
                 .map(|p| {
-                    let k = &k_cache[base + p * head_dim..base + (p + 1) * head_dim];
+                    // Keys transposed: [layer][kv_head][head_dim][position].
                     qh.iter()
-                        .zip(k)
-                        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                        .enumerate()
+                        .map(|(i, &a)| f64::from(a) * f64::from(k_cache[base + i * context + p]))
                         .sum::<f64>()
                         * scale
                 })

@@ -1,8 +1,9 @@
 // Causal attention over the KV cache, prefill and decode alike: one workgroup per (block
 // position t, query head h). Position start + t sees cache positions 0..=start + t; query
 // head h reads KV head h / (heads / kv_heads) (grouped-query attention; MHA and MQA are the
-// same code). Scores live in workgroup memory; the max and the sum of exponentials are
-// workgroup tree reductions (reduce.wgsl), so the softmax is stable.
+// same code). Keys are stored transposed ([head_dim][position] within a head), values not.
+// Scores live in workgroup memory; the max and the sum of exponentials are workgroup tree
+// reductions (reduce.wgsl), so the softmax is stable.
 
 struct Step { start: u32, n: u32 }
 struct Params { layer: u32, heads: u32, kv_heads: u32, head_dim: u32, context: u32, scale: f32, pad0: u32, pad1: u32 }
@@ -14,7 +15,7 @@ struct Params { layer: u32, heads: u32, kv_heads: u32, head_dim: u32, context: u
 @group(0) @binding(4) var<storage, read> v_cache: array<f32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
-const WG: u32 = 64u;
+const WG: u32 = 32u;
 // The runtime refuses models whose context or head size exceed these.
 const MAX_CONTEXT: u32 = 1024u;
 const MAX_HEAD_DIM: u32 = 256u;
@@ -35,9 +36,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
 
     var local_max = LOWEST;
     for (var pos = lid.x; pos < visible; pos += WG) {
-        let k_base = cache_base + pos * p.head_dim;
+        // Keys are stored transposed: consecutive invocations read consecutive positions.
         var s = 0.0;
-        for (var i = 0u; i < p.head_dim; i++) { s += q_row[i] * k_cache[k_base + i]; }
+        for (var i = 0u; i < p.head_dim; i++) { s += q_row[i] * k_cache[cache_base + i * p.context + pos]; }
         s *= p.scale;
         scores[pos] = s;
         local_max = max(local_max, s);
@@ -52,11 +53,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
     let total = reduce_sum(lid.x, local_sum);
 
+    // The weights' sum divides once per output, not once per term.
+    let inv_total = 1.0 / total;
     for (var i = lid.x; i < p.head_dim; i += WG) {
         var acc = 0.0;
         for (var pos = 0u; pos < visible; pos++) {
-            acc += (scores[pos] / total) * v_cache[cache_base + pos * p.head_dim + i];
+            acc += scores[pos] * v_cache[cache_base + pos * p.head_dim + i];
         }
-        out[q_base + i] = acc;
+        out[q_base + i] = acc * inv_total;
     }
 }

@@ -2,7 +2,7 @@
 // weight format's prelude (weights_f32.wgsl or weights_int8.wgsl).
 
 struct Step { start: u32, n: u32 }
-struct Params { rows: u32, cols: u32, row_words: u32, flags: u32 }
+struct Params { rows: u32, cols: u32, groups: u32, flags: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;

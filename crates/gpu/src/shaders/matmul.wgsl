@@ -3,15 +3,17 @@
 // prelude (weights_f32.wgsl or weights_int8.wgsl); an int8 row's scale multiplies its sums.
 //
 // Register-blocked: an 8 x 8 workgroup computes a tile of 32 positions x 32 rows, each
-// invocation a 4 x 4 block of it held in registers. Per step of KC columns the workgroup
-// stages the tile's slices of xs and W in workgroup memory; each invocation then reads 4 +
-// 4 values of them per column for 16 products (a 16 x 16 tile of one output per invocation
-// reads 2 per product). Shapes need not be multiples of the tile.
+// invocation a block of 4 positions (lid.y + 8i) x 4 consecutive rows (4 lid.x + j) held in
+// registers. Per step of KC columns the workgroup stages the tile's slices of xs and W in
+// workgroup memory, W as groups of four rows per column, so that per column an invocation
+// reads one vec4 of weights (consecutive invocations, consecutive groups) and four inputs
+// (shared by the invocations of a row) for 16 products; a 16 x 16 tile of one output per
+// invocation reads 2 values per product. Shapes need not be multiples of the tile.
 //
 // flags: bit 0 = accumulate (out += product, the residual stream).
 
 struct Step { start: u32, n: u32 }
-struct Params { rows: u32, cols: u32, row_words: u32, flags: u32 }
+struct Params { rows: u32, cols: u32, groups: u32, flags: u32 }
 
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> p: Params;
@@ -19,11 +21,10 @@ struct Params { rows: u32, cols: u32, row_words: u32, flags: u32 }
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 const SIDE: u32 = 8u;   // invocations per side of the workgroup
-const BLOCK: u32 = 4u;  // outputs per side of an invocation's block
-const TILE: u32 = 32u;  // SIDE * BLOCK
+const TILE: u32 = 32u;  // 4 * SIDE
 const KC: u32 = 16u;    // columns staged per step
-var<workgroup> x_tile: array<f32, 512>; // [TILE positions][KC]
-var<workgroup> w_tile: array<f32, 512>; // [TILE rows][KC]
+var<workgroup> x_tile: array<f32, 512>;       // [TILE positions][KC]
+var<workgroup> w_tile: array<vec4<f32>, 128>; // [KC][TILE / 4 groups of rows]
 
 fn store(t: u32, r: u32, value: f32) {
     if (t < step.n && r < p.rows) {
@@ -44,7 +45,7 @@ fn main(
 ) {
     let row0 = wg.x * TILE;
     let pos0 = wg.y * TILE;
-    // acc_i holds position lid.y + i * SIDE against rows lid.x + j * SIDE, j = 0..4.
+    // acc_i: position lid.y + i * SIDE against rows row0 + 4 lid.x + (0..4).
     var acc0 = vec4<f32>(0.0);
     var acc1 = vec4<f32>(0.0);
     var acc2 = vec4<f32>(0.0);
@@ -56,18 +57,19 @@ fn main(
             var xv = 0.0;
             if (pos0 + a < step.n && c < p.cols) { xv = xs[(pos0 + a) * p.cols + c]; }
             x_tile[e] = xv;
-            var wv = 0.0;
-            if (row0 + a < p.rows && c < p.cols) { wv = weight(row0 + a, c); }
+        }
+        // Consecutive invocations read consecutive groups of one column (the padding
+        // rows read as zeros).
+        for (var e = li; e < TILE / 4u * KC; e += SIDE * SIDE) {
+            let g = e % (TILE / 4u);
+            let c = c0 + e / (TILE / 4u);
+            var wv = vec4<f32>(0.0);
+            if (row0 / 4u + g < p.groups && c < p.cols) { wv = weights4(row0 / 4u + g, c); }
             w_tile[e] = wv;
         }
         workgroupBarrier();
         for (var k = 0u; k < KC; k++) {
-            let wv = vec4<f32>(
-                w_tile[lid.x * KC + k],
-                w_tile[(lid.x + SIDE) * KC + k],
-                w_tile[(lid.x + 2u * SIDE) * KC + k],
-                w_tile[(lid.x + 3u * SIDE) * KC + k],
-            );
+            let wv = w_tile[k * (TILE / 4u) + lid.x];
             acc0 += x_tile[lid.y * KC + k] * wv;
             acc1 += x_tile[(lid.y + SIDE) * KC + k] * wv;
             acc2 += x_tile[(lid.y + 2u * SIDE) * KC + k] * wv;
@@ -76,10 +78,10 @@ fn main(
         workgroupBarrier();
     }
     var accs = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
-    for (var i = 0u; i < BLOCK; i++) {
+    for (var i = 0u; i < 4u; i++) {
         let t = pos0 + lid.y + i * SIDE;
-        for (var j = 0u; j < BLOCK; j++) {
-            let r = row0 + lid.x + j * SIDE;
+        for (var j = 0u; j < 4u; j++) {
+            let r = row0 + 4u * lid.x + j;
             if (r < p.rows) { store(t, r, accs[i][j] * row_scale(r)); }
         }
     }

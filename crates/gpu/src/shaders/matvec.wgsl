@@ -1,21 +1,23 @@
 // One position's projections, each fused with what surrounds it so that a decode step is
 // few dispatches: the workgroup stages its input row in workgroup memory (RMSNorm-ed first
-// where the model norms it), then each invocation takes the dot products of its output
-// and applies the epilogue. The weight format comes from the prelude (weights_f32.wgsl or
-// weights_int8.wgsl), and reduce.wgsl's reductions come before both.
+// where the model norms it), then each invocation takes the products of a group of four
+// output rows, reading the weights' column-major groups (weights_f32.wgsl) one 16-byte
+// load per column, and applies the epilogue. The weight format comes from the prelude
+// (weights_f32.wgsl or weights_int8.wgsl), and reduce.wgsl's reductions come before both.
 //
 // - `matvec`: out[r] (+)= W[r] · xs, the attention's output and the MLP's down projection
 //   (flags bit 0: accumulate onto the residual stream).
 // - `logits`: RMSNorm of the block's last row, then the tied projection to the logits.
 // - `qkv`: RMSNorm, then the stacked [Wq; Wk; Wv] (rows d + 2 kv); each query and key pair
 //   (i, i + head_dim/2) is rotated by RoPE at position `start`, the queries go to `out`
-//   ([heads][head_dim]) and the key and value straight into the KV cache at `start`.
-// - `gate_up`: RMSNorm, then the stacked [W_gate; W_up] (rows 2 d_ff) and SwiGLU:
-//   out[j] = silu(gate_j) * up_j.
+//   ([heads][head_dim]) and the key and value straight into the KV cache at `start`. An
+//   invocation takes four pairs, so head_dim is a multiple of 8 (the runtime checks).
+// - `gate_up`: RMSNorm, then the stacked [W_gate; W_up] (rows 2 d_ff, d_ff a multiple of
+//   4) and SwiGLU: out[j] = silu(gate_j) * up_j.
 
 struct Step { start: u32, n: u32 }
 struct Params {
-    rows: u32, cols: u32, row_words: u32, flags: u32,
+    rows: u32, cols: u32, groups: u32, flags: u32,
     eps: f32, layer: u32, heads: u32, kv_heads: u32,
     head_dim: u32, context: u32, pad0: u32, pad1: u32,
 }
@@ -36,11 +38,10 @@ const WG: u32 = 64u;
 const MAX_COLS: u32 = 2048u;
 var<workgroup> row_in: array<f32, MAX_COLS>;
 
-// Stages xs's row `row` in `row_in`, zero-padded to a multiple of 4.
+// Stages xs's row `row` in `row_in`.
 fn stage(lid: u32, row: u32) {
     let base = row * p.cols;
     for (var c = lid; c < p.cols; c += WG) { row_in[c] = xs[base + c]; }
-    for (var c = p.cols + lid; c < (p.cols + 3u) / 4u * 4u; c += WG) { row_in[c] = 0.0; }
     workgroupBarrier();
 }
 
@@ -54,90 +55,118 @@ fn stage_normed(lid: u32, row: u32) {
     }
     let scale = 1.0 / sqrt(reduce_sum(lid, s) / f32(p.cols) + p.eps);
     for (var c = lid; c < p.cols; c += WG) { row_in[c] = xs[base + c] * scale * norm[c]; }
-    for (var c = p.cols + lid; c < (p.cols + 3u) / 4u * 4u; c += WG) { row_in[c] = 0.0; }
     workgroupBarrier();
 }
 
-// W[r] · row_in, scaled for the weight format.
-fn dot_row(r: u32) -> f32 {
+// Rows 4g..4g+4 of W · row_in, scaled for the weight format.
+fn dot4(g: u32) -> vec4<f32> {
     var acc = vec4<f32>(0.0);
-    for (var c = 0u; c < p.cols; c += 4u) {
-        acc += weights4(r, c) * vec4<f32>(row_in[c], row_in[c + 1u], row_in[c + 2u], row_in[c + 3u]);
+    for (var c = 0u; c < p.cols; c++) {
+        acc += row_in[c] * weights4(g, c);
     }
-    return (acc.x + acc.y + acc.z + acc.w) * row_scale(r);
+    return acc * row_scales4(g);
+}
+
+// Writes rows 4g..4g+4 of a product (those below p.rows).
+fn store4(g: u32, value: vec4<f32>, accumulate: bool) {
+    for (var k = 0u; k < 4u; k++) {
+        let r = 4u * g + k;
+        if (r < p.rows) {
+            if (accumulate) {
+                out[r] += value[k];
+            } else {
+                out[r] = value[k];
+            }
+        }
+    }
 }
 
 @compute @workgroup_size(WG)
 fn matvec(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     stage(lid.x, 0u);
-    let r = gid.x;
-    if (r >= p.rows) { return; }
-    let value = dot_row(r);
-    if ((p.flags & 1u) != 0u) {
-        out[r] += value;
-    } else {
-        out[r] = value;
-    }
+    if (gid.x >= p.groups) { return; }
+    store4(gid.x, dot4(gid.x), (p.flags & 1u) != 0u);
 }
 
 @compute @workgroup_size(WG)
 fn logits(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     stage_normed(lid.x, step.n - 1u);
-    let r = gid.x;
-    if (r >= p.rows) { return; }
-    out[r] = dot_row(r);
+    if (gid.x >= p.groups) { return; }
+    store4(gid.x, dot4(gid.x), false);
 }
 
-// Rows (r, r + half) of the stacked projection, turned by RoPE's angle for pair i.
-fn rotated(r: u32, i: u32) -> vec2<f32> {
-    let half = p.head_dim / 2u;
-    let at = step.start * half + i;
-    let c = rope[at];
-    let s = rope[p.context * half + at];
-    let a = dot_row(r);
-    let b = dot_row(r + half);
-    return vec2<f32>(a * c - b * s, a * s + b * c);
-}
-
-// Where head h's value i at position `start` lives in a cache of layout
-// [layer][kv_head][position][head_dim].
+// Where head h's value i at position `start` lives: values [layer][kv_head][position]
+// [head_dim], keys transposed, [layer][kv_head][head_dim][position] (rope_store.wgsl).
 fn cache_at(h: u32, i: u32) -> u32 {
     return ((p.layer * p.kv_heads + h) * p.context + step.start) * p.head_dim + i;
+}
+
+fn key_at(h: u32, i: u32) -> u32 {
+    return ((p.layer * p.kv_heads + h) * p.head_dim + i) * p.context + step.start;
+}
+
+// The pairs (i, i + half) for i = 4m..4m+4 of the head whose rows start at group `head`,
+// turned by RoPE's angles at position `start`: the first halves, then the second.
+fn rotated(head: u32, m: u32) -> array<vec4<f32>, 2> {
+    let half = p.head_dim / 2u;
+    let a = dot4(head + m);
+    let b = dot4(head + half / 4u + m);
+    var turned: array<vec4<f32>, 2>;
+    for (var k = 0u; k < 4u; k++) {
+        let at = step.start * half + 4u * m + k;
+        let c = rope[at];
+        let s = rope[p.context * half + at];
+        turned[0][k] = a[k] * c - b[k] * s;
+        turned[1][k] = a[k] * s + b[k] * c;
+    }
+    return turned;
 }
 
 @compute @workgroup_size(WG)
 fn qkv(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     stage_normed(lid.x, 0u);
     let half = p.head_dim / 2u;
-    let q_rows = p.heads * p.head_dim;
-    let kv = p.kv_heads * p.head_dim;
-    let q_pairs = p.heads * half;
-    let k_pairs = p.kv_heads * half;
+    let per_head = half / 4u;
+    let q_units = p.heads * per_head;
+    let k_units = p.kv_heads * per_head;
+    let v_units = p.kv_heads * p.head_dim / 4u;
+    let q_groups = p.heads * p.head_dim / 4u;
     let j = gid.x;
-    if (j < q_pairs) {
-        let r = (j / half) * p.head_dim + j % half;
-        let turned = rotated(r, j % half);
-        out[r] = turned.x;
-        out[r + half] = turned.y;
-    } else if (j < q_pairs + k_pairs) {
-        let pair = j - q_pairs;
-        let h = pair / half;
-        let i = pair % half;
-        let turned = rotated(q_rows + h * p.head_dim + i, i);
-        k_cache[cache_at(h, i)] = turned.x;
-        k_cache[cache_at(h, i + half)] = turned.y;
-    } else if (j < q_pairs + k_pairs + kv) {
-        let e = j - q_pairs - k_pairs;
-        v_cache[cache_at(e / p.head_dim, e % p.head_dim)] = dot_row(q_rows + kv + e);
+    if (j < q_units) {
+        let h = j / per_head;
+        let m = j % per_head;
+        let turned = rotated(h * p.head_dim / 4u, m);
+        for (var k = 0u; k < 4u; k++) {
+            let i = h * p.head_dim + 4u * m + k;
+            out[i] = turned[0][k];
+            out[i + half] = turned[1][k];
+        }
+    } else if (j < q_units + k_units) {
+        let h = (j - q_units) / per_head;
+        let m = (j - q_units) % per_head;
+        let turned = rotated(q_groups + h * p.head_dim / 4u, m);
+        for (var k = 0u; k < 4u; k++) {
+            let i = 4u * m + k;
+            k_cache[key_at(h, i)] = turned[0][k];
+            k_cache[key_at(h, i + half)] = turned[1][k];
+        }
+    } else if (j < q_units + k_units + v_units) {
+        let e = j - q_units - k_units;
+        let value = dot4(q_groups + p.kv_heads * p.head_dim / 4u + e);
+        for (var k = 0u; k < 4u; k++) {
+            let idx = 4u * e + k;
+            v_cache[cache_at(idx / p.head_dim, idx % p.head_dim)] = value[k];
+        }
     }
 }
 
 @compute @workgroup_size(WG)
 fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     stage_normed(lid.x, 0u);
-    let ff = p.rows / 2u;
-    let j = gid.x;
-    if (j >= ff) { return; }
-    let g = dot_row(j);
-    out[j] = g / (1.0 + exp(-g)) * dot_row(ff + j);
+    let ff_groups = p.groups / 2u;
+    let g = gid.x;
+    if (g >= ff_groups) { return; }
+    let gate = dot4(g);
+    let up = dot4(ff_groups + g);
+    store4(g, gate / (1.0 + exp(-gate)) * up, false);
 }

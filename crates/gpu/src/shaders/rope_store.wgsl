@@ -3,8 +3,9 @@
 // key pair (i, i + head_dim/2) of position start + t by the angle whose cos and sin the
 // tables hold (`rope`: [context][head_dim/2] cos, then the same of sin, computed once on
 // the CPU exactly as the reference does); the queries go to `q` ([n][heads][head_dim]), the keys and values into the
-// resident KV cache at positions start..start+n, layout [layer][kv_head][position][head_dim]
-// (the CPU reference's). One invocation per query pair, key pair and value.
+// resident KV cache at positions start..start+n, values laid out
+// [layer][kv_head][position][head_dim] and keys transposed, [layer][kv_head][head_dim][position],
+// as the CPU reference keeps them. One invocation per query pair, key pair and value.
 
 struct Step { start: u32, n: u32 }
 struct Params { layer: u32, heads: u32, kv_heads: u32, head_dim: u32, context: u32, pad0: u32, pad1: u32, pad2: u32 }
@@ -25,6 +26,10 @@ fn turn(a: f32, b: f32, at: u32) -> vec2<f32> {
 
 fn cache_at(h: u32, position: u32, i: u32) -> u32 {
     return ((p.layer * p.kv_heads + h) * p.context + position) * p.head_dim + i;
+}
+
+fn key_at(h: u32, position: u32, i: u32) -> u32 {
+    return ((p.layer * p.kv_heads + h) * p.head_dim + i) * p.context + position;
 }
 
 @compute @workgroup_size(64)
@@ -52,8 +57,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         let i = pair % half;
         let r = row + q_rows + h * p.head_dim + i;
         let turned = turn(qkv[r], qkv[r + half], position * half + i);
-        k_cache[cache_at(h, position, i)] = turned.x;
-        k_cache[cache_at(h, position, i + half)] = turned.y;
+        k_cache[key_at(h, position, i)] = turned.x;
+        k_cache[key_at(h, position, i + half)] = turned.y;
     } else {
         let e = j - q_pairs - k_pairs;
         v_cache[cache_at(e / p.head_dim, position, e % p.head_dim)] = qkv[row + q_rows + kv + e];

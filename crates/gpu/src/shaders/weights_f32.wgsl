@@ -1,27 +1,28 @@
 // The weight format of a kernel that reads a matrix, f32: `Kernels::new` puts this file (or
 // weights_int8.wgsl) before each such kernel, so the kernel is written once and compiled
-// once per format. The kernel declares `p` with `cols` (and `row_words`, unused here).
-// W is [rows][cols] row-major, as nn.Linear stores it.
+// once per format. The kernel declares `p` with `groups`.
+//
+// The layout is column-major in groups of four rows: element [c][g] holds W[4g..4g+4][c]
+// (`p.groups` = rows / 4, rounded up; the padding rows are zeros). Consecutive invocations
+// that each take four rows then read consecutive memory, one 16-byte load per column.
 
-@group(0) @binding(4) var<storage, read> w: array<f32>;
+@group(0) @binding(4) var<storage, read> w: array<vec4<f32>>;
 
-// W[r][c]: the unscaled weight.
+// W[4g..4g+4][c], unscaled.
+fn weights4(g: u32, c: u32) -> vec4<f32> {
+    return w[c * p.groups + g];
+}
+
+// W[r][c], unscaled.
 fn weight(r: u32, c: u32) -> f32 {
-    return w[r * p.cols + c];
+    return w[c * p.groups + r / 4u][r % 4u];
 }
 
-// W[r][c..c+4], zeros past the last column.
-fn weights4(r: u32, c: u32) -> vec4<f32> {
-    let base = r * p.cols + c;
-    if (c + 3u < p.cols) {
-        return vec4<f32>(w[base], w[base + 1u], w[base + 2u], w[base + 3u]);
-    }
-    var v = vec4<f32>(0.0);
-    for (var k = 0u; c + k < p.cols; k++) { v[k] = w[base + k]; }
-    return v;
+// What the products with rows 4g..4g+4 are multiplied by: nothing to undo for f32.
+fn row_scales4(g: u32) -> vec4<f32> {
+    return vec4<f32>(1.0);
 }
 
-// What every product with row r is multiplied by: nothing to undo for f32.
 fn row_scale(r: u32) -> f32 {
     return 1.0;
 }
