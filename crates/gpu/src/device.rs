@@ -187,6 +187,12 @@ impl Gpu {
         }
     }
 
+    /// Whether the adapter runs shaders on the CPU (lavapipe, SwiftShader, a browser's
+    /// fallback adapter).
+    pub fn is_emulated(&self) -> bool {
+        self.info.device_type == wgpu::DeviceType::Cpu
+    }
+
     /// The driver and its version, or the backend where the platform does not say.
     pub fn driver(&self) -> String {
         let driver = format!("{} {}", self.info.driver, self.info.driver_info);

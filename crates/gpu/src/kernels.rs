@@ -7,7 +7,8 @@ use wgpu::util::DeviceExt;
 pub(crate) const ELEMENT_WG: u32 = 64;
 /// The prefill matmul's tile edge (positions and rows per workgroup).
 pub(crate) const TILE: u32 = 32;
-/// Invocations per workgroup of the one-position kernels (`matvec.wgsl`).
+/// Invocations per workgroup of the one-position kernels (`matvec.wgsl`), which split each
+/// output over `slices` of them (`Kernels::slices`).
 pub(crate) const MATVEC_WG: u32 = 64;
 /// The longest row the one-position kernels stage in workgroup memory.
 pub(crate) const MAX_COLS: usize = 2048;
@@ -25,6 +26,8 @@ pub(crate) struct ByFormat {
 }
 
 pub(crate) struct Kernels {
+    /// Invocations per output of the one-position kernels.
+    pub slices: u32,
     pub gather: ByFormat,
     pub matmul: ByFormat,
     pub matvec: ByFormat,
@@ -47,20 +50,35 @@ macro_rules! source {
 }
 
 impl Kernels {
-    pub fn new(device: &wgpu::Device) -> Kernels {
+    /// The kernels for `gpu`: the one-position kernels split each output over 8
+    /// invocations on a GPU, over 1 on an adapter that runs shaders on the CPU.
+    pub fn new(gpu: &crate::Gpu) -> Kernels {
+        Kernels::with_slices(&gpu.device, if gpu.is_emulated() { 1 } else { 8 })
+    }
+
+    /// The kernels with the one-position kernels split over `slices` invocations per
+    /// output (a divisor of [`MATVEC_WG`]).
+    pub fn with_slices(device: &wgpu::Device, slices: u32) -> Kernels {
         let module = |label: &str, source: &'static str| {
             device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(label),
                 source: wgpu::ShaderSource::Wgsl(source.into()),
             })
         };
+        let constants = [("SLICES", f64::from(slices))];
         let pipeline = |module: &wgpu::ShaderModule, entry: &str| {
+            let split = matches!(entry, "matvec" | "logits" | "qkv" | "gate_up");
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry),
                 layout: None,
                 module,
                 entry_point: Some(entry),
-                compilation_options: Default::default(),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: if split { &constants } else { &[] },
+                    // Every kernel writes its workgroup memory before reading it; zeroing
+                    // it first costs each workgroup (browsers do it regardless).
+                    zero_initialize_workgroup_memory: false,
+                },
                 cache: None,
             })
         };
@@ -80,10 +98,10 @@ impl Kernels {
                 }
             };
         }
-        let single = |file: &str, source: &'static str, entry: &str| {
-            pipeline(&module(file, source), entry)
-        };
+        let single =
+            |file: &str, source: &'static str, entry: &str| pipeline(&module(file, source), entry);
         Kernels {
+            slices,
             gather: by_format!("embed.wgsl", "main"),
             matmul: by_format!("matmul.wgsl", "main"),
             matvec: by_format!("matvec.wgsl", "matvec", "reduce.wgsl"),
@@ -98,7 +116,11 @@ impl Kernels {
                 "main",
             ),
             swiglu: single("swiglu.wgsl", source!("swiglu.wgsl"), "main"),
-            softmax: single("softmax.wgsl", source!("reduce.wgsl", "softmax.wgsl"), "main"),
+            softmax: single(
+                "softmax.wgsl",
+                source!("reduce.wgsl", "softmax.wgsl"),
+                "main",
+            ),
             sample: single("sample.wgsl", source!("reduce.wgsl", "sample.wgsl"), "main"),
         }
     }
@@ -254,12 +276,7 @@ impl DeviceMatrix {
         let cols = match self {
             DeviceMatrix::F32 { cols, .. } | DeviceMatrix::Int8 { cols, .. } => *cols,
         };
-        [
-            self.rows() as u32,
-            cols as u32,
-            self.groups() as u32,
-            flags,
-        ]
+        [self.rows() as u32, cols as u32, self.groups() as u32, flags]
     }
 
     /// The pipeline of `kernel` that reads this matrix, and its weight bindings (4 = f32

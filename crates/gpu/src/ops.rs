@@ -54,7 +54,16 @@ pub struct Ops<'g> {
 impl<'g> Ops<'g> {
     pub fn new(gpu: &'g Gpu) -> Ops<'g> {
         Ops {
-            kernels: Kernels::new(&gpu.device),
+            kernels: Kernels::new(gpu),
+            gpu,
+        }
+    }
+
+    /// The kernels with the one-position kernels split over `slices` invocations per
+    /// output (1, 2, 4, 8, ... 64), whatever the adapter: so both variants are tested on any.
+    pub fn with_slices(gpu: &'g Gpu, slices: u32) -> Ops<'g> {
+        Ops {
+            kernels: Kernels::with_slices(&gpu.device, slices),
             gpu,
         }
     }
@@ -115,7 +124,12 @@ impl<'g> Ops<'g> {
             self.fits(w.cols())?;
             let params = uniform(device, &m.fused_params(flags, &Fused::default()));
             let groups = m.groups() as u32;
-            (params, &self.kernels.matvec, (groups.div_ceil(MATVEC_WG), 1, 1))
+            let per_workgroup = MATVEC_WG / self.kernels.slices;
+            (
+                params,
+                &self.kernels.matvec,
+                (groups.div_ceil(per_workgroup), 1, 1),
+            )
         } else {
             let params = uniform(device, &m.params(flags));
             let grid = (rows.div_ceil(TILE), (n as u32).div_ceil(TILE), 1);
@@ -171,7 +185,11 @@ impl<'g> Ops<'g> {
         let (pipeline, mut buffers) = m.select(kernel);
         buffers.extend([(1, &params), (2, &input), (3, &out), (7, &weight)]);
         buffers.extend_from_slice(extra);
-        let grid = ((units as u32).div_ceil(MATVEC_WG), 1, 1);
+        let grid = (
+            (units as u32).div_ceil(MATVEC_WG / self.kernels.slices),
+            1,
+            1,
+        );
         self.run(pipeline, &buffers, grid, &out, out_len).await
     }
 
@@ -186,8 +204,16 @@ impl<'g> Ops<'g> {
         let kernel = &self.kernels.logits;
         let (rows, step) = (w.rows(), self.step(0, xs.len() / w.cols()));
         let groups = rows.div_ceil(4);
-        self.normed(kernel, (xs, norm, eps), w, None, groups, rows, &[(0, &step)])
-            .await
+        self.normed(
+            kernel,
+            (xs, norm, eps),
+            w,
+            None,
+            groups,
+            rows,
+            &[(0, &step)],
+        )
+        .await
     }
 
     /// One position's MLP input: RMSNorm of `x` by `norm`, then the stacked `[gate; up]`
@@ -201,7 +227,9 @@ impl<'g> Ops<'g> {
     ) -> Result<Vec<f32>, GpuError> {
         let ff = w.rows() / 2;
         if !ff.is_multiple_of(4) {
-            return Err(GpuError::Unsupported(format!("d_ff {ff} is not a multiple of 4")));
+            return Err(GpuError::Unsupported(format!(
+                "d_ff {ff} is not a multiple of 4"
+            )));
         }
         let kernel = &self.kernels.gate_up;
         self.normed(kernel, (x, norm, eps), w, None, ff / 4, ff, &[])
@@ -332,7 +360,13 @@ impl<'g> Ops<'g> {
         let units = q_rows / 2 + kv / 2 + kv;
         let grid = ((n * units) as u32).div_ceil(ELEMENT_WG);
         let queries = self
-            .run(&self.kernels.rope_store, &buffers, (grid, 1, 1), &q, n * q_rows)
+            .run(
+                &self.kernels.rope_store,
+                &buffers,
+                (grid, 1, 1),
+                &q,
+                n * q_rows,
+            )
             .await?;
         let keys = self.read(&kc, k_cache.len()).await?;
         let values = self.read(&vc, v_cache.len()).await?;

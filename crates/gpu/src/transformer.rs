@@ -47,8 +47,9 @@ enum Grid {
     One,
     /// Matmul tiles over `rows` output rows and the block's positions.
     Tiles(u32),
-    /// One invocation per output (row, or rotary pair), `MATVEC_WG` to a workgroup.
-    RowsOf(u32),
+    /// Outputs of a one-position kernel (groups of four rows), `MATVEC_WG / slices` to a
+    /// workgroup.
+    Outputs(u32, u32),
     /// One workgroup per (position, query head).
     Attention(u32),
 }
@@ -60,7 +61,7 @@ impl Grid {
             Grid::Rows => (n, 1, 1),
             Grid::One => (1, 1, 1),
             Grid::Tiles(rows) => (rows.div_ceil(TILE), n.div_ceil(TILE), 1),
-            Grid::RowsOf(rows) => (rows.div_ceil(MATVEC_WG), 1, 1),
+            Grid::Outputs(outputs, slices) => (outputs.div_ceil(MATVEC_WG / slices), 1, 1),
             Grid::Attention(heads) => (n, heads, 1),
         }
     }
@@ -129,7 +130,8 @@ impl GpuTransformer {
     ) -> Result<GpuTransformer, GpuError> {
         check_shapes(&config)?;
         let device = &gpu.device;
-        let kernels = Kernels::new(device);
+        let kernels = Kernels::new(&gpu);
+        let outputs = |n: usize| Grid::Outputs(n as u32, kernels.slices);
         let (d, kv, ff, hd) = (
             config.d_model,
             config.kv_dim(),
@@ -233,7 +235,14 @@ impl GpuTransformer {
         let attention_params = |l: usize| {
             let scale = 1.0 / (hd as f32).sqrt();
             let (heads, kv_heads) = (config.n_heads as u32, config.n_kv_heads as u32);
-            [l as u32, heads, kv_heads, hd as u32, ctx as u32, scale.to_bits()]
+            [
+                l as u32,
+                heads,
+                kv_heads,
+                hd as u32,
+                ctx as u32,
+                scale.to_bits(),
+            ]
         };
         let attention = |l: usize| {
             let params = uniform(device, &attention_params(l));
@@ -268,7 +277,7 @@ impl GpuTransformer {
                 &embed,
                 &embed.fused_params(0, &fused),
                 &[(0, &step), (2, &x), (3, &logits), (7, &final_norm)],
-                Grid::RowsOf(embed.groups() as u32),
+                outputs(embed.groups()),
             )
         };
 
@@ -286,7 +295,7 @@ impl GpuTransformer {
         };
         let rope_units = (config.n_heads * hd / 2 + kv / 2 + kv) as u32;
         // The one-position `qkv` takes four rotary pairs or four values an invocation.
-        let qkv_units = (config.n_heads * hd / 8 + kv / 8 + kv / 4) as u32;
+        let qkv_units = config.n_heads * hd / 8 + kv / 8 + kv / 4;
         for (l, layer) in layers.iter().enumerate() {
             let store = uniform(
                 device,
@@ -341,7 +350,7 @@ impl GpuTransformer {
             let matvec = |label, m: &DeviceMatrix, input, flags| {
                 let params = m.fused_params(flags, &fused);
                 let buffers = [(2, input), (3, &x)];
-                let grid = Grid::RowsOf(m.groups() as u32);
+                let grid = outputs(m.groups());
                 weighted(label, &kernels.matvec, m, &params, &buffers, grid)
             };
             one_passes.extend([
@@ -359,7 +368,7 @@ impl GpuTransformer {
                         (9, &k_cache),
                         (10, &v_cache),
                     ],
-                    Grid::RowsOf(qkv_units),
+                    outputs(qkv_units),
                 ),
                 attention(l),
                 matvec("o", &layer.o, &attended, ACCUMULATE),
@@ -369,7 +378,7 @@ impl GpuTransformer {
                     &layer.gate_up,
                     &layer.gate_up.fused_params(0, &fused),
                     &[(2, &x), (3, &act), (7, &layer.mlp_norm)],
-                    Grid::RowsOf(ff.div_ceil(4) as u32),
+                    outputs(ff.div_ceil(4)),
                 ),
                 matvec("down", &layer.down, &act, ACCUMULATE),
             ]);

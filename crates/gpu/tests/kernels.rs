@@ -16,6 +16,10 @@ use gpu::ops::{Ops, Shape};
 use model::Linear;
 
 const SUM_TOLERANCE: f64 = 2e-6;
+
+/// The one-position kernels split each output over 1 invocation on a CPU adapter and 8 on
+/// a GPU: both variants (and 4) run here, whatever the adapter.
+const SLICES: [u32; 3] = [1, 4, 8];
 const ELEMENT_TOLERANCE: f64 = 2e-6;
 
 fn matrix(rows: usize, cols: usize, random: &mut Random) -> Linear {
@@ -93,15 +97,17 @@ const MATMUL_SHAPES: [(usize, usize, usize); 11] = [
 #[test]
 fn matmul_f32_and_int8_match_the_formula() {
     let Some(device) = gpu("matmul") else { return };
-    let ops = Ops::new(&device);
-    let mut random = Random::new(1);
-    for (n, rows, cols) in MATMUL_SHAPES {
-        let w = matrix(rows, cols, &mut random);
-        let xs = random.f32s(n * cols, 2.0);
-        for (precision, w) in [("f32", w.clone()), ("int8", w.quantized())] {
-            let label = format!("matmul {precision} n={n} {rows}x{cols}");
-            let got = pollster::block_on(ops.matmul(&w, &xs, None)).unwrap();
-            assert_sums(&label, &got, &matmul_reference(&w, &xs));
+    for slices in SLICES {
+        let ops = Ops::with_slices(&device, slices);
+        let mut random = Random::new(1);
+        for (n, rows, cols) in MATMUL_SHAPES {
+            let w = matrix(rows, cols, &mut random);
+            let xs = random.f32s(n * cols, 2.0);
+            for (precision, w) in [("f32", w.clone()), ("int8", w.quantized())] {
+                let label = format!("matmul {precision} n={n} {rows}x{cols}");
+                let got = pollster::block_on(ops.matmul(&w, &xs, None)).unwrap();
+                assert_sums(&label, &got, &matmul_reference(&w, &xs));
+            }
         }
     }
 }
@@ -111,20 +117,22 @@ fn matmul_accumulates_onto_the_residual_stream() {
     let Some(device) = gpu("matmul_accumulate") else {
         return;
     };
-    let ops = Ops::new(&device);
-    let mut random = Random::new(2);
-    for (n, rows, cols) in [(19, 40, 24), (1, 40, 22)] {
-        let w = matrix(rows, cols, &mut random);
-        let xs = random.f32s(n * cols, 1.0);
-        let base = random.f32s(n * rows, 3.0);
-        for w in [w.clone(), w.quantized()] {
-            let got = pollster::block_on(ops.matmul(&w, &xs, Some(&base))).unwrap();
-            let expected: Vec<(f64, f64)> = matmul_reference(&w, &xs)
-                .into_iter()
-                .zip(&base)
-                .map(|((s, m), &b)| (s + f64::from(b), m + f64::from(b).abs()))
-                .collect();
-            assert_sums(&format!("matmul accumulate n={n}"), &got, &expected);
+    for slices in SLICES {
+        let ops = Ops::with_slices(&device, slices);
+        let mut random = Random::new(2);
+        for (n, rows, cols) in [(19, 40, 24), (1, 40, 22)] {
+            let w = matrix(rows, cols, &mut random);
+            let xs = random.f32s(n * cols, 1.0);
+            let base = random.f32s(n * rows, 3.0);
+            for w in [w.clone(), w.quantized()] {
+                let got = pollster::block_on(ops.matmul(&w, &xs, Some(&base))).unwrap();
+                let expected: Vec<(f64, f64)> = matmul_reference(&w, &xs)
+                    .into_iter()
+                    .zip(&base)
+                    .map(|((s, m), &b)| (s + f64::from(b), m + f64::from(b).abs()))
+                    .collect();
+                assert_sums(&format!("matmul accumulate n={n}"), &got, &expected);
+            }
         }
     }
 }
@@ -253,7 +261,9 @@ fn exact(values: &[f32]) -> Vec<(f64, f64)> {
 const SHAPES: [(usize, usize, usize, usize, usize); 3] =
     [(2, 4, 2, 32, 256), (0, 3, 1, 8, 40), (1, 2, 2, 16, 17)];
 
-fn shape((layer, heads, kv_heads, head_dim, context): (usize, usize, usize, usize, usize)) -> Shape {
+fn shape(
+    (layer, heads, kv_heads, head_dim, context): (usize, usize, usize, usize, usize),
+) -> Shape {
     Shape {
         layer,
         heads,
@@ -296,7 +306,10 @@ fn rope_store_turns_each_pair_and_writes_the_documented_layout() {
         .unwrap();
         let mut expected = (Vec::new(), exact(&k_cache), exact(&v_cache));
         for (t, row) in qkv.chunks_exact(width).enumerate() {
-            let row: Vec<(f64, f64)> = row.iter().map(|&v| (f64::from(v), v.abs().into())).collect();
+            let row: Vec<(f64, f64)> = row
+                .iter()
+                .map(|&v| (f64::from(v), v.abs().into()))
+                .collect();
             attention_inputs_reference(
                 &row,
                 &shape,
@@ -329,44 +342,46 @@ fn assert_elements(label: &str, got: &[f32], expected: &[(f64, f64)]) {
 #[test]
 fn qkv_norms_projects_turns_and_stores_one_position() {
     let Some(device) = gpu("qkv") else { return };
-    let ops = Ops::new(&device);
-    let mut random = Random::new(11);
-    let eps = 1e-5f32;
-    for (case, (cols, start)) in SHAPES.into_iter().zip([(128, 200), (37, 39), (6, 0)]) {
-        let shape = shape(case);
-        let (hd, context) = (shape.head_dim, shape.context);
-        let (cos, sin) = tables(hd, context, &mut random);
-        let rows = (shape.heads + 2 * shape.kv_heads) * hd;
-        let size = (shape.layer + 1) * shape.kv_heads * context * hd;
-        let (k_cache, v_cache) = (random.f32s(size, 1.0), random.f32s(size, 1.0));
-        let x = random.f32s(cols, 3.0);
-        let norm = random.f32s(cols, 1.5);
-        let w = matrix(rows, cols, &mut random);
-        for (precision, w) in [("f32", w.clone()), ("int8", w.quantized())] {
-            let (queries, keys, values) = pollster::block_on(ops.qkv(
-                (&x, &norm, eps),
-                &w,
-                &shape,
-                (&cos, &sin),
-                (&k_cache, &v_cache),
-                start,
-            ))
-            .unwrap();
-            let projected = matmul_reference_f64(&w, &rmsnorm_reference(&x, &norm, eps));
-            let mut expected = (Vec::new(), exact(&k_cache), exact(&v_cache));
-            attention_inputs_reference(
-                &projected,
-                &shape,
-                start,
-                (&cos, &sin),
-                &mut expected.0,
-                &mut expected.1,
-                &mut expected.2,
-            );
-            let label = format!("qkv {precision} {shape:?} cols={cols} start={start}");
-            assert_sums(&format!("{label} queries"), &queries, &expected.0);
-            assert_sums(&format!("{label} keys"), &keys, &expected.1);
-            assert_sums(&format!("{label} values"), &values, &expected.2);
+    for slices in SLICES {
+        let ops = Ops::with_slices(&device, slices);
+        let mut random = Random::new(11);
+        let eps = 1e-5f32;
+        for (case, (cols, start)) in SHAPES.into_iter().zip([(128, 200), (37, 39), (6, 0)]) {
+            let shape = shape(case);
+            let (hd, context) = (shape.head_dim, shape.context);
+            let (cos, sin) = tables(hd, context, &mut random);
+            let rows = (shape.heads + 2 * shape.kv_heads) * hd;
+            let size = (shape.layer + 1) * shape.kv_heads * context * hd;
+            let (k_cache, v_cache) = (random.f32s(size, 1.0), random.f32s(size, 1.0));
+            let x = random.f32s(cols, 3.0);
+            let norm = random.f32s(cols, 1.5);
+            let w = matrix(rows, cols, &mut random);
+            for (precision, w) in [("f32", w.clone()), ("int8", w.quantized())] {
+                let (queries, keys, values) = pollster::block_on(ops.qkv(
+                    (&x, &norm, eps),
+                    &w,
+                    &shape,
+                    (&cos, &sin),
+                    (&k_cache, &v_cache),
+                    start,
+                ))
+                .unwrap();
+                let projected = matmul_reference_f64(&w, &rmsnorm_reference(&x, &norm, eps));
+                let mut expected = (Vec::new(), exact(&k_cache), exact(&v_cache));
+                attention_inputs_reference(
+                    &projected,
+                    &shape,
+                    start,
+                    (&cos, &sin),
+                    &mut expected.0,
+                    &mut expected.1,
+                    &mut expected.2,
+                );
+                let label = format!("qkv {precision} {shape:?} cols={cols} start={start}");
+                assert_sums(&format!("{label} queries"), &queries, &expected.0);
+                assert_sums(&format!("{label} keys"), &keys, &expected.1);
+                assert_sums(&format!("{label} values"), &values, &expected.2);
+            }
         }
     }
 }
@@ -376,30 +391,32 @@ fn gate_up_norms_projects_and_gates_one_position() {
     let Some(device) = gpu("gate_up") else {
         return;
     };
-    let ops = Ops::new(&device);
-    let mut random = Random::new(12);
-    let eps = 1e-5f32;
-    for (ff, cols) in [(352, 128), (4, 13), (68, 50)] {
-        let x = random.f32s(cols, 3.0);
-        let norm = random.f32s(cols, 1.5);
-        let w = matrix(2 * ff, cols, &mut random);
-        for (precision, w) in [("f32", w.clone()), ("int8", w.quantized())] {
-            let got = pollster::block_on(ops.gate_up(&x, &norm, eps, &w)).unwrap();
-            let projected = matmul_reference_f64(&w, &rmsnorm_reference(&x, &norm, eps));
-            let expected: Vec<(f64, f64)> = (0..ff)
-                .map(|j| {
-                    let ((g, gm), (u, um)) = (projected[j], projected[ff + j]);
-                    let silu = g / (1.0 + (-g).exp());
-                    // silu's slope is at most 1.1, so the gate's error passes through it.
-                    (silu * u, gm * 1.1 * u.abs() + um * silu.abs())
-                })
-                .collect();
-            assert_sums(&format!("gate_up {precision} {ff}x{cols}"), &got, &expected);
+    for slices in SLICES {
+        let ops = Ops::with_slices(&device, slices);
+        let mut random = Random::new(12);
+        let eps = 1e-5f32;
+        for (ff, cols) in [(352, 128), (4, 13), (68, 50)] {
+            let x = random.f32s(cols, 3.0);
+            let norm = random.f32s(cols, 1.5);
+            let w = matrix(2 * ff, cols, &mut random);
+            for (precision, w) in [("f32", w.clone()), ("int8", w.quantized())] {
+                let got = pollster::block_on(ops.gate_up(&x, &norm, eps, &w)).unwrap();
+                let projected = matmul_reference_f64(&w, &rmsnorm_reference(&x, &norm, eps));
+                let expected: Vec<(f64, f64)> = (0..ff)
+                    .map(|j| {
+                        let ((g, gm), (u, um)) = (projected[j], projected[ff + j]);
+                        let silu = g / (1.0 + (-g).exp());
+                        // silu's slope is at most 1.1, so the gate's error passes through it.
+                        (silu * u, gm * 1.1 * u.abs() + um * silu.abs())
+                    })
+                    .collect();
+                assert_sums(&format!("gate_up {precision} {ff}x{cols}"), &got, &expected);
+            }
         }
+        let odd = matrix(10, 8, &mut random);
+        let error = pollster::block_on(ops.gate_up(&[1.0; 8], &[1.0; 8], eps, &odd)).unwrap_err();
+        assert!(error.to_string().contains("d_ff 5"), "{error}");
     }
-    let odd = matrix(10, 8, &mut random);
-    let error = pollster::block_on(ops.gate_up(&[1.0; 8], &[1.0; 8], eps, &odd)).unwrap_err();
-    assert!(error.to_string().contains("d_ff 5"), "{error}");
 }
 
 #[test]
@@ -407,18 +424,24 @@ fn logits_norm_the_last_row_and_project_it() {
     let Some(device) = gpu("logits") else {
         return;
     };
-    let ops = Ops::new(&device);
-    let mut random = Random::new(13);
-    let eps = 1e-5f32;
-    for (n, rows, cols) in [(1, 768, 128), (5, 768, 128), (3, 17, 13)] {
-        let xs = random.f32s(n * cols, 3.0);
-        let norm = random.f32s(cols, 1.5);
-        let w = matrix(rows, cols, &mut random);
-        for (precision, w) in [("f32", w.clone()), ("int8", w.quantized())] {
-            let got = pollster::block_on(ops.logits(&xs, &norm, eps, &w)).unwrap();
-            let last = &xs[(n - 1) * cols..];
-            let expected = matmul_reference_f64(&w, &rmsnorm_reference(last, &norm, eps));
-            assert_sums(&format!("logits {precision} n={n} {rows}x{cols}"), &got, &expected);
+    for slices in SLICES {
+        let ops = Ops::with_slices(&device, slices);
+        let mut random = Random::new(13);
+        let eps = 1e-5f32;
+        for (n, rows, cols) in [(1, 768, 128), (5, 768, 128), (3, 17, 13)] {
+            let xs = random.f32s(n * cols, 3.0);
+            let norm = random.f32s(cols, 1.5);
+            let w = matrix(rows, cols, &mut random);
+            for (precision, w) in [("f32", w.clone()), ("int8", w.quantized())] {
+                let got = pollster::block_on(ops.logits(&xs, &norm, eps, &w)).unwrap();
+                let last = &xs[(n - 1) * cols..];
+                let expected = matmul_reference_f64(&w, &rmsnorm_reference(last, &norm, eps));
+                assert_sums(
+                    &format!("logits {precision} n={n} {rows}x{cols}"),
+                    &got,
+                    &expected,
+                );
+            }
         }
     }
 }

@@ -1,9 +1,14 @@
 // One position's projections, each fused with what surrounds it so that a decode step is
 // few dispatches: the workgroup stages its input row in workgroup memory (RMSNorm-ed first
-// where the model norms it), then each invocation takes the products of a group of four
-// output rows, reading the weights' column-major groups (weights_f32.wgsl) one 16-byte
-// load per column, and applies the epilogue. The weight format comes from the prelude
-// (weights_f32.wgsl or weights_int8.wgsl), and reduce.wgsl's reductions come before both.
+// where the model norms it), then takes the products of WG / SLICES outputs, each a group
+// of four rows (two for `qkv`'s pairs), split over SLICES invocations that each sum every
+// SLICES-th column: reading the weights' column-major groups (weights_f32.wgsl),
+// consecutive invocations load consecutive 16-byte groups. The slices meet in workgroup
+// memory, summed in slice order, and the first slice applies the epilogue. SLICES is set
+// when the pipeline is made (`Kernels::new`): a GPU hides memory latency only with many
+// short dependent chains (8 slices), while an adapter that runs the shader on a CPU
+// (lavapipe, SwiftShader) is fastest with one long loop per output and no split (1). The weight format comes from the prelude (weights_f32.wgsl or
+// weights_int8.wgsl), and reduce.wgsl's reductions come before both.
 //
 // - `matvec`: out[r] (+)= W[r] · xs, the attention's output and the MLP's down projection
 //   (flags bit 0: accumulate onto the residual stream).
@@ -11,7 +16,8 @@
 // - `qkv`: RMSNorm, then the stacked [Wq; Wk; Wv] (rows d + 2 kv); each query and key pair
 //   (i, i + head_dim/2) is rotated by RoPE at position `start`, the queries go to `out`
 //   ([heads][head_dim]) and the key and value straight into the KV cache at `start`. An
-//   invocation takes four pairs, so head_dim is a multiple of 8 (the runtime checks).
+//   output is four pairs or four values, so head_dim is a multiple of 8 (the runtime
+//   checks).
 // - `gate_up`: RMSNorm, then the stacked [W_gate; W_up] (rows 2 d_ff, d_ff a multiple of
 //   4) and SwiGLU: out[j] = silu(gate_j) * up_j.
 
@@ -34,9 +40,17 @@ struct Params {
 @group(0) @binding(10) var<storage, read_write> v_cache: array<f32>;
 
 const WG: u32 = 64u;
+override SLICES: u32 = 8u; // invocations per output, a divisor of WG
+
+// Outputs per workgroup.
+fn units() -> u32 {
+    return WG / SLICES;
+}
 // The runtime refuses models whose rows are longer (workgroup memory is 16 KiB).
 const MAX_COLS: u32 = 2048u;
 var<workgroup> row_in: array<f32, MAX_COLS>;
+// Each invocation's slice of up to two products: [product][slice][unit].
+var<workgroup> partial: array<vec4<f32>, 128>;
 
 // Stages xs's row `row` in `row_in`.
 fn stage(lid: u32, row: u32) {
@@ -58,11 +72,30 @@ fn stage_normed(lid: u32, row: u32) {
     workgroupBarrier();
 }
 
-// Rows 4g..4g+4 of W · row_in, scaled for the weight format.
-fn dot4(g: u32) -> vec4<f32> {
+// Slice s of rows 4g..4g+4 of W · row_in: columns s, s + SLICES, ..., unscaled.
+fn slice4(g: u32, s: u32) -> vec4<f32> {
     var acc = vec4<f32>(0.0);
-    for (var c = 0u; c < p.cols; c++) {
+    for (var c = s; c < p.cols; c += SLICES) {
         acc += row_in[c] * weights4(g, c);
+    }
+    return acc;
+}
+
+// Shares this invocation's slices `a` and `b`; after the barrier every product is whole
+// (with one slice, each invocation reads back only its own, and needs none). From uniform
+// control flow only.
+fn share(lid: u32, a: vec4<f32>, b: vec4<f32>) {
+    partial[lid] = a;
+    partial[WG + lid] = b;
+    if (SLICES > 1u) { workgroupBarrier(); }
+}
+
+// Product `which` (0 or 1) of unit u: its slices summed in slice order, scaled for the
+// weight format of group g.
+fn whole(which: u32, u: u32, g: u32) -> vec4<f32> {
+    var acc = vec4<f32>(0.0);
+    for (var s = 0u; s < SLICES; s++) {
+        acc += partial[which * WG + s * units() + u];
     }
     return acc * row_scales4(g);
 }
@@ -81,18 +114,27 @@ fn store4(g: u32, value: vec4<f32>, accumulate: bool) {
     }
 }
 
-@compute @workgroup_size(WG)
-fn matvec(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    stage(lid.x, 0u);
-    if (gid.x >= p.groups) { return; }
-    store4(gid.x, dot4(gid.x), (p.flags & 1u) != 0u);
+// One product per unit over W's row groups: `matvec` and `logits` after their staging.
+fn project(wg: u32, lid: u32, accumulate: bool) {
+    let u = lid % units();
+    let s = lid / units();
+    let g = wg * units() + u;
+    var a = vec4<f32>(0.0);
+    if (g < p.groups) { a = slice4(g, s); }
+    share(lid, a, a);
+    if (s == 0u && g < p.groups) { store4(g, whole(0u, u, g), accumulate); }
 }
 
 @compute @workgroup_size(WG)
-fn logits(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn matvec(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    stage(lid.x, 0u);
+    project(wg.x, lid.x, (p.flags & 1u) != 0u);
+}
+
+@compute @workgroup_size(WG)
+fn logits(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     stage_normed(lid.x, step.n - 1u);
-    if (gid.x >= p.groups) { return; }
-    store4(gid.x, dot4(gid.x), false);
+    project(wg.x, lid.x, false);
 }
 
 // Where head h's value i at position `start` lives: values [layer][kv_head][position]
@@ -105,12 +147,10 @@ fn key_at(h: u32, i: u32) -> u32 {
     return ((p.layer * p.kv_heads + h) * p.head_dim + i) * p.context + step.start;
 }
 
-// The pairs (i, i + half) for i = 4m..4m+4 of the head whose rows start at group `head`,
-// turned by RoPE's angles at position `start`: the first halves, then the second.
-fn rotated(head: u32, m: u32) -> array<vec4<f32>, 2> {
+// The pairs (a_k, b_k) = rows (i, i + half), i = 4m..4m+4 of a head, turned by RoPE's
+// angles at position `start`: the first halves, then the second.
+fn rotated(a: vec4<f32>, b: vec4<f32>, m: u32) -> array<vec4<f32>, 2> {
     let half = p.head_dim / 2u;
-    let a = dot4(head + m);
-    let b = dot4(head + half / 4u + m);
     var turned: array<vec4<f32>, 2>;
     for (var k = 0u; k < 4u; k++) {
         let at = step.start * half + 4u * m + k;
@@ -123,50 +163,81 @@ fn rotated(head: u32, m: u32) -> array<vec4<f32>, 2> {
 }
 
 @compute @workgroup_size(WG)
-fn qkv(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn qkv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     stage_normed(lid.x, 0u);
     let half = p.head_dim / 2u;
     let per_head = half / 4u;
     let q_units = p.heads * per_head;
     let k_units = p.kv_heads * per_head;
-    let v_units = p.kv_heads * p.head_dim / 4u;
+    let total = q_units + k_units + p.kv_heads * p.head_dim / 4u;
     let q_groups = p.heads * p.head_dim / 4u;
-    let j = gid.x;
+    let u = lid.x % units();
+    let s = lid.x / units();
+    let j = wg.x * units() + u;
+    // The unit's row groups: a query or key unit's first and second halves (head group
+    // plus m, and half / 4 further), or a value unit's group.
+    var first = 0u;
+    var m = 0u;
+    if (j < q_units) {
+        m = j % per_head;
+        first = (j / per_head) * p.head_dim / 4u + m;
+    } else if (j < q_units + k_units) {
+        m = (j - q_units) % per_head;
+        first = q_groups + ((j - q_units) / per_head) * p.head_dim / 4u + m;
+    } else {
+        first = q_groups + p.kv_heads * p.head_dim / 4u + (j - q_units - k_units);
+    }
+    let second = first + half / 4u;
+    let paired = j < q_units + k_units;
+    var a = vec4<f32>(0.0);
+    var b = vec4<f32>(0.0);
+    if (j < total) {
+        a = slice4(first, s);
+        if (paired) { b = slice4(second, s); }
+    }
+    share(lid.x, a, b);
+    if (s != 0u || j >= total) { return; }
+    let x = whole(0u, u, first);
     if (j < q_units) {
         let h = j / per_head;
-        let m = j % per_head;
-        let turned = rotated(h * p.head_dim / 4u, m);
+        let turned = rotated(x, whole(1u, u, second), m);
         for (var k = 0u; k < 4u; k++) {
             let i = h * p.head_dim + 4u * m + k;
             out[i] = turned[0][k];
             out[i + half] = turned[1][k];
         }
-    } else if (j < q_units + k_units) {
+    } else if (paired) {
         let h = (j - q_units) / per_head;
-        let m = (j - q_units) % per_head;
-        let turned = rotated(q_groups + h * p.head_dim / 4u, m);
+        let turned = rotated(x, whole(1u, u, second), m);
         for (var k = 0u; k < 4u; k++) {
             let i = 4u * m + k;
             k_cache[key_at(h, i)] = turned[0][k];
             k_cache[key_at(h, i + half)] = turned[1][k];
         }
-    } else if (j < q_units + k_units + v_units) {
+    } else {
         let e = j - q_units - k_units;
-        let value = dot4(q_groups + p.kv_heads * p.head_dim / 4u + e);
         for (var k = 0u; k < 4u; k++) {
             let idx = 4u * e + k;
-            v_cache[cache_at(idx / p.head_dim, idx % p.head_dim)] = value[k];
+            v_cache[cache_at(idx / p.head_dim, idx % p.head_dim)] = x[k];
         }
     }
 }
 
 @compute @workgroup_size(WG)
-fn gate_up(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+fn gate_up(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     stage_normed(lid.x, 0u);
     let ff_groups = p.groups / 2u;
-    let g = gid.x;
-    if (g >= ff_groups) { return; }
-    let gate = dot4(g);
-    let up = dot4(ff_groups + g);
-    store4(g, gate / (1.0 + exp(-gate)) * up, false);
+    let u = lid.x % units();
+    let s = lid.x / units();
+    let g = wg.x * units() + u;
+    var gate = vec4<f32>(0.0);
+    var up = vec4<f32>(0.0);
+    if (g < ff_groups) {
+        gate = slice4(g, s);
+        up = slice4(ff_groups + g, s);
+    }
+    share(lid.x, gate, up);
+    if (s != 0u || g >= ff_groups) { return; }
+    let gate_sum = whole(0u, u, g);
+    store4(g, gate_sum / (1.0 + exp(-gate_sum)) * whole(1u, u, ff_groups + g), false);
 }
