@@ -596,9 +596,13 @@ async function loadFigures(label, launchArgs) {
 // 511,355 -> 522,223, the worker 511,788 -> 544,159; 528,486 with the policy crate built
 // size-first in the worker (11 kB of it; the model's kernels stay at opt-level 3), the
 // generation loop compiled once for all jobs and no timeline chart code in it. The page + worker
-// budget was raised to 1,055,000 for it.
+// budget was raised to 1,055,000 for it. Issue 16's fused GPU kernels (a decode step in 22
+// dispatches; two command sequences; weights stacked and laid out column-major): the worker
+// 530,343 -> 537,851; 531,595 with the shaders embedded without their comments (build.rs)
+// and the weight-reading kernels compiled for the model's format only. The page + worker
+// budget was raised to 1,057,000 for it.
 const PAGE_BUDGET_GZIP = 525_000;
-const TOTAL_BUDGET_GZIP = 1_055_000;
+const TOTAL_BUDGET_GZIP = 1_057_000;
 const PLANNER_BUDGET_GZIP = 300_000;
 // Issue 14's observation worker, budgeted like the planner: its measured size rounded up to
 // the next 50,000 (211,452 bytes when it was built; the page then 498,617, the planner

@@ -3,6 +3,8 @@
 
 use wgpu::util::DeviceExt;
 
+use policy::Precision;
+
 /// The workgroup size of the element-wise kernels (embed, rope_store, swiglu).
 pub(crate) const ELEMENT_WG: u32 = 64;
 /// The prefill matmul's tile edge (positions and rows per workgroup).
@@ -19,21 +21,18 @@ pub(crate) const MAX_HEAD_DIM: usize = 256;
 pub(crate) const MAX_SAMPLER_VOCAB: usize = 1024;
 pub(crate) const SAMPLE_WORDS: usize = 34;
 
-/// One kernel that reads a weight matrix, compiled once per weight format.
-pub(crate) struct ByFormat {
-    pub f32: wgpu::ComputePipeline,
-    pub int8: wgpu::ComputePipeline,
-}
-
+/// The pipelines for one device and one weight format (the kernels that read weights are
+/// compiled for that format only: each compile costs the first token time, seconds on a
+/// browser's CPU fallback adapter).
 pub(crate) struct Kernels {
     /// Invocations per output of the one-position kernels.
     pub slices: u32,
-    pub gather: ByFormat,
-    pub matmul: ByFormat,
-    pub matvec: ByFormat,
-    pub logits: ByFormat,
-    pub qkv: ByFormat,
-    pub gate_up: ByFormat,
+    pub gather: wgpu::ComputePipeline,
+    pub matmul: wgpu::ComputePipeline,
+    pub matvec: wgpu::ComputePipeline,
+    pub logits: wgpu::ComputePipeline,
+    pub qkv: wgpu::ComputePipeline,
+    pub gate_up: wgpu::ComputePipeline,
     pub rmsnorm: wgpu::ComputePipeline,
     pub rope_store: wgpu::ComputePipeline,
     pub attention: wgpu::ComputePipeline,
@@ -42,39 +41,56 @@ pub(crate) struct Kernels {
     pub sample: wgpu::ComputePipeline,
 }
 
-/// The source of a kernel: its `.wgsl` file after the files it builds on.
-macro_rules! source {
-    ($($file:literal),+) => {
-        concat!($(include_str!(concat!("shaders/", $file))),+)
-    };
+/// The `.wgsl` files, each included once, without comments (`build.rs`): a kernel's source
+/// is its file after the preludes it builds on, joined when the module is made.
+mod wgsl {
+    macro_rules! files {
+        ($($name:ident = $file:literal;)+) => {
+            $(pub const $name: &str = include_str!(concat!(env!("OUT_DIR"), "/", $file));)+
+        };
+    }
+    files! {
+        REDUCE = "reduce.wgsl";
+        WEIGHTS_F32 = "weights_f32.wgsl";
+        WEIGHTS_INT8 = "weights_int8.wgsl";
+        EMBED = "embed.wgsl";
+        MATMUL = "matmul.wgsl";
+        MATVEC = "matvec.wgsl";
+        RMSNORM = "rmsnorm.wgsl";
+        ROPE_STORE = "rope_store.wgsl";
+        ATTENTION = "attention.wgsl";
+        SWIGLU = "swiglu.wgsl";
+        SOFTMAX = "softmax.wgsl";
+        SAMPLE = "sample.wgsl";
+    }
 }
 
 impl Kernels {
-    /// The kernels for `gpu`: the one-position kernels split each output over 8
-    /// invocations on a GPU, over 1 on an adapter that runs shaders on the CPU.
-    pub fn new(gpu: &crate::Gpu) -> Kernels {
-        Kernels::with_slices(&gpu.device, if gpu.is_emulated() { 1 } else { 8 })
+    /// The kernels for `gpu` and weights in `precision`: the one-position kernels split
+    /// each output over 8 invocations on a GPU, over 1 on an adapter that runs shaders on
+    /// the CPU.
+    pub fn new(gpu: &crate::Gpu, precision: Precision) -> Kernels {
+        let slices = if gpu.is_emulated() { 1 } else { 8 };
+        Kernels::with_slices(&gpu.device, precision, slices)
     }
 
     /// The kernels with the one-position kernels split over `slices` invocations per
     /// output (a divisor of [`MATVEC_WG`]).
-    pub fn with_slices(device: &wgpu::Device, slices: u32) -> Kernels {
-        let module = |label: &str, source: &'static str| {
+    pub fn with_slices(device: &wgpu::Device, precision: Precision, slices: u32) -> Kernels {
+        let module = |label: &str, parts: &[&str]| {
             device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(label),
-                source: wgpu::ShaderSource::Wgsl(source.into()),
+                source: wgpu::ShaderSource::Wgsl(parts.concat().into()),
             })
         };
-        let constants = [("SLICES", f64::from(slices))];
         let pipeline = |module: &wgpu::ShaderModule, entry: &str| {
-            let split = matches!(entry, "matvec" | "logits" | "qkv" | "gate_up");
             device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                 label: Some(entry),
                 layout: None,
                 module,
                 entry_point: Some(entry),
                 compilation_options: wgpu::PipelineCompilationOptions {
-                    constants: if split { &constants } else { &[] },
+                    constants: &[],
                     // Every kernel writes its workgroup memory before reading it; zeroing
                     // it first costs each workgroup (browsers do it regardless).
                     zero_initialize_workgroup_memory: false,
@@ -82,46 +98,32 @@ impl Kernels {
                 cache: None,
             })
         };
-        // A kernel that reads weights, after each format's prelude (and after the
-        // reductions of reduce.wgsl, for the `reducing` ones).
-        macro_rules! by_format {
-            ($file:literal, $entry:literal $(, $reduce:literal)?) => {
-                ByFormat {
-                    f32: pipeline(
-                        &module($file, source!($($reduce,)? "weights_f32.wgsl", $file)),
-                        $entry,
-                    ),
-                    int8: pipeline(
-                        &module($file, source!($($reduce,)? "weights_int8.wgsl", $file)),
-                        $entry,
-                    ),
-                }
-            };
-        }
-        let single =
-            |file: &str, source: &'static str, entry: &str| pipeline(&module(file, source), entry);
+        // A kernel file that reads weights, after the format's prelude (and after
+        // `first`, the reductions where it needs them).
+        let prelude = match precision {
+            Precision::F32 => wgsl::WEIGHTS_F32,
+            Precision::Int8 => wgsl::WEIGHTS_INT8,
+        };
+        let weighted = |label: &str, first: &[&str], file: &str| {
+            module(label, &[first, &[prelude, file]].concat())
+        };
+        let declared = format!("const SLICES: u32 = {slices}u;\n");
+        let one_position = weighted("matvec.wgsl", &[&declared, wgsl::REDUCE], wgsl::MATVEC);
+        let single = |file: &str, parts: &[&str]| pipeline(&module(file, parts), "main");
         Kernels {
             slices,
-            gather: by_format!("embed.wgsl", "main"),
-            matmul: by_format!("matmul.wgsl", "main"),
-            matvec: by_format!("matvec.wgsl", "matvec", "reduce.wgsl"),
-            logits: by_format!("matvec.wgsl", "logits", "reduce.wgsl"),
-            qkv: by_format!("matvec.wgsl", "qkv", "reduce.wgsl"),
-            gate_up: by_format!("matvec.wgsl", "gate_up", "reduce.wgsl"),
-            rmsnorm: single("rmsnorm.wgsl", source!("rmsnorm.wgsl"), "main"),
-            rope_store: single("rope_store.wgsl", source!("rope_store.wgsl"), "main"),
-            attention: single(
-                "attention.wgsl",
-                source!("reduce.wgsl", "attention.wgsl"),
-                "main",
-            ),
-            swiglu: single("swiglu.wgsl", source!("swiglu.wgsl"), "main"),
-            softmax: single(
-                "softmax.wgsl",
-                source!("reduce.wgsl", "softmax.wgsl"),
-                "main",
-            ),
-            sample: single("sample.wgsl", source!("reduce.wgsl", "sample.wgsl"), "main"),
+            gather: pipeline(&weighted("embed.wgsl", &[], wgsl::EMBED), "main"),
+            matmul: pipeline(&weighted("matmul.wgsl", &[], wgsl::MATMUL), "main"),
+            matvec: pipeline(&one_position, "matvec"),
+            logits: pipeline(&one_position, "logits"),
+            qkv: pipeline(&one_position, "qkv"),
+            gate_up: pipeline(&one_position, "gate_up"),
+            rmsnorm: single("rmsnorm.wgsl", &[wgsl::RMSNORM]),
+            rope_store: single("rope_store.wgsl", &[wgsl::ROPE_STORE]),
+            attention: single("attention.wgsl", &[wgsl::REDUCE, wgsl::ATTENTION]),
+            swiglu: single("swiglu.wgsl", &[wgsl::SWIGLU]),
+            softmax: single("softmax.wgsl", &[wgsl::REDUCE, wgsl::SOFTMAX]),
+            sample: single("sample.wgsl", &[wgsl::REDUCE, wgsl::SAMPLE]),
         }
     }
 }
@@ -279,15 +281,12 @@ impl DeviceMatrix {
         [self.rows() as u32, cols as u32, self.groups() as u32, flags]
     }
 
-    /// The pipeline of `kernel` that reads this matrix, and its weight bindings (4 = f32
-    /// data; 5 = packed int8, 6 = scales).
-    pub fn select<'a>(
-        &'a self,
-        kernel: &'a ByFormat,
-    ) -> (&'a wgpu::ComputePipeline, Vec<(u32, &'a wgpu::Buffer)>) {
+    /// The weight bindings of a kernel that reads this matrix (4 = f32 data; 5 = packed
+    /// int8, 6 = scales).
+    pub fn bindings(&self) -> Vec<(u32, &wgpu::Buffer)> {
         match self {
-            DeviceMatrix::F32 { data, .. } => (&kernel.f32, vec![(4, data)]),
-            DeviceMatrix::Int8 { data, scales, .. } => (&kernel.int8, vec![(5, data), (6, scales)]),
+            DeviceMatrix::F32 { data, .. } => vec![(4, data)],
+            DeviceMatrix::Int8 { data, scales, .. } => vec![(5, data), (6, scales)],
         }
     }
 
@@ -324,37 +323,40 @@ pub(crate) struct Fused {
     pub context: u32,
 }
 
-/// Matrices with the same columns as one, their rows stacked in order (q, k, v or gate,
-/// up), so one kernel reads them all: int8 if all are int8, else f32 (an int8 part then
-/// dequantised to scale · q; a model's weights are all of one format).
-pub(crate) fn stack(parts: &[&model::Linear]) -> model::Linear {
-    let cols = parts.first().map_or(0, |m| m.cols());
+/// The weight format of a matrix.
+pub(crate) fn precision(linear: &model::Linear) -> Precision {
+    match linear {
+        model::Linear::F32 { .. } => Precision::F32,
+        model::Linear::Int8 { .. } => Precision::Int8,
+    }
+}
+
+/// Matrices with the same columns and format as one, their rows stacked in order (q, k, v
+/// or gate, up), so one kernel reads them all; `None` when the formats differ.
+pub(crate) fn stack(parts: &[&model::Linear]) -> Option<model::Linear> {
+    let cols = parts.first()?.cols();
     let rows = parts.iter().map(|m| m.rows()).sum();
-    let mut int8 = (Vec::new(), Vec::new());
+    let (mut data, mut q, mut scales) = (Vec::new(), Vec::new(), Vec::new());
     for m in parts {
         match m {
-            model::Linear::Int8 { data, scales, .. } => {
-                int8.0.extend_from_slice(data);
-                int8.1.extend_from_slice(scales);
-            }
-            model::Linear::F32 { .. } => {
-                let mut data = vec![0.0; rows * cols];
-                for (row, out) in parts
-                    .iter()
-                    .flat_map(|m| (0..m.rows()).map(move |r| (m, r)))
-                    .zip(data.chunks_exact_mut(cols.max(1)))
-                {
-                    row.0.row(row.1, out);
-                }
-                return model::Linear::F32 { rows, cols, data };
+            model::Linear::F32 { data: d, .. } => data.extend_from_slice(d),
+            model::Linear::Int8 {
+                data: d, scales: s, ..
+            } => {
+                q.extend_from_slice(d);
+                scales.extend_from_slice(s);
             }
         }
     }
-    model::Linear::Int8 {
-        rows,
-        cols,
-        data: int8.0,
-        scales: int8.1,
+    match (data.is_empty(), q.is_empty()) {
+        (false, true) => Some(model::Linear::F32 { rows, cols, data }),
+        (true, false) => Some(model::Linear::Int8 {
+            rows,
+            cols,
+            data: q,
+            scales,
+        }),
+        _ => None,
     }
 }
 

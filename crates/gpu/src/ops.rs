@@ -6,10 +6,11 @@ use model::Linear;
 
 use crate::device::{Gpu, GpuError};
 use crate::kernels::{
-    bind, readback, sampled_outcome, sampler_params, scratch, storage, uniform, ByFormat,
+    bind, precision, readback, sampled_outcome, sampler_params, scratch, storage, uniform,
     DeviceMatrix, Fused, Kernels, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT, MAX_HEAD_DIM,
     MAX_SAMPLER_VOCAB, SAMPLE_WORDS, TILE,
 };
+use policy::Precision;
 
 /// The attention's shape and where in the KV cache a kernel works: layer `layer` of
 /// caches `[layers][kv_heads][context][head_dim]`.
@@ -48,13 +49,19 @@ impl Shape {
 /// The compiled kernels of one device.
 pub struct Ops<'g> {
     gpu: &'g Gpu,
+    /// The kernels for f32 weights (and every kernel that reads none), and for int8.
     kernels: Kernels,
+    int8: Kernels,
 }
+
+/// Which pipeline of a [`Kernels`] a one-position operation runs.
+type Pick = fn(&Kernels) -> &wgpu::ComputePipeline;
 
 impl<'g> Ops<'g> {
     pub fn new(gpu: &'g Gpu) -> Ops<'g> {
         Ops {
-            kernels: Kernels::new(gpu),
+            kernels: Kernels::new(gpu, Precision::F32),
+            int8: Kernels::new(gpu, Precision::Int8),
             gpu,
         }
     }
@@ -63,8 +70,17 @@ impl<'g> Ops<'g> {
     /// output (1, 2, 4, 8, ... 64), whatever the adapter: so both variants are tested on any.
     pub fn with_slices(gpu: &'g Gpu, slices: u32) -> Ops<'g> {
         Ops {
-            kernels: Kernels::with_slices(&gpu.device, slices),
+            kernels: Kernels::with_slices(&gpu.device, Precision::F32, slices),
+            int8: Kernels::with_slices(&gpu.device, Precision::Int8, slices),
             gpu,
+        }
+    }
+
+    /// The kernels that read `w`'s format.
+    fn reading(&self, w: &Linear) -> &Kernels {
+        match precision(w) {
+            Precision::F32 => &self.kernels,
+            Precision::Int8 => &self.int8,
         }
     }
 
@@ -120,22 +136,23 @@ impl<'g> Ops<'g> {
         };
         // One position goes through the decode kernel, as in the model.
         let rows = w.rows() as u32;
-        let (params, kernel, grid) = if n == 1 {
+        let kernels = self.reading(w);
+        let (params, pipeline, grid) = if n == 1 {
             self.fits(w.cols())?;
             let params = uniform(device, &m.fused_params(flags, &Fused::default()));
             let groups = m.groups() as u32;
             let per_workgroup = MATVEC_WG / self.kernels.slices;
             (
                 params,
-                &self.kernels.matvec,
+                &kernels.matvec,
                 (groups.div_ceil(per_workgroup), 1, 1),
             )
         } else {
             let params = uniform(device, &m.params(flags));
             let grid = (rows.div_ceil(TILE), (n as u32).div_ceil(TILE), 1);
-            (params, &self.kernels.matmul, grid)
+            (params, &kernels.matmul, grid)
         };
-        let (pipeline, mut buffers) = m.select(kernel);
+        let mut buffers = m.bindings();
         if n != 1 {
             buffers.push((0, &step));
         }
@@ -158,7 +175,7 @@ impl<'g> Ops<'g> {
     #[allow(clippy::too_many_arguments)]
     async fn normed(
         &self,
-        kernel: &ByFormat,
+        pick: Pick,
         (x, norm, eps): (&[f32], &[f32], f32),
         w: &Linear,
         shape: Option<&Shape>,
@@ -182,7 +199,8 @@ impl<'g> Ops<'g> {
             storage(device, "norm", norm),
             scratch(device, "out", out_len),
         );
-        let (pipeline, mut buffers) = m.select(kernel);
+        let pipeline = pick(self.reading(w));
+        let mut buffers = m.bindings();
         buffers.extend([(1, &params), (2, &input), (3, &out), (7, &weight)]);
         buffers.extend_from_slice(extra);
         let grid = (
@@ -201,7 +219,7 @@ impl<'g> Ops<'g> {
         eps: f32,
         w: &Linear,
     ) -> Result<Vec<f32>, GpuError> {
-        let kernel = &self.kernels.logits;
+        let kernel: Pick = |k| &k.logits;
         let (rows, step) = (w.rows(), self.step(0, xs.len() / w.cols()));
         let groups = rows.div_ceil(4);
         self.normed(
@@ -231,7 +249,7 @@ impl<'g> Ops<'g> {
                 "d_ff {ff} is not a multiple of 4"
             )));
         }
-        let kernel = &self.kernels.gate_up;
+        let kernel: Pick = |k| &k.gate_up;
         self.normed(kernel, (x, norm, eps), w, None, ff / 4, ff, &[])
             .await
     }
@@ -269,7 +287,7 @@ impl<'g> Ops<'g> {
         let q_len = shape.heads * shape.head_dim;
         let q = self
             .normed(
-                &self.kernels.qkv,
+                |k| &k.qkv,
                 (x, norm, eps),
                 w,
                 Some(shape),
@@ -292,7 +310,8 @@ impl<'g> Ops<'g> {
         let step = self.step(0, tokens.len());
         let ids = storage(device, "tokens", tokens);
         let out = scratch(device, "x", tokens.len() * cols);
-        let (pipeline, mut buffers) = m.select(&self.kernels.gather);
+        let pipeline = &self.reading(embedding).gather;
+        let mut buffers = m.bindings();
         buffers.extend([(0, &step), (1, &params), (2, &ids), (3, &out)]);
         let grid = ((tokens.len() * cols) as u32).div_ceil(ELEMENT_WG);
         self.run(pipeline, &buffers, (grid, 1, 1), &out, tokens.len() * cols)

@@ -31,9 +31,9 @@ use policy::ArtifactId;
 
 use crate::device::{Faults, Gpu, GpuError};
 use crate::kernels::{
-    bind, readback, scratch, stack, storage, uniform, ByFormat, DeviceMatrix, Fused, Kernels,
-    ACCUMULATE, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT, MAX_HEAD_DIM, MAX_SAMPLER_VOCAB,
-    SAMPLE_WORDS, TILE,
+    bind, precision as precision_of, readback, scratch, stack, storage, uniform, DeviceMatrix,
+    Fused, Kernels, ACCUMULATE, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT, MAX_HEAD_DIM,
+    MAX_SAMPLER_VOCAB, SAMPLE_WORDS, TILE,
 };
 
 /// How many workgroups a pass dispatches, as a function of the block's length `n`.
@@ -130,7 +130,13 @@ impl GpuTransformer {
     ) -> Result<GpuTransformer, GpuError> {
         check_shapes(&config)?;
         let device = &gpu.device;
-        let kernels = Kernels::new(&gpu);
+        let precision = precision_of(&weights.embed);
+        let mixed = || GpuError::Unsupported("the weights mix f32 and int8 matrices".to_string());
+        let same = |m: &Linear| precision_of(m) == precision;
+        if !weights.layers.iter().all(|l| same(&l.o) && same(&l.down)) {
+            return Err(mixed());
+        }
+        let kernels = Kernels::new(&gpu, precision);
         let outputs = |n: usize| Grid::Outputs(n as u32, kernels.slices);
         let (d, kv, ff, hd) = (
             config.d_model,
@@ -157,18 +163,19 @@ impl GpuTransformer {
             gate_up: DeviceMatrix,
             down: DeviceMatrix,
         }
-        let layers: Vec<DeviceLayer> = weights
-            .layers
-            .iter()
-            .map(|layer| DeviceLayer {
-                qkv: upload("qkv", &stack(&[&layer.q, &layer.k, &layer.v])),
+        let mut layers = Vec::with_capacity(weights.layers.len());
+        for layer in &weights.layers {
+            let qkv = stack(&[&layer.q, &layer.k, &layer.v]).filter(same);
+            let gate_up = stack(&[&layer.gate, &layer.up]).filter(same);
+            layers.push(DeviceLayer {
+                qkv: upload("qkv", &qkv.ok_or_else(mixed)?),
                 o: upload("o", &layer.o),
-                gate_up: upload("gate up", &stack(&[&layer.gate, &layer.up])),
+                gate_up: upload("gate up", &gate_up.ok_or_else(mixed)?),
                 down: upload("down", &layer.down),
                 attn_norm: storage(device, "attn_norm", &layer.attn_norm),
                 mlp_norm: storage(device, "mlp_norm", &layer.mlp_norm),
-            })
-            .collect();
+            });
+        }
         let final_norm = storage(device, "norm", &weights.norm);
         let (cos, sin) = rope_tables(&config);
         let rope = storage(device, "rope", &[cos, sin].concat());
@@ -213,13 +220,13 @@ impl GpuTransformer {
         };
         // A pass of a kernel that reads the weights `m`, with the other bindings `buffers`.
         let weighted = |label,
-                        kernel: &ByFormat,
+                        pipeline: &wgpu::ComputePipeline,
                         m: &DeviceMatrix,
                         params: &[u32],
                         buffers: &[(u32, &wgpu::Buffer)],
                         grid| {
             let params = uniform(device, params);
-            let (pipeline, mut all) = m.select(kernel);
+            let mut all = m.bindings();
             all.push((1, &params));
             all.extend_from_slice(buffers);
             pass(label, pipeline, &all, grid)

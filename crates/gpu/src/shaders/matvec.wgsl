@@ -4,8 +4,9 @@
 // of four rows (two for `qkv`'s pairs), split over SLICES invocations that each sum every
 // SLICES-th column: reading the weights' column-major groups (weights_f32.wgsl),
 // consecutive invocations load consecutive 16-byte groups. The slices meet in workgroup
-// memory, summed in slice order, and the first slice applies the epilogue. SLICES is set
-// when the pipeline is made (`Kernels::new`): a GPU hides memory latency only with many
+// memory, summed in slice order, and the first slice applies the epilogue. SLICES is
+// declared before this file when the module is made (`Kernels::new`, as
+// `const SLICES: u32 = 8u;`): a GPU hides memory latency only with many
 // short dependent chains (8 slices), while an adapter that runs the shader on a CPU
 // (lavapipe, SwiftShader) is fastest with one long loop per output and no split (1). The weight format comes from the prelude (weights_f32.wgsl or
 // weights_int8.wgsl), and reduce.wgsl's reductions come before both.
@@ -40,7 +41,6 @@ struct Params {
 @group(0) @binding(10) var<storage, read_write> v_cache: array<f32>;
 
 const WG: u32 = 64u;
-override SLICES: u32 = 8u; // invocations per output, a divisor of WG
 
 // Outputs per workgroup.
 fn units() -> u32 {
