@@ -21,6 +21,42 @@ pub(crate) const MAX_HEAD_DIM: usize = 256;
 pub(crate) const MAX_SAMPLER_VOCAB: usize = 1024;
 pub(crate) const SAMPLE_WORDS: usize = 34;
 
+/// The lengths of the kernels' workgroup arrays, declared in each module's source: a
+/// model's own, so no array is larger than it needs. Browsers zero workgroup memory at
+/// every dispatch, and on SwiftShader (Chromium's CPU fallback adapter) the one-position
+/// kernels' rows at the 2,048-value limit instead of the tiny model's 352 made the GPU
+/// backend's start 3 s slower and its decode steps slower too (BENCHMARKS.md).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Sizes {
+    /// The longest row a one-position kernel stages: d_model or d_ff.
+    pub cols: usize,
+    pub context: usize,
+    pub head_dim: usize,
+    pub vocab: usize,
+}
+
+impl Sizes {
+    /// The runtime's limits: what the one-kernel operations of `ops` are compiled for.
+    pub const LIMITS: Sizes = Sizes {
+        cols: MAX_COLS,
+        context: MAX_CONTEXT,
+        head_dim: MAX_HEAD_DIM,
+        vocab: MAX_SAMPLER_VOCAB,
+    };
+
+    /// A model's, within the limits (which `GpuTransformer::new` checks first), and at
+    /// least 1 (WGSL has no empty arrays).
+    pub fn of(config: &model::ModelConfig) -> Sizes {
+        let within = |n: usize, limit: usize| n.clamp(1, limit);
+        Sizes {
+            cols: within(config.d_model.max(config.d_ff), MAX_COLS),
+            context: within(config.context_len, MAX_CONTEXT),
+            head_dim: within(config.head_dim(), MAX_HEAD_DIM),
+            vocab: within(config.vocab_size, MAX_SAMPLER_VOCAB),
+        }
+    }
+}
+
 /// The pipelines for one device and one weight format (the kernels that read weights are
 /// compiled for that format only: each compile costs the first token time, seconds on a
 /// browser's CPU fallback adapter).
@@ -66,17 +102,22 @@ mod wgsl {
 }
 
 impl Kernels {
-    /// The kernels for `gpu` and weights in `precision`: the one-position kernels split
-    /// each output over 8 invocations on a GPU, over 1 on an adapter that runs shaders on
-    /// the CPU.
-    pub fn new(gpu: &crate::Gpu, precision: Precision) -> Kernels {
+    /// The kernels for `gpu`, weights in `precision` and workgroup arrays of `sizes`: the
+    /// one-position kernels split each output over 8 invocations on a GPU, over 1 on an
+    /// adapter that runs shaders on the CPU.
+    pub fn new(gpu: &crate::Gpu, precision: Precision, sizes: Sizes) -> Kernels {
         let slices = if gpu.is_emulated() { 1 } else { 8 };
-        Kernels::with_slices(&gpu.device, precision, slices)
+        Kernels::with_slices(&gpu.device, precision, slices, sizes)
     }
 
     /// The kernels with the one-position kernels split over `slices` invocations per
     /// output (a divisor of [`MATVEC_WG`]).
-    pub fn with_slices(device: &wgpu::Device, precision: Precision, slices: u32) -> Kernels {
+    pub fn with_slices(
+        device: &wgpu::Device,
+        precision: Precision,
+        slices: u32,
+        sizes: Sizes,
+    ) -> Kernels {
         let module = |label: &str, parts: &[&str]| {
             device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(label),
@@ -107,7 +148,15 @@ impl Kernels {
         let weighted = |label: &str, first: &[&str], file: &str| {
             module(label, &[first, &[prelude, file]].concat())
         };
-        let declared = format!("const SLICES: u32 = {slices}u;\n");
+        let declared = format!(
+            "const SLICES: u32 = {slices}u;\nconst MAX_COLS: u32 = {}u;\n",
+            sizes.cols
+        );
+        let attention = format!(
+            "const MAX_CONTEXT: u32 = {}u;\nconst MAX_HEAD_DIM: u32 = {}u;\n",
+            sizes.context, sizes.head_dim
+        );
+        let sample = format!("const MAX_VOCAB: u32 = {}u;\n", sizes.vocab);
         let one_position = weighted("matvec.wgsl", &[&declared, wgsl::REDUCE], wgsl::MATVEC);
         let single = |file: &str, parts: &[&str]| pipeline(&module(file, parts), "main");
         Kernels {
@@ -120,10 +169,13 @@ impl Kernels {
             gate_up: pipeline(&one_position, "gate_up"),
             rmsnorm: single("rmsnorm.wgsl", &[wgsl::RMSNORM]),
             rope_store: single("rope_store.wgsl", &[wgsl::ROPE_STORE]),
-            attention: single("attention.wgsl", &[wgsl::REDUCE, wgsl::ATTENTION]),
+            attention: single(
+                "attention.wgsl",
+                &[&attention, wgsl::REDUCE, wgsl::ATTENTION],
+            ),
             swiglu: single("swiglu.wgsl", &[wgsl::SWIGLU]),
             softmax: single("softmax.wgsl", &[wgsl::REDUCE, wgsl::SOFTMAX]),
-            sample: single("sample.wgsl", &[wgsl::REDUCE, wgsl::SAMPLE]),
+            sample: single("sample.wgsl", &[&sample, wgsl::REDUCE, wgsl::SAMPLE]),
         }
     }
 }

@@ -7,8 +7,8 @@ use model::Linear;
 use crate::device::{Gpu, GpuError};
 use crate::kernels::{
     bind, precision, readback, sampled_outcome, sampler_params, scratch, storage, uniform,
-    DeviceMatrix, Fused, Kernels, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT, MAX_HEAD_DIM,
-    MAX_SAMPLER_VOCAB, SAMPLE_WORDS, TILE,
+    DeviceMatrix, Fused, Kernels, Sizes, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT,
+    MAX_HEAD_DIM, MAX_SAMPLER_VOCAB, SAMPLE_WORDS, TILE,
 };
 use policy::Precision;
 
@@ -60,8 +60,8 @@ type Pick = fn(&Kernels) -> &wgpu::ComputePipeline;
 impl<'g> Ops<'g> {
     pub fn new(gpu: &'g Gpu) -> Ops<'g> {
         Ops {
-            kernels: Kernels::new(gpu, Precision::F32),
-            int8: Kernels::new(gpu, Precision::Int8),
+            kernels: Kernels::new(gpu, Precision::F32, Sizes::LIMITS),
+            int8: Kernels::new(gpu, Precision::Int8, Sizes::LIMITS),
             gpu,
         }
     }
@@ -70,8 +70,8 @@ impl<'g> Ops<'g> {
     /// output (1, 2, 4, 8, ... 64), whatever the adapter: so both variants are tested on any.
     pub fn with_slices(gpu: &'g Gpu, slices: u32) -> Ops<'g> {
         Ops {
-            kernels: Kernels::with_slices(&gpu.device, Precision::F32, slices),
-            int8: Kernels::with_slices(&gpu.device, Precision::Int8, slices),
+            kernels: Kernels::with_slices(&gpu.device, Precision::F32, slices, Sizes::LIMITS),
+            int8: Kernels::with_slices(&gpu.device, Precision::Int8, slices, Sizes::LIMITS),
             gpu,
         }
     }

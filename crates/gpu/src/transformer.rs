@@ -32,7 +32,7 @@ use policy::ArtifactId;
 use crate::device::{Faults, Gpu, GpuError};
 use crate::kernels::{
     bind, precision as precision_of, readback, scratch, stack, storage, uniform, DeviceMatrix,
-    Fused, Kernels, ACCUMULATE, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT, MAX_HEAD_DIM,
+    Fused, Kernels, Sizes, ACCUMULATE, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT, MAX_HEAD_DIM,
     MAX_SAMPLER_VOCAB, SAMPLE_WORDS, TILE,
 };
 
@@ -136,7 +136,7 @@ impl GpuTransformer {
         if !weights.layers.iter().all(|l| same(&l.o) && same(&l.down)) {
             return Err(mixed());
         }
-        let kernels = Kernels::new(&gpu, precision);
+        let kernels = Kernels::new(&gpu, precision, Sizes::of(&config));
         let outputs = |n: usize| Grid::Outputs(n as u32, kernels.slices);
         let (d, kv, ff, hd) = (
             config.d_model,

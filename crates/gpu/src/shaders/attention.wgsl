@@ -16,9 +16,8 @@ struct Params { layer: u32, heads: u32, kv_heads: u32, head_dim: u32, context: u
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
 const WG: u32 = 32u;
-// The runtime refuses models whose context or head size exceed these.
-const MAX_CONTEXT: u32 = 1024u;
-const MAX_HEAD_DIM: u32 = 256u;
+// MAX_CONTEXT and MAX_HEAD_DIM are declared before this file when the module is made
+// (`Kernels::new`): the model's own context and head size, within the runtime's limits.
 var<workgroup> scores: array<f32, MAX_CONTEXT>;
 var<workgroup> q_row: array<f32, MAX_HEAD_DIM>;
 

@@ -37,6 +37,13 @@ fn store(t: u32, r: u32, value: f32) {
     }
 }
 
+fn store4(t: u32, r: u32, v: vec4<f32>) {
+    store(t, r, v.x);
+    store(t, r + 1u, v.y);
+    store(t, r + 2u, v.z);
+    store(t, r + 3u, v.w);
+}
+
 @compute @workgroup_size(SIDE, SIDE)
 fn main(
     @builtin(workgroup_id) wg: vec3<u32>,
@@ -77,12 +84,13 @@ fn main(
         }
         workgroupBarrier();
     }
-    var accs = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
-    for (var i = 0u; i < 4u; i++) {
-        let t = pos0 + lid.y + i * SIDE;
-        for (var j = 0u; j < 4u; j++) {
-            let r = row0 + 4u * lid.x + j;
-            if (r < p.rows) { store(t, r, accs[i][j] * row_scale(r)); }
-        }
-    }
+    // The rows' group of four, scaled for the weight format (written out, not looped over
+    // dynamic indices, which SwiftShader's compiler spends seconds on).
+    let g = row0 / 4u + lid.x;
+    var scale = vec4<f32>(0.0);
+    if (g < p.groups) { scale = row_scales4(g); }
+    store4(pos0 + lid.y, 4u * g, acc0 * scale);
+    store4(pos0 + lid.y + SIDE, 4u * g, acc1 * scale);
+    store4(pos0 + lid.y + 2u * SIDE, 4u * g, acc2 * scale);
+    store4(pos0 + lid.y + 3u * SIDE, 4u * g, acc3 * scale);
 }

@@ -46,8 +46,8 @@ const WG: u32 = 64u;
 fn units() -> u32 {
     return WG / SLICES;
 }
-// The runtime refuses models whose rows are longer (workgroup memory is 16 KiB).
-const MAX_COLS: u32 = 2048u;
+// MAX_COLS, the longest input row, is declared with SLICES: the model's own, within the
+// runtime's limit (workgroup memory is 16 KiB).
 var<workgroup> row_in: array<f32, MAX_COLS>;
 // Each invocation's slice of up to two products: [product][slice][unit].
 var<workgroup> partial: array<vec4<f32>, 128>;
@@ -101,17 +101,28 @@ fn whole(which: u32, u: u32, g: u32) -> vec4<f32> {
 }
 
 // Writes rows 4g..4g+4 of a product (those below p.rows).
-fn store4(g: u32, value: vec4<f32>, accumulate: bool) {
-    for (var k = 0u; k < 4u; k++) {
-        let r = 4u * g + k;
-        if (r < p.rows) {
-            if (accumulate) {
-                out[r] += value[k];
-            } else {
-                out[r] = value[k];
-            }
+// (Written out, not looped over a dynamic component index: a shader compiler that runs on
+// the CPU, SwiftShader's, spends seconds on such code.)
+fn store1(r: u32, value: f32, accumulate: bool) {
+    if (r < p.rows) {
+        if (accumulate) {
+            out[r] += value;
+        } else {
+            out[r] = value;
         }
     }
+}
+
+fn store4(g: u32, value: vec4<f32>, accumulate: bool) {
+    store1(4u * g, value.x, accumulate);
+    store1(4u * g + 1u, value.y, accumulate);
+    store1(4u * g + 2u, value.z, accumulate);
+    store1(4u * g + 3u, value.w, accumulate);
+}
+
+// Four consecutive values of a buffer from `at`.
+fn rope4(at: u32) -> vec4<f32> {
+    return vec4<f32>(rope[at], rope[at + 1u], rope[at + 2u], rope[at + 3u]);
 }
 
 // One product per unit over W's row groups: `matvec` and `logits` after their staging.
@@ -151,15 +162,33 @@ fn key_at(h: u32, i: u32) -> u32 {
 // angles at position `start`: the first halves, then the second.
 fn rotated(a: vec4<f32>, b: vec4<f32>, m: u32) -> array<vec4<f32>, 2> {
     let half = p.head_dim / 2u;
-    var turned: array<vec4<f32>, 2>;
-    for (var k = 0u; k < 4u; k++) {
-        let at = step.start * half + 4u * m + k;
-        let c = rope[at];
-        let s = rope[p.context * half + at];
-        turned[0][k] = a[k] * c - b[k] * s;
-        turned[1][k] = a[k] * s + b[k] * c;
+    let at = step.start * half + 4u * m;
+    let c = rope4(at);
+    let s = rope4(p.context * half + at);
+    return array<vec4<f32>, 2>(a * c - b * s, a * s + b * c);
+}
+
+// Writes four values of a cache at positions `at`, `at + stride`, ... (keys: stride
+// `context`; values: stride 1).
+fn cache4(keys: bool, at: u32, stride: u32, v: vec4<f32>) {
+    if (keys) {
+        k_cache[at] = v.x;
+        k_cache[at + stride] = v.y;
+        k_cache[at + 2u * stride] = v.z;
+        k_cache[at + 3u * stride] = v.w;
+    } else {
+        v_cache[at] = v.x;
+        v_cache[at + stride] = v.y;
+        v_cache[at + 2u * stride] = v.z;
+        v_cache[at + 3u * stride] = v.w;
     }
-    return turned;
+}
+
+fn out4(at: u32, v: vec4<f32>) {
+    out[at] = v.x;
+    out[at + 1u] = v.y;
+    out[at + 2u] = v.z;
+    out[at + 3u] = v.w;
 }
 
 @compute @workgroup_size(WG)
@@ -189,37 +218,30 @@ fn qkv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: 
     }
     let second = first + half / 4u;
     let paired = j < q_units + k_units;
-    var a = vec4<f32>(0.0);
-    var b = vec4<f32>(0.0);
-    if (j < total) {
-        a = slice4(first, s);
-        if (paired) { b = slice4(second, s); }
+    // One call site per helper: a CPU-side shader compiler inlines every call.
+    var products = array<vec4<f32>, 2>(vec4<f32>(0.0), vec4<f32>(0.0));
+    let count = select(1u, 2u, paired);
+    for (var which = 0u; j < total && which < count; which++) {
+        products[which] = slice4(select(first, second, which == 1u), s);
     }
-    share(lid.x, a, b);
+    share(lid.x, products[0], products[1]);
     if (s != 0u || j >= total) { return; }
     let x = whole(0u, u, first);
+    if (!paired) {
+        // Four values of one head (head_dim is a multiple of 4), consecutive in the cache.
+        let idx = 4u * (j - q_units - k_units);
+        cache4(false, cache_at(idx / p.head_dim, idx % p.head_dim), 1u, x);
+        return;
+    }
+    let turned = rotated(x, whole(1u, u, second), m);
     if (j < q_units) {
-        let h = j / per_head;
-        let turned = rotated(x, whole(1u, u, second), m);
-        for (var k = 0u; k < 4u; k++) {
-            let i = h * p.head_dim + 4u * m + k;
-            out[i] = turned[0][k];
-            out[i + half] = turned[1][k];
-        }
-    } else if (paired) {
-        let h = (j - q_units) / per_head;
-        let turned = rotated(x, whole(1u, u, second), m);
-        for (var k = 0u; k < 4u; k++) {
-            let i = 4u * m + k;
-            k_cache[key_at(h, i)] = turned[0][k];
-            k_cache[key_at(h, i + half)] = turned[1][k];
-        }
+        let i = (j / per_head) * p.head_dim + 4u * m;
+        out4(i, turned[0]);
+        out4(i + half, turned[1]);
     } else {
-        let e = j - q_units - k_units;
-        for (var k = 0u; k < 4u; k++) {
-            let idx = 4u * e + k;
-            v_cache[cache_at(idx / p.head_dim, idx % p.head_dim)] = x[k];
-        }
+        let h = (j - q_units) / per_head;
+        cache4(true, key_at(h, 4u * m), p.context, turned[0]);
+        cache4(true, key_at(h, 4u * m + half), p.context, turned[1]);
     }
 }
 
@@ -230,13 +252,11 @@ fn gate_up(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) l
     let u = lid.x % units();
     let s = lid.x / units();
     let g = wg.x * units() + u;
-    var gate = vec4<f32>(0.0);
-    var up = vec4<f32>(0.0);
-    if (g < ff_groups) {
-        gate = slice4(g, s);
-        up = slice4(ff_groups + g, s);
+    var products = array<vec4<f32>, 2>(vec4<f32>(0.0), vec4<f32>(0.0));
+    for (var which = 0u; g < ff_groups && which < 2u; which++) {
+        products[which] = slice4(which * ff_groups + g, s);
     }
-    share(lid.x, gate, up);
+    share(lid.x, products[0], products[1]);
     if (s != 0u || g >= ff_groups) { return; }
     let gate_sum = whole(0u, u, g);
     store4(g, gate_sum / (1.0 + exp(-gate_sum)) * whole(1u, u, ff_groups + g), false);

@@ -36,7 +36,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
 
 const WG: u32 = 256u;
-const MAX_VOCAB: u32 = 1024u;
+// MAX_VOCAB is declared before this file when the module is made (`Kernels::new`): the
+// model's vocabulary, within the runtime's limit.
 const TOP: u32 = 5u;
 var<workgroup> l: array<f32, MAX_VOCAB>;
 var<workgroup> w: array<f32, MAX_VOCAB>;
