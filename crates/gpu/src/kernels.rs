@@ -167,7 +167,7 @@ impl Kernels {
             logits: pipeline(&one_position, "logits"),
             qkv: pipeline(&one_position, "qkv"),
             gate_up: pipeline(&one_position, "gate_up"),
-            rmsnorm: single("rmsnorm.wgsl", &[wgsl::RMSNORM]),
+            rmsnorm: single("rmsnorm.wgsl", &[wgsl::REDUCE, wgsl::RMSNORM]),
             rope_store: single("rope_store.wgsl", &[wgsl::ROPE_STORE]),
             attention: single(
                 "attention.wgsl",
@@ -373,14 +373,6 @@ pub(crate) struct Fused {
     pub kv_heads: u32,
     pub head_dim: u32,
     pub context: u32,
-}
-
-/// The weight format of a matrix.
-pub(crate) fn precision(linear: &model::Linear) -> Precision {
-    match linear {
-        model::Linear::F32 { .. } => Precision::F32,
-        model::Linear::Int8 { .. } => Precision::Int8,
-    }
 }
 
 /// Matrices with the same columns and format as one, their rows stacked in order (q, k, v

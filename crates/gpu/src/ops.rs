@@ -6,9 +6,9 @@ use model::Linear;
 
 use crate::device::{Gpu, GpuError};
 use crate::kernels::{
-    bind, precision, readback, sampled_outcome, sampler_params, scratch, storage, uniform,
-    DeviceMatrix, Fused, Kernels, Sizes, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT,
-    MAX_HEAD_DIM, MAX_SAMPLER_VOCAB, SAMPLE_WORDS, TILE,
+    bind, readback, sampled_outcome, sampler_params, scratch, storage, uniform, DeviceMatrix,
+    Fused, Kernels, Sizes, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT, MAX_HEAD_DIM,
+    MAX_SAMPLER_VOCAB, SAMPLE_WORDS, TILE,
 };
 use policy::Precision;
 
@@ -78,7 +78,7 @@ impl<'g> Ops<'g> {
 
     /// The kernels that read `w`'s format.
     fn reading(&self, w: &Linear) -> &Kernels {
-        match precision(w) {
+        match w.precision() {
             Precision::F32 => &self.kernels,
             Precision::Int8 => &self.int8,
         }
@@ -268,18 +268,13 @@ impl<'g> Ops<'g> {
         (k_cache, v_cache): (&[f32], &[f32]),
         start: usize,
     ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>), GpuError> {
-        let device = &self.gpu.device;
-        let (tables, kc, vc) = (
-            storage(device, "rope", &[cos, sin].concat()),
-            storage(device, "k cache", k_cache),
-            storage(device, "v cache", v_cache),
-        );
         if !shape.head_dim.is_multiple_of(8) {
             return Err(GpuError::Unsupported(format!(
                 "head_dim {} is not a multiple of 8",
                 shape.head_dim
             )));
         }
+        let [tables, kc, vc] = self.attention_inputs((cos, sin), (k_cache, v_cache));
         let kv = shape.kv_heads * shape.head_dim;
         let units = shape.heads * shape.head_dim / 8 + kv / 8 + kv / 4;
         let step = self.step(start, 1);
@@ -296,9 +291,32 @@ impl<'g> Ops<'g> {
                 &extra,
             )
             .await?;
-        let keys = self.read(&kc, k_cache.len()).await?;
-        let values = self.read(&vc, v_cache.len()).await?;
+        let (keys, values) = self.read_caches((&kc, &vc), k_cache.len()).await?;
         Ok((q, keys, values))
+    }
+
+    /// The rotary tables as one buffer (cos, then sin) and the two caches, on the device:
+    /// what the kernels that store keys and values bind.
+    fn attention_inputs(
+        &self,
+        (cos, sin): (&[f32], &[f32]),
+        (k_cache, v_cache): (&[f32], &[f32]),
+    ) -> [wgpu::Buffer; 3] {
+        let device = &self.gpu.device;
+        [
+            storage(device, "rope", &[cos, sin].concat()),
+            storage(device, "k cache", k_cache),
+            storage(device, "v cache", v_cache),
+        ]
+    }
+
+    /// The key cache and the value cache, each `len` values, read back.
+    async fn read_caches(
+        &self,
+        (keys, values): (&wgpu::Buffer, &wgpu::Buffer),
+        len: usize,
+    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        Ok((self.read(keys, len).await?, self.read(values, len).await?))
     }
 
     /// Rows of the embedding for `tokens`.
@@ -323,13 +341,12 @@ impl<'g> Ops<'g> {
         let device = &self.gpu.device;
         let (cols, n) = (weight.len(), x.len() / weight.len());
         let params = uniform(device, &[cols as u32, 0, eps.to_bits(), 0]);
-        let step = self.step(0, n);
         let (input, w, out) = (
             storage(device, "x", x),
             storage(device, "weight", weight),
             scratch(device, "out", x.len()),
         );
-        let buffers = [(0, &step), (1, &params), (2, &input), (3, &w), (4, &out)];
+        let buffers = [(1, &params), (2, &input), (3, &w), (4, &out)];
         self.run(
             &self.kernels.rmsnorm,
             &buffers,
@@ -360,13 +377,11 @@ impl<'g> Ops<'g> {
         let n = qkv.len() / (q_rows + 2 * kv);
         let params = uniform(device, &shape.words());
         let step = self.step(start, n);
-        let (input, q, tables, kc, vc) = (
+        let (input, q) = (
             storage(device, "qkv", qkv),
             scratch(device, "q", n * q_rows),
-            storage(device, "rope", &[cos, sin].concat()),
-            storage(device, "k cache", k_cache),
-            storage(device, "v cache", v_cache),
         );
+        let [tables, kc, vc] = self.attention_inputs((cos, sin), (k_cache, v_cache));
         let buffers = [
             (0, &step),
             (1, &params),
@@ -387,8 +402,7 @@ impl<'g> Ops<'g> {
                 n * q_rows,
             )
             .await?;
-        let keys = self.read(&kc, k_cache.len()).await?;
-        let values = self.read(&vc, v_cache.len()).await?;
+        let (keys, values) = self.read_caches((&kc, &vc), k_cache.len()).await?;
         Ok((queries, keys, values))
     }
 

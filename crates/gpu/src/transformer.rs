@@ -31,9 +31,9 @@ use policy::ArtifactId;
 
 use crate::device::{Faults, Gpu, GpuError};
 use crate::kernels::{
-    bind, precision as precision_of, readback, scratch, stack, storage, uniform, DeviceMatrix,
-    Fused, Kernels, Sizes, ACCUMULATE, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT, MAX_HEAD_DIM,
-    MAX_SAMPLER_VOCAB, SAMPLE_WORDS, TILE,
+    bind, readback, scratch, stack, storage, uniform, DeviceMatrix, Fused, Kernels, Sizes,
+    ACCUMULATE, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT, MAX_HEAD_DIM, MAX_SAMPLER_VOCAB,
+    SAMPLE_WORDS, TILE,
 };
 
 /// How many workgroups a pass dispatches, as a function of the block's length `n`.
@@ -130,10 +130,13 @@ impl GpuTransformer {
     ) -> Result<GpuTransformer, GpuError> {
         check_shapes(&config)?;
         let device = &gpu.device;
-        let precision = precision_of(&weights.embed);
+        let precision = weights.precision();
         let mixed = || GpuError::Unsupported("the weights mix f32 and int8 matrices".to_string());
-        let same = |m: &Linear| precision_of(m) == precision;
-        if !weights.layers.iter().all(|l| same(&l.o) && same(&l.down)) {
+        let matrices = weights.layers.iter().flat_map(|l| l.matrices());
+        if matrices
+            .into_iter()
+            .any(|(_, m)| m.precision() != precision)
+        {
             return Err(mixed());
         }
         let kernels = Kernels::new(&gpu, precision, Sizes::of(&config));
@@ -165,8 +168,8 @@ impl GpuTransformer {
         }
         let mut layers = Vec::with_capacity(weights.layers.len());
         for layer in &weights.layers {
-            let qkv = stack(&[&layer.q, &layer.k, &layer.v]).filter(same);
-            let gate_up = stack(&[&layer.gate, &layer.up]).filter(same);
+            let qkv = stack(&[&layer.q, &layer.k, &layer.v]);
+            let gate_up = stack(&[&layer.gate, &layer.up]);
             layers.push(DeviceLayer {
                 qkv: upload("qkv", &qkv.ok_or_else(mixed)?),
                 o: upload("o", &layer.o),
@@ -239,20 +242,20 @@ impl GpuTransformer {
             head_dim: hd as u32,
             context: ctx as u32,
         };
-        let attention_params = |l: usize| {
+        let attention = |l: usize| {
             let scale = 1.0 / (hd as f32).sqrt();
             let (heads, kv_heads) = (config.n_heads as u32, config.n_kv_heads as u32);
-            [
-                l as u32,
-                heads,
-                kv_heads,
-                hd as u32,
-                ctx as u32,
-                scale.to_bits(),
-            ]
-        };
-        let attention = |l: usize| {
-            let params = uniform(device, &attention_params(l));
+            let params = uniform(
+                device,
+                &[
+                    l as u32,
+                    heads,
+                    kv_heads,
+                    hd as u32,
+                    ctx as u32,
+                    scale.to_bits(),
+                ],
+            );
             pass(
                 "attention",
                 &kernels.attention,
@@ -292,7 +295,7 @@ impl GpuTransformer {
         let mut block_passes = vec![embed_pass()];
         let norm = |weight: &wgpu::Buffer| {
             let params = uniform(device, &[d as u32, 0, config.norm_eps.to_bits(), 0]);
-            let buffers = [(0, &step), (1, &params), (2, &x), (3, weight), (4, &normed)];
+            let buffers = [(1, &params), (2, &x), (3, weight), (4, &normed)];
             pass("rmsnorm", &kernels.rmsnorm, &buffers, Grid::Rows)
         };
         let matmul = |label, m: &DeviceMatrix, input, output, flags| {

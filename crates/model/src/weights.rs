@@ -45,6 +45,14 @@ impl Linear {
         }
     }
 
+    /// How this matrix is stored.
+    pub fn precision(&self) -> Precision {
+        match self {
+            Linear::F32 { .. } => Precision::F32,
+            Linear::Int8 { .. } => Precision::Int8,
+        }
+    }
+
     /// `out[r] = row_r · x` for every row: [`matmul`](Self::matmul) of one position.
     pub fn matvec(&self, x: &[f32], out: &mut [f32]) {
         self.matmul(x, out);
@@ -548,10 +556,7 @@ impl Weights {
     }
 
     pub fn precision(&self) -> Precision {
-        match self.embed {
-            Linear::F32 { .. } => Precision::F32,
-            Linear::Int8 { .. } => Precision::Int8,
-        }
+        self.embed.precision()
     }
 
     /// The int8 copy: every matrix quantised per output row; norms stay f32.

@@ -1,5 +1,6 @@
-// Workgroup tree reductions, for the kernels that reduce within one workgroup (attention,
-// softmax, sample): `Kernels::new` puts this file before each of them. The kernel declares
+// Workgroup tree reductions, for the kernels that reduce within one workgroup (rmsnorm,
+// attention, softmax, sample, and matvec's norms): `Kernels::new` puts this file before
+// each of them. The kernel declares
 // WG, its workgroup size (a power of two); every invocation of the workgroup calls these
 // together (they hold barriers), so only from uniform control flow.
 
