@@ -22,6 +22,7 @@ use serde::{Serialize, Serializer};
 use crate::generate::{generate, GenerateError, LanguageModel, Unobserved, Vocabulary};
 use crate::pipeline::{MirostatMu, Policy, Snapshots, StepContext, Stepper, TokenProb};
 use crate::record::{RunConfig, RunRecord};
+use crate::math;
 use crate::{Clock, NumpyRng};
 
 /// How far apart two distributions over the same tokens are.
@@ -70,7 +71,7 @@ pub fn divergence(a: &[TokenProb], b: &[TokenProb]) -> Divergence {
         abs += (pa - pb).abs();
         if pa > 0.0 {
             kl += if pb > 0.0 {
-                pa * (pa / pb).ln()
+                pa * math::ln(pa / pb)
             } else {
                 f64::INFINITY
             };

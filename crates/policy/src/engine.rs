@@ -37,6 +37,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::chain::{Sampler, HF_CHAIN, TEMPERATURE_LAST_CHAIN};
+use crate::math;
 use crate::{Policy, PolicyError, Shortest, StepContext};
 
 /// Whose semantics a policy follows.
@@ -537,7 +538,7 @@ pub(crate) fn min_p_engine(
                 .iter()
                 .map(|c| c.0 / t)
                 .fold(f64::NEG_INFINITY, f64::max);
-            let min_logit = max + min_p.ln();
+            let min_logit = max + math::ln(min_p);
             let mut keep: Vec<bool> = candidates.iter().map(|c| c.0 / t >= min_logit).collect();
             if !keep.contains(&true) {
                 keep[ranked(candidates)[0]] = true;

@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::math;
 use crate::pipeline::{first_non_finite, Logit, TokenProb};
 use crate::PolicyError;
 
@@ -51,8 +52,8 @@ pub fn model_view<L: Logit>(logits: &[L], token: u32) -> Result<ModelView, Polic
             None => return Err(first_non_finite(chunk, k * CHUNK)),
         }
     }
-    let total: f64 = logits.iter().map(|l| (l.to_f64() - max).exp()).sum();
-    let logsumexp = max + total.ln();
+    let total = math::sum_exp(logits, L::to_f64, max, 1.0);
+    let logsumexp = max + math::ln(total);
 
     // The largest logits, largest first; a later id enters only when strictly larger, so
     // ties keep the lower id.
@@ -68,14 +69,14 @@ pub fn model_view<L: Logit>(logits: &[L], token: u32) -> Result<ModelView, Polic
     }
     let logprob = logits[token as usize].to_f64() - logsumexp;
     Ok(ModelView {
-        prob: logprob.exp(),
+        prob: math::exp(logprob),
         logprob,
         top: best
             .into_iter()
             .map(|(logit, id)| TokenProb {
                 id,
                 logit,
-                prob: (logit - logsumexp).exp(),
+                prob: math::exp(logit - logsumexp),
             })
             .collect(),
     })

@@ -14,6 +14,7 @@
 //! mark per candidate. None renormalises: the step renormalises the survivors, as the
 //! engines' final softmax does.
 
+use crate::math;
 use crate::Engine;
 
 /// Shannon entropy of `probs`, in nats (0 · ln 0 counts as 0).
@@ -21,7 +22,7 @@ fn entropy(probs: &[f64]) -> f64 {
     0.0 - probs
         .iter()
         .filter(|&&p| p > 0.0)
-        .map(|&p| p * p.ln())
+        .map(|&p| p * math::ln(p))
         .sum::<f64>()
 }
 
@@ -36,7 +37,7 @@ fn ascending_by(key: &[f64]) -> Vec<usize> {
 /// is more typical.
 pub(crate) fn typical_scores(probs: &[f64]) -> Vec<f64> {
     let h = entropy(probs);
-    probs.iter().map(|&p| (-p.ln() - h).abs()).collect()
+    probs.iter().map(|&p| (-math::ln(p) - h).abs()).collect()
 }
 
 /// Locally typical sampling (Meister et al. 2023). Each token's shifted score is
@@ -88,7 +89,7 @@ pub(crate) fn epsilon(probs: &[f64], epsilon: f64) -> Vec<bool> {
 /// η-cutoff (Hewitt et al. 2022; `EtaLogitsWarper`): ε-cutoff at η = min(ε, √ε · e^−H), as
 /// the code computes it (its docstring's √(ε · e^−H) is not what it does).
 pub(crate) fn eta(probs: &[f64], epsilon: f64) -> Vec<bool> {
-    let eta = epsilon.min(epsilon.sqrt() * (-entropy(probs)).exp());
+    let eta = epsilon.min(epsilon.sqrt() * math::exp(-entropy(probs)));
     cutoff(probs, eta)
 }
 
@@ -154,7 +155,7 @@ pub(crate) fn xtc_draws(probability: f64, threshold: f64, candidates: usize) -> 
 pub(crate) fn mirostat_v2(probs: &[f64], mu: f64) -> Vec<bool> {
     // Surprise grows as probability falls, so the descending prefix before the first
     // surprise above μ is every token whose surprise is at most μ: one pass, no sort.
-    let mut keep: Vec<bool> = probs.iter().map(|&p| -p.log2() <= mu).collect();
+    let mut keep: Vec<bool> = probs.iter().map(|&p| -math::log2(p) <= mu).collect();
     if !keep.contains(&true) {
         // At least the first of the descending order: the most probable, lowest index.
         let mut best = 0;
@@ -243,7 +244,7 @@ pub(crate) fn dry(
     // Step 4: the penalty, unless the token is a breaker by itself.
     const FLOAT_MAX_LOG: f64 = 88.722_839_1;
     let max_exponent = if base > 1.000_001 {
-        (FLOAT_MAX_LOG / base.ln()) as usize
+        (FLOAT_MAX_LOG / math::ln(base)) as usize
     } else {
         0
     };
@@ -283,7 +284,7 @@ mod tests {
         let order = crate::pipeline::descending(probs);
         let kept = order
             .iter()
-            .position(|&i| -probs[i].log2() > mu)
+            .position(|&i| -math::log2(probs[i]) > mu)
             .unwrap_or(order.len())
             .max(1);
         let mut keep = vec![false; probs.len()];

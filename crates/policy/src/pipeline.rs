@@ -11,7 +11,7 @@
 //!    survivors last ([`StageOrder::TemperatureLast`], llama.cpp's chain);
 //! 4. a stable softmax over the survivors (every removed token has probability exactly 0);
 //! 5. the choice: the argmax, or one `random()` draw of the seeded stream looked up as
-//!    NumPy's `Generator.choice` does ([`choice_index`]).
+//!    NumPy's `Generator.choice` does ([`choice_index`](crate::rng::choice_index)).
 //!
 //! Each field of [`Policy`] states its stage's exact rule (ties, what counts, what is off).
 //! A step reports only finite numbers, or an error naming the stage whose result
@@ -21,22 +21,24 @@
 //! touch only the ids they name (kept as sparse overrides of the input logits), top-k reads
 //! the maxima of fixed chunks and then only the chunks that can hold a survivor, and top-p
 //! finds its cut-off from a logarithmic histogram of the weights. Everything is computed
-//! in f64.
+//! in f64, through [`math`](crate::math)'s exp and sums, which give the same bits on every
+//! machine.
 
 use serde::{Deserialize, Serialize};
 
 use crate::chain::Sampler;
 use crate::engine::{self, Engine};
 use crate::error::Constraint;
+use crate::math;
 use crate::model_view::ModelView;
 use crate::modern;
-use crate::rng::{choice_index, NumpyRng};
+use crate::rng::{choice_index_of, NumpyRng};
 use crate::sequences;
 use crate::PolicyError;
 
 /// Version of the policy semantics; recorded in every run record. Bump it whenever a
 /// change could make the same seed and settings choose a different token.
-pub const POLICY_VERSION: &str = "policy-1";
+pub const POLICY_VERSION: &str = "policy-2";
 
 /// Where temperature sits in the chain, which changes what top-p and min-p keep.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -456,7 +458,7 @@ impl MirostatMu {
     pub fn after(policy: &Policy, mu: f64, prob: f64) -> MirostatMu {
         MirostatMu {
             mu,
-            next: mu - policy.mirostat_eta * (-prob.log2() - policy.mirostat_tau),
+            next: mu - policy.mirostat_eta * (-math::log2(prob) - policy.mirostat_tau),
         }
     }
 
@@ -468,7 +470,7 @@ impl MirostatMu {
 
 impl StepOutcome {
     pub fn logprob(&self) -> f64 {
-        self.prob.ln()
+        math::ln(self.prob)
     }
 }
 
@@ -706,11 +708,18 @@ pub struct Stepper {
     candidates: Vec<(f64, u32)>,
     /// exp((logit - max) / filter temperature) per candidate.
     weights: Vec<f64>,
+    /// The (max, temperature) that `weights` were computed with.
+    scale: (f64, f64),
+    /// Every token's weight, by id, when top-p runs over the whole vocabulary.
+    dense: Vec<f64>,
+    /// The final probabilities, and their cumulative sums for the draw.
+    probs: Vec<f64>,
+    cumulative: Vec<f64>,
     /// Top-k's maximum per chunk of logits.
     maxima: Vec<f64>,
-    /// Top-p's mass per logarithmic bucket of weight.
-    histogram: Vec<f64>,
-    /// Scratch that selections reorder: top-k's chunk maxima, top-p's crossing bucket.
+    /// Top-p's buckets, histogram and masks.
+    nucleus: NucleusScratch,
+    /// Scratch that selections reorder: top-k's chunk maxima.
     select: Vec<f64>,
     /// Sorted context or generated ids, for the penalties.
     counts: Vec<u32>,
@@ -785,8 +794,37 @@ impl Stepper {
         }
         let greedy = policy.is_greedy();
         let use_top_k = policy.top_k > 0 && policy.top_k < live && !greedy;
+        // Top-p over the whole vocabulary with no constraint in force: the weights are
+        // computed straight from the logits (the candidates would be every token, in id
+        // order) and only the survivors become candidates.
+        let dense = !use_top_k
+            && !greedy
+            && policy.top_p < 1.0
+            && self.overrides.is_empty()
+            && stages.is_none();
+        let filter_t = policy.filter_temperature();
         self.candidates.clear();
-        if use_top_k {
+        let mut dense_max = f64::NEG_INFINITY;
+        if dense {
+            for (base, chunk, _) in chunks(logits, &[]) {
+                let max = L::chunk_max(chunk).ok_or_else(|| first_non_finite(chunk, base))?;
+                dense_max = dense_max.max(max);
+            }
+            if policy.order == StageOrder::TemperatureFirst {
+                check_scaled(logits, &[], policy.temperature)?;
+            }
+            let total = math::weigh(logits, L::to_f64, dense_max, filter_t, &mut self.dense);
+            self.scale = (dense_max, filter_t);
+            let cutoff = nucleus_cutoff(&self.dense, policy.top_p, total, &mut self.nucleus);
+            keep_dense(
+                logits,
+                &self.dense,
+                cutoff,
+                &mut self.nucleus.masks,
+                &mut self.weights,
+                &mut self.candidates,
+            );
+        } else if use_top_k {
             top_k_candidates(
                 logits,
                 &self.overrides,
@@ -803,7 +841,7 @@ impl Stepper {
             })?;
         }
         // From here on candidates are in ascending id order.
-        if !greedy && policy.order == StageOrder::TemperatureFirst {
+        if !dense && !greedy && policy.order == StageOrder::TemperatureFirst {
             check_scaled(logits, &self.overrides, policy.temperature)?;
         }
         if let Some(stages) = stages.as_mut() {
@@ -848,31 +886,25 @@ impl Stepper {
             });
         }
 
-        // Stage 3: top-k (done above), top-p and min-p at the filter temperature.
-        let filter_t = policy.filter_temperature();
+        // Stage 3: top-k (done above), top-p (done above when dense) and min-p at the filter
+        // temperature.
         if let Some(stages) = stages.as_mut().filter(|_| policy.top_k > 0) {
             stages.push(snapshot(Stage::TopK, &self.candidates, filter_t));
         }
-        let max = self
-            .candidates
-            .iter()
-            .map(|c| c.0)
-            .fold(f64::NEG_INFINITY, f64::max);
-        self.weights.clear();
-        self.weights.extend(
+        let max = if dense {
+            dense_max
+        } else {
             self.candidates
                 .iter()
-                .map(|c| ((c.0 - max) / filter_t).exp()),
-        );
-        if policy.top_p < 1.0 {
-            let total: f64 = self.weights.iter().sum();
-            let cutoff = nucleus_cutoff(
-                &self.weights,
-                policy.top_p,
-                total,
-                &mut self.histogram,
-                &mut self.select,
-            );
+                .map(|c| c.0)
+                .fold(f64::NEG_INFINITY, f64::max)
+        };
+        if !dense {
+            let _ = self.weigh_at(max, filter_t);
+        }
+        if policy.top_p < 1.0 && !dense {
+            let total = math::sum(&self.weights);
+            let cutoff = nucleus_cutoff(&self.weights, policy.top_p, total, &mut self.nucleus);
             self.retain(|w| w >= cutoff);
             if let Some(stages) = stages.as_mut() {
                 stages.push(snapshot(Stage::TopP, &self.candidates, filter_t));
@@ -894,16 +926,14 @@ impl Stepper {
                     return Err(temperature_overflow(t, id, logit));
                 }
             }
-            self.weights.clear();
-            self.weights
-                .extend(self.candidates.iter().map(|c| ((c.0 - max) / t).exp()));
+            let _ = self.weigh_at(max, t);
             if let Some(stages) = stages.as_mut() {
                 stages.push(snapshot(Stage::Temperature, &self.candidates, t));
             }
         }
 
         // Stages 4 and 5: normalise the survivors and draw as `Generator.choice` does.
-        let total: f64 = self.weights.iter().sum();
+        let total = math::sum(&self.weights);
         self.choose(draw, total, policy.temperature, stages)
     }
 
@@ -1029,13 +1059,8 @@ impl Stepper {
                         record(Stage::TopP, &self.candidates, t);
                         continue;
                     }
-                    let cutoff = nucleus_cutoff(
-                        &self.weights,
-                        policy.top_p,
-                        total,
-                        &mut self.histogram,
-                        &mut self.select,
-                    );
+                    let cutoff =
+                        nucleus_cutoff(&self.weights, policy.top_p, total, &mut self.nucleus);
                     self.retain(|w| w >= cutoff);
                     self.keep_at_least(given.as_deref(), policy, t, false);
                     record(Stage::TopP, &self.candidates, t);
@@ -1174,10 +1199,13 @@ impl Stepper {
             .iter()
             .map(|c| c.0)
             .fold(f64::NEG_INFINITY, f64::max);
-        self.weights.clear();
-        self.weights
-            .extend(self.candidates.iter().map(|c| ((c.0 - max) / t).exp()));
-        self.weights.iter().sum()
+        self.weigh_at(max, t)
+    }
+
+    /// Sets `weights` to exp((logit - max) / t) over the candidates; returns their sum.
+    fn weigh_at(&mut self, max: f64, t: f64) -> f64 {
+        self.scale = (max, t);
+        weigh_candidates(&self.candidates, max, t, &mut self.weights)
     }
 
     /// Normalises the candidates' `weights` (which sum to `total`) and draws as NumPy's
@@ -1193,15 +1221,14 @@ impl Stepper {
         if !(0.0..1.0).contains(&draw) {
             return Err(PolicyError::InvalidDraw(draw));
         }
-        let chosen = choice_index(self.weights.iter().map(|w| w / total), draw);
-        let entropy = 0.0
-            - self
-                .weights
-                .iter()
-                .map(|w| w / total)
-                .filter(|&p| p > 0.0)
-                .map(|p| p * p.ln())
-                .sum::<f64>();
+        self.probs.clear();
+        self.probs.extend(self.weights.iter().map(|w| w / total));
+        let chosen = choice_index_of(&self.probs, draw, &mut self.cumulative);
+        // With p = w / total and ln w = s = (logit − max) / t, −Σ p ln p is
+        // ln total − Σ w s / total: one logarithm, not one per survivor.
+        let (max, scale_t) = self.scale;
+        let weighted = math::weighted_sum(&self.candidates, logit, max, scale_t, &self.weights);
+        let entropy = (math::ln(total) - weighted / total).max(0.0);
         Ok(StepOutcome {
             token: self.candidates[chosen].1,
             prob: self.weights[chosen] / total,
@@ -1297,8 +1324,8 @@ impl Stepper {
         // Higher is better; the descending order puts ties in id order.
         let merit: Vec<f64> = if typical {
             let max = given.iter().map(|c| c.0).fold(f64::NEG_INFINITY, f64::max);
-            let w: Vec<f64> = given.iter().map(|c| ((c.0 - max) / t).exp()).collect();
-            let total: f64 = w.iter().sum();
+            let mut w = Vec::new();
+            let total = weigh_candidates(given, max, t, &mut w);
             let p: Vec<f64> = w.iter().map(|w| w / total).collect();
             modern::typical_scores(&p).iter().map(|s| -s).collect()
         } else {
@@ -1654,6 +1681,47 @@ fn keep_top_k(buf: &mut Vec<(f64, u32)>, k: usize) -> f64 {
     kth
 }
 
+/// The weights of `candidates` ([`math::weigh`]); one function for every list of candidates,
+/// so that the kernel is compiled once for them.
+fn weigh_candidates(candidates: &[(f64, u32)], max: f64, t: f64, out: &mut Vec<f64>) -> f64 {
+    math::weigh(candidates, logit, max, t, out)
+}
+
+/// A candidate's logit.
+fn logit(candidate: (f64, u32)) -> f64 {
+    candidate.0
+}
+
+/// Sets `weights` to the weights of `dense` (every token's, by id) that are at least
+/// `cutoff`, in id order, and makes their tokens the `candidates`: what [`Stepper::retain`] leaves of
+/// a candidate per token. The survivors are found 64 weights at a time as a bit mask, so
+/// the work is one compare per token and one move per survivor, without a branch per token
+/// that a fraction of them take.
+fn keep_dense<L: Logit>(
+    logits: &[L],
+    dense: &[f64],
+    cutoff: f64,
+    masks: &mut Vec<u64>,
+    weights: &mut Vec<f64>,
+    candidates: &mut Vec<(f64, u32)>,
+) {
+    weights.clear();
+    math::masks(dense, cutoff, f64::INFINITY, masks);
+    for (k, &mask) in masks.iter().enumerate() {
+        let mut mask = mask;
+        while mask != 0 {
+            let id = 64 * k + mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            weights.push(dense[id]);
+            candidates.push((logits[id].to_f64(), id as u32));
+        }
+    }
+}
+
+/// At most this many weights, top-p resolves its cut-off by one quickselect over all of
+/// them, without the histogram (whose buckets would outnumber the weights).
+const DIRECT_NUCLEUS: usize = 1024;
+
 /// Top-p's histogram has 2^(52 - BUCKET_SHIFT) = 64 buckets per octave of weight.
 const BUCKET_SHIFT: u32 = 46;
 
@@ -1661,19 +1729,19 @@ const BUCKET_SHIFT: u32 = 46;
 /// is 1; a token survives when the mass strictly above it is below `top_p` times the total
 /// (ties with the last survivor are kept).
 ///
-/// O(V) and cache-friendly: one pass sums the weights into logarithmic buckets, a walk down
-/// the buckets finds the one where the mass crosses the target, and only that bucket's
-/// weights are resolved exactly, by a quickselect. Weights below (1 - top_p) / V can never
-/// survive (the total is at least 1 and V of them hold less than 1 - top_p), so they share
-/// bucket 0.
-fn nucleus_cutoff(
-    weights: &[f64],
-    top_p: f64,
-    total: f64,
-    histogram: &mut Vec<f64>,
-    select: &mut Vec<f64>,
-) -> f64 {
+/// Up to [`DIRECT_NUCLEUS`] weights, one quickselect over them all. Above, O(V) and
+/// cache-friendly: one packed pass computes each weight's logarithmic bucket, one
+/// pass sums the weights into the buckets, a walk down the buckets finds the one where the
+/// mass crosses the target, and only that bucket's weights (found by a packed compare) are
+/// resolved exactly, by a quickselect. Weights below (1 - top_p) / V can never survive (the
+/// total is at least 1 and V of them hold less than 1 - top_p), so they share bucket 0.
+fn nucleus_cutoff(weights: &[f64], top_p: f64, total: f64, scratch: &mut NucleusScratch) -> f64 {
     let target = top_p * total;
+    if weights.len() <= DIRECT_NUCLEUS {
+        scratch.select.clear();
+        scratch.select.extend_from_slice(weights);
+        return select_cutoff(&mut scratch.select, 0.0, target);
+    }
     let floor_bits = ((1.0 - top_p) / weights.len() as f64).to_bits();
     let bucket = |w: f64| {
         let bits = w.to_bits();
@@ -1684,25 +1752,65 @@ fn nucleus_cutoff(
         }
     };
     let top = bucket(1.0);
+    math::buckets(weights, floor_bits, BUCKET_SHIFT, top as u32, &mut scratch.buckets);
+    // Four interleaved histograms (weight i into copy i mod 4), so that weights falling in
+    // the same bucket one after another do not each wait for the previous sum.
+    let buckets = top + 1;
+    let histogram = &mut scratch.histogram;
     histogram.clear();
-    histogram.resize(top + 1, 0.0);
-    for &w in weights {
-        histogram[bucket(w).min(top)] += w;
+    histogram.resize(4 * buckets, 0.0);
+    let (h0, rest) = histogram.split_at_mut(buckets);
+    let (h1, rest) = rest.split_at_mut(buckets);
+    let (h2, h3) = rest.split_at_mut(buckets);
+    let quads = weights.chunks_exact(4).zip(scratch.buckets.chunks_exact(4));
+    for (w, b) in quads {
+        h0[b[0] as usize] += w[0];
+        h1[b[1] as usize] += w[1];
+        h2[b[2] as usize] += w[2];
+        h3[b[3] as usize] += w[3];
     }
+    let done = weights.len() / 4 * 4;
+    for (k, (&w, &b)) in weights[done..].iter().zip(&scratch.buckets[done..]).enumerate() {
+        [&mut *h0, &mut *h1, &mut *h2][k][b as usize] += w;
+    }
+    let mass = |b: usize| (h0[b] + h1[b]) + (h2[b] + h3[b]);
     let mut above = 0.0;
     let mut crossing = top;
-    while crossing > 0 && above + histogram[crossing] < target {
-        above += histogram[crossing];
+    while crossing > 0 && above + mass(crossing) < target {
+        above += mass(crossing);
         crossing -= 1;
     }
+    // The crossing bucket's weights, as a range of values.
+    let lower = if crossing == 0 {
+        0.0
+    } else {
+        f64::from_bits(floor_bits + (((crossing - 1) as u64) << BUCKET_SHIFT))
+    };
+    let upper = if crossing == top {
+        f64::INFINITY
+    } else {
+        f64::from_bits(floor_bits + ((crossing as u64) << BUCKET_SHIFT))
+    };
+    math::masks(weights, lower, upper, &mut scratch.masks);
+    let select = &mut scratch.select;
     select.clear();
-    select.extend(
-        weights
-            .iter()
-            .copied()
-            .filter(|&w| bucket(w).min(top) == crossing),
-    );
+    for (k, &mask) in scratch.masks.iter().enumerate() {
+        let mut mask = mask;
+        while mask != 0 {
+            select.push(weights[64 * k + mask.trailing_zeros() as usize]);
+            mask &= mask - 1;
+        }
+    }
     select_cutoff(select, above, target)
+}
+
+/// The scratch of [`nucleus_cutoff`], kept across steps.
+#[derive(Clone, Debug, Default)]
+struct NucleusScratch {
+    buckets: Vec<u32>,
+    histogram: Vec<f64>,
+    masks: Vec<u64>,
+    select: Vec<f64>,
 }
 
 /// Within one bucket: the smallest weight whose mass strictly above (`above` plus the
@@ -1756,8 +1864,8 @@ fn snapshot(stage: Stage, candidates: &[(f64, u32)], t: f64) -> StageSnapshot {
         .iter()
         .map(|c| c.0)
         .fold(f64::NEG_INFINITY, f64::max);
-    let weights: Vec<f64> = candidates.iter().map(|c| ((c.0 - max) / t).exp()).collect();
-    let total: f64 = weights.iter().sum();
+    let mut weights = Vec::new();
+    let total = weigh_candidates(candidates, max, t, &mut weights);
     StageSnapshot {
         stage,
         survivors: candidates.len(),
@@ -1776,7 +1884,14 @@ fn snapshot(stage: Stage, candidates: &[(f64, u32)], t: f64) -> StageSnapshot {
 /// The five most probable survivors, most probable first (ties to the lower id).
 fn top_five(candidates: &[(f64, u32)], weights: &[f64], total: f64, t: f64) -> Vec<TokenProb> {
     let mut best: Vec<TokenProb> = Vec::with_capacity(6);
+    // The fifth's weight: a smaller or equal weight has a smaller or equal probability, and
+    // loses a tie to the fifth, whose id is lower.
+    let mut fifth = f64::NEG_INFINITY;
+    let mut best_weights: Vec<f64> = Vec::with_capacity(6);
     for (&(logit, id), &w) in candidates.iter().zip(weights) {
+        if w <= fifth {
+            continue;
+        }
         let prob = w / total;
         if best.len() == 5 && best[4].prob >= prob {
             continue;
@@ -1790,7 +1905,12 @@ fn top_five(candidates: &[(f64, u32)], weights: &[f64], total: f64, t: f64) -> V
                 prob,
             },
         );
+        best_weights.insert(at, w);
         best.truncate(5);
+        best_weights.truncate(5);
+        if best_weights.len() == 5 {
+            fifth = best_weights[4];
+        }
     }
     best
 }

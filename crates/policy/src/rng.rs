@@ -167,6 +167,21 @@ pub fn choice_index(weights: impl IntoIterator<Item = f64> + Clone, u: f64) -> u
     last
 }
 
+/// [`choice_index`] over a slice, bit for bit: the cumulative sums are taken once, into
+/// `cumulative`, and searched by bisection (each bound is a cumulative sum over the last,
+/// so the bounds do not decrease).
+pub fn choice_index_of(weights: &[f64], u: f64, cumulative: &mut Vec<f64>) -> usize {
+    cumulative.clear();
+    let mut sum = 0.0;
+    cumulative.extend(weights.iter().map(|&w| {
+        sum += w;
+        sum
+    }));
+    // The weights are finite and their sum positive, so no bound is NaN.
+    let at = cumulative.partition_point(|&c| c / sum <= u);
+    at.min(weights.len().saturating_sub(1))
+}
+
 /// The upper end of each index's interval of [0, 1) under `Generator.choice`: the cumulative
 /// sum of the weights over their total. Index i takes the draws in [bound(i − 1), bound(i)),
 /// which is how the lab draws the uniform landing on a token.
@@ -243,6 +258,42 @@ impl SplitMix64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn choice_index_of_is_choice_index() {
+        let mut rng = NumpyRng::new(11);
+        let mut cumulative = Vec::new();
+        for n in [1usize, 2, 3, 7, 64, 1000] {
+            for _ in 0..200 {
+                // Some zero weights, and draws at every bound as well as random ones.
+                let weights: Vec<f64> = (0..n)
+                    .map(|_| {
+                        let x = rng.random();
+                        if x < 0.2 {
+                            0.0
+                        } else {
+                            x
+                        }
+                    })
+                    .map(|x| if n == 1 { x + 0.5 } else { x })
+                    .collect();
+                if weights.iter().sum::<f64>() == 0.0 {
+                    continue;
+                }
+                let mut draws: Vec<f64> = choice_bounds(weights.iter().copied())
+                    .filter(|&b| b < 1.0)
+                    .collect();
+                draws.extend([0.0, rng.random(), rng.random(), 1.0 - f64::EPSILON / 2.0]);
+                for u in draws {
+                    assert_eq!(
+                        choice_index_of(&weights, u, &mut cumulative),
+                        choice_index(weights.iter().copied(), u),
+                        "{weights:?} at {u}"
+                    );
+                }
+            }
+        }
+    }
 
     // Reference values printed by NumPy 2.4.6 for
     // `np.random.SeedSequence(s).generate_state(4)` and `np.random.default_rng(s).random(n)`.
