@@ -20,9 +20,9 @@ use std::collections::HashSet;
 use serde::{Serialize, Serializer};
 
 use crate::generate::{generate, GenerateError, LanguageModel, Unobserved, Vocabulary};
+use crate::math;
 use crate::pipeline::{MirostatMu, Policy, Snapshots, StepContext, Stepper, TokenProb};
 use crate::record::{RunConfig, RunRecord};
-use crate::math;
 use crate::{Clock, NumpyRng};
 
 /// How far apart two distributions over the same tokens are.

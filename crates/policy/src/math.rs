@@ -186,6 +186,20 @@ fn masks_lanes(weights: &[f64], lo: f64, hi: f64, out: &mut Vec<u64>) {
     }
 }
 
+/// The indices whose bits are set in [`masks`]' output, in order.
+pub(crate) fn set_bits(masks: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    masks.iter().enumerate().flat_map(|(k, &mask)| {
+        let mut mask = mask;
+        std::iter::from_fn(move || {
+            (mask != 0).then(|| {
+                let bit = mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                64 * k + bit
+            })
+        })
+    })
+}
+
 /// Each weight's bucket of a logarithmic histogram: 0 below the weight whose bits are
 /// `floor`, then one bucket per 2^`shift` values of the bits (the bits of positive floats
 /// are in the order of their values), at most `top`.
@@ -439,7 +453,11 @@ mod tests {
             f64::INFINITY,
             f64::NAN,
         ];
-        for bits in [0x3fd6_2e42_ffff_ffffu64, 0x3fd6_2e43_0000_0000, 0x3ff0_a2b1_ffff_ffff] {
+        for bits in [
+            0x3fd6_2e42_ffff_ffffu64,
+            0x3fd6_2e43_0000_0000,
+            0x3ff0_a2b1_ffff_ffff,
+        ] {
             xs.push(f64::from_bits(bits));
             xs.push(-f64::from_bits(bits));
         }
@@ -548,7 +566,9 @@ mod tests {
 
     #[test]
     fn sum_exp_is_weigh_then_sum() {
-        let logits: Vec<f32> = (0..1003).map(|i| ((i * 7919) % 1000) as f32 / 37.0).collect();
+        let logits: Vec<f32> = (0..1003)
+            .map(|i| ((i * 7919) % 1000) as f32 / 37.0)
+            .collect();
         let mut weights = Vec::new();
         let total = weigh(&logits, f64::from, 27.0, 0.9, &mut weights);
         let summed = sum_exp(&logits, f64::from, 27.0, 0.9);

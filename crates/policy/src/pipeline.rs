@@ -1693,10 +1693,10 @@ fn logit(candidate: (f64, u32)) -> f64 {
 }
 
 /// Sets `weights` to the weights of `dense` (every token's, by id) that are at least
-/// `cutoff`, in id order, and makes their tokens the `candidates`: what [`Stepper::retain`] leaves of
-/// a candidate per token. The survivors are found 64 weights at a time as a bit mask, so
-/// the work is one compare per token and one move per survivor, without a branch per token
-/// that a fraction of them take.
+/// `cutoff`, in id order, and makes their tokens the `candidates`: what [`Stepper::retain`]
+/// leaves of a candidate per token. The survivors are found 64 weights at a time as a bit
+/// mask, so the work is one compare per token and one move per survivor, without a branch
+/// per token that a fraction of them take.
 fn keep_dense<L: Logit>(
     logits: &[L],
     dense: &[f64],
@@ -1707,14 +1707,9 @@ fn keep_dense<L: Logit>(
 ) {
     weights.clear();
     math::masks(dense, cutoff, f64::INFINITY, masks);
-    for (k, &mask) in masks.iter().enumerate() {
-        let mut mask = mask;
-        while mask != 0 {
-            let id = 64 * k + mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            weights.push(dense[id]);
-            candidates.push((logits[id].to_f64(), id as u32));
-        }
+    for id in math::set_bits(masks) {
+        weights.push(dense[id]);
+        candidates.push((logits[id].to_f64(), id as u32));
     }
 }
 
@@ -1752,7 +1747,13 @@ fn nucleus_cutoff(weights: &[f64], top_p: f64, total: f64, scratch: &mut Nucleus
         }
     };
     let top = bucket(1.0);
-    math::buckets(weights, floor_bits, BUCKET_SHIFT, top as u32, &mut scratch.buckets);
+    math::buckets(
+        weights,
+        floor_bits,
+        BUCKET_SHIFT,
+        top as u32,
+        &mut scratch.buckets,
+    );
     // Four interleaved histograms (weight i into copy i mod 4), so that weights falling in
     // the same bucket one after another do not each wait for the previous sum.
     let buckets = top + 1;
@@ -1770,7 +1771,11 @@ fn nucleus_cutoff(weights: &[f64], top_p: f64, total: f64, scratch: &mut Nucleus
         h3[b[3] as usize] += w[3];
     }
     let done = weights.len() / 4 * 4;
-    for (k, (&w, &b)) in weights[done..].iter().zip(&scratch.buckets[done..]).enumerate() {
+    for (k, (&w, &b)) in weights[done..]
+        .iter()
+        .zip(&scratch.buckets[done..])
+        .enumerate()
+    {
         [&mut *h0, &mut *h1, &mut *h2][k][b as usize] += w;
     }
     let mass = |b: usize| (h0[b] + h1[b]) + (h2[b] + h3[b]);
@@ -1794,13 +1799,7 @@ fn nucleus_cutoff(weights: &[f64], top_p: f64, total: f64, scratch: &mut Nucleus
     math::masks(weights, lower, upper, &mut scratch.masks);
     let select = &mut scratch.select;
     select.clear();
-    for (k, &mask) in scratch.masks.iter().enumerate() {
-        let mut mask = mask;
-        while mask != 0 {
-            select.push(weights[64 * k + mask.trailing_zeros() as usize]);
-            mask &= mask - 1;
-        }
-    }
+    select.extend(math::set_bits(&scratch.masks).map(|i| weights[i]));
     select_cutoff(select, above, target)
 }
 
