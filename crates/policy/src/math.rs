@@ -208,16 +208,21 @@ pub(crate) fn buckets(weights: &[f64], floor: u64, shift: u32, top: u32, out: &m
     buckets_widest(weights, floor, shift, top, out);
 }
 
+/// One weight's bucket for [`buckets`], before the cap at `top`.
+#[inline(always)]
+pub(crate) fn bucket(w: f64, floor: u64, shift: u32) -> u64 {
+    let bits = w.to_bits();
+    if bits < floor {
+        0
+    } else {
+        ((bits - floor) >> shift) + 1
+    }
+}
+
 #[inline(always)]
 fn buckets_lanes(weights: &[f64], floor: u64, shift: u32, top: u32, out: &mut [u32]) {
     for (o, &w) in out.iter_mut().zip(weights) {
-        let bits = w.to_bits();
-        let bucket = if bits < floor {
-            0
-        } else {
-            ((bits - floor) >> shift) + 1
-        };
-        *o = bucket.min(u64::from(top)) as u32;
+        *o = bucket(w, floor, shift).min(u64::from(top)) as u32;
     }
 }
 
@@ -247,20 +252,7 @@ pub(crate) fn sum_exp<T: Copy>(
 
 #[inline(always)]
 fn sum_exp_lanes<T: Copy>(values: &[T], value: impl Fn(T) -> f64 + Copy, e: impl Exponent) -> f64 {
-    let mut acc = [0.0; LANES];
-    let blocks = values.chunks_exact(BLOCK);
-    let tail = blocks.remainder();
-    let done = values.len() - tail.len();
-    for (k, block) in blocks.enumerate() {
-        let w = exp_block(block, value, e);
-        for j in 0..BLOCK {
-            acc[(k * BLOCK + j) % LANES] += w[j];
-        }
-    }
-    for (i, &v) in tail.iter().enumerate() {
-        acc[(done + i) % LANES] += exp(e.of(value(v)));
-    }
-    add_lanes(acc)
+    exp_lanes(values, value, e, |_, _| {})
 }
 
 #[inline(always)]
@@ -270,21 +262,35 @@ fn weigh_lanes<T: Copy>(
     e: impl Exponent,
     out: &mut [f64],
 ) -> f64 {
+    exp_lanes(values, value, e, |at, w| {
+        out[at..at + w.len()].copy_from_slice(w)
+    })
+}
+
+/// The weights of `values` in blocks, each handed to `store` with the index of its first
+/// weight; returns their [`sum`].
+#[inline(always)]
+fn exp_lanes<T: Copy>(
+    values: &[T],
+    value: impl Fn(T) -> f64 + Copy,
+    e: impl Exponent,
+    mut store: impl FnMut(usize, &[f64]),
+) -> f64 {
     let mut acc = [0.0; LANES];
     let blocks = values.chunks_exact(BLOCK);
     let tail = blocks.remainder();
     let done = values.len() - tail.len();
-    let mut outs = out.chunks_exact_mut(BLOCK);
-    for (k, (block, o)) in blocks.zip(&mut outs).enumerate() {
+    for (k, block) in blocks.enumerate() {
         let w = exp_block(block, value, e);
         for j in 0..BLOCK {
             acc[(k * BLOCK + j) % LANES] += w[j];
         }
-        o.copy_from_slice(&w);
+        store(k * BLOCK, &w);
     }
-    for (i, (o, &v)) in outs.into_remainder().iter_mut().zip(tail).enumerate() {
-        *o = exp(e.of(value(v)));
-        acc[(done + i) % LANES] += *o;
+    for (i, &v) in tail.iter().enumerate() {
+        let w = exp(e.of(value(v)));
+        acc[(done + i) % LANES] += w;
+        store(done + i, &[w]);
     }
     add_lanes(acc)
 }

@@ -11,14 +11,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::math;
-use crate::pipeline::{first_non_finite, Logit, TokenProb};
+use crate::pipeline::{max_logit, Logit, TokenProb};
 use crate::PolicyError;
 
 /// How many of the model's most probable tokens a step keeps.
 pub const MODEL_TOP: usize = 5;
-
-/// Logits per chunk of the maximum's pass.
-const CHUNK: usize = 256;
 
 /// One step's view of the model's own distribution.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,13 +42,7 @@ pub fn model_view<L: Logit>(logits: &[L], token: u32) -> Result<ModelView, Polic
             vocab,
         });
     }
-    let mut max = f64::NEG_INFINITY;
-    for (k, chunk) in logits.chunks(CHUNK).enumerate() {
-        match L::chunk_max(chunk) {
-            Some(m) => max = max.max(m),
-            None => return Err(first_non_finite(chunk, k * CHUNK)),
-        }
-    }
+    let max = max_logit(logits)?;
     let total = math::sum_exp(logits, L::to_f64, max, 1.0);
     let logsumexp = max + math::ln(total);
 

@@ -806,13 +806,7 @@ impl Stepper {
         self.candidates.clear();
         let mut dense_max = f64::NEG_INFINITY;
         if dense {
-            for (base, chunk, _) in chunks(logits, &[]) {
-                let max = L::chunk_max(chunk).ok_or_else(|| first_non_finite(chunk, base))?;
-                dense_max = dense_max.max(max);
-            }
-            if policy.order == StageOrder::TemperatureFirst {
-                check_scaled(logits, &[], policy.temperature)?;
-            }
+            dense_max = max_logit(logits)?;
             let total = math::weigh(logits, L::to_f64, dense_max, filter_t, &mut self.dense);
             self.scale = (dense_max, filter_t);
             let cutoff = nucleus_cutoff(&self.dense, policy.top_p, total, &mut self.nucleus);
@@ -841,7 +835,7 @@ impl Stepper {
             })?;
         }
         // From here on candidates are in ascending id order.
-        if !dense && !greedy && policy.order == StageOrder::TemperatureFirst {
+        if !greedy && policy.order == StageOrder::TemperatureFirst {
             check_scaled(logits, &self.overrides, policy.temperature)?;
         }
         if let Some(stages) = stages.as_mut() {
@@ -900,14 +894,13 @@ impl Stepper {
                 .fold(f64::NEG_INFINITY, f64::max)
         };
         if !dense {
-            let _ = self.weigh_at(max, filter_t);
-        }
-        if policy.top_p < 1.0 && !dense {
-            let total = math::sum(&self.weights);
-            let cutoff = nucleus_cutoff(&self.weights, policy.top_p, total, &mut self.nucleus);
-            self.retain(|w| w >= cutoff);
-            if let Some(stages) = stages.as_mut() {
-                stages.push(snapshot(Stage::TopP, &self.candidates, filter_t));
+            let total = self.weigh_at(max, filter_t);
+            if policy.top_p < 1.0 {
+                let cutoff = nucleus_cutoff(&self.weights, policy.top_p, total, &mut self.nucleus);
+                self.retain(|w| w >= cutoff);
+                if let Some(stages) = stages.as_mut() {
+                    stages.push(snapshot(Stage::TopP, &self.candidates, filter_t));
+                }
             }
         }
         if policy.min_p > 0.0 {
@@ -1569,6 +1562,17 @@ fn visit_chunk<L: Logit>(
     }
 }
 
+/// The largest of `logits`, from the maxima of chunks of [`CHUNK`]; fails on the first
+/// logit that is not finite.
+pub(crate) fn max_logit<L: Logit>(logits: &[L]) -> Result<f64, PolicyError> {
+    let mut max = f64::NEG_INFINITY;
+    for (k, chunk) in logits.chunks(CHUNK).enumerate() {
+        let chunk_max = L::chunk_max(chunk).ok_or_else(|| first_non_finite(chunk, k * CHUNK))?;
+        max = max.max(chunk_max);
+    }
+    Ok(max)
+}
+
 pub(crate) fn first_non_finite<L: Logit>(chunk: &[L], base: usize) -> PolicyError {
     let (offset, value) = chunk
         .iter()
@@ -1738,15 +1742,7 @@ fn nucleus_cutoff(weights: &[f64], top_p: f64, total: f64, scratch: &mut Nucleus
         return select_cutoff(&mut scratch.select, 0.0, target);
     }
     let floor_bits = ((1.0 - top_p) / weights.len() as f64).to_bits();
-    let bucket = |w: f64| {
-        let bits = w.to_bits();
-        if bits < floor_bits {
-            0
-        } else {
-            ((bits - floor_bits) >> BUCKET_SHIFT) as usize + 1
-        }
-    };
-    let top = bucket(1.0);
+    let top = math::bucket(1.0, floor_bits, BUCKET_SHIFT) as usize;
     math::buckets(
         weights,
         floor_bits,
@@ -1882,36 +1878,27 @@ fn snapshot(stage: Stage, candidates: &[(f64, u32)], t: f64) -> StageSnapshot {
 
 /// The five most probable survivors, most probable first (ties to the lower id).
 fn top_five(candidates: &[(f64, u32)], weights: &[f64], total: f64, t: f64) -> Vec<TokenProb> {
-    let mut best: Vec<TokenProb> = Vec::with_capacity(6);
-    // The fifth's weight: a smaller or equal weight has a smaller or equal probability, and
-    // loses a tie to the fifth, whose id is lower.
-    let mut fifth = f64::NEG_INFINITY;
-    let mut best_weights: Vec<f64> = Vec::with_capacity(6);
+    // Each with its weight: a weight not above the fifth's has a probability not above it,
+    // and loses a tie to the fifth, whose id is lower.
+    let mut best: Vec<(f64, TokenProb)> = Vec::with_capacity(6);
     for (&(logit, id), &w) in candidates.iter().zip(weights) {
-        if w <= fifth {
+        if best.len() == 5 && w <= best[4].0 {
             continue;
         }
         let prob = w / total;
-        if best.len() == 5 && best[4].prob >= prob {
+        if best.len() == 5 && best[4].1.prob >= prob {
             continue;
         }
-        let at = best.partition_point(|b| b.prob >= prob);
-        best.insert(
-            at,
-            TokenProb {
-                id,
-                logit: logit / t,
-                prob,
-            },
-        );
-        best_weights.insert(at, w);
+        let at = best.partition_point(|b| b.1.prob >= prob);
+        let token = TokenProb {
+            id,
+            logit: logit / t,
+            prob,
+        };
+        best.insert(at, (w, token));
         best.truncate(5);
-        best_weights.truncate(5);
-        if best_weights.len() == 5 {
-            fifth = best_weights[4];
-        }
     }
-    best
+    best.into_iter().map(|(_, token)| token).collect()
 }
 
 #[cfg(test)]
