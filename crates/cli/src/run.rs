@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
-use gpu::{BackendChoice, Faults, Runtime};
+use gpu::{BackendChoice, Faults, Promotion, Runtime};
 use model::Precision;
 use policy::generate::{Observer, StepRecord};
 use policy::{Backend, Clock, ReplayReport, RunConfig, RunRecord, Vocabulary};
@@ -28,22 +28,22 @@ pub struct BackendRequest {
 /// Loads the weights of `precision` (and, for a GPU run of weights other than f32, the f32
 /// `cpu-reference` baseline) and starts the requested backend: the GPU with its fallback,
 /// or the CPU.
+/// The GPU start is waited for before the run (a script wants the GPU's record, not a race
+/// with the canary); `promotion` says at which step the run takes the GPU.
 fn start(
     dir: &Path,
     precision: Precision,
     request: BackendRequest,
+    promotion: Promotion,
 ) -> Result<(Runtime, Tokenizer), String> {
     let loaded = model_dir::load(dir, precision)?;
     let baseline = match (request.choice, precision) {
         (BackendChoice::Gpu, Precision::Int8) => Some(model_dir::load_baseline(dir)?),
         _ => None,
     };
-    let mut runtime = pollster::block_on(Runtime::start(
-        request.choice,
-        loaded.model,
-        baseline,
-        request.faults,
-    ));
+    let mut runtime = Runtime::start_beside(request.choice, loaded.model, baseline, request.faults);
+    runtime.set_promotion(promotion);
+    pollster::block_on(runtime.settle());
     runtime.set_device_sampling(request.device_sampling);
     Ok((runtime, loaded.tokenizer))
 }
@@ -64,7 +64,28 @@ pub fn describe_backend(backend: &Backend) -> String {
             None => " (before the run)".to_string(),
         };
     }
+    if backend.segments.len() > 1 {
+        line += &format!("; {}", segments(backend));
+    }
     line + "]"
+}
+
+/// A run's segments in words: `cpu-reference steps 0-4 (why), webgpu steps 5-31 (why)`.
+fn segments(backend: &Backend) -> String {
+    let words: Vec<String> = backend
+        .segments
+        .iter()
+        .map(|s| {
+            format!(
+                "{} steps {}-{} ({})",
+                s.backend,
+                s.first_step,
+                s.last_step,
+                s.reason.trim_end().trim_end_matches('.')
+            )
+        })
+        .collect();
+    words.join(", ")
 }
 
 /// Microseconds since the run started.
@@ -140,7 +161,7 @@ pub fn generate(
     tags: BTreeMap<String, String>,
     json: bool,
 ) -> Result<String, Failure> {
-    let (mut model, tokenizer) = start(dir, precision, request)?;
+    let (mut model, tokenizer) = start(dir, precision, request, Promotion::AtStep(0))?;
     if config.policy.dry_multiplier != 0.0 {
         config.policy.dry_sequence_breakers = dry_sequence_breakers(&tokenizer, dry_breakers);
     }
@@ -266,7 +287,8 @@ pub fn replay(dir: &Path, request: BackendRequest, file: &Path) -> Result<(Strin
             continue;
         }
         let precision = model_dir::precision_by_hash(dir, &record.model.hash)?;
-        let (mut model, tokenizer) = start(dir, precision, request)?;
+        let promotion = Promotion::replaying(&record.backend);
+        let (mut model, tokenizer) = start(dir, precision, request, promotion)?;
         if let Some(reason) = &model.backend().degraded_reason {
             if model.id() != record.model {
                 return Err(format!(
@@ -287,6 +309,7 @@ pub fn replay(dir: &Path, request: BackendRequest, file: &Path) -> Result<(Strin
                 let mut line = format!("differs at step {step}: {detail}");
                 if replayed.name != record.backend.name
                     || replayed.degraded_at_step != record.backend.degraded_at_step
+                    || !same_segments(&replayed, &record.backend)
                 {
                     line += &format!(
                         " (recorded on {}, replayed on {}: the GPU's and the CPU's logits \
@@ -306,8 +329,22 @@ pub fn replay(dir: &Path, request: BackendRequest, file: &Path) -> Result<(Strin
     Ok((lines.join("\n"), all_identical))
 }
 
+/// Whether two runs ran the same steps on the same backends (the reasons aside).
+fn same_segments(a: &Backend, b: &Backend) -> bool {
+    let steps = |x: &Backend| -> Vec<_> {
+        x.segments
+            .iter()
+            .map(|s| (s.backend, s.first_step, s.last_step))
+            .collect()
+    };
+    steps(a) == steps(b)
+}
+
 /// A backend in a few words: `webgpu`, `cpu-reference`, or where a run switched.
 fn ran_on(backend: &Backend) -> String {
+    if backend.segments.len() > 1 {
+        return segments(backend);
+    }
     match backend.degraded_at_step {
         Some(step) => format!("webgpu until step {step}, then cpu-reference"),
         None => backend.name.to_string(),

@@ -35,5 +35,8 @@ mod runtime;
 mod transformer;
 
 pub use device::{Faults, Gpu, GpuError};
-pub use runtime::{BackendChoice, Runtime, SamplingReport, CANARY_TOLERANCE, CHECK_EVERY};
+pub use runtime::{
+    BackendChoice, Promotion, Runtime, SamplingReport, CANARY_PASSED, CANARY_RUNNING,
+    CANARY_TOLERANCE, CHECK_EVERY,
+};
 pub use transformer::{DeviceStep, GpuTransformer, StepTimings};

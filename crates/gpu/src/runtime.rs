@@ -1,11 +1,21 @@
 //! What the CLI and the lab run: the GPU when it is there and agrees with the CPU
 //! reference, the named baseline `cpu-reference` otherwise, switching mid-run without
 //! losing a token.
+//!
+//! A GPU start (device, upload, canary) runs beside the run rather than before it
+//! ([`Runtime::start_beside`]): on its own thread natively, as a task of the page's event
+//! loop in WebAssembly, with its own CPU copy of the weights for the canary. Until it
+//! passes, the run decodes on the CPU; at the first step boundary after it passes the run
+//! moves to the GPU with one prefill of everything so far, and the record's
+//! [`Segment`]s say which steps ran where. A run whose CPU weights are not the GPU's (int8
+//! asked for, the f32 baseline on the CPU) moves only at a run's first step, so that no
+//! run mixes two sets of weights that way.
 
+use futures_channel::oneshot;
 use model::{ModelError, Transformer};
 use policy::{
-    ArtifactId, Backend, BackendKind, LanguageModel, Policy, Snapshots, StepContext, StepOutcome,
-    Stepper,
+    ArtifactId, Backend, BackendKind, LanguageModel, Policy, Segment, Snapshots, StepContext,
+    StepOutcome, Stepper,
 };
 
 use crate::device::{Faults, Gpu, GpuError};
@@ -38,14 +48,67 @@ pub struct SamplingReport {
 
 pub use policy::BackendChoice;
 
+/// When a run that asked for the GPU moves there from `cpu-reference`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Promotion {
+    /// At the first step boundary after the canary passed.
+    WhenPassed,
+    /// At this step of each run and not before, waiting there for the canary if it has
+    /// not finished: a replay of a record that moved at that step.
+    AtStep(usize),
+    /// Never: a replay of a record whose run never reached the GPU.
+    Never,
+}
+
+impl Promotion {
+    /// What reproduces a recorded run's segments: the step of its first GPU segment, or
+    /// never when it had none; the first step for a record without segments (made before
+    /// they existed, when a GPU run started on the GPU).
+    pub fn replaying(recorded: &Backend) -> Promotion {
+        if recorded.segments.is_empty() {
+            return Promotion::AtStep(0);
+        }
+        recorded
+            .segments
+            .iter()
+            .find(|s| s.backend == BackendKind::WebGpu)
+            .map_or(Promotion::Never, |s| Promotion::AtStep(s.first_step))
+    }
+
+    fn due(self, step: usize) -> bool {
+        match self {
+            Promotion::WhenPassed => true,
+            Promotion::AtStep(at) => step >= at,
+            Promotion::Never => false,
+        }
+    }
+}
+
 enum Call {
     Prefill,
     Decode(u32),
 }
 
+/// Why a run is on the CPU while its GPU start is under way, in a segment of its record.
+pub const CANARY_RUNNING: &str = "the GPU's canary was still running";
+/// Why a run is on the GPU, in a segment of its record.
+pub const CANARY_PASSED: &str = "the GPU passed its canary";
+
+/// A GPU start under way beside the run: its device, upload and canary.
+type PendingStart = oneshot::Receiver<Result<GpuTransformer, GpuError>>;
+
 /// The model behind one backend, with the fallback ready.
 pub struct Runtime {
+    /// The GPU the run is on.
     gpu: Option<GpuTransformer>,
+    /// A GPU start still running beside the run.
+    pending: Option<PendingStart>,
+    /// A GPU that passed its canary and waits for a step it may take (see the module docs).
+    waiting: Option<GpuTransformer>,
+    /// When a run takes the GPU.
+    promotion: Promotion,
+    /// Whether the GPU's cache holds `history` minus the token being decoded.
+    gpu_synced: bool,
     /// The requested weights on the CPU: the canary's reference, and the CPU backend.
     reference: Transformer,
     /// The f32 `cpu-reference` baseline, when the requested weights are not f32.
@@ -66,8 +129,8 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Starts the chosen backend. For [`BackendChoice::Gpu`] this requests a device,
-    /// uploads the weights and runs the canary; any failure degrades to the baseline
+    /// Starts the chosen backend and, for [`BackendChoice::Gpu`], waits for the GPU start:
+    /// a device, the weights uploaded and the canary; any failure degrades to the baseline
     /// (`baseline`, or `reference` when that is already f32) and says why in
     /// [`backend`](Self::backend). It never fails: the CPU is always there.
     pub async fn start(
@@ -76,8 +139,34 @@ impl Runtime {
         baseline: Option<Transformer>,
         faults: Faults,
     ) -> Runtime {
-        let mut runtime = Runtime {
+        let mut runtime = Runtime::start_beside(choice, reference, baseline, faults);
+        runtime.settle().await;
+        runtime
+    }
+
+    /// Starts the chosen backend without waiting: for [`BackendChoice::Gpu`] the GPU start
+    /// runs beside the runs, which decode on the CPU until it passes (see the module docs).
+    pub fn start_beside(
+        choice: BackendChoice,
+        reference: Transformer,
+        baseline: Option<Transformer>,
+        faults: Faults,
+    ) -> Runtime {
+        let pending = (choice == BackendChoice::Gpu).then(|| {
+            // The canary's own CPU model: the run may be using `reference` meanwhile.
+            let canary_model = Transformer::new(
+                reference.config().clone(),
+                reference.weights().clone(),
+                reference.weights_hash().to_string(),
+            );
+            spawn_start(faults, canary_model)
+        });
+        Runtime {
             gpu: None,
+            pending,
+            waiting: None,
+            promotion: Promotion::WhenPassed,
+            gpu_synced: false,
             logits: vec![0.0; reference.config().vocab_size],
             reference,
             baseline,
@@ -89,33 +178,125 @@ impl Runtime {
             sampling: SamplingReport::default(),
             decode_dispatches: (0, 0),
             stepper: Stepper::default(),
-        };
-        if choice == BackendChoice::Gpu {
-            match runtime.start_gpu(faults).await {
-                Ok(gpu) => {
-                    runtime.backend = Backend {
-                        name: BackendKind::WebGpu,
-                        adapter: Some(gpu.gpu().adapter_name()),
-                        driver: Some(gpu.gpu().driver()),
-                        degraded_reason: None,
-                        degraded_at_step: None,
-                    };
-                    runtime.gpu = Some(gpu);
-                }
-                Err(error) => runtime.degrade(error),
-            }
         }
-        runtime
     }
 
-    async fn start_gpu(&mut self, faults: Faults) -> Result<GpuTransformer, GpuError> {
-        let device = Gpu::request(faults).await?;
-        let config = self.reference.config().clone();
-        let id = LanguageModel::id(&self.reference);
-        let mut gpu = GpuTransformer::new(device, config, self.reference.weights(), id, faults)?;
-        canary(&mut gpu, &mut self.reference).await?;
-        gpu.restart_call_count();
-        Ok(gpu)
+    /// Waits for the GPU start, if one is under way, and takes the GPU for the next run
+    /// when it passed and the [`Promotion`] allows (degrading, and saying why, when it
+    /// failed).
+    pub async fn settle(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            self.finish_start(pending.await.unwrap_or_else(|_| Err(stopped())), None);
+        }
+        if self.promotion.due(0) {
+            self.promote(0);
+        }
+    }
+
+    /// Between runs: takes in a GPU start that has finished, without waiting for one that
+    /// has not, and takes the GPU for the next run when the [`Promotion`] allows.
+    pub fn poll_start(&mut self) {
+        if let Some(pending) = &mut self.pending {
+            let result = match pending.try_recv() {
+                Ok(Some(result)) => result,
+                Ok(None) => return,
+                Err(oneshot::Canceled) => Err(stopped()),
+            };
+            self.pending = None;
+            self.finish_start(result, None);
+        }
+        if self.promotion.due(0) {
+            self.promote(0);
+        }
+    }
+
+    /// Whether a GPU start is still running beside the runs.
+    pub fn starting(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// When the runs from now on take the GPU.
+    pub fn set_promotion(&mut self, promotion: Promotion) {
+        self.promotion = promotion;
+    }
+
+    /// At the boundary before `step`: takes in a finished GPU start, and moves the run to
+    /// the GPU when it may (see the module docs).
+    async fn step_boundary(&mut self, step: usize) {
+        let due = self.promotion.due(step);
+        if let Some(pending) = &mut self.pending {
+            let wait = due && self.promotion != Promotion::WhenPassed;
+            let finished = match (wait, pending.try_recv()) {
+                (_, Ok(Some(result))) => Some(result),
+                (true, Ok(None)) => Some(pending.await.unwrap_or_else(|_| Err(stopped()))),
+                (_, Ok(None)) => None,
+                (_, Err(oneshot::Canceled)) => Some(Err(stopped())),
+            };
+            if let Some(result) = finished {
+                self.pending = None;
+                self.finish_start(result, Some(step));
+            }
+        }
+        if due {
+            self.promote(step);
+        }
+        if let Some(segment) = self.backend.segments.last_mut() {
+            segment.last_step = step;
+        }
+    }
+
+    /// Keeps a GPU that passed for [`promote`](Self::promote), or degrades.
+    fn finish_start(&mut self, result: Result<GpuTransformer, GpuError>, step: Option<usize>) {
+        match result {
+            Ok(gpu) => self.waiting = Some(gpu),
+            // The run was on the CPU already, and on the baseline's weights when there is
+            // one: its model and cache go on as they were.
+            Err(error) => {
+                let synced = self.cpu_synced;
+                self.degrade(error, step);
+                self.backend.degraded_at_step = None;
+                self.cpu_synced = synced;
+            }
+        }
+    }
+
+    /// Moves the run to a waiting GPU at `step`, when the weights allow it there.
+    fn promote(&mut self, step: usize) {
+        if self.gpu.is_some() || (step > 0 && self.baseline.is_some()) {
+            return;
+        }
+        let Some(gpu) = self.waiting.take() else {
+            return;
+        };
+        let segments = std::mem::take(&mut self.backend.segments);
+        self.backend = Backend {
+            name: BackendKind::WebGpu,
+            adapter: Some(gpu.gpu().adapter_name()),
+            driver: Some(gpu.gpu().driver()),
+            segments,
+            ..Backend::cpu_reference()
+        };
+        self.switch_segment(step, BackendKind::WebGpu, CANARY_PASSED.to_string());
+        self.gpu = Some(gpu);
+        self.gpu_synced = false;
+    }
+
+    /// Starts a segment of `kind` at `step`, closing the one before (or replacing it, when
+    /// it had not run a step yet). Runs that did not ask for the GPU keep none.
+    fn switch_segment(&mut self, step: usize, backend: BackendKind, reason: String) {
+        let segments = &mut self.backend.segments;
+        if segments.last().is_some_and(|s| s.first_step == step) {
+            segments.pop();
+        }
+        if let Some(last) = segments.last_mut() {
+            last.last_step = step.saturating_sub(1);
+        }
+        segments.push(Segment {
+            backend,
+            first_step: step,
+            last_step: step,
+            reason,
+        });
     }
 
     /// What runs the model now, and why it fell back if it did.
@@ -141,10 +322,11 @@ impl Runtime {
         self.reference.config().context_len
     }
 
-    /// The weights that are running: the requested ones, or the f32 baseline once degraded.
+    /// The weights that are running: the requested ones on the GPU, else the f32
+    /// baseline when there is one.
     pub fn id(&self) -> ArtifactId {
-        match (&self.backend.degraded_reason, &self.baseline) {
-            (Some(_), Some(baseline)) => LanguageModel::id(baseline),
+        match (&self.gpu, &self.baseline) {
+            (None, Some(baseline)) => LanguageModel::id(baseline),
             _ => LanguageModel::id(&self.reference),
         }
     }
@@ -172,6 +354,30 @@ impl Runtime {
         self.calls = 0;
         self.sampling = SamplingReport::default();
         self.decode_dispatches = (0, 0);
+        self.backend.segments.clear();
+        if !self.promotion.due(0) {
+            // A replay of a run that began on the CPU begins there too.
+            if let Some(gpu) = self.gpu.take() {
+                self.waiting = Some(gpu);
+                self.backend = Backend::cpu_reference();
+            }
+        }
+        if self.asked_gpu() {
+            let reason = match (&self.gpu, &self.backend.degraded_reason) {
+                (Some(_), _) => CANARY_PASSED.to_string(),
+                (None, Some(reason)) => reason.clone(),
+                (None, None) => CANARY_RUNNING.to_string(),
+            };
+            self.switch_segment(0, self.backend.name, reason);
+        }
+    }
+
+    /// Whether this runtime was started for the GPU.
+    fn asked_gpu(&self) -> bool {
+        self.gpu.is_some()
+            || self.pending.is_some()
+            || self.waiting.is_some()
+            || self.backend.degraded_reason.is_some()
     }
 
     /// The compute dispatches of this run's decode steps on the GPU, on average (the
@@ -204,12 +410,6 @@ impl Runtime {
         policy: &Policy,
         draw: Option<f64>,
     ) -> Option<Result<StepOutcome, GpuError>> {
-        let eligible = self.device_sampling
-            && policy.is_filter_only()
-            && self.gpu.as_ref().is_some_and(|g| g.can_sample());
-        if !eligible {
-            return None;
-        }
         let call = match prompt {
             Some(prompt) => {
                 self.start_run(prompt);
@@ -221,16 +421,28 @@ impl Runtime {
             }
         };
         let step = self.calls;
+        self.step_boundary(step).await;
+        let eligible = self.device_sampling
+            && policy.is_filter_only()
+            && self.gpu.as_ref().is_some_and(|g| g.can_sample());
+        if !eligible {
+            // The caller makes this call itself through `prefill` or `decode_step`.
+            self.history.pop_if_decode(&call);
+            return None;
+        }
         let check = step.is_multiple_of(CHECK_EVERY);
         let gpu = self.gpu.as_mut()?;
         let before = gpu.dispatches();
         let result = match call {
-            Call::Prefill => gpu.choose(&self.history, true, policy, draw, check).await,
-            Call::Decode(token) => gpu.choose(&[token], false, policy, draw, check).await,
+            Call::Decode(token) if self.gpu_synced => {
+                gpu.choose(&[token], false, policy, draw, check).await
+            }
+            _ => gpu.choose(&self.history, true, policy, draw, check).await,
         };
         self.calls += 1;
         match result {
             Ok(device) => {
+                self.gpu_synced = true;
                 self.count_decode(&call, before);
                 self.sampling.device_steps += 1;
                 let Some(logits) = device.logits else {
@@ -253,8 +465,7 @@ impl Runtime {
                 Some(Err(GpuError::Model(error)))
             }
             Err(error) => {
-                self.degrade(error);
-                self.backend.degraded_at_step = Some(step);
+                self.degrade(error, Some(step));
                 let logits = match self.cpu_call(&call) {
                     Ok(logits) => logits.to_vec(),
                     Err(error) => return Some(Err(error.into())),
@@ -288,12 +499,13 @@ impl Runtime {
 
     async fn call(&mut self, call: Call) -> Result<&[f32], ModelError> {
         let step = self.calls;
+        self.step_boundary(step).await;
         self.calls += 1;
         if let Some(gpu) = &mut self.gpu {
             let before = gpu.dispatches();
             let result = match call {
-                Call::Prefill => gpu.prefill(&self.history).await,
-                Call::Decode(token) => gpu.decode_step(token).await,
+                Call::Decode(token) if self.gpu_synced => gpu.decode_step(token).await,
+                _ => gpu.prefill(&self.history).await,
             };
             let position = self.history.len().saturating_sub(1);
             let result = result.and_then(|logits| {
@@ -304,6 +516,7 @@ impl Runtime {
             match result {
                 Ok(logits) => {
                     self.logits.copy_from_slice(logits);
+                    self.gpu_synced = true;
                     self.count_decode(&call, before);
                     return Ok(&self.logits);
                 }
@@ -311,10 +524,7 @@ impl Runtime {
                     self.history.pop_if_decode(&call);
                     return Err(error);
                 }
-                Err(error) => {
-                    self.degrade(error);
-                    self.backend.degraded_at_step = Some(step);
-                }
+                Err(error) => self.degrade(error, Some(step)),
             }
         }
         match self.cpu_call(&call) {
@@ -329,10 +539,7 @@ impl Runtime {
     /// Runs `call` on the active CPU model (re-running the whole history when its cache
     /// does not hold the tokens before this one) and keeps the logits.
     fn cpu_call(&mut self, call: &Call) -> Result<&[f32], ModelError> {
-        let cpu = match (&self.backend.degraded_reason, &mut self.baseline) {
-            (Some(_), Some(baseline)) => baseline,
-            _ => &mut self.reference,
-        };
+        let cpu = self.baseline.as_mut().unwrap_or(&mut self.reference);
         let logits = match *call {
             Call::Decode(token) if self.cpu_synced => cpu.decode_step(token)?,
             _ => cpu.prefill(&self.history)?,
@@ -342,15 +549,55 @@ impl Runtime {
         Ok(&self.logits)
     }
 
-    /// Leaves the GPU for the baseline, recording why.
-    fn degrade(&mut self, error: GpuError) {
+    /// Leaves the GPU (or its start) for the baseline, recording why and, when a run is
+    /// under way, from which step.
+    fn degrade(&mut self, error: GpuError, step: Option<usize>) {
         self.gpu = None;
+        self.waiting = None;
+        self.pending = None;
         self.cpu_synced = false;
+        let reason = error.to_string();
+        let segments = std::mem::take(&mut self.backend.segments);
         self.backend = Backend {
-            degraded_reason: Some(error.to_string()),
+            degraded_reason: Some(reason.clone()),
+            degraded_at_step: step,
+            segments,
             ..Backend::cpu_reference()
         };
+        if let Some(step) = step {
+            self.switch_segment(step, BackendKind::CpuReference, reason);
+        }
     }
+}
+
+/// Starts the GPU beside the run: on a thread of its own natively (where wgpu's waits
+/// block), as a task of the event loop in WebAssembly.
+fn spawn_start(faults: Faults, canary_model: Transformer) -> PendingStart {
+    let (sender, receiver) = oneshot::channel();
+    let start = async move {
+        let _ = sender.send(start_gpu(faults, canary_model).await);
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    std::thread::spawn(move || pollster::block_on(start));
+    #[cfg(target_arch = "wasm32")]
+    wasm_bindgen_futures::spawn_local(start);
+    receiver
+}
+
+/// A device, the weights uploaded, and the canary against `cpu` (the same weights).
+async fn start_gpu(faults: Faults, mut cpu: Transformer) -> Result<GpuTransformer, GpuError> {
+    let device = Gpu::request(faults).await?;
+    let config = cpu.config().clone();
+    let id = LanguageModel::id(&cpu);
+    let mut gpu = GpuTransformer::new(device, config, cpu.weights(), id, faults)?;
+    canary(&mut gpu, &mut cpu).await?;
+    gpu.restart_call_count();
+    Ok(gpu)
+}
+
+/// A GPU start that ended without an answer (its thread or task stopped).
+fn stopped() -> GpuError {
+    GpuError::DeviceLost("the GPU start stopped without an answer".to_string())
 }
 
 trait PopIfDecode {

@@ -818,8 +818,7 @@ impl policy::LanguageModel for GpuTransformer {
             name: policy::BackendKind::WebGpu,
             adapter: Some(self.gpu.adapter_name()),
             driver: Some(self.gpu.driver()),
-            degraded_reason: None,
-            degraded_at_step: None,
+            ..policy::Backend::cpu_reference()
         }
     }
 }

@@ -1,13 +1,16 @@
 //! The canary and every way to fall back to `cpu-reference`: no WebGPU, no adapter, a
-//! failed device request, a canary mismatch, and a device lost mid-run. Each fault is
+//! failed device request, a canary mismatch, and a device lost mid-run; and the move the
+//! other way, from the CPU to the GPU when a start beside the run passes. Each fault is
 //! injected and goes through the real failure path where one exists; after a fallback the
 //! run goes on from the same step and its greedy tokens equal the CPU reference's.
 
 mod common;
 
 use common::{argmax, cpu_model, gpu};
-use gpu::{BackendChoice, Faults, Runtime};
-use policy::BackendKind;
+use gpu::{
+    BackendChoice, Faults, Promotion, Runtime, CANARY_PASSED, CANARY_RUNNING, CANARY_TOLERANCE,
+};
+use policy::{BackendKind, Segment};
 
 const PROMPT: &[u8] = b"Choose Format - Cells and";
 const STEPS: usize = 12;
@@ -195,4 +198,198 @@ fn fault_names_parse_and_unknown_ones_are_named() {
     assert_eq!(faults.lose_device_after, Some(7));
     let error = Faults::parse("gremlins").unwrap_err();
     assert!(error.contains("gremlins"), "{error}");
+}
+
+/// The CPU reference's logits at every step of `cpu_tokens`' run.
+fn cpu_logits() -> Vec<Vec<f32>> {
+    let mut cpu = cpu_model("f32");
+    let ids: Vec<u32> = PROMPT.iter().map(|&b| u32::from(b)).collect();
+    let mut logits = vec![cpu.prefill(&ids).unwrap().to_vec()];
+    for token in &cpu_tokens()[..STEPS - 1] {
+        logits.push(cpu.decode_step(*token).unwrap().to_vec());
+    }
+    logits
+}
+
+/// Greedy tokens, through the device's policy step where the runtime takes it (`sampled`)
+/// or through the logits, with every step's logits when they come back.
+fn run_with_logits(runtime: &mut Runtime, sampled: bool) -> (Vec<u32>, Vec<Option<Vec<f32>>>) {
+    let ids: Vec<u32> = PROMPT.iter().map(|&b| u32::from(b)).collect();
+    let greedy = policy::Policy {
+        temperature: 0.0,
+        ..policy::Policy::default()
+    };
+    let (mut tokens, mut logits) = (Vec::new(), Vec::new());
+    while tokens.len() < STEPS {
+        let last = tokens.last().copied();
+        let prompt = last.is_none().then_some(ids.as_slice());
+        if sampled {
+            let token = last.unwrap_or(0);
+            if let Some(outcome) = pollster::block_on(runtime.choose(prompt, token, &greedy, None))
+            {
+                tokens.push(outcome.unwrap().token);
+                logits.push(None);
+                continue;
+            }
+        }
+        let step = match last {
+            None => pollster::block_on(runtime.prefill(&ids)).unwrap(),
+            Some(last) => pollster::block_on(runtime.decode_step(last)).unwrap(),
+        };
+        tokens.push(argmax(step));
+        logits.push(Some(step.to_vec()));
+    }
+    (tokens, logits)
+}
+
+fn segment(backend: BackendKind, first_step: usize, last_step: usize, reason: &str) -> Segment {
+    Segment {
+        backend,
+        first_step,
+        last_step,
+        reason: reason.to_string(),
+    }
+}
+
+/// The "no token lost or duplicated at a backend switch": a run started beside the
+/// GPU's start moves to the GPU at the step it is told, with the CPU's tokens, and every
+/// step's logits after the switch within the canary's tolerance of the CPU's on the same
+/// context (a token lost or doubled at the switch would change the context, and the
+/// logits by far more). Through the logits and through the device's policy step.
+#[test]
+fn a_run_moves_to_the_gpu_at_a_step_boundary_without_losing_a_token() {
+    if gpu("promotion").is_none() {
+        return;
+    }
+    let expected = cpu_logits();
+    for sampled in [false, true] {
+        for at in [1, 4, STEPS - 1] {
+            let label = format!("sampled {sampled}, at {at}");
+            let mut runtime = Runtime::start_beside(
+                BackendChoice::Gpu,
+                cpu_model("f32"),
+                None,
+                Faults::default(),
+            );
+            runtime.set_promotion(Promotion::AtStep(at));
+            let (tokens, logits) = run_with_logits(&mut runtime, sampled);
+            assert_eq!(tokens, cpu_tokens(), "{label}");
+            for (step, (got, want)) in logits.iter().zip(&expected).enumerate() {
+                let Some(got) = got else { continue };
+                let worst = got
+                    .iter()
+                    .zip(want)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0f32, f32::max);
+                let bound = if step < at { 0.0 } else { CANARY_TOLERANCE };
+                assert!(worst <= bound, "{label}: step {step} differs by {worst}");
+            }
+            let backend = runtime.backend().clone();
+            assert_eq!(backend.name, BackendKind::WebGpu, "{label}");
+            assert_eq!(
+                backend.segments,
+                [
+                    segment(BackendKind::CpuReference, 0, at - 1, CANARY_RUNNING),
+                    segment(BackendKind::WebGpu, at, STEPS - 1, CANARY_PASSED),
+                ],
+                "{label}"
+            );
+            if sampled {
+                assert!(runtime.sampling().device_steps > 0, "{label}");
+            }
+            // A replay of that run begins on the CPU again, on a runtime already on the GPU.
+            let (again, _) = run_with_logits(&mut runtime, sampled);
+            assert_eq!(again, tokens, "{label}: again");
+            assert_eq!(runtime.backend().segments, backend.segments, "{label}");
+            // A new run takes the GPU from its first step.
+            runtime.set_promotion(Promotion::WhenPassed);
+            run_with_logits(&mut runtime, sampled);
+            assert_eq!(
+                runtime.backend().segments,
+                [segment(BackendKind::WebGpu, 0, STEPS - 1, CANARY_PASSED)],
+                "{label}"
+            );
+        }
+    }
+}
+
+/// Started beside, the first run does not wait: wherever it moved, its segments cover
+/// every step in order and its tokens are the CPU's; once the start has settled, the next
+/// run is on the GPU from its first step.
+#[test]
+fn a_run_started_beside_the_canary_does_not_wait_for_it() {
+    if gpu("beside").is_none() {
+        return;
+    }
+    let mut runtime = Runtime::start_beside(
+        BackendChoice::Gpu,
+        cpu_model("f32"),
+        None,
+        Faults::default(),
+    );
+    assert_eq!(runtime.backend().name, BackendKind::CpuReference);
+    assert_eq!(runtime_tokens(&mut runtime), cpu_tokens());
+    let segments = runtime.backend().segments.clone();
+    assert_eq!(segments[0].first_step, 0, "{segments:?}");
+    assert_eq!(
+        segments[0].backend,
+        BackendKind::CpuReference,
+        "{segments:?}"
+    );
+    assert_eq!(
+        segments.last().unwrap().last_step,
+        STEPS - 1,
+        "{segments:?}"
+    );
+    for pair in segments.windows(2) {
+        assert_eq!(pair[0].last_step + 1, pair[1].first_step, "{segments:?}");
+    }
+    // Between runs the finished start is taken in without waiting for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    runtime.poll_start();
+    while runtime.starting() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the GPU start never finished"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        runtime.poll_start();
+    }
+    assert_eq!(runtime.backend().name, BackendKind::WebGpu);
+    assert_eq!(runtime_tokens(&mut runtime), cpu_tokens());
+    assert_eq!(
+        runtime.backend().segments,
+        [segment(BackendKind::WebGpu, 0, STEPS - 1, CANARY_PASSED)]
+    );
+}
+
+/// A canary that fails while the run is on the CPU leaves the run where it is, with the
+/// failure in the record from the step it arrived.
+#[test]
+fn a_canary_failing_beside_the_run_keeps_it_on_the_cpu() {
+    if gpu("canary_beside").is_none() {
+        return;
+    }
+    let faults = Faults {
+        canary: true,
+        ..Faults::default()
+    };
+    let mut runtime = Runtime::start_beside(BackendChoice::Gpu, cpu_model("f32"), None, faults);
+    runtime.set_promotion(Promotion::AtStep(3));
+    assert_eq!(runtime_tokens(&mut runtime), cpu_tokens());
+    let backend = runtime.backend().clone();
+    assert_eq!(backend.name, BackendKind::CpuReference);
+    let reason = backend.degraded_reason.clone().unwrap();
+    assert!(reason.contains("canary"), "{reason}");
+    assert_eq!(
+        backend.degraded_at_step, None,
+        "the run never ran on the GPU"
+    );
+    assert_eq!(
+        backend.segments,
+        [
+            segment(BackendKind::CpuReference, 0, 2, CANARY_RUNNING),
+            segment(BackendKind::CpuReference, 3, STEPS - 1, &reason),
+        ]
+    );
 }

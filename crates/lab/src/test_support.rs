@@ -43,6 +43,6 @@ pub async fn cpu_runtime() -> (ModelFiles, Runtime) {
         .ensure_weights(start.precision, start.backend, &read, &mut |_| {})
         .await
         .unwrap();
-    let runtime = files.start(start).await.unwrap();
+    let runtime = files.start(start).unwrap();
     (files, runtime)
 }

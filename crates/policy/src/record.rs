@@ -202,6 +202,23 @@ pub struct Backend {
     /// The first step (0 = the prompt's prefill) that ran on the fallback.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded_at_step: Option<usize>,
+    /// For a run that asked for the GPU: each stretch of steps one backend ran, in order,
+    /// and why it ran them (a run starts on `cpu-reference` while the GPU's canary runs,
+    /// moves to the GPU when it passes, and back when the GPU fails). Absent for runs
+    /// that asked for the CPU, and in records made before segments existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<Segment>,
+}
+
+/// One stretch of a run's steps on one backend.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Segment {
+    pub backend: BackendKind,
+    /// The first and last step it ran (0 = the prompt's prefill), both included.
+    pub first_step: usize,
+    pub last_step: usize,
+    /// Why the run was on this backend from `first_step`, in words.
+    pub reason: String,
 }
 
 impl Backend {
@@ -213,6 +230,7 @@ impl Backend {
             driver: None,
             degraded_reason: None,
             degraded_at_step: None,
+            segments: Vec::new(),
         }
     }
 }

@@ -195,16 +195,22 @@ impl ModelFiles {
             .map_err(|e| sentence(format!("{}: {e}", precision.role())))
     }
 
-    /// Starts the runtime a request asks for (after [`ensure_weights`](Self::ensure_weights)).
-    /// On the GPU this requests a device, uploads the weights and runs the canary; it falls
-    /// back to `cpu-reference` (f32) rather than fail.
-    pub async fn start(&self, start: Start) -> Result<Runtime, String> {
+    /// Starts the runtime a request asks for (after [`ensure_weights`](Self::ensure_weights)),
+    /// without waiting: on the GPU the device, the upload and the canary run beside the
+    /// runs, which decode on `cpu-reference` until the canary passes (see
+    /// [`gpu::Runtime::start_beside`]); a failed start stays on the CPU and says why.
+    pub fn start(&self, start: Start) -> Result<Runtime, String> {
         let reference = self.transformer(start.precision)?;
         let baseline = match (start.precision, start.backend) {
             (Precision::Int8, BackendChoice::Gpu) => Some(self.transformer(Precision::F32)?),
             _ => None,
         };
-        Ok(Runtime::start(start.backend, reference, baseline, start.faults).await)
+        Ok(Runtime::start_beside(
+            start.backend,
+            reference,
+            baseline,
+            start.faults,
+        ))
     }
 }
 
@@ -375,7 +381,10 @@ mod tests {
                 }
                 .check()
                 .unwrap();
-                let mut runtime = files.start(Start::of(&request).unwrap()).await.unwrap();
+                let mut runtime = files.start(Start::of(&request).unwrap()).unwrap();
+                // The GPU start's verdict before the run, so that the fallback is certain
+                // to be in the record.
+                runtime.settle().await;
                 let mut seen = Vec::new();
                 let record = generate(
                     &mut runtime,
@@ -426,7 +435,7 @@ mod tests {
                 .unwrap();
             let run = async |files: &ModelFiles, (config, start): (RunConfig, Start)| {
                 let config = with_eos(config, &files.tokenizer);
-                let mut runtime = files.start(start).await.unwrap();
+                let mut runtime = files.start(start).unwrap();
                 generate(
                     &mut runtime,
                     &files.tokenizer,

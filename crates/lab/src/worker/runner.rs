@@ -7,7 +7,7 @@
 //!
 //! The job and the events are the typed values of [`crate::worker::protocol`].
 
-use gpu::{Faults, Runtime};
+use gpu::{Faults, Promotion, Runtime};
 use policy::generate::StepRecord;
 use policy::{BackendChoice, BackendKind, Precision};
 use tokenizer::StreamDecoder;
@@ -51,13 +51,13 @@ async fn runtime_for<'a>(
     if !reusable {
         *started = None;
         progress(match start.backend {
-            BackendChoice::Gpu => format!(
-                "Starting WebGPU: requesting a device, uploading the {} weights and checking them against the CPU reference…",
-                start.precision
-            ),
+            BackendChoice::Gpu => {
+                "Starting on the CPU reference while WebGPU starts and checks its canary beside it…"
+                    .to_string()
+            }
             BackendChoice::Cpu => "Preparing the CPU reference…".to_string(),
         });
-        let runtime = files.start(start).await?;
+        let runtime = files.start(start)?;
         *started = Some(Started { start, runtime });
     }
     started
@@ -182,6 +182,14 @@ pub async fn run(
         .await?;
     let loaded = now_ms();
     let runtime = runtime_for(files, &mut state.started, start, &mut progress).await?;
+    // A replay moves to the GPU where its record did; a new run as soon as it may.
+    runtime.set_promotion(match &recorded {
+        Some(recorded) => Promotion::replaying(&recorded.backend),
+        None => Promotion::WhenPassed,
+    });
+    // A canary that passed since the last run: this run is on the GPU from its first step,
+    // and the status can name the adapter.
+    runtime.poll_start();
     let ready = now_ms();
     let on_gpu = runtime.backend().name == BackendKind::WebGpu;
     let adapter = if on_gpu { adapter_info().await } else { None };
@@ -223,7 +231,15 @@ pub async fn run(
                 gpu_sum.readback_ms += t.readback_ms;
                 gpu_steps += 1;
             }
-            if runtime.backend() != &shown_backend {
+            // A change of backend or of reason; not a segment's growing last step.
+            let now = runtime.backend();
+            if (now.name, &now.degraded_reason, now.segments.len())
+                != (
+                    shown_backend.name,
+                    &shown_backend.degraded_reason,
+                    shown_backend.segments.len(),
+                )
+            {
                 shown_backend = runtime.backend().clone();
                 emit(Event::Backend {
                     backend: shown_backend.clone(),

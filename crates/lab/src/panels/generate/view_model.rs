@@ -243,7 +243,13 @@ pub fn backend_status(backend: &Backend, browser_adapter: Option<&str>) -> Strin
         let adapter = browser_adapter
             .or(backend.adapter.as_deref())
             .unwrap_or("unnamed");
-        format!("Running on WebGPU (adapter: {adapter}).")
+        match backend.segments.iter().find(|s| s.backend == BackendKind::WebGpu) {
+            Some(gpu) if gpu.first_step > 0 => format!(
+                "Running on WebGPU (adapter: {adapter}) from step {}; the steps before ran on the CPU reference while the GPU's canary ran.",
+                gpu.first_step
+            ),
+            _ => format!("Running on WebGPU (adapter: {adapter})."),
+        }
     } else if let Some(reason) = &backend.degraded_reason {
         let from = match backend.degraded_at_step {
             Some(step) if step > 0 => format!(" from model call {step} on"),
@@ -253,6 +259,8 @@ pub fn backend_status(backend: &Backend, browser_adapter: Option<&str>) -> Strin
             "WebGPU unavailable — fell back to cpu-reference{from}: {}.",
             reason.trim_end().trim_end_matches('.')
         )
+    } else if !backend.segments.is_empty() {
+        "Running on the CPU reference while WebGPU checks its canary; the run moves to the GPU when it passes.".to_string()
     } else {
         "Running on the CPU reference (cpu-reference).".to_string()
     }
@@ -389,9 +397,7 @@ mod tests {
         let gpu = Backend {
             name: BackendKind::WebGpu,
             adapter: Some("swiftshader".into()),
-            driver: None,
-            degraded_reason: None,
-            degraded_at_step: None,
+            ..Backend::cpu_reference()
         };
         assert_eq!(
             backend_status(&gpu, None),
@@ -417,6 +423,31 @@ mod tests {
         assert_eq!(
             backend_status(&lost, None),
             "WebGPU unavailable — fell back to cpu-reference from model call 3 on: the GPU device was lost: destroyed."
+        );
+        let segment = |backend, first_step, last_step| policy::Segment {
+            backend,
+            first_step,
+            last_step,
+            reason: String::new(),
+        };
+        let waiting = Backend {
+            segments: vec![segment(BackendKind::CpuReference, 0, 6)],
+            ..Backend::cpu_reference()
+        };
+        assert_eq!(
+            backend_status(&waiting, None),
+            "Running on the CPU reference while WebGPU checks its canary; the run moves to the GPU when it passes."
+        );
+        let promoted = Backend {
+            segments: vec![
+                segment(BackendKind::CpuReference, 0, 4),
+                segment(BackendKind::WebGpu, 5, 9),
+            ],
+            ..gpu
+        };
+        assert_eq!(
+            backend_status(&promoted, None),
+            "Running on WebGPU (adapter: swiftshader) from step 5; the steps before ran on the CPU reference while the GPU's canary ran."
         );
     }
 
