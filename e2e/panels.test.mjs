@@ -17,7 +17,7 @@ import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { chromium } from 'playwright-core';
-import { serve, untilOnGpu, BASE_ARGS } from './serve.mjs';
+import { serve, afterGpuStart, BASE_ARGS } from './serve.mjs';
 
 const DIST = process.env.DIST_DIR ?? join(import.meta.dirname, '..', 'dist');
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
@@ -522,7 +522,7 @@ test('the page stays responsive while the worker generates, and Cancel stops wit
   await page.goto(`${url}?panel=generate&backend=gpu&prompt=The%20model&max=200&temperature=0&top_k=0&run=1`);
   // The first runs are on the CPU (thousands of tokens a second) until the canary passes.
   await generated(page);
-  await untilOnGpu(page);
+  await afterGpuStart(page);
   await page.getByRole('button', { name: 'Generate', exact: true }).click();
   await page.waitForFunction(() => document.querySelector('#generate')?.dataset.state === 'generating'
     && document.querySelectorAll('.output .tok').length >= 3, null, { timeout: RUN_TIMEOUT });
@@ -617,9 +617,12 @@ async function loadFigures(label, launchArgs) {
 // Issue 16's GPU start beside the run (the canary's own CPU model, the start as an event-loop
 // task, the record's segments, which the page reads and names in the status line): the page
 // 526,352 -> 528,165, the worker 533,515 -> 538,951. The budgets were raised to 529,000 and
-// 1,068,000 for it.
+// 1,068,000 for it. `backend=auto` (the canary's decode steps timed on both paths, the
+// verdict in words, the new choice in the form): the page 528,408, the worker 540,117
+// (2,100 more with a `sort_by` for the median of four timings, which an insertion sort
+// replaced). The page + worker budget was raised to 1,069,000 for it.
 const PAGE_BUDGET_GZIP = 529_000;
-const TOTAL_BUDGET_GZIP = 1_068_000;
+const TOTAL_BUDGET_GZIP = 1_069_000;
 const PLANNER_BUDGET_GZIP = 300_000;
 // Issue 14's observation worker, budgeted like the planner: its measured size rounded up to
 // the next 50,000 (211,452 bytes when it was built; the page then 498,617, the planner

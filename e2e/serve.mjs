@@ -33,17 +33,18 @@ export const BASE_ARGS = ['--no-sandbox', '--disable-background-networking', '--
   '--disable-sync', '--no-first-run', '--disable-quic'];
 
 /**
- * Presses Generate on `page` (a finished run on the Generate panel) until a run ran on the
- * GPU from its first step, or fell back: a run that asks for the GPU starts on the CPU while
- * the GPU's canary runs beside it (SwiftShader takes seconds), so a test of the GPU path
- * waits for it this way. Resolves to that run's record.
+ * Presses Generate on `page` (a finished run on the Generate panel) until a run began after
+ * the GPU's start had finished: on the GPU from its first step, fallen back, or with `auto`'s
+ * decision. A run that asks for the GPU starts on the CPU while the GPU's canary runs beside
+ * it (SwiftShader takes seconds), so a test of the GPU path waits for it this way. Resolves
+ * to that run's record.
  */
-export async function untilOnGpu(page, timeoutMs = 120_000) {
+export async function afterGpuStart(page, timeoutMs = 120_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const text = await page.getByTestId('run-record').textContent();
     const record = JSON.parse(text);
-    if (record.backend.segments?.[0]?.backend === 'webgpu' || record.degraded_reason) return record;
+    if (record.backend.segments?.[0]?.backend === 'webgpu' || record.degraded_reason || record.backend.auto) return record;
     if (Date.now() > deadline) throw new Error(`no run reached the GPU in ${timeoutMs} ms: ${JSON.stringify(record.backend)}`);
     await page.waitForTimeout(250);
     await page.getByRole('button', { name: 'Generate', exact: true }).click();

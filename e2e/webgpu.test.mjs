@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
-import { serve, untilOnGpu, BASE_ARGS } from './serve.mjs';
+import { serve, afterGpuStart, BASE_ARGS } from './serve.mjs';
 
 const DIST = process.env.DIST_DIR ?? join(import.meta.dirname, '..', 'dist');
 const CLI = process.env.DECODE_LAB_BIN ?? join(import.meta.dirname, '..', 'target', 'debug', 'decode-lab');
@@ -145,7 +145,7 @@ test('on WebGPU the first token does not wait for the canary; then the page make
     bench('webgpu-cold', cold);
 
     // Once the canary passed, a run is on the GPU from its first step, recorded as such.
-    const onGpu = await untilOnGpu(cold.page);
+    const onGpu = await afterGpuStart(cold.page);
     assert.deepEqual(onGpu.backend.segments, [{ backend: 'webgpu', first_step: 0, last_step: GREEDY.max - 1, reason: 'the GPU passed its canary' }]);
     const run = { ...cold, ...(await finished(cold.page)) };
     assert.equal(run.status.backend, 'webgpu', run.status.text);
@@ -184,13 +184,37 @@ test('on WebGPU the first token does not wait for the canary; then the page make
   }
 });
 
+test('auto times WebGPU against the CPU reference once the canary passed, and the page says which is faster and why', { timeout: 2 * RUN_TIMEOUT }, async () => {
+  const expected = cpuReference(GREEDY);
+  const cold = await runFromUrl(webgpu, query(GREEDY, { backend: 'auto', run: '1' }));
+  try {
+    assert.ok(cold.figures.firstTokenMs <= COLD_FIRST_TOKEN_MS, `cold first token at ${cold.figures.firstTokenMs} ms`);
+    assertSameRun(cold, expected);
+    await afterGpuStart(cold.page);
+    const run = { ...cold, ...(await finished(cold.page)) };
+    const { auto, name, segments } = run.record.backend;
+    assert.match(auto, /^auto chose (the CPU reference|WebGPU): a decode step took \d+\.\d\d ms .+, \d+\.\dx faster/);
+    assert.equal(name === 'webgpu', auto.startsWith('auto chose WebGPU'), `${name}: ${auto}`);
+    const on = name === 'webgpu' ? 'WebGPU' : 'the CPU reference';
+    assert.equal(run.status.text, `Running on ${on} (auto): ${auto.slice(auto.indexOf(': ') + 2)}.`);
+    assert.equal(run.status.degraded, 'false');
+    assert.deepEqual(segments, [{ backend: name, first_step: 0, last_step: GREEDY.max - 1, reason: auto }]);
+    assertSameRun(run, expected);
+    assert.deepEqual(run.errors, []);
+    console.log(`BENCH browser auto: ${auto}`);
+    bench('auto', run);
+  } finally {
+    await cold.context.close();
+  }
+});
+
 test('with WebGPU unavailable the page and the record name the cpu-reference fallback', { timeout: RUN_TIMEOUT }, async () => {
   const expected = cpuReference(GREEDY);
   const cold = await runFromUrl(plain, query(GREEDY, { backend: 'gpu', run: '1' }));
   // The first run may end before the failed start is known (an adapter request is a round
   // trip to the GPU process); it ran on the CPU either way.
   assertSameRun(cold, expected);
-  await untilOnGpu(cold.page);
+  await afterGpuStart(cold.page);
   const run = { ...cold, ...(await finished(cold.page)) };
   try {
     assert.equal(run.status.backend, 'cpu-reference');
@@ -225,7 +249,7 @@ test('the CPU backend, asked for, is named without a fallback', { timeout: RUN_T
 test('a device lost mid-run continues on cpu-reference without losing a token', { timeout: RUN_TIMEOUT }, async () => {
   const cold = await runFromUrl(webgpu, query(GREEDY, { backend: 'gpu', fault: 'device-lost@4', run: '1' }));
   try {
-    await untilOnGpu(cold.page);
+    await afterGpuStart(cold.page);
     const run = { ...cold, ...(await finished(cold.page)) };
     assert.deepEqual(run.record.backend.segments.map((s) => [s.backend, s.first_step, s.last_step]),
       [['webgpu', 0, 3], ['cpu-reference', 4, GREEDY.max - 1]]);

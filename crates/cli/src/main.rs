@@ -857,7 +857,7 @@ struct BackendArgs {
     backend: BackendChoice,
     /// For testing the fallback: faults to inject into the GPU path, comma-separated, from
     /// no-webgpu, no-adapter, device-request, canary, device-lost (after the prefill) and
-    /// device-lost@N (before model call N; 0 is the prefill). Needs --backend gpu.
+    /// device-lost@N (before model call N; 0 is the prefill). Needs --backend gpu or auto.
     #[arg(long, value_name = "NAMES", value_parser = parse_faults)]
     inject_fault: Option<gpu::Faults>,
     /// With --backend gpu: read the logits back every token and take the policy step on
@@ -869,6 +869,10 @@ struct BackendArgs {
 /// A backend's line in `--help`.
 fn backend_help(choice: BackendChoice) -> PossibleValue {
     PossibleValue::new(choice.name()).help(match choice {
+        BackendChoice::Auto => {
+            "Whichever is faster here: once the GPU passed its canary, its decode step is \
+             timed against the CPU reference's and the faster one runs (stderr says why)"
+        }
         BackendChoice::Gpu => {
             "WebGPU on whatever adapter wgpu finds (natively Vulkan: a GPU, or lavapipe), \
              checked against the CPU with a canary; falls back to cpu-reference"
@@ -883,7 +887,7 @@ impl BackendArgs {
         let faults = self.inject_fault.unwrap_or_default();
         if choice == BackendChoice::Cpu && faults != gpu::Faults::default() {
             return Err(
-                "--inject-fault injects faults into the GPU path: add --backend gpu".into(),
+                "--inject-fault injects faults into the GPU path: add --backend gpu or auto".into(),
             );
         }
         Ok(run::BackendRequest {

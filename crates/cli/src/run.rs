@@ -38,7 +38,7 @@ fn start(
 ) -> Result<(Runtime, Tokenizer), String> {
     let loaded = model_dir::load(dir, precision)?;
     let baseline = match (request.choice, precision) {
-        (BackendChoice::Gpu, Precision::Int8) => Some(model_dir::load_baseline(dir)?),
+        (choice, Precision::Int8) if choice.tries_gpu() => Some(model_dir::load_baseline(dir)?),
         _ => None,
     };
     let mut runtime = Runtime::start_beside(request.choice, loaded.model, baseline, request.faults);
@@ -66,6 +66,9 @@ pub fn describe_backend(backend: &Backend) -> String {
     }
     if backend.segments.len() > 1 {
         line += &format!("; {}", segments(backend));
+    }
+    if let Some(auto) = &backend.auto {
+        line += &format!("; {auto}");
     }
     line + "]"
 }

@@ -1,4 +1,4 @@
-//! `decode-lab generate` and `replay` with `--backend gpu|cpu`: the same greedy tokens on
+//! `decode-lab generate` and `replay` with `--backend gpu|cpu|auto`: the same greedy tokens on
 //! both, and every fallback to `cpu-reference` (forced with `--inject-fault`) keeping the run
 //! going without losing or repeating a token.
 //!
@@ -298,4 +298,31 @@ fn sampled_steps_taken_on_the_gpu_give_the_cpu_references_tokens() {
             .collect()
     };
     assert_eq!(draws(&on_device), draws(&cpu));
+}
+
+/// `--backend auto` times the GPU's decode step against the CPU's after the canary and
+/// runs the faster, saying which and why in the record and on standard error; its greedy
+/// tokens are the CPU's either way.
+#[test]
+fn auto_runs_the_faster_backend_and_says_why() {
+    let (cpu, _) = greedy("The ", &["--backend", "cpu"]);
+    let (auto, stderr) = greedy("The ", &["--backend", "auto"]);
+    assert_eq!(tokens(&auto), tokens(&cpu));
+    assert_eq!(
+        auto["degraded_reason"],
+        Value::Null,
+        "auto does not degrade"
+    );
+    let verdict = auto["backend"]["auto"].as_str().expect("auto's verdict");
+    let chose = match auto["backend"]["name"].as_str().unwrap() {
+        "webgpu" => "auto chose WebGPU: a decode step took ",
+        _ if verdict.contains("the GPU could not be used") => {
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{verdict}");
+            "auto chose the CPU reference: the GPU could not be used"
+        }
+        _ => "auto chose the CPU reference: a decode step took ",
+    };
+    assert!(verdict.starts_with(chose), "{verdict}");
+    assert!(stderr.contains(&format!("; {verdict}]")), "{stderr}");
+    assert_eq!(auto["backend"]["segments"][0]["reason"], verdict);
 }

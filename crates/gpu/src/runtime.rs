@@ -19,7 +19,7 @@ use policy::{
 };
 
 use crate::device::{Faults, Gpu, GpuError};
-use crate::transformer::GpuTransformer;
+use crate::transformer::{now_ms, GpuTransformer};
 
 /// The largest absolute difference between GPU and CPU canary logits that still counts as
 /// agreement.
@@ -94,8 +94,47 @@ pub const CANARY_RUNNING: &str = "the GPU's canary was still running";
 /// Why a run is on the GPU, in a segment of its record.
 pub const CANARY_PASSED: &str = "the GPU passed its canary";
 
+/// How `auto`'s verdict begins when it keeps the CPU.
+const AUTO_CPU: &str = "auto chose the CPU reference";
+
+/// A GPU that passed its canary, and the canary's race.
+type Started = (GpuTransformer, Race);
+
 /// A GPU start under way beside the run: its device, upload and canary.
-type PendingStart = oneshot::Receiver<Result<GpuTransformer, GpuError>>;
+type PendingStart = oneshot::Receiver<Result<Started, GpuError>>;
+
+/// The canary's decode steps timed on both paths, the same model and tokens (the median of
+/// its decode calls, each with its logits on the host): what `auto` decides by.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Race {
+    pub cpu_ms: f64,
+    pub gpu_ms: f64,
+}
+
+impl Race {
+    /// Whether the GPU was the faster, and `auto`'s decision in words.
+    pub fn verdict(self, adapter: &str) -> (bool, String) {
+        let adapter = if adapter.is_empty() {
+            "this adapter"
+        } else {
+            adapter
+        };
+        let (cpu, gpu) = (self.cpu_ms, self.gpu_ms);
+        if gpu < cpu {
+            let words = format!(
+                "auto chose WebGPU: a decode step took {gpu:.2} ms on {adapter} against {cpu:.2} ms on the CPU reference, {:.1}x faster",
+                cpu / gpu
+            );
+            (true, words)
+        } else {
+            let words = format!(
+                "{AUTO_CPU}: a decode step took {cpu:.2} ms there against {gpu:.2} ms on {adapter}, {:.1}x faster; for a model this small, dispatch and read-back dominate the GPU's step",
+                gpu / cpu.max(1e-9)
+            );
+            (false, words)
+        }
+    }
+}
 
 /// The model behind one backend, with the fallback ready.
 pub struct Runtime {
@@ -107,6 +146,10 @@ pub struct Runtime {
     waiting: Option<GpuTransformer>,
     /// When a run takes the GPU.
     promotion: Promotion,
+    /// What the run asked for: `gpu` and `auto` start the GPU beside the runs.
+    choice: BackendChoice,
+    /// `auto`'s decision in words, once the GPU's start has finished.
+    verdict: Option<String>,
     /// Whether the GPU's cache holds `history` minus the token being decoded.
     gpu_synced: bool,
     /// The requested weights on the CPU: the canary's reference, and the CPU backend.
@@ -144,15 +187,16 @@ impl Runtime {
         runtime
     }
 
-    /// Starts the chosen backend without waiting: for [`BackendChoice::Gpu`] the GPU start
-    /// runs beside the runs, which decode on the CPU until it passes (see the module docs).
+    /// Starts the chosen backend without waiting: for [`BackendChoice::Gpu`] and
+    /// [`BackendChoice::Auto`] the GPU start runs beside the runs, which decode on the CPU
+    /// until it passes (see the module docs); `auto` then keeps the faster of the two.
     pub fn start_beside(
         choice: BackendChoice,
         reference: Transformer,
         baseline: Option<Transformer>,
         faults: Faults,
     ) -> Runtime {
-        let pending = (choice == BackendChoice::Gpu).then(|| {
+        let pending = choice.tries_gpu().then(|| {
             // The canary's own CPU model: the run may be using `reference` meanwhile.
             let canary_model = Transformer::new(
                 reference.config().clone(),
@@ -166,6 +210,8 @@ impl Runtime {
             pending,
             waiting: None,
             promotion: Promotion::WhenPassed,
+            choice,
+            verdict: None,
             gpu_synced: false,
             logits: vec![0.0; reference.config().vocab_size],
             reference,
@@ -245,10 +291,30 @@ impl Runtime {
         }
     }
 
-    /// Keeps a GPU that passed for [`promote`](Self::promote), or degrades.
-    fn finish_start(&mut self, result: Result<GpuTransformer, GpuError>, step: Option<usize>) {
+    /// Keeps a GPU that passed for [`promote`](Self::promote) (for `auto`, only when its
+    /// decode step was the faster), or degrades (`auto` stays on the CPU instead, and says
+    /// why).
+    fn finish_start(&mut self, result: Result<Started, GpuError>, step: Option<usize>) {
+        if self.choice == BackendChoice::Auto {
+            let verdict = match result {
+                Ok((gpu, race)) => {
+                    let (faster, verdict) = race.verdict(&gpu.gpu().adapter_name());
+                    if faster {
+                        self.waiting = Some(gpu);
+                    }
+                    verdict
+                }
+                Err(error) => format!("{AUTO_CPU}: the GPU could not be used: {error}"),
+            };
+            self.verdict = Some(verdict.clone());
+            self.backend.auto = Some(verdict.clone());
+            if let (Some(step), None) = (step, &self.waiting) {
+                self.switch_segment(step, BackendKind::CpuReference, verdict);
+            }
+            return;
+        }
         match result {
-            Ok(gpu) => self.waiting = Some(gpu),
+            Ok((gpu, _)) => self.waiting = Some(gpu),
             // The run was on the CPU already, and on the baseline's weights when there is
             // one: its model and cache go on as they were.
             Err(error) => {
@@ -268,17 +334,30 @@ impl Runtime {
         let Some(gpu) = self.waiting.take() else {
             return;
         };
-        let segments = std::mem::take(&mut self.backend.segments);
-        self.backend = Backend {
+        self.replace_backend(Backend {
             name: BackendKind::WebGpu,
             adapter: Some(gpu.gpu().adapter_name()),
             driver: Some(gpu.gpu().driver()),
-            segments,
             ..Backend::cpu_reference()
-        };
-        self.switch_segment(step, BackendKind::WebGpu, CANARY_PASSED.to_string());
+        });
+        let reason = self.verdict.clone();
+        self.switch_segment(
+            step,
+            BackendKind::WebGpu,
+            reason.unwrap_or_else(|| CANARY_PASSED.to_string()),
+        );
         self.gpu = Some(gpu);
         self.gpu_synced = false;
+    }
+
+    /// Makes `backend` the one running, keeping this run's segments and `auto`'s verdict.
+    fn replace_backend(&mut self, backend: Backend) {
+        let segments = std::mem::take(&mut self.backend.segments);
+        self.backend = Backend {
+            segments,
+            auto: self.verdict.clone(),
+            ..backend
+        };
     }
 
     /// Starts a segment of `kind` at `step`, closing the one before (or replacing it, when
@@ -359,25 +438,23 @@ impl Runtime {
             // A replay of a run that began on the CPU begins there too.
             if let Some(gpu) = self.gpu.take() {
                 self.waiting = Some(gpu);
-                self.backend = Backend::cpu_reference();
+                self.replace_backend(Backend::cpu_reference());
             }
         }
         if self.asked_gpu() {
-            let reason = match (&self.gpu, &self.backend.degraded_reason) {
-                (Some(_), _) => CANARY_PASSED.to_string(),
-                (None, Some(reason)) => reason.clone(),
-                (None, None) => CANARY_RUNNING.to_string(),
+            let reason = match (&self.gpu, &self.backend.degraded_reason, &self.verdict) {
+                (_, _, Some(verdict)) => verdict.clone(),
+                (Some(_), _, None) => CANARY_PASSED.to_string(),
+                (None, Some(reason), None) => reason.clone(),
+                (None, None, None) => CANARY_RUNNING.to_string(),
             };
             self.switch_segment(0, self.backend.name, reason);
         }
     }
 
-    /// Whether this runtime was started for the GPU.
+    /// Whether this runtime was started for the GPU (`gpu` or `auto`).
     fn asked_gpu(&self) -> bool {
-        self.gpu.is_some()
-            || self.pending.is_some()
-            || self.waiting.is_some()
-            || self.backend.degraded_reason.is_some()
+        self.choice.tries_gpu()
     }
 
     /// The compute dispatches of this run's decode steps on the GPU, on average (the
@@ -557,13 +634,11 @@ impl Runtime {
         self.pending = None;
         self.cpu_synced = false;
         let reason = error.to_string();
-        let segments = std::mem::take(&mut self.backend.segments);
-        self.backend = Backend {
+        self.replace_backend(Backend {
             degraded_reason: Some(reason.clone()),
             degraded_at_step: step,
-            segments,
             ..Backend::cpu_reference()
-        };
+        });
         if let Some(step) = step {
             self.switch_segment(step, BackendKind::CpuReference, reason);
         }
@@ -585,14 +660,14 @@ fn spawn_start(faults: Faults, canary_model: Transformer) -> PendingStart {
 }
 
 /// A device, the weights uploaded, and the canary against `cpu` (the same weights).
-async fn start_gpu(faults: Faults, mut cpu: Transformer) -> Result<GpuTransformer, GpuError> {
+async fn start_gpu(faults: Faults, mut cpu: Transformer) -> Result<Started, GpuError> {
     let device = Gpu::request(faults).await?;
     let config = cpu.config().clone();
     let id = LanguageModel::id(&cpu);
     let mut gpu = GpuTransformer::new(device, config, cpu.weights(), id, faults)?;
-    canary(&mut gpu, &mut cpu).await?;
+    let race = canary(&mut gpu, &mut cpu).await?;
     gpu.restart_call_count();
-    Ok(gpu)
+    Ok((gpu, race))
 }
 
 /// A GPU start that ended without an answer (its thread or task stopped).
@@ -613,22 +688,28 @@ impl PopIfDecode for Vec<u32> {
     }
 }
 
-/// Runs the canary on the GPU and on the CPU reference (same weights) and compares every
-/// logit of every call.
-async fn canary(gpu: &mut GpuTransformer, cpu: &mut Transformer) -> Result<(), GpuError> {
+/// Runs the canary on the GPU and on the CPU reference (same weights), compares every
+/// logit of every call, and times the decode calls on both.
+async fn canary(gpu: &mut GpuTransformer, cpu: &mut Transformer) -> Result<Race, GpuError> {
     let vocab = cpu.config().vocab_size as u32;
     let prompt: Vec<u32> = CANARY_PROMPT.iter().map(|id| id % vocab).collect();
     let mut calls = vec![None];
     calls.extend(CANARY_DECODE.iter().map(|id| Some(id % vocab)));
     // (difference, call, logit)
     let mut worst = (0.0f32, 0usize, 0usize);
+    let (mut cpu_ms, mut gpu_ms) = (Vec::new(), Vec::new());
     for (i, call) in calls.into_iter().enumerate() {
         let (expected, got) = match call {
             None => (cpu.prefill(&prompt)?.to_vec(), gpu.prefill(&prompt).await?),
-            Some(token) => (
-                cpu.decode_step(token)?.to_vec(),
-                gpu.decode_step(token).await?,
-            ),
+            Some(token) => {
+                let began = now_ms();
+                let expected = cpu.decode_step(token)?.to_vec();
+                let between = now_ms();
+                let got = gpu.decode_step(token).await?;
+                cpu_ms.push(between - began);
+                gpu_ms.push(now_ms() - between);
+                (expected, got)
+            }
         };
         for (j, (a, b)) in expected.iter().zip(got).enumerate() {
             let diff = (a - b).abs();
@@ -646,7 +727,27 @@ async fn canary(gpu: &mut GpuTransformer, cpu: &mut Transformer) -> Result<(), G
             logit: worst.2,
         });
     }
-    Ok(())
+    Ok(Race {
+        cpu_ms: median(&mut cpu_ms),
+        gpu_ms: median(&mut gpu_ms),
+    })
+}
+
+/// The median of a few values. An insertion sort: a `sort_by` instantiation for these four
+/// values would cost the model worker kilobytes.
+fn median(values: &mut [f64]) -> f64 {
+    for i in 1..values.len() {
+        let mut j = i;
+        while j > 0 && values[j - 1] > values[j] {
+            values.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]

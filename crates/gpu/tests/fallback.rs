@@ -8,7 +8,8 @@ mod common;
 
 use common::{argmax, cpu_model, gpu};
 use gpu::{
-    BackendChoice, Faults, Promotion, Runtime, CANARY_PASSED, CANARY_RUNNING, CANARY_TOLERANCE,
+    BackendChoice, Faults, Promotion, Race, Runtime, CANARY_PASSED, CANARY_RUNNING,
+    CANARY_TOLERANCE,
 };
 use policy::{BackendKind, Segment};
 
@@ -391,5 +392,85 @@ fn a_canary_failing_beside_the_run_keeps_it_on_the_cpu() {
             segment(BackendKind::CpuReference, 0, 2, CANARY_RUNNING),
             segment(BackendKind::CpuReference, 3, STEPS - 1, &reason),
         ]
+    );
+}
+
+/// `auto` times the canary's decode steps on both paths and keeps the faster, saying so in
+/// the record; its tokens are the CPU's either way.
+#[test]
+fn auto_keeps_the_faster_backend_and_says_why() {
+    if gpu("auto").is_none() {
+        return;
+    }
+    let mut runtime = pollster::block_on(Runtime::start(
+        BackendChoice::Auto,
+        cpu_model("f32"),
+        None,
+        Faults::default(),
+    ));
+    assert_eq!(runtime_tokens(&mut runtime), cpu_tokens());
+    let backend = runtime.backend().clone();
+    let auto = backend.auto.clone().expect("auto's verdict");
+    assert_eq!(backend.degraded_reason, None, "auto does not degrade");
+    let expected = match backend.name {
+        BackendKind::WebGpu => "auto chose WebGPU: a decode step took ",
+        BackendKind::CpuReference => "auto chose the CPU reference: a decode step took ",
+    };
+    assert!(auto.starts_with(expected), "{auto}");
+    assert_eq!(
+        backend.segments,
+        [segment(backend.name, 0, STEPS - 1, &auto)]
+    );
+}
+
+/// Without a GPU, `auto` runs the CPU without calling it a fallback, and says why.
+#[test]
+fn auto_without_a_gpu_runs_the_cpu_and_says_why() {
+    let faults = Faults {
+        no_webgpu: true,
+        ..Faults::default()
+    };
+    let mut runtime = pollster::block_on(Runtime::start(
+        BackendChoice::Auto,
+        cpu_model("f32"),
+        None,
+        faults,
+    ));
+    assert_eq!(runtime_tokens(&mut runtime), cpu_tokens());
+    let backend = runtime.backend();
+    assert_eq!(backend.name, BackendKind::CpuReference);
+    assert_eq!(backend.degraded_reason, None);
+    assert_eq!(
+        backend.auto.as_deref(),
+        Some(
+            "auto chose the CPU reference: the GPU could not be used: WebGPU is not available here"
+        )
+    );
+}
+
+#[test]
+fn the_race_is_won_by_the_faster_decode_step() {
+    let (gpu_wins, words) = Race {
+        cpu_ms: 0.31,
+        gpu_ms: 5.9,
+    }
+    .verdict("");
+    assert!(!gpu_wins);
+    assert_eq!(
+        words,
+        "auto chose the CPU reference: a decode step took 0.31 ms there against 5.90 ms on this \
+         adapter, 19.0x faster; for a model this small, dispatch and read-back dominate the \
+         GPU's step"
+    );
+    let (gpu_wins, words) = Race {
+        cpu_ms: 2.0,
+        gpu_ms: 0.5,
+    }
+    .verdict("NVIDIA H200");
+    assert!(gpu_wins);
+    assert_eq!(
+        words,
+        "auto chose WebGPU: a decode step took 0.50 ms on NVIDIA H200 against 2.00 ms on the \
+         CPU reference, 4.0x faster"
     );
 }

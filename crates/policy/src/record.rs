@@ -208,6 +208,10 @@ pub struct Backend {
     /// that asked for the CPU, and in records made before segments existed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub segments: Vec<Segment>,
+    /// For a run that asked for `auto`: which backend the measurement chose and why, with
+    /// the two decode steps' times, in words. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto: Option<String>,
 }
 
 /// One stretch of a run's steps on one backend.
@@ -231,6 +235,7 @@ impl Backend {
             degraded_reason: None,
             degraded_at_step: None,
             segments: Vec::new(),
+            auto: None,
         }
     }
 }

@@ -43,12 +43,16 @@ impl Precision {
 
 by_name!(Precision, UnknownPrecision);
 
-/// Which forward pass a run asks for: `gpu` or `cpu` on the command line (`--backend`), in
-/// the lab's `backend=` key and in the worker's messages. Reading also takes the name of
-/// the backend each one runs (`webgpu`, `cpu-reference`), as a run record writes it.
+/// Which forward pass a run asks for: `auto`, `gpu` or `cpu` on the command line
+/// (`--backend`), in the lab's `backend=` key and in the worker's messages. Reading also
+/// takes the name of the backend `gpu` and `cpu` run (`webgpu`, `cpu-reference`), as a run
+/// record writes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendChoice {
+    /// The faster of the two on this machine: the GPU's decode step is timed against the
+    /// CPU reference's once the GPU passed its canary, and the faster one runs.
+    Auto,
     /// WebGPU (natively: whatever adapter wgpu finds), falling back to `cpu-reference`.
     #[serde(alias = "webgpu")]
     Gpu,
@@ -58,23 +62,32 @@ pub enum BackendChoice {
 }
 
 impl BackendChoice {
-    /// Both choices, the GPU first.
-    pub const ALL: [BackendChoice; 2] = [BackendChoice::Gpu, BackendChoice::Cpu];
+    /// Every choice, `auto` first.
+    pub const ALL: [BackendChoice; 3] =
+        [BackendChoice::Auto, BackendChoice::Gpu, BackendChoice::Cpu];
 
-    /// The choice's name: `gpu` or `cpu`.
+    /// The choice's name: `auto`, `gpu` or `cpu`.
     pub fn name(self) -> &'static str {
         match self {
+            BackendChoice::Auto => "auto",
             BackendChoice::Gpu => "gpu",
             BackendChoice::Cpu => "cpu",
         }
     }
 
-    /// The backend this choice runs when nothing falls back.
-    pub fn runs(self) -> BackendKind {
+    /// The backend this choice runs when nothing falls back; `None` for `auto`, which
+    /// measures first.
+    pub fn runs(self) -> Option<BackendKind> {
         match self {
-            BackendChoice::Gpu => BackendKind::WebGpu,
-            BackendChoice::Cpu => BackendKind::CpuReference,
+            BackendChoice::Auto => None,
+            BackendChoice::Gpu => Some(BackendKind::WebGpu),
+            BackendChoice::Cpu => Some(BackendKind::CpuReference),
         }
+    }
+
+    /// Whether a run with this choice starts the GPU (`gpu` and `auto`).
+    pub fn tries_gpu(self) -> bool {
+        self != BackendChoice::Cpu
     }
 }
 
@@ -88,7 +101,9 @@ impl FromStr for BackendChoice {
     fn from_str(name: &str) -> Result<BackendChoice, PolicyError> {
         BackendChoice::ALL
             .into_iter()
-            .find(|choice| choice.name() == name || choice.runs().name() == name)
+            .find(|choice| {
+                choice.name() == name || choice.runs().is_some_and(|kind| kind.name() == name)
+            })
             .ok_or_else(|| PolicyError::UnknownBackend {
                 name: name.to_string(),
             })
@@ -116,14 +131,18 @@ mod tests {
     fn a_choice_reads_back_from_its_name_and_from_the_backend_it_runs() {
         for choice in BackendChoice::ALL {
             reads_back(choice);
-            assert_eq!(choice.runs().name().parse::<BackendChoice>(), Ok(choice));
-            let read: BackendChoice = serde_json::from_str(&format!("\"{}\"", choice.runs()))
+            let Some(runs) = choice.runs() else {
+                assert_eq!(choice, BackendChoice::Auto);
+                continue;
+            };
+            assert_eq!(runs.name().parse::<BackendChoice>(), Ok(choice));
+            let read: BackendChoice = serde_json::from_str(&format!("\"{runs}\""))
                 .expect("serde reads the backend's name too");
             assert_eq!(read, choice);
         }
         assert_eq!(
             "tpu".parse::<BackendChoice>().unwrap_err().to_string(),
-            "backend \"tpu\" is not known: expected gpu or cpu"
+            "backend \"tpu\" is not known: expected auto or gpu or cpu"
         );
     }
 }

@@ -172,7 +172,7 @@ impl ModelFiles {
         fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, String>,
         progress: &mut impl FnMut(String),
     ) -> Result<(), String> {
-        let need_f32 = precision == Precision::F32 || backend == BackendChoice::Gpu;
+        let need_f32 = precision == Precision::F32 || backend.tries_gpu();
         if need_f32 && self.f32.is_none() {
             self.f32 =
                 Some(fetch_verified(&self.config, Precision::F32.role(), fetch, progress).await?);
@@ -202,7 +202,9 @@ impl ModelFiles {
     pub fn start(&self, start: Start) -> Result<Runtime, String> {
         let reference = self.transformer(start.precision)?;
         let baseline = match (start.precision, start.backend) {
-            (Precision::Int8, BackendChoice::Gpu) => Some(self.transformer(Precision::F32)?),
+            (Precision::Int8, backend) if backend.tries_gpu() => {
+                Some(self.transformer(Precision::F32)?)
+            }
             _ => None,
         };
         Ok(Runtime::start_beside(

@@ -50,13 +50,14 @@ async fn runtime_for<'a>(
         .is_some_and(|s| s.start == start && s.runtime.backend().degraded_reason.is_none());
     if !reusable {
         *started = None;
-        progress(match start.backend {
-            BackendChoice::Gpu => {
+        progress(
+            if start.backend.tries_gpu() {
                 "Starting on the CPU reference while WebGPU starts and checks its canary beside it…"
-                    .to_string()
+            } else {
+                "Preparing the CPU reference…"
             }
-            BackendChoice::Cpu => "Preparing the CPU reference…".to_string(),
-        });
+            .to_string(),
+        );
         let runtime = files.start(start)?;
         *started = Some(Started { start, runtime });
     }

@@ -216,6 +216,7 @@ fn precision_options() -> Vec<(String, String)> {
 /// The backend drop-down's options.
 fn backend_options() -> Vec<(String, String)> {
     options(&[
+        (BackendChoice::Auto, "Auto (the faster, measured)"),
         (BackendChoice::Gpu, "WebGPU"),
         (BackendChoice::Cpu, "CPU reference"),
     ])
@@ -248,6 +249,7 @@ fn BackendLine(run: RwSignal<RunState>, choice: ReadSignal<BackendChoice>) -> im
         None => view! {
             <p class="backend" data-testid="backend-status" data-backend="">
                 {move || match choice.get() {
+                    BackendChoice::Auto => "Not started: Generate will start on the CPU reference, time WebGPU against it once its canary passes, and run the faster.",
                     BackendChoice::Gpu => "Not started: Generate will ask for WebGPU and fall back to cpu-reference if it cannot run.",
                     BackendChoice::Cpu => "Not started: Generate will run the CPU reference (cpu-reference).",
                 }}

@@ -46,7 +46,7 @@ impl Default for GenerateForm {
             stop_tokens: String::new(),
             seed: "7".into(),
             precision: Precision::F32,
-            backend: BackendChoice::Gpu,
+            backend: BackendChoice::Auto,
             fault: String::new(),
         }
     }
@@ -239,6 +239,15 @@ fn stop_tokens(text: &str) -> Result<Vec<u32>, String> {
 /// The backend in words, for the status line. `browser_adapter` is what the browser itself
 /// says about its adapter, which names it better than wgpu does on the web.
 pub fn backend_status(backend: &Backend, browser_adapter: Option<&str>) -> String {
+    if let (Some(auto), None) = (&backend.auto, &backend.degraded_reason) {
+        let on = match backend.name {
+            BackendKind::WebGpu => "WebGPU",
+            BackendKind::CpuReference => "the CPU reference",
+        };
+        // "auto chose X: why" -> "Running on X (auto): why."
+        let why = auto.split_once(": ").map_or(auto.as_str(), |(_, why)| why);
+        return format!("Running on {on} (auto): {why}.");
+    }
     if backend.name == BackendKind::WebGpu {
         let adapter = browser_adapter
             .or(backend.adapter.as_deref())
@@ -291,7 +300,7 @@ mod tests {
         assert_eq!(request.config.policy.temperature, 0.7);
         assert_eq!(request.config.policy.top_k, 40);
         assert_eq!(request.config.seed, 7);
-        assert_eq!(request.backend, BackendChoice::Gpu);
+        assert_eq!(request.backend, BackendChoice::Auto);
         assert_eq!(request.faults, "");
         assert!(!request.inject_panic);
     }
@@ -382,7 +391,7 @@ mod tests {
 
         let (form, problems) =
             GenerateForm::from_pairs([("backend", "tpu"), ("precision", "f16"), ("unknown", "1")]);
-        assert_eq!(form.backend, BackendChoice::Gpu);
+        assert_eq!(form.backend, BackendChoice::Auto);
         assert_eq!(form.precision, Precision::F32);
         assert_eq!(problems.len(), 2);
         assert!(problems.of("gen-backend").unwrap().contains("\"tpu\""));
@@ -445,6 +454,14 @@ mod tests {
             ],
             ..gpu
         };
+        let auto = Backend {
+            auto: Some("auto chose the CPU reference: a decode step took 0.31 ms there against 5.90 ms on this adapter, 19.0x faster".into()),
+            ..waiting.clone()
+        };
+        assert_eq!(
+            backend_status(&auto, None),
+            "Running on the CPU reference (auto): a decode step took 0.31 ms there against 5.90 ms on this adapter, 19.0x faster."
+        );
         assert_eq!(
             backend_status(&promoted, None),
             "Running on WebGPU (adapter: swiftshader) from step 5; the steps before ran on the CPU reference while the GPU's canary ran."
