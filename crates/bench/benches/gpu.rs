@@ -2,7 +2,8 @@
 //! adapter wgpu finds (lavapipe on a machine without a GPU): prefill at 16, 64 and 256
 //! tokens, one decode step at positions 1, 128 and 255, f32 and int8 on the GPU; and a bare
 //! read-back of the logits, the floor of a model call's overhead beyond its kernels; and a
-//! decode step whose policy step also runs on the GPU (an 80-byte read-back).
+//! decode step whose policy step also runs on the GPU (an 80-byte read-back), and one with a
+//! penalised policy stepped on the GPU from its constraint table or on the host.
 //! After the timed groups it prints read-backs per token and where a decode step's time
 //! goes (dispatch, GPU work, read-back copy).
 //!
@@ -172,7 +173,7 @@ fn overhead(c: &mut Criterion) {
                 pollster::block_on(model.prefill(&prompt(1))).expect("prefill");
                 let start = Instant::now();
                 black_box(
-                    pollster::block_on(model.choose(&[7], false, &policy, Some(0.5), false))
+                    pollster::block_on(model.choose(&[7], false, &policy, Some(0.5), None, false))
                         .expect("decode and choose"),
                 );
                 total += start.elapsed();
@@ -180,6 +181,70 @@ fn overhead(c: &mut Criterion) {
             total
         })
     });
+    // Issue 16 §5: a policy with bias, a ban and the three penalties, over a context of 64
+    // tokens, stepped on the GPU (the constraint table built and written each step) or
+    // on the host (the logits read back, then the CPU policy).
+    let penalised = policy::Policy {
+        repetition_penalty: 1.3,
+        frequency_penalty: 0.4,
+        presence_penalty: 0.2,
+        logit_bias: vec![(32, -2.0)],
+        forbidden: vec![101],
+        ..policy.clone()
+    };
+    let context: Vec<u32> = (0..64u32).map(|i| (i * 37) % 256).collect();
+    let vocab = model.config().vocab_size;
+    group.bench_function("decode step at 1 + penalised policy step on the GPU", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                pollster::block_on(model.prefill(&prompt(1))).expect("prefill");
+                let start = Instant::now();
+                let table =
+                    penalised.constraint_table(policy::StepContext::new(&context, 8), vocab);
+                black_box(
+                    pollster::block_on(model.choose(
+                        &[7],
+                        false,
+                        &penalised,
+                        Some(0.5),
+                        Some(&table),
+                        false,
+                    ))
+                    .expect("decode and choose"),
+                );
+                total += start.elapsed();
+            }
+            total
+        })
+    });
+    let mut stepper = policy::Stepper::default();
+    group.bench_function(
+        "decode step at 1 + penalised policy step on the host",
+        |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    pollster::block_on(model.prefill(&prompt(1))).expect("prefill");
+                    let start = Instant::now();
+                    let logits = pollster::block_on(model.decode_step(7)).expect("decode");
+                    black_box(
+                        stepper
+                            .step_with_draw(
+                                &penalised,
+                                logits,
+                                policy::StepContext::new(&context, 8),
+                                0.5,
+                                policy::Snapshots::Skip,
+                            )
+                            .expect("host step"),
+                    );
+                    total += start.elapsed();
+                }
+                total
+            })
+        },
+    );
     group.finish();
 
     let calls = 64;

@@ -861,7 +861,8 @@ struct BackendArgs {
     #[arg(long, value_name = "NAMES", value_parser = parse_faults)]
     inject_fault: Option<gpu::Faults>,
     /// With --backend gpu: read the logits back every token and take the policy step on
-    /// the host, instead of on the GPU (the default for policies without constraints).
+    /// the host, instead of on the GPU (the default for the filters with bias, forbidden
+    /// ids and the three penalties; other constraints always step on the host).
     #[arg(long)]
     host_sampling: bool,
 }

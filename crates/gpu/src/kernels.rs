@@ -407,9 +407,15 @@ pub(crate) fn stack(parts: &[&model::Linear]) -> Option<model::Linear> {
 /// Matmul flag: add the product to `out` (the residual stream) instead of overwriting it.
 pub(crate) const ACCUMULATE: u32 = 1;
 
-/// The sampler's `Params`: vocabulary, top-k, greedy, then temperature, top-p, min-p and
-/// the draw as f32 bits.
-pub(crate) fn sampler_params(vocab: usize, policy: &policy::Policy, draw: Option<f64>) -> [u32; 8] {
+/// The sampler's `Params`: vocabulary, top-k, greedy, then temperature, top-p, min-p, the
+/// draw, the repetition, frequency and presence penalties as f32 bits, and whether the
+/// constraint table applies.
+pub(crate) fn sampler_params(
+    vocab: usize,
+    policy: &policy::Policy,
+    draw: Option<f64>,
+    constrained: bool,
+) -> [u32; 12] {
     [
         vocab as u32,
         policy.top_k.min(u32::MAX as usize) as u32,
@@ -419,7 +425,30 @@ pub(crate) fn sampler_params(vocab: usize, policy: &policy::Policy, draw: Option
         (policy.top_p as f32).to_bits(),
         (policy.min_p as f32).to_bits(),
         (draw.unwrap_or(0.0) as f32).to_bits(),
+        (policy.repetition_penalty as f32).to_bits(),
+        (policy.frequency_penalty as f32).to_bits(),
+        (policy.presence_penalty as f32).to_bits(),
+        u32::from(constrained),
     ]
+}
+
+/// The sampler's constraint table as words (see `sample.wgsl`): each token's bias as f32
+/// bits, then its flags (bit 31 repeated, bit 30 removed, the low 30 bits its count).
+pub(crate) fn constraint_words(table: &policy::ConstraintTable) -> Vec<u32> {
+    let flags = table
+        .repeated
+        .iter()
+        .zip(&table.removed)
+        .zip(&table.counts)
+        .map(|((&repeated, &removed), &count)| {
+            (u32::from(repeated) << 31) | (u32::from(removed) << 30) | count.min(0x3fff_ffff)
+        });
+    table
+        .bias
+        .iter()
+        .map(|&b| (b as f32).to_bits())
+        .chain(flags)
+        .collect()
 }
 
 /// The step the sampler wrote (its first `SAMPLE_WORDS` words, read back as f32 values).

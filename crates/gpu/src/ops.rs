@@ -6,9 +6,9 @@ use model::Linear;
 
 use crate::device::{Gpu, GpuError};
 use crate::kernels::{
-    bind, readback, sampled_outcome, sampler_params, scratch, storage, uniform, DeviceMatrix,
-    Fused, Kernels, Sizes, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT, MAX_HEAD_DIM,
-    MAX_SAMPLER_VOCAB, SAMPLE_WORDS, TILE,
+    bind, constraint_words, readback, sampled_outcome, sampler_params, scratch, storage, uniform,
+    DeviceMatrix, Fused, Kernels, Sizes, ELEMENT_WG, MATVEC_WG, MAX_COLS, MAX_CONTEXT,
+    MAX_HEAD_DIM, MAX_SAMPLER_VOCAB, SAMPLE_WORDS, TILE,
 };
 use policy::Precision;
 
@@ -521,12 +521,14 @@ impl<'g> Ops<'g> {
         .await
     }
 
-    /// The device's policy step (`sample.wgsl`) on `logits` with `draw`.
+    /// The device's policy step (`sample.wgsl`) on `logits` with `draw` and, for a policy
+    /// with constraints, their `table`.
     pub async fn sample(
         &self,
         logits: &[f32],
         policy: &policy::Policy,
         draw: Option<f64>,
+        table: Option<&policy::ConstraintTable>,
     ) -> Result<policy::StepOutcome, GpuError> {
         if logits.len() > MAX_SAMPLER_VOCAB {
             return Err(GpuError::Unsupported(format!(
@@ -535,12 +537,20 @@ impl<'g> Ops<'g> {
             )));
         }
         let device = &self.gpu.device;
-        let params = uniform(device, &sampler_params(logits.len(), policy, draw));
-        let (input, out) = (
+        let params = uniform(
+            device,
+            &sampler_params(logits.len(), policy, draw, table.is_some()),
+        );
+        let words = match table {
+            Some(table) => constraint_words(table),
+            None => vec![0; 2 * logits.len()],
+        };
+        let (input, out, table) = (
             storage(device, "logits", logits),
             scratch(device, "sample", SAMPLE_WORDS),
+            storage(device, "constraint table", &words),
         );
-        let buffers = [(0, &params), (1, &input), (2, &out)];
+        let buffers = [(0, &params), (1, &input), (2, &out), (3, &table)];
         let values = self
             .run(
                 &self.kernels.sample,

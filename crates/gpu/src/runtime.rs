@@ -157,8 +157,11 @@ pub struct Runtime {
     /// The f32 `cpu-reference` baseline, when the requested weights are not f32.
     baseline: Option<Transformer>,
     backend: Backend,
-    /// The prompt and every token decoded since: what the fallback re-runs.
+    /// The prompt and every token decoded since: what the fallback re-runs, and the
+    /// policy's context.
     history: Vec<u32>,
+    /// How many of `history` are the prompt.
+    prompt_len: usize,
     /// Model calls so far in this run (0 = the prefill).
     calls: usize,
     /// Whether the active CPU model's cache holds `history` minus the token being decoded.
@@ -218,6 +221,7 @@ impl Runtime {
             baseline,
             backend: Backend::cpu_reference(),
             history: Vec::new(),
+            prompt_len: 0,
             calls: 0,
             cpu_synced: false,
             device_sampling: true,
@@ -410,8 +414,8 @@ impl Runtime {
         }
     }
 
-    /// Whether filter-only policy steps may run on the GPU (the default). Off, every call
-    /// reads the logits back and the host steps.
+    /// Whether policy steps ([`Policy::is_device_step`]) may run on the GPU (the default).
+    /// Off, every call reads the logits back and the host steps.
     pub fn set_device_sampling(&mut self, on: bool) {
         self.device_sampling = on;
     }
@@ -430,6 +434,7 @@ impl Runtime {
     fn start_run(&mut self, prompt: &[u32]) {
         self.history.clear();
         self.history.extend_from_slice(prompt);
+        self.prompt_len = prompt.len();
         self.calls = 0;
         self.sampling = SamplingReport::default();
         self.decode_dispatches = (0, 0);
@@ -473,7 +478,8 @@ impl Runtime {
 
     /// Runs the model call (`prompt` given: a prefill; else a decode of `token`) and takes
     /// the policy step on the GPU, when the run is on the GPU, device sampling is on and
-    /// the policy is filter-only; `None` otherwise, and then nothing has run. Every
+    /// the device can take the policy ([`Policy::is_device_step`]); `None` otherwise, and
+    /// then nothing has run. Every
     /// [`CHECK_EVERY`]-th step the same read-back also brings the logits, and the CPU
     /// policy re-takes the step with the same draw; a different token is counted, the
     /// CPU's choice stands, and the rest of the run steps on the host. A GPU failure falls
@@ -500,7 +506,7 @@ impl Runtime {
         let step = self.calls;
         self.step_boundary(step).await;
         let eligible = self.device_sampling
-            && policy.is_filter_only()
+            && policy.is_device_step()
             && self.gpu.as_ref().is_some_and(|g| g.can_sample());
         if !eligible {
             // The caller makes this call itself through `prefill` or `decode_step`.
@@ -508,13 +514,20 @@ impl Runtime {
             return None;
         }
         let check = step.is_multiple_of(CHECK_EVERY);
+        let table = (!policy.is_filter_only())
+            .then(|| policy.constraint_table(self.context(), self.reference.config().vocab_size));
+        let table = table.as_ref();
         let gpu = self.gpu.as_mut()?;
         let before = gpu.dispatches();
         let result = match call {
             Call::Decode(token) if self.gpu_synced => {
-                gpu.choose(&[token], false, policy, draw, check).await
+                gpu.choose(&[token], false, policy, draw, table, check)
+                    .await
             }
-            _ => gpu.choose(&self.history, true, policy, draw, check).await,
+            _ => {
+                gpu.choose(&self.history, true, policy, draw, table, check)
+                    .await
+            }
         };
         self.calls += 1;
         match result {
@@ -552,20 +565,26 @@ impl Runtime {
         }
     }
 
-    /// The CPU policy's step on `logits` with `draw`.
+    /// The CPU policy's step on `logits` with `draw`, in this run's context.
     fn host_step(
         &mut self,
         policy: &Policy,
         logits: &[f32],
         draw: Option<f64>,
     ) -> Result<StepOutcome, GpuError> {
+        let context = StepContext::new(&self.history, self.prompt_len);
         Ok(self.stepper.step_with_draw(
             policy,
             logits,
-            StepContext::default(),
+            context,
             draw.unwrap_or(0.0),
             Snapshots::Skip,
         )?)
+    }
+
+    /// The context of the step being taken: the prompt and every token chosen since.
+    fn context(&self) -> StepContext<'_> {
+        StepContext::new(&self.history, self.prompt_len)
     }
 
     /// Appends one token and returns the logits that follow it.

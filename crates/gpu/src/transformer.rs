@@ -104,6 +104,9 @@ pub struct GpuTransformer {
     /// and (on checked steps) the logits are read back through.
     sampler_params: wgpu::Buffer,
     sample_out: wgpu::Buffer,
+    /// The run's constraint table (`policy::ConstraintTable`, packed), rewritten before
+    /// each step of a policy with constraints.
+    sample_table: wgpu::Buffer,
     sample_readback: wgpu::Buffer,
     sample_pass: Pass,
     host_logits: Vec<f32>,
@@ -198,8 +201,9 @@ impl GpuTransformer {
         let act = scratch(device, "act", ctx * ff);
         let logits = scratch(device, "logits", vocab);
         let readback = readback(device, vocab);
-        let sampler_params = uniform(device, &[0; 8]);
+        let sampler_params = uniform(device, &[0; 12]);
         let sample_out = scratch(device, "sample", SAMPLE_WORDS);
+        let sample_table = scratch(device, "constraint table", 2 * vocab);
         let sample_readback = crate::kernels::readback(device, SAMPLE_WORDS + vocab);
         let sample_pass = Pass {
             label: "sample",
@@ -207,7 +211,12 @@ impl GpuTransformer {
             bind_group: bind(
                 device,
                 &kernels.sample,
-                &[(0, &sampler_params), (1, &logits), (2, &sample_out)],
+                &[
+                    (0, &sampler_params),
+                    (1, &logits),
+                    (2, &sample_out),
+                    (3, &sample_table),
+                ],
             ),
             grid: Grid::One,
         };
@@ -407,6 +416,7 @@ impl GpuTransformer {
             one_passes,
             sampler_params,
             sample_out,
+            sample_table,
             sample_readback,
             sample_pass,
             cache_len: 0,
@@ -514,15 +524,17 @@ impl GpuTransformer {
     }
 
     /// Runs `tokens` (a prompt from position 0 when `prefill`, else one token) and takes a
-    /// filter-only policy step on the device with `draw` (the run's next uniform; ignored
-    /// when greedy). One read-back brings the chosen token and its account home, with the
-    /// logits too when `with_logits` (so the host can check the step).
+    /// policy step on the device ([`policy::Policy::is_device_step`]) with `draw` (the
+    /// run's next uniform; ignored when greedy) and, for a policy with constraints, their
+    /// `table` for this step. One read-back brings the chosen token and its account home,
+    /// with the logits too when `with_logits` (so the host can check the step).
     pub async fn choose(
         &mut self,
         tokens: &[u32],
         prefill: bool,
         policy: &policy::Policy,
         draw: Option<f64>,
+        table: Option<&policy::ConstraintTable>,
         with_logits: bool,
     ) -> Result<DeviceStep, GpuError> {
         if !self.can_sample() {
@@ -537,10 +549,24 @@ impl GpuTransformer {
             }
             self.cache_len = 0;
         }
-        let params = crate::kernels::sampler_params(self.config.vocab_size, policy, draw);
+        let params =
+            crate::kernels::sampler_params(self.config.vocab_size, policy, draw, table.is_some());
         self.gpu
             .queue
             .write_buffer(&self.sampler_params, 0, bytemuck::cast_slice(&params));
+        if let Some(table) = table {
+            let words = crate::kernels::constraint_words(table);
+            if words.len() != 2 * self.config.vocab_size {
+                return Err(GpuError::Unsupported(format!(
+                    "a constraint table of {} words for a vocabulary of {}",
+                    words.len(),
+                    self.config.vocab_size
+                )));
+            }
+            self.gpu
+                .queue
+                .write_buffer(&self.sample_table, 0, bytemuck::cast_slice(&words));
+        }
         let began = now_ms();
         let mut encoder = self.encode(tokens)?;
         {

@@ -120,7 +120,7 @@ fn one_command_sequence_is_reused_by_every_layer() {
     pollster::block_on(model.decode_step(4)).unwrap();
     let decode = model.dispatches() - before - prefill;
     let policy = policy::Policy::default();
-    pollster::block_on(model.choose(&[5], false, &policy, Some(0.5), false)).unwrap();
+    pollster::block_on(model.choose(&[5], false, &policy, Some(0.5), None, false)).unwrap();
     let sampled = model.dispatches() - before - prefill - decode;
     assert_eq!(prefill, 2 + 9 * layers as u64);
     assert_eq!(decode, 2 + 5 * layers as u64);

@@ -33,11 +33,20 @@ fn policies() -> Vec<Policy> {
 }
 
 fn host(policy: &Policy, logits: &[f32], draw: Option<f64>) -> StepOutcome {
+    host_in(policy, logits, draw, StepContext::default())
+}
+
+fn host_in(
+    policy: &Policy,
+    logits: &[f32],
+    draw: Option<f64>,
+    context: StepContext<'_>,
+) -> StepOutcome {
     Stepper::default()
         .step_with_draw(
             policy,
             logits,
-            StepContext::default(),
+            context,
             draw.unwrap_or(0.0),
             Snapshots::Skip,
         )
@@ -106,9 +115,92 @@ fn the_device_step_matches_the_cpu_policy() {
             }
             for policy in policies() {
                 let draw = (!policy.is_greedy()).then(|| rng.random());
-                let got = pollster::block_on(ops.sample(&logits, &policy, draw)).unwrap();
+                let got = pollster::block_on(ops.sample(&logits, &policy, draw, None)).unwrap();
                 let label = format!("vocab {vocab} case {case} {policy:?}");
                 assert_same_step(&label, &got, &host(&policy, &logits, draw));
+                assert_same_model(&label, &logits, &got);
+            }
+        }
+    }
+}
+
+/// Policies with every constraint the device applies: bias (one id twice), forbidden ids,
+/// the repetition penalty either way, frequency and presence, with the filters.
+fn constrained_policies(vocab: u32) -> Vec<Policy> {
+    let ids = |k: u32| k % vocab;
+    let base = Policy {
+        temperature: 0.8,
+        logit_bias: vec![(ids(3), 2.5), (ids(7), -1.0), (ids(3), 0.75)],
+        forbidden: vec![ids(11), ids(5)],
+        ..Policy::default()
+    };
+    vec![
+        base.clone(),
+        Policy {
+            repetition_penalty: 1.3,
+            top_k: 20,
+            ..base.clone()
+        },
+        Policy {
+            repetition_penalty: 0.8,
+            top_p: 0.9,
+            ..base.clone()
+        },
+        Policy {
+            frequency_penalty: 0.5,
+            presence_penalty: 0.7,
+            min_p: 0.02,
+            ..base.clone()
+        },
+        Policy {
+            repetition_penalty: 1.2,
+            frequency_penalty: -0.3,
+            presence_penalty: 1.5,
+            temperature: 0.0,
+            ..base.clone()
+        },
+        Policy {
+            repetition_penalty: 1.5,
+            frequency_penalty: 0.4,
+            logit_bias: Vec::new(),
+            forbidden: Vec::new(),
+            temperature: 1.2,
+            top_k: 50,
+            top_p: 0.95,
+            ..Policy::default()
+        },
+    ]
+}
+
+/// The "penalties, bias and bans on the device": the constraint table the runtime
+/// builds from the policy and the context, applied by `sample.wgsl`, against the CPU
+/// policy's step in the same context: the same token, survivors and top five, and
+/// probabilities to f32 precision; the model's own view still from the raw logits.
+#[test]
+fn the_device_applies_the_constraints_as_the_cpu_policy_does() {
+    let Some(device) = gpu("sampler_constraints") else {
+        return;
+    };
+    let ops = Ops::new(&device);
+    let mut random = Random::new(23);
+    let mut rng = NumpyRng::new(9);
+    for vocab in [768usize, 50] {
+        for case in 0..4 {
+            let logits = random.f32s(vocab, 6.0);
+            // A context whose tokens repeat, some in the prompt only.
+            let tokens: Vec<u32> = (0..40)
+                .map(|i| ((i * 7 + case * 3) % (vocab / 2).max(1)) as u32)
+                .collect();
+            let context = StepContext::new(&tokens, 15);
+            for policy in constrained_policies(vocab as u32) {
+                assert!(policy.is_device_step(), "{policy:?}");
+                assert!(!policy.is_filter_only(), "{policy:?}");
+                let draw = (!policy.is_greedy()).then(|| rng.random());
+                let table = policy.constraint_table(context, vocab);
+                let got =
+                    pollster::block_on(ops.sample(&logits, &policy, draw, Some(&table))).unwrap();
+                let label = format!("vocab {vocab} case {case} {policy:?}");
+                assert_same_step(&label, &got, &host_in(&policy, &logits, draw, context));
                 assert_same_model(&label, &logits, &got);
             }
         }
@@ -149,11 +241,13 @@ fn run(runtime: &mut Runtime, policy: &Policy, steps: usize, seed: u64) -> Vec<u
                         .unwrap()
                         .to_vec()
                 };
+                let mut context = prompt.clone();
+                context.extend(&tokens);
                 stepper
                     .step(
                         &policy.clone(),
                         &logits,
-                        StepContext::default(),
+                        StepContext::new(&context, prompt.len()),
                         &mut rng,
                         Snapshots::Skip,
                     )
@@ -185,12 +279,22 @@ fn a_run_sampled_on_the_gpu_equals_the_run_stepped_on_the_host() {
         top_p: 0.95,
         ..Policy::default()
     };
+    let penalised = Policy {
+        temperature: 0.9,
+        repetition_penalty: 1.3,
+        frequency_penalty: 0.4,
+        presence_penalty: 0.2,
+        logit_bias: vec![(32, -2.0)],
+        forbidden: vec![101],
+        ..Policy::default()
+    };
     for policy in [
         Policy {
             temperature: 0.0,
             ..Policy::default()
         },
         sampled,
+        penalised,
     ] {
         let mut on_device = start();
         assert_eq!(on_device.backend().name, BackendKind::WebGpu);
@@ -215,7 +319,7 @@ fn a_run_sampled_on_the_gpu_equals_the_run_stepped_on_the_host() {
 }
 
 #[test]
-fn a_policy_that_reads_the_context_steps_on_the_host() {
+fn a_policy_the_device_cannot_take_steps_on_the_host() {
     if gpu("device_sampling_context").is_none() {
         return;
     }
@@ -225,13 +329,22 @@ fn a_policy_that_reads_the_context_steps_on_the_host() {
         None,
         Faults::default(),
     ));
-    let penalised = Policy {
-        repetition_penalty: 1.3,
-        ..Policy::default()
-    };
-    assert!(
-        pollster::block_on(runtime.choose(Some(&[65, 66]), 0, &penalised, Some(0.5))).is_none()
-    );
+    // No-repeat n-grams, and a bias beyond what f32 arithmetic takes safely.
+    for host_only in [
+        Policy {
+            no_repeat_ngram: 2,
+            ..Policy::default()
+        },
+        Policy {
+            logit_bias: vec![(3, 2e6)],
+            ..Policy::default()
+        },
+    ] {
+        assert!(!host_only.is_device_step());
+        assert!(
+            pollster::block_on(runtime.choose(Some(&[65, 66]), 0, &host_only, Some(0.5))).is_none()
+        );
+    }
     // And the CPU backend never steps on a device.
     let mut cpu = pollster::block_on(Runtime::start(
         BackendChoice::Cpu,

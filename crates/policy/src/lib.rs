@@ -61,9 +61,9 @@ pub use generate::{
 pub use logit_bias::parse_logit_bias;
 pub use model_view::{model_view, ModelView, MODEL_TOP};
 pub use pipeline::{
-    step, Logit, MirostatMu, Policy, Snapshots, Stage, StageOrder, StageSnapshot, StepContext,
-    StepOutcome, Stepper, TokenProb, DRY_ALLOWED_LENGTH, DRY_BASE, MIROSTAT_ETA, MIROSTAT_TAU,
-    POLICY_VERSION, XTC_THRESHOLD,
+    step, ConstraintTable, Logit, MirostatMu, Policy, Snapshots, Stage, StageOrder, StageSnapshot,
+    StepContext, StepOutcome, Stepper, TokenProb, DEVICE_CONSTRAINT_LIMIT, DRY_ALLOWED_LENGTH,
+    DRY_BASE, MIROSTAT_ETA, MIROSTAT_TAU, POLICY_VERSION, XTC_THRESHOLD,
 };
 pub use record::{
     parse_records, replay, ArtifactId, Audit, Backend, BackendKind, RecordError, ReplayReport,

@@ -651,6 +651,63 @@ impl Policy {
             && self.min_keep <= 1
     }
 
+    /// True when a device that holds the logits can take the step from a
+    /// [`ConstraintTable`] and one draw: the filters of [`is_filter_only`](Self::is_filter_only),
+    /// plus logit bias, forbidden ids and the repetition, frequency and presence penalties
+    /// of the lab's engine, with magnitudes that cannot overflow an f32 logit (bias and the
+    /// two subtracted penalties within ±[`DEVICE_CONSTRAINT_LIMIT`], the repetition penalty
+    /// within its inverse and itself), so that the device's f32 arithmetic cannot fail
+    /// where the host's f64 would not.
+    pub fn is_device_step(&self) -> bool {
+        let limit = DEVICE_CONSTRAINT_LIMIT;
+        let within = |v: f64| v.abs() <= limit;
+        let unconstrained = Policy {
+            forbidden: Vec::new(),
+            logit_bias: Vec::new(),
+            repetition_penalty: 1.0,
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
+            ..self.clone()
+        };
+        unconstrained.is_filter_only()
+            && self.logit_bias.iter().map(|(_, b)| b.abs()).sum::<f64>() <= limit
+            && (1.0 / limit..=limit).contains(&self.repetition_penalty)
+            && within(self.frequency_penalty)
+            && within(self.presence_penalty)
+    }
+
+    /// The constraints this step applies to each token, dense over a vocabulary of
+    /// `vocab`, for a device to apply itself (see [`is_device_step`](Self::is_device_step)):
+    /// what the host's step reads from the policy and the context, computed by the same
+    /// rule.
+    pub fn constraint_table(&self, context: StepContext<'_>, vocab: usize) -> ConstraintTable {
+        let mut table = ConstraintTable {
+            bias: vec![0.0; vocab],
+            repeated: vec![false; vocab],
+            counts: vec![0; vocab],
+            removed: vec![false; vocab],
+        };
+        let inside = |id: u32| (id as usize) < vocab;
+        for &(id, bias) in self.logit_bias.iter().filter(|(id, _)| inside(*id)) {
+            table.bias[id as usize] += bias;
+        }
+        let (repeated, counted) = self.engine.penalised(self, context);
+        if self.repetition_penalty != 1.0 {
+            for &id in repeated.iter().filter(|&&id| inside(id)) {
+                table.repeated[id as usize] = true;
+            }
+        }
+        if self.frequency_penalty != 0.0 || self.presence_penalty != 0.0 {
+            for &id in counted.iter().filter(|&&id| inside(id)) {
+                table.counts[id as usize] += 1;
+            }
+        }
+        for &id in self.forbidden.iter().filter(|&&id| inside(id)) {
+            table.removed[id as usize] = true;
+        }
+        table
+    }
+
     /// Whether a modern sampler ([`modern`](crate::modern)) is on: such a policy runs on
     /// the chain path even in a fixed order.
     pub fn has_modern_sampler(&self) -> bool {
@@ -1447,6 +1504,23 @@ impl Stepper {
         }
         Ok(())
     }
+}
+
+/// The largest bias or subtracted penalty a device step takes (and the repetition
+/// penalty's range, its inverse to itself): with the model's logits, far from the largest
+/// f32.
+pub const DEVICE_CONSTRAINT_LIMIT: f64 = 1e6;
+
+/// Per token, what a step's constraints do to its logit, in the host step's order: add
+/// `bias`; when `repeated`, divide a positive logit by the repetition penalty and multiply
+/// a negative one; subtract `counts` times the frequency penalty, and the presence penalty
+/// once when `counts` is above 0; then drop the token when `removed`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConstraintTable {
+    pub bias: Vec<f64>,
+    pub repeated: Vec<bool>,
+    pub counts: Vec<u32>,
+    pub removed: Vec<bool>,
 }
 
 /// A constraint's result for token `id`, or the error that names the constraint when the

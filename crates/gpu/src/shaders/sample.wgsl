@@ -1,5 +1,6 @@
-// The policy step on the device, for filter-only policies: temperature, top-k, top-p and
-// min-p in Hugging Face's order, a stable softmax over the survivors, and the lookup of the
+// The policy step on the device: the logit constraints of the lab's engine (logit bias, the
+// repetition penalty, the frequency and presence penalties, forbidden ids) from the run's
+// constraint table, then temperature, top-k, top-p and min-p in Hugging Face's order, a stable softmax over the survivors, and the lookup of the
 // host's uniform draw as NumPy's `Generator.choice` does (cumulative sum in ascending id
 // order, normalised by its total, the first entry above the draw); or the argmax (ties to
 // the lowest id) when greedy. The host then reads back 20 words, not the logits.
@@ -11,7 +12,13 @@
 // up to MAX_VOCAB.
 //
 // It also writes the model's own distribution (the softmax of the raw logits at temperature
-// 1, before any filter) at the chosen token, for the step record's `model_*` fields.
+// 1, before any constraint or filter) at the chosen token, for the step record's `model_*`
+// fields.
+//
+// The table (`policy::ConstraintTable`, packed by the runtime): words [0, vocab) are each
+// token's bias as f32 bits; words [vocab, 2 vocab) its flags: bit 31 repeated (the
+// repetition penalty applies), bit 30 removed, bits 0..30 its count of generated
+// occurrences. The host step's order: bias, repetition, frequency and presence, removal.
 //
 // out: [0] token, [1] survivors, [2] prob, [3] entropy (nats), [4] how many top entries,
 //      [5..10] top ids, [10..15] top probs, [15..20] top logits / temperature,
@@ -29,11 +36,17 @@ struct Params {
     top_p: f32,
     min_p: f32,
     draw: f32,
+    repetition: f32,
+    frequency: f32,
+    presence: f32,
+    // 1 when the table applies (a policy with constraints), else 0.
+    constrained: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
+@group(0) @binding(3) var<storage, read> table: array<u32>;
 
 const WG: u32 = 256u;
 // MAX_VOCAB is declared before this file when the module is made (`Kernels::new`): the
@@ -50,12 +63,12 @@ var<workgroup> red_id: array<u32, WG>;
 fn write_model(m: f32, raw_total: f32, chosen: u32) {
     out[20] = bitcast<u32>(m);
     out[21] = bitcast<u32>(raw_total);
-    out[22] = bitcast<u32>(l[chosen]);
+    out[22] = bitcast<u32>(logits[chosen]);
     var ids = array<u32, TOP>(0u, 0u, 0u, 0u, 0u);
     var best = array<f32, TOP>(LOWEST, LOWEST, LOWEST, LOWEST, LOWEST);
     var count = 0u;
     for (var i = 0u; i < p.vocab; i++) {
-        let v = l[i];
+        let v = logits[i];
         if (count == TOP && v <= best[TOP - 1u]) { continue; }
         var at = min(count, TOP - 1u);
         while (at > 0u && best[at - 1u] < v) {
@@ -93,10 +106,32 @@ fn main(@builtin(local_invocation_id) local: vec3<u32>) {
     // The model's own distribution: the raw maximum and normaliser, before any filter.
     var local_max = LOWEST;
     for (var i = lid; i < vocab; i += WG) { local_max = max(local_max, l[i]); }
-    let m = reduce_max(lid, local_max);
+    let raw_max = reduce_max(lid, local_max);
     var local_raw = 0.0;
-    for (var i = lid; i < vocab; i += WG) { local_raw += exp(l[i] - m); }
+    for (var i = lid; i < vocab; i += WG) { local_raw += exp(l[i] - raw_max); }
     let raw_total = reduce_sum(lid, local_raw);
+
+    // The constraints, then the maximum the policy's weights are taken from.
+    var m = raw_max;
+    if (p.constrained == 1u) {
+        var local_constrained = LOWEST;
+        for (var i = lid; i < vocab; i += WG) {
+            let flags = table[vocab + i];
+            var v = l[i] + bitcast<f32>(table[i]);
+            if ((flags & 0x80000000u) != 0u) {
+                v = select(v * p.repetition, v / p.repetition, v > 0.0);
+            }
+            let count = flags & 0x3fffffffu;
+            if (count > 0u) { v = v - f32(count) * p.frequency - p.presence; }
+            if ((flags & 0x40000000u) != 0u) {
+                v = LOWEST;
+                keep[i] = 0u;
+            }
+            l[i] = v;
+            local_constrained = max(local_constrained, v);
+        }
+        m = reduce_max(lid, local_constrained);
+    }
 
     if (p.greedy == 1u) {
         var best = LOWEST;
@@ -125,7 +160,7 @@ fn main(@builtin(local_invocation_id) local: vec3<u32>) {
             out[3] = bitcast<u32>(0.0);
             out[4] = 1u;
             write_top(0u, red_id[0], 1.0, red[0]);
-            write_model(m, raw_total, red_id[0]);
+            write_model(raw_max, raw_total, red_id[0]);
         }
         return;
     }
@@ -227,6 +262,6 @@ fn main(@builtin(local_invocation_id) local: vec3<u32>) {
             }
         }
         out[4] = count;
-        write_model(m, raw_total, chosen);
+        write_model(raw_max, raw_total, chosen);
     }
 }
