@@ -620,9 +620,12 @@ async function loadFigures(label, launchArgs) {
 // 1,068,000 for it. `backend=auto` (the canary's decode steps timed on both paths, the
 // verdict in words, the new choice in the form): the page 528,408, the worker 540,117
 // (2,100 more with a `sort_by` for the median of four timings, which an insertion sort
-// replaced). The page + worker budget was raised to 1,069,000 for it.
+// replaced). The page + worker budget was raised to 1,069,000 for it. Bias, bans and the
+// three penalties on the device (the policy's dense constraint table, its packing, the
+// sampler's constraint pass) and the GPU start's phase timings: the worker 542,432. The
+// page + worker budget was raised to 1,072,000 for them.
 const PAGE_BUDGET_GZIP = 529_000;
-const TOTAL_BUDGET_GZIP = 1_069_000;
+const TOTAL_BUDGET_GZIP = 1_072_000;
 const PLANNER_BUDGET_GZIP = 300_000;
 // Issue 14's observation worker, budgeted like the planner: its measured size rounded up to
 // the next 50,000 (211,452 bytes when it was built; the page then 498,617, the planner

@@ -211,6 +211,7 @@ test('auto times WebGPU against the CPU reference once the canary passed, and th
 test('with WebGPU unavailable the page and the record name the cpu-reference fallback', { timeout: RUN_TIMEOUT }, async () => {
   const expected = cpuReference(GREEDY);
   const cold = await runFromUrl(plain, query(GREEDY, { backend: 'gpu', run: '1' }));
+  assert.ok(cold.figures.firstTokenMs <= COLD_FIRST_TOKEN_MS, `cold first token at ${cold.figures.firstTokenMs} ms`);
   // The first run may end before the failed start is known (an adapter request is a round
   // trip to the GPU process); it ran on the CPU either way.
   assertSameRun(cold, expected);
@@ -235,6 +236,7 @@ test('with WebGPU unavailable the page and the record name the cpu-reference fal
 test('the CPU backend, asked for, is named without a fallback', { timeout: RUN_TIMEOUT }, async () => {
   const run = await runFromUrl(plain, query(GREEDY, { backend: 'cpu', run: '1' }));
   try {
+    assert.ok(run.figures.firstTokenMs <= COLD_FIRST_TOKEN_MS, `cold first token at ${run.figures.firstTokenMs} ms`);
     assert.equal(run.status.text, 'Running on the CPU reference (cpu-reference).');
     assert.equal(run.record.backend.name, 'cpu-reference');
     assert.equal(run.record.degraded_reason ?? null, null);

@@ -230,6 +230,12 @@ pub fn generate(
     if request.choice == BackendChoice::Gpu {
         describe_gpu_run(&model, &record);
     }
+    if let Some(p) = model.start_phases() {
+        output::note(&format!(
+            "GPU start: device {:.0} ms, weights and pipelines {:.0} ms, canary {:.0} ms",
+            p.device_ms, p.upload_ms, p.canary_ms
+        ));
+    }
     Ok(String::new())
 }
 

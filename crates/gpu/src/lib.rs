@@ -36,7 +36,7 @@ mod transformer;
 
 pub use device::{Faults, Gpu, GpuError};
 pub use runtime::{
-    BackendChoice, Promotion, Race, Runtime, SamplingReport, CANARY_PASSED, CANARY_RUNNING,
-    CANARY_TOLERANCE, CHECK_EVERY,
+    BackendChoice, Promotion, Race, Runtime, SamplingReport, StartPhases, CANARY_PASSED,
+    CANARY_RUNNING, CANARY_TOLERANCE, CHECK_EVERY,
 };
 pub use transformer::{DeviceStep, GpuTransformer, StepTimings};

@@ -97,8 +97,17 @@ pub const CANARY_PASSED: &str = "the GPU passed its canary";
 /// How `auto`'s verdict begins when it keeps the CPU.
 const AUTO_CPU: &str = "auto chose the CPU reference";
 
-/// A GPU that passed its canary, and the canary's race.
-type Started = (GpuTransformer, Race);
+/// A GPU that passed its canary, the canary's race, and how long the start took.
+type Started = (GpuTransformer, Race, StartPhases);
+
+/// Where a GPU start's time went, in milliseconds: the adapter and device request, the
+/// weights' upload with the pipelines' creation, and the canary (its calls on both paths).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StartPhases {
+    pub device_ms: f64,
+    pub upload_ms: f64,
+    pub canary_ms: f64,
+}
 
 /// A GPU start under way beside the run: its device, upload and canary.
 type PendingStart = oneshot::Receiver<Result<Started, GpuError>>;
@@ -150,6 +159,8 @@ pub struct Runtime {
     choice: BackendChoice,
     /// `auto`'s decision in words, once the GPU's start has finished.
     verdict: Option<String>,
+    /// Where the GPU start's time went, once it passed.
+    start_phases: Option<StartPhases>,
     /// Whether the GPU's cache holds `history` minus the token being decoded.
     gpu_synced: bool,
     /// The requested weights on the CPU: the canary's reference, and the CPU backend.
@@ -215,6 +226,7 @@ impl Runtime {
             promotion: Promotion::WhenPassed,
             choice,
             verdict: None,
+            start_phases: None,
             gpu_synced: false,
             logits: vec![0.0; reference.config().vocab_size],
             reference,
@@ -260,6 +272,11 @@ impl Runtime {
         }
     }
 
+    /// Where the GPU start's time went, once it passed its canary.
+    pub fn start_phases(&self) -> Option<StartPhases> {
+        self.start_phases
+    }
+
     /// Whether a GPU start is still running beside the runs.
     pub fn starting(&self) -> bool {
         self.pending.is_some()
@@ -301,7 +318,8 @@ impl Runtime {
     fn finish_start(&mut self, result: Result<Started, GpuError>, step: Option<usize>) {
         if self.choice == BackendChoice::Auto {
             let verdict = match result {
-                Ok((gpu, race)) => {
+                Ok((gpu, race, phases)) => {
+                    self.start_phases = Some(phases);
                     let (faster, verdict) = race.verdict(&gpu.gpu().adapter_name());
                     if faster {
                         self.waiting = Some(gpu);
@@ -318,7 +336,10 @@ impl Runtime {
             return;
         }
         match result {
-            Ok((gpu, _)) => self.waiting = Some(gpu),
+            Ok((gpu, _, phases)) => {
+                self.start_phases = Some(phases);
+                self.waiting = Some(gpu);
+            }
             // The run was on the CPU already, and on the baseline's weights when there is
             // one: its model and cache go on as they were.
             Err(error) => {
@@ -680,13 +701,21 @@ fn spawn_start(faults: Faults, canary_model: Transformer) -> PendingStart {
 
 /// A device, the weights uploaded, and the canary against `cpu` (the same weights).
 async fn start_gpu(faults: Faults, mut cpu: Transformer) -> Result<Started, GpuError> {
+    let began = now_ms();
     let device = Gpu::request(faults).await?;
+    let requested = now_ms();
     let config = cpu.config().clone();
     let id = LanguageModel::id(&cpu);
     let mut gpu = GpuTransformer::new(device, config, cpu.weights(), id, faults)?;
+    let uploaded = now_ms();
     let race = canary(&mut gpu, &mut cpu).await?;
     gpu.restart_call_count();
-    Ok((gpu, race))
+    let phases = StartPhases {
+        device_ms: requested - began,
+        upload_ms: uploaded - requested,
+        canary_ms: now_ms() - uploaded,
+    };
+    Ok((gpu, race, phases))
 }
 
 /// A GPU start that ended without an answer (its thread or task stopped).
