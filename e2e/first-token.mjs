@@ -43,7 +43,7 @@ async function again(page) {
 
 const servers = await Promise.all(dists.map((d) => serve(d)));
 const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: [...BASE_ARGS, '--enable-unsafe-webgpu'] });
-const samples = dists.map(() => Object.fromEntries(BACKENDS.map((b) => [b, { cold: [], warm: [], tokS: [], on: new Set() }])));
+const samples = dists.map(() => Object.fromEntries(BACKENDS.map((b) => [b, { cold: [], warm: [], tokS: [], on: new Set(), phases: [] }])));
 for (let round = 0; round < ROUNDS; round++) {
   for (const [i, { url }] of servers.entries()) {
     for (const backend of BACKENDS) {
@@ -59,6 +59,8 @@ for (let round = 0; round < ROUNDS; round++) {
         r = await again(page);
       }
       r = await again(page);
+      const phases = await page.getByTestId('timings').getAttribute('data-gpu-start-ms');
+      if (phases) s.phases.push(phases.split(' ').map(Number));
       s.warm.push(r.ttft_us / 1e3);
       s.tokS.push(decodeTokS(r));
       s.on.add(r.backend.name);
@@ -72,6 +74,8 @@ for (const [i, dist] of dists.entries()) {
   for (const backend of BACKENDS) {
     const s = samples[i][backend];
     console.log(`${dist} backend=${backend} cold_first_token_ms=${median(s.cold).toFixed(0)} warm_ttft_ms=${median(s.warm).toFixed(1)} `
-      + `warm_decode_tok_s=${median(s.tokS).toFixed(0)} warm_runs_on=${[...s.on].join('+')} (${ROUNDS} rounds)`);
+      + `warm_decode_tok_s=${median(s.tokS).toFixed(0)} warm_runs_on=${[...s.on].join('+')} (${ROUNDS} rounds)`
+      + (s.phases.length ? ` gpu_start_ms: device=${median(s.phases.map((p) => p[0])).toFixed(0)}`
+        + ` weights_and_pipelines=${median(s.phases.map((p) => p[1])).toFixed(0)} canary=${median(s.phases.map((p) => p[2])).toFixed(0)}` : ''));
   }
 }

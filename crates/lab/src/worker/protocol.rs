@@ -77,7 +77,7 @@ pub struct GpuTimings {
 pub struct RunFigures {
     /// Fetching and checking the model files in this run (0 when already loaded).
     pub load_ms: f64,
-    /// Starting the backend: device, weight upload and canary on WebGPU.
+    /// Starting the backend before the run (the GPU's start runs beside it: `gpu_start`).
     pub start_ms: f64,
     /// The record's time to first token (prefill plus the first policy step).
     pub ttft_ms: f64,
@@ -85,6 +85,9 @@ pub struct RunFigures {
     pub gpu: Option<GpuTimings>,
     /// GPU-to-CPU read-backs of the run (one per model call on WebGPU).
     pub readbacks: u64,
+    /// Where the GPU start beside the runs spent its time, once it passed: device
+    /// request, weights and pipelines, canary (ms; `gpu::StartPhases`).
+    pub gpu_start: Option<[f64; 3]>,
 }
 
 /// What the worker tells the page, in the order it happens.

@@ -279,6 +279,9 @@ pub async fn run(
             readback_ms: gpu_sum.readback_ms / n,
         }),
         readbacks: runtime.readbacks().saturating_sub(readbacks_before),
+        gpu_start: runtime
+            .start_phases()
+            .map(|p| [p.device_ms, p.upload_ms, p.canary_ms]),
     };
     let verdict = recorded.map(|recorded| replay_verdict(&recorded, &record));
     emit(Event::Finished {

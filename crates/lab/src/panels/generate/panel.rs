@@ -342,6 +342,7 @@ fn Timings(run: RwSignal<RunState>, phase: Memo<Phase>) -> impl IntoView {
                     data-readback-ms=f.gpu.map(|g| g.readback_ms.to_string()).unwrap_or_default()
                     data-dispatch-ms=f.gpu.map(|g| g.dispatch_ms.to_string()).unwrap_or_default()
                     data-readbacks=f.readbacks.to_string()
+                    data-gpu-start-ms=f.gpu_start.map(|p| format!("{} {} {}", p[0], p[1], p[2])).unwrap_or_default()
                 >
                     {format!(
                         "First token {} ms after the page started loading (model files {} ms, backend start {} ms, prefill and first step {} ms); decode {decode}.",

@@ -347,6 +347,7 @@ mod tests {
             decode_tok_s: Some(900.0),
             gpu: None,
             readbacks: 0,
+            gpu_start: None,
         }
     }
 
