@@ -2,7 +2,7 @@
 //! adapter wgpu finds (lavapipe on a machine without a GPU): prefill at 16, 64 and 256
 //! tokens, one decode step at positions 1, 128 and 255, f32 and int8 on the GPU; and a bare
 //! read-back of the logits, the floor of a model call's overhead beyond its kernels; and a
-//! decode step whose policy step also runs on the GPU (an 80-byte read-back), and one with a
+//! decode step whose policy step also runs on the GPU (a 136-byte read-back), and one with a
 //! penalised policy stepped on the GPU from its constraint table or on the host.
 //! After the timed groups it prints read-backs per token and where a decode step's time
 //! goes (dispatch, GPU work, read-back copy).
