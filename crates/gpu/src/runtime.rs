@@ -247,29 +247,39 @@ impl Runtime {
     /// when it passed and the [`Promotion`] allows (degrading, and saying why, when it
     /// failed).
     pub async fn settle(&mut self) {
-        if let Some(pending) = self.pending.take() {
-            self.finish_start(pending.await.unwrap_or_else(|_| Err(stopped())), None);
+        if let Some(result) = self.awaited_start().await {
+            self.finish_start(result, None);
+        }
+        self.poll_start();
+    }
+
+    /// Between runs: takes in a GPU start that has finished, without waiting for one that
+    /// has not, and takes the GPU for the next run when the [`Promotion`] allows.
+    pub fn poll_start(&mut self) {
+        if let Some(result) = self.finished_start() {
+            self.finish_start(result, None);
         }
         if self.promotion.due(0) {
             self.promote(0);
         }
     }
 
-    /// Between runs: takes in a GPU start that has finished, without waiting for one that
-    /// has not, and takes the GPU for the next run when the [`Promotion`] allows.
-    pub fn poll_start(&mut self) {
-        if let Some(pending) = &mut self.pending {
-            let result = match pending.try_recv() {
-                Ok(Some(result)) => result,
-                Ok(None) => return,
-                Err(oneshot::Canceled) => Err(stopped()),
-            };
-            self.pending = None;
-            self.finish_start(result, None);
-        }
-        if self.promotion.due(0) {
-            self.promote(0);
-        }
+    /// The GPU start's result if it has finished, taken; `None` while it runs (or when
+    /// there is none).
+    fn finished_start(&mut self) -> Option<Result<Started, GpuError>> {
+        let result = match self.pending.as_mut()?.try_recv() {
+            Ok(Some(result)) => result,
+            Ok(None) => return None,
+            Err(oneshot::Canceled) => Err(stopped()),
+        };
+        self.pending = None;
+        Some(result)
+    }
+
+    /// The GPU start's result, waited for; `None` when there is no start under way.
+    async fn awaited_start(&mut self) -> Option<Result<Started, GpuError>> {
+        let pending = self.pending.take()?;
+        Some(pending.await.unwrap_or_else(|_| Err(stopped())))
     }
 
     /// Where the GPU start's time went, once it passed its canary.
@@ -291,18 +301,13 @@ impl Runtime {
     /// the GPU when it may (see the module docs).
     async fn step_boundary(&mut self, step: usize) {
         let due = self.promotion.due(step);
-        if let Some(pending) = &mut self.pending {
-            let wait = due && self.promotion != Promotion::WhenPassed;
-            let finished = match (wait, pending.try_recv()) {
-                (_, Ok(Some(result))) => Some(result),
-                (true, Ok(None)) => Some(pending.await.unwrap_or_else(|_| Err(stopped()))),
-                (_, Ok(None)) => None,
-                (_, Err(oneshot::Canceled)) => Some(Err(stopped())),
-            };
-            if let Some(result) = finished {
-                self.pending = None;
-                self.finish_start(result, Some(step));
-            }
+        let finished = if due && self.promotion != Promotion::WhenPassed {
+            self.awaited_start().await
+        } else {
+            self.finished_start()
+        };
+        if let Some(result) = finished {
+            self.finish_start(result, Some(step));
         }
         if due {
             self.promote(step);
@@ -342,12 +347,7 @@ impl Runtime {
             }
             // The run was on the CPU already, and on the baseline's weights when there is
             // one: its model and cache go on as they were.
-            Err(error) => {
-                let synced = self.cpu_synced;
-                self.degrade(error, step);
-                self.backend.degraded_at_step = None;
-                self.cpu_synced = synced;
-            }
+            Err(error) => self.degrade(error, step),
         }
     }
 
@@ -373,6 +373,8 @@ impl Runtime {
         );
         self.gpu = Some(gpu);
         self.gpu_synced = false;
+        // The CPU's cache stops following the run here.
+        self.cpu_synced = false;
     }
 
     /// Makes `backend` the one running, keeping this run's segments and `auto`'s verdict.
@@ -467,7 +469,7 @@ impl Runtime {
                 self.replace_backend(Backend::cpu_reference());
             }
         }
-        if self.asked_gpu() {
+        if self.choice.tries_gpu() {
             let reason = match (&self.gpu, &self.backend.degraded_reason, &self.verdict) {
                 (_, _, Some(verdict)) => verdict.clone(),
                 (Some(_), _, None) => CANARY_PASSED.to_string(),
@@ -476,11 +478,6 @@ impl Runtime {
             };
             self.switch_segment(0, self.backend.name, reason);
         }
-    }
-
-    /// Whether this runtime was started for the GPU (`gpu` or `auto`).
-    fn asked_gpu(&self) -> bool {
-        self.choice.tries_gpu()
     }
 
     /// The compute dispatches of this run's decode steps on the GPU, on average (the
@@ -514,6 +511,10 @@ impl Runtime {
         policy: &Policy,
         draw: Option<f64>,
     ) -> Option<Result<StepOutcome, GpuError>> {
+        let gpu_possible = self.gpu.is_some() || self.waiting.is_some() || self.pending.is_some();
+        if !(self.device_sampling && gpu_possible && policy.is_device_step()) {
+            return None;
+        }
         let call = match prompt {
             Some(prompt) => {
                 self.start_run(prompt);
@@ -526,10 +527,7 @@ impl Runtime {
         };
         let step = self.calls;
         self.step_boundary(step).await;
-        let eligible = self.device_sampling
-            && policy.is_device_step()
-            && self.gpu.as_ref().is_some_and(|g| g.can_sample());
-        if !eligible {
+        if !self.gpu.as_ref().is_some_and(|g| g.can_sample()) {
             // The caller makes this call itself through `prefill` or `decode_step`.
             self.history.pop_if_decode(&call);
             return None;
@@ -667,16 +665,18 @@ impl Runtime {
     }
 
     /// Leaves the GPU (or its start) for the baseline, recording why and, when a run is
-    /// under way, from which step.
+    /// under way, from which step. The CPU model is the one a run on the CPU already
+    /// used; its cache is stale only when the run was on the GPU (see
+    /// [`promote`](Self::promote)), and only then did the run fall back at `step`.
     fn degrade(&mut self, error: GpuError, step: Option<usize>) {
+        let degraded_at_step = step.filter(|_| self.gpu.is_some());
         self.gpu = None;
         self.waiting = None;
         self.pending = None;
-        self.cpu_synced = false;
         let reason = error.to_string();
         self.replace_backend(Backend {
             degraded_reason: Some(reason.clone()),
-            degraded_at_step: step,
+            degraded_at_step,
             ..Backend::cpu_reference()
         });
         if let Some(step) = step {

@@ -639,7 +639,13 @@ impl Policy {
             && self.repetition_penalty == 1.0
             && self.frequency_penalty == 0.0
             && self.presence_penalty == 0.0
-            && self.no_repeat_ngram == 0
+            && self.is_filters_and_table()
+    }
+
+    /// The filters in Hugging Face's order, with no constraint beyond what a
+    /// [`ConstraintTable`] holds (bias, bans and the lab engine's three penalties).
+    fn is_filters_and_table(&self) -> bool {
+        self.no_repeat_ngram == 0
             && (self.min_new_tokens == 0 || self.eos_ids().next().is_none())
             && self.bad_words.is_empty()
             && self.sequence_bias.is_empty()
@@ -661,15 +667,7 @@ impl Policy {
     pub fn is_device_step(&self) -> bool {
         let limit = DEVICE_CONSTRAINT_LIMIT;
         let within = |v: f64| v.abs() <= limit;
-        let unconstrained = Policy {
-            forbidden: Vec::new(),
-            logit_bias: Vec::new(),
-            repetition_penalty: 1.0,
-            frequency_penalty: 0.0,
-            presence_penalty: 0.0,
-            ..self.clone()
-        };
-        unconstrained.is_filter_only()
+        self.is_filters_and_table()
             && self.logit_bias.iter().map(|(_, b)| b.abs()).sum::<f64>() <= limit
             && (1.0 / limit..=limit).contains(&self.repetition_penalty)
             && within(self.frequency_penalty)
