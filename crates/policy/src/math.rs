@@ -148,6 +148,8 @@ macro_rules! widest {
     };
 }
 
+pub(crate) use widest;
+
 widest!(weigh_widest [T: Copy, F: Fn(T) -> f64 + Copy, E: Exponent]
     = weigh_lanes(values: &[T], value: F, e: E, out: &mut [f64]) -> f64);
 widest!(sum_exp_widest [T: Copy, F: Fn(T) -> f64 + Copy, E: Exponent]

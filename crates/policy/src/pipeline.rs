@@ -481,9 +481,12 @@ pub trait Logit: Copy {
 
     fn to_f64(self) -> f64;
 
-    /// The largest value of `chunk`, or `None` when one is not finite. Written over
-    /// independent lanes so that it vectorises: top-k's first pass runs on it.
-    fn chunk_max(chunk: &[Self]) -> Option<f64>;
+    /// The largest value of every [`CHUNK`]-long chunk of `logits`, in order, pushed on
+    /// `out`; fails on the first value that is not finite, naming it. Top-k's first pass and
+    /// [`max_logit`]: compiled for the widest instruction set the CPU has, over as many
+    /// independent lanes as four of its registers hold, so that no chain of packed maxima
+    /// waits on itself.
+    fn chunk_maxima(logits: &[Self], out: &mut Vec<f64>) -> Result<(), PolicyError>;
 }
 
 /// `Logit` for a float type; the lane loops compile to packed max and add.
@@ -496,29 +499,52 @@ macro_rules! impl_logit {
                 f64::from(self)
             }
 
-            fn chunk_max(chunk: &[$float]) -> Option<f64> {
-                const LANES: usize = 8;
-                let mut max = [<$float>::NEG_INFINITY; LANES];
-                // x - x is 0 for a finite x and NaN for an infinity or a NaN, and a NaN
-                // stays in the sum: one packed subtract and add per lane of input.
-                let mut non_finite = [0.0 as $float; LANES];
-                let lanes = chunk.chunks_exact(LANES);
-                let tail = lanes.remainder();
-                for lane in lanes {
-                    for j in 0..LANES {
-                        let x = lane[j];
-                        max[j] = if x > max[j] { x } else { max[j] };
-                        non_finite[j] += x - x;
+            fn chunk_maxima(logits: &[$float], out: &mut Vec<f64>) -> Result<(), PolicyError> {
+                /// 256 bytes of lanes: four AVX-512 registers, eight AVX2 ones.
+                const LANES: usize = 256 / std::mem::size_of::<$float>();
+                /// The index of the first chunk holding a value that is not finite.
+                #[inline(always)]
+                fn lanes(logits: &[$float], out: &mut Vec<f64>) -> Option<usize> {
+                    for (c, chunk) in logits.chunks(CHUNK).enumerate() {
+                        let mut max = [<$float>::NEG_INFINITY; LANES];
+                        // x - x is 0 for a finite x and NaN for an infinity or a NaN, and a
+                        // NaN stays in the sum: one packed subtract and add per value.
+                        let mut non_finite = [0.0 as $float; LANES];
+                        let rows = chunk.chunks_exact(LANES);
+                        let tail = rows.remainder();
+                        for row in rows {
+                            for j in 0..LANES {
+                                let x = row[j];
+                                max[j] = if x > max[j] { x } else { max[j] };
+                                non_finite[j] += x - x;
+                            }
+                        }
+                        let mut width = LANES;
+                        while width > 1 {
+                            width /= 2;
+                            for j in 0..width {
+                                let (a, b) = (max[j], max[j + width]);
+                                max[j] = if b > a { b } else { a };
+                                non_finite[j] += non_finite[j + width];
+                            }
+                        }
+                        let mut top = max[0];
+                        for &x in tail {
+                            non_finite[0] += x - x;
+                            top = if x > top { x } else { top };
+                        }
+                        if non_finite[0] != 0.0 {
+                            return Some(c);
+                        }
+                        out.push(f64::from(top));
                     }
+                    None
                 }
-                if non_finite.iter().any(|&z| z != 0.0) || tail.iter().any(|x| !x.is_finite()) {
-                    return None;
+                math::widest!(widest [] = lanes(logits: &[$float], out: &mut Vec<f64>) -> Option<usize>);
+                match widest(logits, out) {
+                    None => Ok(()),
+                    Some(c) => Err(first_non_finite(&logits[c * CHUNK..], c * CHUNK)),
                 }
-                let mut top = <$float>::NEG_INFINITY;
-                for &x in max.iter().chain(tail) {
-                    top = if x > top { x } else { top };
-                }
-                Some(f64::from(top))
             }
         }
     };
@@ -1593,8 +1619,6 @@ fn banned_by_ngram(tokens: &[u32], n: usize) -> Vec<u32> {
 
 /// Logits per chunk: top-k reads the maxima of chunks this long before any logit.
 const CHUNK: usize = 256;
-/// Top-k's second pass tests the chunks it reads again in sub-blocks this long.
-const SUB_CHUNK: usize = 16;
 
 /// The logits in chunks of [`CHUNK`], each with its first id and the overrides inside it.
 fn chunks<'a, L: Logit>(
@@ -1637,12 +1661,9 @@ fn visit_chunk<L: Logit>(
 /// The largest of `logits`, from the maxima of chunks of [`CHUNK`]; fails on the first
 /// logit that is not finite.
 pub(crate) fn max_logit<L: Logit>(logits: &[L]) -> Result<f64, PolicyError> {
-    let mut max = f64::NEG_INFINITY;
-    for (k, chunk) in logits.chunks(CHUNK).enumerate() {
-        let chunk_max = L::chunk_max(chunk).ok_or_else(|| first_non_finite(chunk, k * CHUNK))?;
-        max = max.max(chunk_max);
-    }
-    Ok(max)
+    let mut maxima = Vec::with_capacity(logits.len().div_ceil(CHUNK));
+    L::chunk_maxima(logits, &mut maxima)?;
+    Ok(maxima.into_iter().fold(f64::NEG_INFINITY, f64::max))
 }
 
 pub(crate) fn first_non_finite<L: Logit>(chunk: &[L], base: usize) -> PolicyError {
@@ -1689,15 +1710,24 @@ fn top_k_candidates<L: Logit>(
     out: &mut Vec<(f64, u32)>,
 ) -> Result<(), PolicyError> {
     maxima.clear();
-    for (base, chunk, here) in chunks(logits, overrides) {
-        let raw = L::chunk_max(chunk).ok_or_else(|| first_non_finite(chunk, base))?;
-        maxima.push(if here.is_empty() {
-            raw
-        } else {
-            let mut max = f64::NEG_INFINITY;
-            visit_chunk(chunk, base, here, |_, v| max = max.max(v));
-            max
-        });
+    L::chunk_maxima(logits, maxima)?;
+    // A chunk with overrides is weighed again as they leave it.
+    let mut rest = overrides;
+    while let Some(&(id, _)) = rest.first() {
+        let base = id as usize / CHUNK * CHUNK;
+        if base >= logits.len() {
+            break;
+        }
+        let (here, after) = rest.split_at(rest.partition_point(|o| (o.0 as usize) < base + CHUNK));
+        let mut max = f64::NEG_INFINITY;
+        visit_chunk(
+            &logits[base..logits.len().min(base + CHUNK)],
+            base,
+            here,
+            |_, v| max = max.max(v),
+        );
+        maxima[base / CHUNK] = max;
+        rest = after;
     }
     let threshold = if maxima.len() > k {
         scratch.clear();
@@ -1706,24 +1736,23 @@ fn top_k_candidates<L: Logit>(
     } else {
         f64::NEG_INFINITY
     };
-    let mut keep = |id: u32, v: f64| {
-        if v >= threshold {
-            out.push((v, id));
-        }
-    };
     for ((base, chunk, here), &max) in chunks(logits, overrides).zip(maxima.iter()) {
         if max < threshold {
             continue;
         }
         if !here.is_empty() {
             // An override may lift a logit above its sub-block's raw maximum.
-            visit_chunk(chunk, base, here, &mut keep);
+            visit_chunk(chunk, base, here, |id, v| {
+                if v >= threshold {
+                    out.push((v, id));
+                }
+            });
             continue;
         }
-        for (s, sub) in chunk.chunks(SUB_CHUNK).enumerate() {
-            if L::chunk_max(sub).is_some_and(|m| m >= threshold) {
-                visit_chunk(sub, base + s * SUB_CHUNK, &[], &mut keep);
-            }
+        let mut masks = [0u64; CHUNK / 64];
+        at_least(chunk, threshold, &mut masks);
+        for offset in math::set_bits(&masks) {
+            out.push((chunk[offset].to_f64(), (base + offset) as u32));
         }
     }
     if out.len() > k {
@@ -1731,6 +1760,30 @@ fn top_k_candidates<L: Logit>(
     }
     Ok(())
 }
+
+/// Bit j of `masks[b]` set when `chunk[64 b + j]` is at least `threshold`: packed compares,
+/// so that top-k's second pass visits only the logits it keeps.
+#[inline(always)]
+fn at_least_lanes<L: Logit>(chunk: &[L], threshold: f64, masks: &mut [u64]) {
+    let mask = |block: &[L]| {
+        let mut mask = 0u64;
+        for (j, &x) in block.iter().enumerate() {
+            mask |= u64::from(x.to_f64() >= threshold) << j;
+        }
+        mask
+    };
+    let blocks = chunk.chunks_exact(64);
+    let tail = blocks.remainder();
+    let n = blocks.len();
+    for (block, m) in blocks.zip(masks.iter_mut()) {
+        *m = mask(block);
+    }
+    if !tail.is_empty() {
+        masks[n] = mask(tail);
+    }
+}
+
+math::widest!(at_least [L: Logit] = at_least_lanes(chunk: &[L], threshold: f64, masks: &mut [u64]) -> ());
 
 /// The k-th largest of `values` (k from 1), which it reorders. Every selection of the
 /// policy goes through this one function, so the selection is compiled once.
