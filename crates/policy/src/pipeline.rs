@@ -500,8 +500,14 @@ macro_rules! impl_logit {
             }
 
             fn chunk_maxima(logits: &[$float], out: &mut Vec<f64>) -> Result<(), PolicyError> {
-                /// 256 bytes of lanes: four AVX-512 registers, eight AVX2 ones.
-                const LANES: usize = 256 / std::mem::size_of::<$float>();
+                /// 256 bytes of lanes natively: four AVX-512 registers, eight AVX2 ones. In
+                /// WebAssembly (no packed maxima, a vocabulary of 768) eight, which the
+                /// compiler does not unroll into kilobytes of the page.
+                const LANES: usize = if cfg!(target_arch = "wasm32") {
+                    8
+                } else {
+                    256 / std::mem::size_of::<$float>()
+                };
                 /// The index of the first chunk holding a value that is not finite.
                 #[inline(always)]
                 fn lanes(logits: &[$float], out: &mut Vec<f64>) -> Option<usize> {
@@ -1772,6 +1778,14 @@ fn at_least_lanes<L: Logit>(chunk: &[L], threshold: f64, masks: &mut [u64]) {
         }
         mask
     };
+    // Natively in blocks of exactly 64, which the compiler packs; in WebAssembly as one
+    // loop, which it does not unroll (as `math::masks` does).
+    if cfg!(target_arch = "wasm32") {
+        for (block, m) in chunk.chunks(64).zip(masks.iter_mut()) {
+            *m = mask(block);
+        }
+        return;
+    }
     let blocks = chunk.chunks_exact(64);
     let tail = blocks.remainder();
     let n = blocks.len();

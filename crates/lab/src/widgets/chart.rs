@@ -4,12 +4,16 @@
 //! what its table row says, and [`BarChart`] renders the picture and the table from that one
 //! list, so they cannot disagree.
 //!
-//! Accessibility, kept here once: the SVG is `role="img"` with a one-sentence summary as its
-//! `aria-label`; the table has a caption, its column headers are `scope="col"` and each row's
-//! header is `scope="row"`.
+//! Accessibility, kept here once: the summary is a takeaway sentence, the chart's visible
+//! caption and its accessible name; the SVG is a chart the keyboard walks
+//! ([`walk`](crate::widgets::walk): bar i is `data-point="i"`, the table's row i); the table
+//! has a caption, its column headers are `scope="col"` and each row's header is
+//! `scope="row"`.
 
 use leptos::prelude::*;
 use serde::{Deserialize, Serialize};
+
+use crate::widgets::walk;
 
 /// Room above the tallest column (more when columns carry end text), and under the baseline
 /// for the ticks.
@@ -61,6 +65,7 @@ pub struct Bar {
     base: Option<(f64, &'static str)>,
     end_text: Option<String>,
     row_class: Option<&'static str>,
+    group: Option<String>,
     cells: Vec<Cell>,
 }
 
@@ -78,6 +83,7 @@ impl Bar {
             base: None,
             end_text: None,
             row_class: None,
+            group: None,
             cells: Vec::new(),
         }
     }
@@ -110,6 +116,13 @@ impl Bar {
     /// The class of the bar's table row.
     pub fn row_class(mut self, class: &'static str) -> Bar {
         self.row_class = Some(class);
+        self
+    }
+
+    /// The group the row walks in, between the chart and its bars: a stage's kept and
+    /// removed tokens.
+    pub fn group(mut self, group: impl Into<String>) -> Bar {
+        self.group = Some(group.into());
         self
     }
 
@@ -193,7 +206,7 @@ fn columns(bars: &[Bar], width: f64, height: f64, marks: &[Mark], top: f64) -> (
             let middle = x + thickness / 2.0;
             let base_top = b.base.map_or(baseline, |(v, _)| y(v));
             let base = b.base.map(|(_, class)| {
-                view! { <rect x=x y=base_top width=thickness height=baseline - base_top class=class></rect> }
+                view! { <rect x=x y=base_top width=thickness height=baseline - base_top class=class data-point=i></rect> }
             });
             let end = b.end_text.clone().map(|text| {
                 view! { <text x=middle y=y(b.value) - 4.0 text-anchor="middle" class="axis-label">{text}</text> }
@@ -203,7 +216,7 @@ fn columns(bars: &[Bar], width: f64, height: f64, marks: &[Mark], top: f64) -> (
             });
             view! {
                 {base}
-                <rect x=x y=y(b.value) width=thickness height=(base_top - y(b.value)).max(0.0) class=b.class></rect>
+                <rect x=x y=y(b.value) width=thickness height=(base_top - y(b.value)).max(0.0) class=b.class data-point=i></rect>
                 {end}
                 {tick}
             }
@@ -244,7 +257,7 @@ fn rows(bars: &[Bar], width: f64, row: f64, names: f64, top: f64) -> (f64, AnyVi
             let length = extent(b.value, top, full);
             let base_length = b.base.map_or(0.0, |(v, _)| extent(v, top, full));
             let base = b.base.map(|(_, class)| {
-                view! { <rect x=names y=y + 3.0 width=base_length height=row - 8.0 class=class></rect> }
+                view! { <rect x=names y=y + 3.0 width=base_length height=row - 8.0 class=class data-point=i></rect> }
             });
             let end = b.end_text.clone().map(|text| {
                 view! { <text x=names + length + 4.0 y=text_y class="axis-label">{text}</text> }
@@ -252,7 +265,7 @@ fn rows(bars: &[Bar], width: f64, row: f64, names: f64, top: f64) -> (f64, AnyVi
             view! {
                 <text x=names - 6.0 y=text_y text-anchor="end" class="axis-label">{b.tick.clone()}</text>
                 {base}
-                <rect x=names + base_length y=y + 3.0 width=(length - base_length).max(0.0) height=row - 8.0 class=b.class></rect>
+                <rect x=names + base_length y=y + 3.0 width=(length - base_length).max(0.0) height=row - 8.0 class=b.class data-point=i></rect>
                 {end}
             }
         })
@@ -311,18 +324,35 @@ pub fn BarChart(
             ),
         ),
     };
-    let body = body_rows(bars.into_iter().map(|b| Row {
-        class: b.row_class.map(str::to_string),
-        header: b.label,
-        cells: b.cells,
-    }));
+    let body = bars
+        .into_iter()
+        .map(|b| {
+            let row = Row {
+                class: b.row_class.map(str::to_string),
+                header: b.label,
+                cells: b.cells,
+            };
+            body_row(row, b.group)
+        })
+        .collect_view();
     view! {
-        <svg class="chart" viewBox=format!("0 0 {width} {height}") role="img" aria-label=summary>
-            {elements}
-        </svg>
-        {children.map(|c| c())}
-        {mirror_table("mirror", table_id, None, caption, headers, body)}
+        <div class="walk" data-walk="">
+            <p class="takeaway">{summary.clone()}</p>
+            <svg class="chart" viewBox=format!("0 0 {width} {height}") tabindex="0" role="application" aria-label=summary data-walk-chart="">
+                {elements}
+            </svg>
+            {walk_notes()}
+            {children.map(|c| c())}
+            {mirror_table("mirror", table_id, None, caption, headers, body)}
+        </div>
     }
+}
+
+/// What follows every walkable chart the page draws: the keys, and the live region that
+/// says each move ([`walk::NOTES`]: one static string, which costs the page's wasm less than
+/// a view of two elements at every chart).
+pub fn walk_notes() -> impl IntoView {
+    view! { <div class="walk-notes" inner_html=walk::NOTES></div> }
 }
 
 /// One body row of a table: its class, its header cell and its other cells.
@@ -348,21 +378,22 @@ pub struct Table {
 /// The body rows of a table, every table's: the header cell is `scope="row"`, and a number
 /// is written in full in its cell's `data-value`.
 pub fn body_rows(rows: impl IntoIterator<Item = Row>) -> impl IntoView {
-    rows.into_iter()
-        .map(|r| {
-            let cells = r
-                .cells
-                .into_iter()
-                .map(|c| view! { <td data-value=c.value>{c.text}</td> })
-                .collect_view();
-            view! {
-                <tr class=r.class>
-                    <th scope="row">{r.header}</th>
-                    {cells}
-                </tr>
-            }
-        })
-        .collect_view()
+    rows.into_iter().map(|r| body_row(r, None)).collect_view()
+}
+
+/// One body row, in the walk's `group` when it has one.
+fn body_row(r: Row, group: Option<String>) -> impl IntoView {
+    let cells = r
+        .cells
+        .into_iter()
+        .map(|c| view! { <td data-value=c.value>{c.text}</td> })
+        .collect_view();
+    view! {
+        <tr class=r.class data-group=group>
+            <th scope="row">{r.header}</th>
+            {cells}
+        </tr>
+    }
 }
 
 /// A [`Table`], drawn as [`mirror_table`] draws one.

@@ -1,5 +1,6 @@
 //! What every panel shares: the form model, its labelled fields and which of them a lesson
-//! shows, reading numbers from them, the bar chart with its mirror table, and the worker-formatted report.
+//! shows, reading numbers from them, the bar chart with its mirror table, the worker-formatted report, and the keyboard walk
+//! every chart shares.
 
 pub mod chart;
 pub mod controls;
@@ -7,3 +8,4 @@ pub mod field;
 pub mod form;
 pub mod number;
 pub mod report;
+pub mod walk;

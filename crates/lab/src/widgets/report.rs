@@ -13,6 +13,8 @@ use crate::widgets::chart::Table;
 /// One point of a chart: a configuration of the capacity sweep, or a window of the canary.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChartPoint {
+    /// The row of the chart's table that states it (`data-point`, for the keyboard walk).
+    pub row: usize,
     pub x: f64,
     pub y: f64,
     pub passes: bool,
@@ -124,7 +126,8 @@ pub struct IntervalChart {
     pub table: Table,
 }
 
-/// One group of an [`IntervalChart`], in the chart's viewBox units.
+/// One group of an [`IntervalChart`], in the chart's viewBox units; the table's row of the
+/// same index states it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IntervalPoint {
     pub x: f64,
@@ -269,25 +272,46 @@ fn figure_html(
     }
     let middle = (y0 + y1) / 2.0;
     format!(
-        "<figure class=\"stage {class}\" tabindex=\"0\"><figcaption>{}</figcaption>\
-         <svg class=\"chart\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"{}\">\
+        "<figure class=\"stage {class}\" tabindex=\"0\" data-walk=\"\"><figcaption>{}</figcaption>{}\
          <line x1=\"{x0}\" y1=\"{y1}\" x2=\"{x1}\" y2=\"{y1}\" class=\"axis\"></line>\
          <line x1=\"{x0}\" y1=\"{y0}\" x2=\"{x0}\" y2=\"{y1}\" class=\"axis\"></line>{ticks}\
          <text x=\"10\" y=\"{middle}\" text-anchor=\"middle\" class=\"axis-label\" transform=\"rotate(-90 10 {middle})\">{}</text>\
-         {inside}</svg><p class=\"cap-legend chart-only\">{}</p>{}</figure>",
+         {inside}</svg>{}<p class=\"cap-legend chart-only\">{}</p>{}</figure>",
         escape(caption),
-        escape(summary),
+        walk_open(width, height, summary),
         escape(y_label),
+        walk_notes(),
         escape(legend),
         table_html(table)
     )
 }
 
-/// A chart's point: a circle with its tooltip.
-#[cfg(any(feature = "planner", feature = "observer"))]
-fn point(x: f64, y: f64, r: f64, class: &str, title: &str) -> String {
+/// A walkable chart's takeaway caption and its SVG's opening tag, as
+/// [`BarChart`](crate::widgets::chart::BarChart) draws them ([`walk`](crate::widgets::walk)).
+#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
+fn walk_open(width: f64, height: f64, summary: &str) -> String {
+    let summary = escape(summary);
     format!(
-        "<circle cx=\"{x}\" cy=\"{y}\" r=\"{r}\" class=\"{class}\"><title>{}</title></circle>",
+        "<p class=\"takeaway\">{summary}</p><svg class=\"chart\" viewBox=\"0 0 {width} {height}\" \
+         tabindex=\"0\" role=\"application\" aria-label=\"{summary}\" data-walk-chart=\"\">"
+    )
+}
+
+/// The keys and the live region after a walkable chart, as
+/// [`walk_notes`](crate::widgets::chart::walk_notes) draws them.
+#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
+fn walk_notes() -> String {
+    format!(
+        "<div class=\"walk-notes\">{}</div>",
+        crate::widgets::walk::NOTES
+    )
+}
+
+/// A chart's point, drawing row `row` of its table: a circle with its tooltip.
+#[cfg(any(feature = "planner", feature = "observer"))]
+fn point(row: usize, x: f64, y: f64, r: f64, class: &str, title: &str) -> String {
+    format!(
+        "<circle cx=\"{x}\" cy=\"{y}\" r=\"{r}\" class=\"{class}\" data-point=\"{row}\"><title>{}</title></circle>",
         escape(title)
     )
 }
@@ -330,7 +354,7 @@ fn timeline_html(c: &TimelineChart) -> String {
     }
     for p in &c.points {
         let class = if p.passes { "cap-pass" } else { "cap-breach" };
-        inside += &point(p.x, p.y, 3.0, class, &p.title);
+        inside += &point(p.row, p.x, p.y, 3.0, class, &p.title);
     }
     figure_html(
         "cap-timeline",
@@ -351,15 +375,15 @@ fn timeline_html(c: &TimelineChart) -> String {
 fn intervals_html(c: &IntervalChart) -> String {
     let x_ticks: Vec<(f64, String)> = c.points.iter().map(|p| (p.x, p.label.clone())).collect();
     let mut inside = String::new();
-    for p in &c.points {
+    for (row, p) in c.points.iter().enumerate() {
         if let Some((lo, hi)) = p.interval {
             inside += &format!(
-                "<line x1=\"{x}\" y1=\"{lo}\" x2=\"{x}\" y2=\"{hi}\" class=\"obs-interval\"></line>",
+                "<line x1=\"{x}\" y1=\"{lo}\" x2=\"{x}\" y2=\"{hi}\" class=\"obs-interval\" data-point=\"{row}\"></line>",
                 x = p.x
             );
         }
         let class = if p.flagged { "cap-breach" } else { "cap-pass" };
-        inside += &point(p.x, p.y, 4.0, class, &p.title);
+        inside += &point(row, p.x, p.y, 4.0, class, &p.title);
     }
     figure_html(
         "cap-timeline",
@@ -412,7 +436,7 @@ fn rows_html(c: &RowsChart) -> String {
     for (i, row) in c.rows.iter().enumerate() {
         let y = i as f64 * ROW;
         inside += &format!(
-            "<g><title>{}</title><text x=\"{}\" y=\"{}\" class=\"axis-label\">{}</text>",
+            "<g data-point=\"{i}\"><title>{}</title><text x=\"{}\" y=\"{}\" class=\"axis-label\">{}</text>",
             escape(&row.title),
             6.0 + 12.0 * row.level as f64,
             y + ROW * 0.7,
@@ -459,11 +483,11 @@ fn rows_html(c: &RowsChart) -> String {
         escape(&c.axis_label)
     );
     format!(
-        "<figure class=\"stage rows-chart\" tabindex=\"0\"><figcaption>{}</figcaption>\
-         <svg class=\"chart\" viewBox=\"0 0 {WIDTH} {height}\" role=\"img\" aria-label=\"{}\">{inside}</svg>\
-         <p class=\"cap-legend chart-only\">{}</p>{}</figure>",
+        "<figure class=\"stage rows-chart\" tabindex=\"0\" data-walk=\"\"><figcaption>{}</figcaption>{}{inside}</svg>\
+         {}<p class=\"cap-legend chart-only\">{}</p>{}</figure>",
         escape(&c.caption),
-        escape(&c.summary),
+        walk_open(WIDTH, height, &c.summary),
+        walk_notes(),
         escape(&c.legend),
         table_html(&c.table)
     )

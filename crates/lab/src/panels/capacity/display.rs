@@ -440,9 +440,11 @@ fn sweep_chart(view: &PlanView) -> SweepChart {
     let points = view
         .points
         .iter()
-        .filter_map(|p| {
+        .enumerate()
+        .filter_map(|(row, p)| {
             let (x, y) = p.at?;
             Some(ChartPoint {
+                row,
                 x,
                 y,
                 passes: p.row.passes_gates,
@@ -464,11 +466,7 @@ fn sweep_chart(view: &PlanView) -> SweepChart {
         right: f.right,
         top: f.top,
         bottom: f.bottom,
-        summary: format!(
-            "Scatter of output tokens per second against p99 time to first token for {} configurations; {passing} pass every gate; the TTFT SLO is {}.",
-            view.points.len(),
-            seconds(slo)
-        ),
+        summary: sweep_takeaway(view, slo, passing),
         x_ticks: f.x_ticks.clone(),
         y_ticks: f.y_ticks.clone(),
         slo_x: f.slo_x,
@@ -476,6 +474,59 @@ fn sweep_chart(view: &PlanView) -> SweepChart {
         points,
         curve: view.curve.clone(),
     }
+}
+
+/// The sweep chart's takeaway, from its points: the released configuration against the TTFT
+/// SLO, the fastest configuration and whether (and by how much) it fails, and how many pass.
+fn sweep_takeaway(view: &PlanView, slo: f64, passing: usize) -> String {
+    let ran = view.points.iter().filter(|p| p.row.error.is_none());
+    let fastest = ran.fold(None::<&SweepPoint>, |best, p| match best {
+        Some(b) if b.row.output_tokens_per_s >= p.row.output_tokens_per_s => Some(b),
+        _ => Some(p),
+    });
+    let tokens = |p: &SweepPoint| {
+        format!(
+            "{} tokens/s at p99 TTFT {}",
+            figure(p.row.output_tokens_per_s),
+            seconds(p.row.ttft_p99_s)
+        )
+    };
+    let mut text = match view.points.iter().find(|p| p.chosen) {
+        Some(c) => format!(
+            "The released configuration, {}, gives {}, within the {} TTFT SLO",
+            c.row.label,
+            tokens(c),
+            seconds(slo)
+        ),
+        None => "No configuration is released".to_string(),
+    };
+    text += &match fastest {
+        Some(f) if f.chosen => "; it is also the fastest.".to_string(),
+        Some(f) if f.row.passes_gates => {
+            format!(
+                "; the fastest, {}, gives {} and passes every gate too.",
+                f.row.label,
+                tokens(f)
+            )
+        }
+        Some(f) if f.row.ttft_p99_s > slo => format!(
+            "; the fastest, {}, gives {} and misses the TTFT SLO by {}.",
+            f.row.label,
+            tokens(f),
+            seconds(f.row.ttft_p99_s - slo)
+        ),
+        Some(f) => format!(
+            "; the fastest, {}, gives {} but {}.",
+            f.row.label,
+            tokens(f),
+            f.gates
+        ),
+        None => ".".to_string(),
+    };
+    text + &format!(
+        " {passing} of {} configurations pass every gate.",
+        view.points.len()
+    )
 }
 
 /// The chart's table mirror: every configuration of the sweep, one row each; with fleets
@@ -959,7 +1010,7 @@ fn rollout_chart(r: &RolloutReport, slo_s: f64) -> TimelineChart {
     let mut lines: Vec<Vec<(f64, f64)>> = Vec::new();
     let mut points = Vec::new();
     let mut gap = true;
-    for w in &r.timeline {
+    for (row, w) in r.timeline.iter().enumerate() {
         if w.canary_requests == 0 {
             gap = true;
             continue;
@@ -976,6 +1027,7 @@ fn rollout_chart(r: &RolloutReport, slo_s: f64) -> TimelineChart {
             line.push(at);
         }
         points.push(ChartPoint {
+            row,
             x: at.0,
             y: at.1,
             passes: w.breached.is_empty(),
@@ -1284,6 +1336,65 @@ mod tests {
             reason: "two floors name slice \"en\"".into(),
         };
         assert_eq!(at(floor), [PLAN_ID]);
+    }
+
+    /// The sweep's takeaway against a direct computation from the plan's own rows: the
+    /// released configuration (the decision's policy and load), the fastest one, and the
+    /// count that pass.
+    #[test]
+    fn the_sweep_takeaway_names_the_released_and_the_fastest_configuration() {
+        let pairs: Vec<(String, String)> = CapacityForm::default()
+            .to_pairs()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let display = plan_display(&pairs, None, &mut |_, _| {}).unwrap();
+        let report = plan(&CapacityForm::default(), None).unwrap().report;
+        let slo = report.contract.slo.ttft_p99_s;
+        let ran: Vec<_> = report.sweep.iter().filter(|r| r.error.is_none()).collect();
+        let released = ran
+            .iter()
+            .find(|r| {
+                r.policy == report.decision.policy && r.load_scale == report.decision.load_scale
+            })
+            .unwrap();
+        let best = ran
+            .iter()
+            .map(|r| r.output_tokens_per_s)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let fastest = ran.iter().find(|r| r.output_tokens_per_s == best).unwrap();
+        let takeaway = &display.chart.summary;
+        assert!(
+            takeaway.starts_with(&format!(
+                "The released configuration, {}, gives {} tokens/s at p99 TTFT {}, within the {} TTFT SLO",
+                released.label,
+                figure(released.output_tokens_per_s),
+                seconds(released.ttft_p99_s),
+                seconds(slo)
+            )),
+            "{takeaway}"
+        );
+        assert!(
+            takeaway.contains(&format!("the fastest, {},", fastest.label))
+                || fastest.label == released.label,
+            "{takeaway}"
+        );
+        if fastest.ttft_p99_s > slo {
+            assert!(
+                takeaway.contains(&format!(
+                    "misses the TTFT SLO by {}",
+                    seconds(fastest.ttft_p99_s - slo)
+                )),
+                "{takeaway}"
+            );
+        }
+        let passing = report.sweep.iter().filter(|r| r.passes_gates).count();
+        assert!(
+            takeaway.ends_with(&format!(
+                " {passing} of 120 configurations pass every gate."
+            )),
+            "{takeaway}"
+        );
     }
 
     /// The rows of a table of the display, by its id.

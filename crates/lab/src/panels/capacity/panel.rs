@@ -22,7 +22,7 @@ use crate::panels::capacity::view_model::{
 use crate::planner::protocol::{PlanDisplay, Planner, PlannerEvent, PlannerJob};
 use crate::shell::url;
 use crate::shell::web::{download, now_ms};
-use crate::widgets::chart::data_table;
+use crate::widgets::chart::{data_table, walk_notes};
 use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, Choice, Field};
 use crate::widgets::form::{problem_at, problem_id, Form, ProblemSummary, Problems};
@@ -356,10 +356,10 @@ fn sweep_chart(display: &PlanDisplay) -> impl IntoView {
         .points
         .iter()
         .map(|p| {
-            let (x, y) = (p.x, p.y);
+            let (x, y, row) = (p.x, p.y, p.row);
             let title = p.title.clone();
             let mark = if p.passes {
-                view! { <circle cx=x cy=y r="3.5" class="cap-pass"><title>{title}</title></circle> }
+                view! { <circle cx=x cy=y r="3.5" class="cap-pass" data-point=row><title>{title}</title></circle> }
                     .into_any()
             } else {
                 let d = format!(
@@ -373,7 +373,7 @@ fn sweep_chart(display: &PlanDisplay) -> impl IntoView {
                     x + 3.0,
                     y - 3.0
                 );
-                view! { <path d=d class="cap-fail"><title>{title}</title></path> }.into_any()
+                view! { <path d=d class="cap-fail" data-point=row><title>{title}</title></path> }.into_any()
             };
             let ring = p
                 .chosen
@@ -384,9 +384,10 @@ fn sweep_chart(display: &PlanDisplay) -> impl IntoView {
     view! {
         // Focusable, so a keyboard can scroll a table wider than the page (axe-core's
         // scrollable-region-focusable).
-        <figure class="stage cap-sweep" tabindex="0">
+        <figure class="stage cap-sweep" tabindex="0" data-walk="">
             <figcaption>"The sweep: output tokens/s against p99 time to first token (log scale)"</figcaption>
-            <svg class="chart" viewBox=format!("0 0 {} {}", c.width, c.height) role="img" aria-label=c.summary.clone()>
+            <p class="takeaway">{c.summary.clone()}</p>
+            <svg class="chart" viewBox=format!("0 0 {} {}", c.width, c.height) tabindex="0" role="application" aria-label=c.summary.clone() data-walk-chart="">
                 <line x1=x0 y1=y1 x2=x1 y2=y1 class="axis"></line>
                 <line x1=x0 y1=y0 x2=x0 y2=y1 class="axis"></line>
                 {ticks}
@@ -397,6 +398,7 @@ fn sweep_chart(display: &PlanDisplay) -> impl IntoView {
                 <polyline points=curve class="cap-curve"></polyline>
                 {marks}
             </svg>
+            {walk_notes()}
             <p class="cap-legend chart-only">
                 "● passes every gate; × fails a gate; ring: the released configuration, its line: the same configuration at each load; dashed: the TTFT SLO."
             </p>

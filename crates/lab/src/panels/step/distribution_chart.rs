@@ -19,16 +19,10 @@ fn show(p: f64) -> String {
 pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
     let title = format!("After {}", stage.label);
     let explanation = stage.explanation;
-    let removed_here = stage.rows.iter().filter(|r| r.unkept.is_some()).count();
-    let mut summary = format!(
-        "{} of {} tokens survive after {}.",
-        stage.survivors,
-        stage.rows.len(),
-        stage.label
-    );
+    let mut summary = stage.takeaway();
     if let Some(cut) = stage.cut_off {
         summary += &format!(
-            " Its cut-off is {}: the {removed_here} tokens it removed, drawn in grey at the probability they would have had, are at or below it.",
+            " Its cut-off is {}: what it removed, drawn in grey at the probability it would have had, is at or below it.",
             show(cut)
         );
     }
@@ -63,6 +57,11 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
                     "kept"
                 } else {
                     "removed"
+                })
+                .group(if row.logit.is_some() {
+                    "kept tokens"
+                } else {
+                    "removed tokens"
                 })
                 .cell(logit)
                 .cell(Cell::number(show(row.prob), row.prob))

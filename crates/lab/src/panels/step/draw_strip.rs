@@ -5,7 +5,7 @@
 use leptos::prelude::*;
 
 use crate::panels::step::view_model::StepView;
-use crate::widgets::chart::mirror_table;
+use crate::widgets::chart::{mirror_table, walk_notes};
 
 const WIDTH: f64 = 640.0;
 const HEIGHT: f64 = 36.0;
@@ -28,14 +28,15 @@ pub fn DrawStrip(view: StepView) -> impl IntoView {
     let segments = view
         .strip
         .iter()
-        .map(|s| {
+        .enumerate()
+        .map(|(i, s)| {
             let class = if Some(s.id) == landed {
                 "segment landed"
             } else {
                 "segment"
             };
             view! {
-                <rect class=class x=s.from * WIDTH y="4" width=(s.to - s.from) * WIDTH height=HEIGHT - 8.0>
+                <rect class=class x=s.from * WIDTH y="4" width=(s.to - s.from) * WIDTH height=HEIGHT - 8.0 data-point=i>
                     <title>{format!("token {}: {:.4} to {:.4}", s.id, s.from, s.to)}</title>
                 </rect>
             }
@@ -66,14 +67,15 @@ pub fn DrawStrip(view: StepView) -> impl IntoView {
         view.effective_vocabulary()
     );
     view! {
-        <figure class="draw-strip" data-testid="draw-strip">
+        <figure class="draw-strip" data-testid="draw-strip" data-walk="">
             <figcaption>"Where the draw landed"</figcaption>
             <p class="effective-vocabulary" data-value=view.effective_vocabulary().to_string()>{effective}</p>
-            <svg viewBox=format!("0 0 {WIDTH} {HEIGHT}") role="img" aria-label=summary.clone() preserveAspectRatio="none">
+            <p class="takeaway chart-summary">{summary.clone()}</p>
+            <svg viewBox=format!("0 0 {WIDTH} {HEIGHT}") tabindex="0" role="application" aria-label=summary data-walk-chart="" preserveAspectRatio="none">
                 {segments}
                 {marker}
             </svg>
-            <p class="chart-summary">{summary}</p>
+            {walk_notes()}
             {mirror_table("mirror", None, Some("draw-strip-table"), "The final distribution along [0, 1) in id order: each token's interval, and the one the uniform draw landed in", &["Token", "Probability", "From", "To", "Draw"], rows)}
         </figure>
     }

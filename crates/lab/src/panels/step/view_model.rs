@@ -376,6 +376,46 @@ pub struct StageView {
     pub cut_off: Option<f64>,
 }
 
+impl StageView {
+    /// The chart's takeaway, from its rows: the most probable token after the stage and its
+    /// share, then what the stage removed. "After top-k, token 2 has 61.2 % of the
+    /// probability; top-k removed token 1."
+    pub fn takeaway(&self) -> String {
+        let label = self.label;
+        let top = self
+            .rows
+            .iter()
+            .filter(|r| r.logit.is_some())
+            .fold(None::<&Row>, |best, r| match best {
+                Some(b) if b.prob >= r.prob => Some(b),
+                _ => Some(r),
+            });
+        let removed: Vec<String> = self
+            .rows
+            .iter()
+            .filter(|r| r.unkept.is_some())
+            .map(|r| r.id.to_string())
+            .collect();
+        let mut text = match top {
+            Some(r) => format!(
+                "After {label}, token {} has {:.1} % of the probability",
+                r.id,
+                100.0 * r.prob
+            ),
+            None => format!("After {label}, no token is left"),
+        };
+        text += &match removed.as_slice() {
+            [] => format!("; {label} removed nothing."),
+            [one] => format!("; {label} removed token {one}."),
+            [init @ .., last] if removed.len() <= 5 => {
+                format!("; {label} removed tokens {} and {last}.", init.join(", "))
+            }
+            many => format!("; {label} removed {} tokens.", many.len()),
+        };
+        text
+    }
+}
+
 /// One survivor of the final distribution as the interval of [0, 1) whose draws choose it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Segment {
@@ -648,6 +688,37 @@ mod tests {
             .iter()
             .filter(|s| s.label != "top-k")
             .all(|s| s.cut_off.is_none()));
+    }
+
+    /// The takeaway by hand for the chapter's example: after top-k 3, token 2 holds
+    /// e^(2.4/0.7) over the three kept weights, and top-k removed token 1 alone.
+    #[test]
+    fn the_takeaway_names_the_top_token_its_share_and_what_was_removed() {
+        let view = run_step(&StepForm::default()).unwrap();
+        let kept = [1.2f64, 2.4, 1.7].map(|l| ((l - 2.4) / 0.7).exp());
+        let share = 100.0 / kept.iter().sum::<f64>();
+        let top_k = view.stages.last().unwrap();
+        assert_eq!(
+            top_k.takeaway(),
+            format!(
+                "After top-k, token 2 has {share:.1} % of the probability; top-k removed token 1."
+            )
+        );
+        let first = &view.stages[0];
+        assert!(first
+            .takeaway()
+            .ends_with(&format!("; {} removed nothing.", first.label)));
+        let mut many = top_k.clone();
+        for row in &mut many.rows {
+            row.unkept = Some(0.1);
+        }
+        assert!(many
+            .takeaway()
+            .ends_with("; top-k removed tokens 0, 1, 2 and 3."));
+        many.rows.iter_mut().for_each(|r| r.logit = None);
+        assert!(many
+            .takeaway()
+            .starts_with("After top-k, no token is left;"));
     }
 
     /// Every stage that cuts by likelihood keeps every token at least as likely as any it

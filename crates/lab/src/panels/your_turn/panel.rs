@@ -12,7 +12,7 @@ use crate::panels::your_turn::view_model::{
 };
 use crate::shell::url;
 use crate::shell::web::now_ms;
-use crate::widgets::chart::mirror_table;
+use crate::widgets::chart::{mirror_table, walk_notes};
 use crate::widgets::field::{Field, TextArea};
 use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
 use crate::worker::link::PanelWorker;
@@ -411,7 +411,7 @@ fn Comparison(summaries: [Summary; 2]) -> impl IntoView {
                 let h = (value / scale).clamp(0.0, 1.0) * plot;
                 let x = metric as f64 * half + bar * (0.75 + 1.5 * i as f64);
                 view! {
-                    <rect x=x y=TOP + plot - h width=bar height=h.max(1.0) class=format!("bar yt-bar-{i}")></rect>
+                    <rect x=x y=TOP + plot - h width=bar height=h.max(1.0) class=format!("bar yt-bar-{i}") data-point=i></rect>
                     <text x=x + bar / 2.0 y=TOP + plot - h - 4.0 text-anchor="middle" class="axis-label">{text}</text>
                     <text x=x + bar / 2.0 y=HEIGHT - AXIS + 14.0 text-anchor="middle" class="axis-label">{s.temperature.to_string()}</text>
                 }
@@ -446,9 +446,10 @@ fn Comparison(summaries: [Summary; 2]) -> impl IntoView {
         })
         .collect_view();
     view! {
-        <figure class="stage yt-chart">
+        <figure class="stage yt-chart" data-walk="">
             <figcaption>"Distinct outputs and mean entropy per setting"</figcaption>
-            <svg class="chart" viewBox=format!("0 0 {WIDTH} {HEIGHT}") role="img" aria-label=label>
+            <p class="takeaway">{label.clone()}</p>
+            <svg class="chart" viewBox=format!("0 0 {WIDTH} {HEIGHT}") tabindex="0" role="application" aria-label=label data-walk-chart="">
                 <text x=half / 2.0 y="14" text-anchor="middle" class="axis-label">{format!("Distinct outputs (of {runs})")}</text>
                 <text x=half + half / 2.0 y="14" text-anchor="middle" class="axis-label">{format!("Entropy, bits per token (max {bits_max:.2})")}</text>
                 <line x1="0" y1=TOP + plot x2=WIDTH y2=TOP + plot class="axis"></line>
@@ -457,6 +458,7 @@ fn Comparison(summaries: [Summary; 2]) -> impl IntoView {
                 {bars(1)}
                 <text x=half y=HEIGHT - 4.0 text-anchor="middle" class="axis-label">"temperature"</text>
             </svg>
+            {walk_notes()}
             {mirror_table("mirror", None, Some("yt-table"), "Each temperature's runs: distinct outputs, distinct first tokens, mean entropy per token and the chosen token's mean probability", &["Temperature", "Runs", "Distinct outputs", "Distinct first tokens", "Entropy (bits/token)", "Entropy (nats/token)", "Chosen-token probability"], rows)}
         </figure>
     }

@@ -1,0 +1,463 @@
+//! Walking a chart with the keyboard, the same way for every chart of the lab: the page's
+//! own ([`BarChart`](crate::widgets::chart::BarChart), the sweep, Your turn's, the draw
+//! strip) and the ones a worker writes as markup ([`report`](crate::widgets::report)).
+//!
+//! A chart takes part by its markup alone, so one key handler serves them all:
+//! - an element marked `data-walk` holds the chart and its mirror table;
+//! - the chart's picture is marked `data-walk-chart`: one tab stop (`tabindex="0"`),
+//!   `role="application"` so that a screen reader hands it the arrow keys, named by the
+//!   takeaway sentence that is also its visible caption;
+//! - the table's body rows are the points, in order; a row's `data-group`, when the rows
+//!   have one, puts it in a group (a stage's kept and removed tokens), a level between the
+//!   chart and its points, as Olli's tree has;
+//! - the marks that draw row i carry `data-point="i"` (a row may have none: a window with
+//!   nothing measured);
+//! - an `aria-live="polite"` paragraph of class `walk-live` inside says each move.
+//!
+//! Left and Right move between siblings, Up and Down between levels, Home and End go to the
+//! first and last sibling, Escape goes back to the chart level, H says the keys. Each move
+//! says what the mirror table says of that row, header by header, and its position; the
+//! marks of the row (or the group) get the class `walk-at`, drawn as a focus ring. Where the
+//! walk stands lives in the chart's `data-at`, so a chart re-drawn with new data starts
+//! again at its top.
+
+/// The keys, as H says them.
+pub const KEYS: &str = "Keys in this chart: Left and Right move between points, Up and Down \
+                        between levels, Home and End go to the first and the last, Escape \
+                        goes back to the whole chart, H says these keys.";
+
+/// What follows every walkable chart, the page's and the workers' alike: the keys as a
+/// visible hint, and the live region that says each move.
+pub const NOTES: &str = "<p class=\"walk-keys chart-only\">Focus the chart to walk it: ← → \
+                         points, ↑ ↓ levels, Home, End, Esc; H lists the keys.</p>\
+                         <p class=\"walk-live chart-only\" aria-live=\"polite\"></p>";
+
+/// Where a walk stands: on the whole chart, on a group of rows, or on one row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum At {
+    Chart,
+    Group(usize),
+    Point(usize),
+}
+
+impl At {
+    /// `data-at`'s text: `chart`, `g3`, `p5`; anything else is the chart.
+    pub fn parse(text: &str) -> At {
+        let number = |rest: &str| rest.parse().ok();
+        match text.split_at_checked(1) {
+            Some(("g", rest)) => number(rest).map_or(At::Chart, At::Group),
+            Some(("p", rest)) => number(rest).map_or(At::Chart, At::Point),
+            _ => At::Chart,
+        }
+    }
+
+    pub fn text(self) -> String {
+        match self {
+            At::Chart => "chart".into(),
+            At::Group(g) => format!("g{g}"),
+            At::Point(i) => format!("p{i}"),
+        }
+    }
+}
+
+/// What a key makes the chart say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Say {
+    /// The whole chart: its point count and how to go down.
+    Chart,
+    Group(usize),
+    Point(usize),
+    Keys,
+    /// Escape, back at the chart level.
+    Left,
+}
+
+/// The rows of a chart as a walk sees them: the group of each row, numbered in order of
+/// first appearance, or none at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape {
+    groups: Vec<usize>,
+    group_count: usize,
+}
+
+impl Shape {
+    /// From each row's `data-group` (`None` where it has none). The rows are grouped only
+    /// when every row has a group and there are at least two.
+    pub fn new<S: AsRef<str>>(groups: &[Option<S>]) -> Shape {
+        let mut names: Vec<&str> = Vec::new();
+        let mut of_row = Vec::with_capacity(groups.len());
+        for group in groups {
+            let Some(name) = group.as_ref().map(AsRef::as_ref) else {
+                return Shape::flat(groups.len());
+            };
+            let index = names.iter().position(|n| *n == name).unwrap_or_else(|| {
+                names.push(name);
+                names.len() - 1
+            });
+            of_row.push(index);
+        }
+        if names.len() < 2 {
+            return Shape::flat(groups.len());
+        }
+        Shape {
+            groups: of_row,
+            group_count: names.len(),
+        }
+    }
+
+    /// `rows` rows and no groups.
+    pub fn flat(rows: usize) -> Shape {
+        Shape {
+            groups: vec![0; rows],
+            group_count: 0,
+        }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.groups.len()
+    }
+
+    pub fn is_grouped(&self) -> bool {
+        self.group_count > 0
+    }
+
+    pub fn group_count(&self) -> usize {
+        self.group_count
+    }
+
+    /// The group of row `i` (0 when there are none).
+    pub fn group_of(&self, i: usize) -> usize {
+        self.groups.get(i).copied().unwrap_or(0)
+    }
+
+    /// The rows of group `g` in order; every row when there are no groups.
+    pub fn members(&self, g: usize) -> Vec<usize> {
+        (0..self.rows())
+            .filter(|&i| !self.is_grouped() || self.groups[i] == g)
+            .collect()
+    }
+
+    /// Row `i`'s siblings (its group's rows, or all) and its place among them.
+    pub fn siblings(&self, i: usize) -> (Vec<usize>, usize) {
+        let members = self.members(self.group_of(i));
+        let place = members.iter().position(|&m| m == i).unwrap_or(0);
+        (members, place)
+    }
+}
+
+/// Where `key` (a `KeyboardEvent.key`) takes a walk standing at `at`, and what the chart
+/// says; `None` for a key the walk leaves to the page (Tab, Escape on the whole chart).
+pub fn step(at: At, key: &str, shape: &Shape) -> Option<(At, Say)> {
+    // A stale position (the chart was re-drawn with fewer rows) is the chart.
+    let at = match at {
+        At::Point(i) if i >= shape.rows() => At::Chart,
+        At::Group(g) if g >= shape.group_count() => At::Chart,
+        at => at,
+    };
+    let point = |i: usize| (At::Point(i), Say::Point(i));
+    let group = |g: usize| (At::Group(g), Say::Group(g));
+    let first_of = |g: usize| shape.members(g).first().copied();
+    let moved = match (key, at) {
+        ("h" | "H", at) => (at, Say::Keys),
+        ("Escape", At::Chart) => return None,
+        ("Escape", _) => (At::Chart, Say::Left),
+        (_, _) if shape.rows() == 0 => match key {
+            "ArrowUp" | "ArrowDown" | "ArrowLeft" | "ArrowRight" | "Home" | "End" => {
+                (At::Chart, Say::Chart)
+            }
+            _ => return None,
+        },
+        ("ArrowDown", At::Chart) if shape.is_grouped() => group(0),
+        ("ArrowDown" | "Home", At::Chart) => point(0),
+        ("End", At::Chart) => point(shape.rows() - 1),
+        ("ArrowDown", At::Group(g)) => point(first_of(g)?),
+        ("ArrowDown", At::Point(i)) => point(i),
+        ("ArrowUp", At::Point(i)) if shape.is_grouped() => group(shape.group_of(i)),
+        ("ArrowUp", _) => (At::Chart, Say::Chart),
+        ("ArrowLeft" | "ArrowRight", At::Chart) => (At::Chart, Say::Chart),
+        ("ArrowLeft", At::Group(g)) => group(g.saturating_sub(1)),
+        ("ArrowRight", At::Group(g)) => group((g + 1).min(shape.group_count() - 1)),
+        ("Home", At::Group(_)) => group(0),
+        ("End", At::Group(_)) => group(shape.group_count() - 1),
+        (_, At::Point(i)) => {
+            let (siblings, place) = shape.siblings(i);
+            let last = siblings.len() - 1;
+            let to = match key {
+                "ArrowLeft" => place.saturating_sub(1),
+                "ArrowRight" => (place + 1).min(last),
+                "Home" => 0,
+                "End" => last,
+                _ => return None,
+            };
+            point(siblings[to])
+        }
+        _ => return None,
+    };
+    Some(moved)
+}
+
+/// What a row says: each column header with the row's cell under it (an empty cell is left
+/// out), then its place among its siblings, and its group's name when the rows have groups:
+/// "Token 2, Probability 0.9700, Status kept, 3 of 4".
+pub fn row_text(headers: &[String], cells: &[String], place: usize, of: usize) -> String {
+    let mut parts: Vec<String> = headers
+        .iter()
+        .zip(cells)
+        .filter(|(_, cell)| !cell.trim().is_empty())
+        .map(|(header, cell)| format!("{} {}", header.trim(), cell.trim()))
+        .collect();
+    parts.push(format!("{} of {of}", place + 1));
+    parts.join(", ")
+}
+
+/// What a group says: its name, how many rows it holds, and its place.
+pub fn group_text(name: &str, rows: usize, place: usize, of: usize) -> String {
+    let noun = if rows == 1 { "point" } else { "points" };
+    format!("{name}: {rows} {noun}, group {} of {of}", place + 1)
+}
+
+/// What the whole chart says when a walk comes back up to it.
+pub fn chart_text(rows: usize, groups: usize) -> String {
+    let noun = if rows == 1 { "point" } else { "points" };
+    if groups > 0 {
+        format!("The whole chart: {rows} {noun} in {groups} groups. Down goes to the groups; H lists the keys.")
+    } else {
+        format!("The whole chart: {rows} {noun}. Down goes to the points; H lists the keys.")
+    }
+}
+
+/// Escape's words.
+pub const LEFT: &str = "Back at the whole chart; Tab moves on.";
+
+/// The page's side: one `keydown` listener on the window walks whichever chart has focus.
+pub mod dom {
+    use wasm_bindgen::JsCast;
+    use web_sys::{Element, KeyboardEvent};
+
+    use super::{chart_text, group_text, row_text, step, At, Say, Shape, KEYS, LEFT};
+
+    /// The element's text, or "".
+    fn text(element: &Element) -> String {
+        element.text_content().unwrap_or_default()
+    }
+
+    /// Every element under `root` that `selector` matches, in document order.
+    fn all(root: &Element, selector: &str) -> Vec<Element> {
+        let Ok(list) = root.query_selector_all(selector) else {
+            return Vec::new();
+        };
+        (0..list.length())
+            .filter_map(|i| list.item(i)?.dyn_into::<Element>().ok())
+            .collect()
+    }
+
+    /// Walks the focused chart, if the key is one of the walk's.
+    pub fn on_key(event: KeyboardEvent) {
+        if event.alt_key() || event.ctrl_key() || event.meta_key() {
+            return;
+        }
+        let Some(chart) = event
+            .target()
+            .and_then(|t| t.dyn_into::<Element>().ok())
+            .filter(|e| e.has_attribute("data-walk-chart"))
+        else {
+            return;
+        };
+        let Some(walk) = chart.closest("[data-walk]").ok().flatten() else {
+            return;
+        };
+        let rows = all(&walk, "tbody > tr");
+        let names: Vec<Option<String>> =
+            rows.iter().map(|r| r.get_attribute("data-group")).collect();
+        let shape = Shape::new(&names);
+        let at = At::parse(&chart.get_attribute("data-at").unwrap_or_default());
+        let Some((next, say)) = step(at, &event.key(), &shape) else {
+            return;
+        };
+        event.prevent_default();
+        let _ = chart.set_attribute("data-at", &next.text());
+        for marked in all(&walk, ".walk-at") {
+            let _ = marked.class_list().remove_1("walk-at");
+        }
+        let marked: Vec<usize> = match next {
+            At::Chart => Vec::new(),
+            At::Group(g) => shape.members(g),
+            At::Point(i) => vec![i],
+        };
+        for i in marked {
+            for mark in all(&walk, &format!("[data-point=\"{i}\"]")) {
+                let _ = mark.class_list().add_1("walk-at");
+            }
+        }
+        let group_name = |g: usize| {
+            shape
+                .members(g)
+                .first()
+                .and_then(|&i| names[i].clone())
+                .unwrap_or_default()
+        };
+        let words = match say {
+            Say::Chart => chart_text(shape.rows(), shape.group_count()),
+            Say::Keys => KEYS.to_string(),
+            Say::Left => LEFT.to_string(),
+            Say::Group(g) => group_text(
+                &group_name(g),
+                shape.members(g).len(),
+                g,
+                shape.group_count(),
+            ),
+            Say::Point(i) => {
+                let headers: Vec<String> = all(&walk, "thead th").iter().map(text).collect();
+                let cells: Vec<String> = all(&rows[i], "th, td").iter().map(text).collect();
+                let (siblings, place) = shape.siblings(i);
+                let mut words = row_text(&headers, &cells, place, siblings.len());
+                if shape.is_grouped() {
+                    words += &format!(" in {}", group_name(shape.group_of(i)));
+                }
+                words
+            }
+        };
+        if let Some(live) = all(&walk, ".walk-live").first() {
+            live.set_text_content(Some(&words));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn walk(shape: &Shape, keys: &[&str]) -> Vec<(At, Say)> {
+        let mut at = At::Chart;
+        keys.iter()
+            .map(|k| {
+                let (next, say) = step(at, k, shape).unwrap_or((at, Say::Chart));
+                at = next;
+                (next, say)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_flat_chart_is_a_chart_above_its_points() {
+        let shape = Shape::flat(4);
+        let got = walk(
+            &shape,
+            &[
+                "ArrowDown",
+                "ArrowRight",
+                "ArrowRight",
+                "End",
+                "ArrowRight",
+                "Home",
+                "ArrowLeft",
+                "ArrowUp",
+            ],
+        );
+        let points: Vec<At> = got.iter().map(|(at, _)| *at).collect();
+        assert_eq!(
+            points,
+            [
+                At::Point(0),
+                At::Point(1),
+                At::Point(2),
+                At::Point(3),
+                At::Point(3),
+                At::Point(0),
+                At::Point(0),
+                At::Chart
+            ]
+        );
+        assert_eq!(got[7].1, Say::Chart);
+        assert_eq!(
+            step(At::Chart, "End", &shape),
+            Some((At::Point(3), Say::Point(3)))
+        );
+    }
+
+    #[test]
+    fn groups_sit_between_the_chart_and_their_rows() {
+        // Rows 0 and 2 kept, 1 and 3 removed: the groups in order of first appearance.
+        let shape = Shape::new(&[Some("kept"), Some("removed"), Some("kept"), Some("removed")]);
+        assert_eq!(shape.group_count(), 2);
+        assert_eq!(shape.members(1), [1, 3]);
+        let got = walk(
+            &shape,
+            &[
+                "ArrowDown",
+                "ArrowRight",
+                "ArrowDown",
+                "ArrowRight",
+                "ArrowRight",
+                "ArrowUp",
+                "Home",
+                "ArrowUp",
+            ],
+        );
+        let ats: Vec<At> = got.iter().map(|(at, _)| *at).collect();
+        assert_eq!(
+            ats,
+            [
+                At::Group(0),
+                At::Group(1),
+                At::Point(1),
+                At::Point(3),
+                At::Point(3),
+                At::Group(1),
+                At::Group(0),
+                At::Chart
+            ]
+        );
+        assert_eq!(shape.siblings(3), (vec![1, 3], 1));
+    }
+
+    #[test]
+    fn rows_without_a_group_each_or_with_one_group_are_flat() {
+        assert!(!Shape::new(&[Some("a"), None]).is_grouped());
+        assert!(!Shape::new(&[Some("a"), Some("a")]).is_grouped());
+        assert!(!Shape::new::<&str>(&[]).is_grouped());
+    }
+
+    #[test]
+    fn escape_goes_up_to_the_chart_and_then_lets_the_page_have_it() {
+        let shape = Shape::flat(3);
+        assert_eq!(
+            step(At::Point(2), "Escape", &shape),
+            Some((At::Chart, Say::Left))
+        );
+        assert_eq!(step(At::Chart, "Escape", &shape), None);
+        assert_eq!(step(At::Point(1), "Tab", &shape), None);
+        assert_eq!(
+            step(At::Point(1), "h", &shape),
+            Some((At::Point(1), Say::Keys))
+        );
+    }
+
+    #[test]
+    fn a_stale_or_empty_walk_stands_on_the_chart() {
+        assert_eq!(
+            step(At::Point(9), "ArrowRight", &Shape::flat(3)),
+            Some((At::Chart, Say::Chart))
+        );
+        assert_eq!(
+            step(At::Chart, "ArrowDown", &Shape::flat(0)),
+            Some((At::Chart, Say::Chart))
+        );
+        assert_eq!(At::parse("p12"), At::Point(12));
+        assert_eq!(At::parse("g0"), At::Group(0));
+        assert_eq!(At::parse("p"), At::Chart);
+        assert_eq!(At::parse(""), At::Chart);
+        assert_eq!(At::parse(&At::Point(4).text()), At::Point(4));
+    }
+
+    #[test]
+    fn a_row_says_each_header_with_its_cell_and_its_place() {
+        let headers = ["Token", "Probability", "Status", "Draw"].map(String::from);
+        let cells = ["2", "0.9700", "kept", ""].map(String::from);
+        assert_eq!(
+            row_text(&headers, &cells, 2, 4),
+            "Token 2, Probability 0.9700, Status kept, 3 of 4"
+        );
+        assert_eq!(group_text("kept", 1, 0, 2), "kept: 1 point, group 1 of 2");
+    }
+}

@@ -1,0 +1,199 @@
+// Every chart of every panel walked with the keyboard alone (crates/lab/src/widgets/walk.rs):
+// each chart is one tab stop named by its visible takeaway; Down, Left, Right, Home, End, Up
+// and Escape move as listed, and every move's words in the chart's live region equal what its
+// mirror table says of that row (each column header with the row's cell, then "i of n");
+// the marks of the row are ringed; axe-core finds nothing on the walked page.
+//
+// Needs: DIST_DIR (Trunk's output), CHROMIUM (default /usr/bin/chromium).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import { serve, BASE_ARGS } from './serve.mjs';
+
+const DIST = process.env.DIST_DIR ?? join(import.meta.dirname, '..', 'dist');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
+const RUN_TIMEOUT = 120_000;
+const LEFT = 'Back at the whole chart; Tab moves on.';
+
+/** Waits until the panel `id` finished its run; fails with its message if it failed. */
+const finished = (id) => async (page) => {
+  await page.waitForFunction((id) => ['done', 'failed'].includes(document.querySelector(`#${id}`)?.dataset.state),
+    id, { timeout: RUN_TIMEOUT });
+  assert.equal(await page.locator(`#${id}`).getAttribute('data-state'), 'done',
+    await page.locator(`#${id} [role=alert]`).allTextContents().then((t) => t.join(' ')));
+};
+
+// Each panel with charts, in the state that draws them all.
+const SCENES = [
+  { panel: 'step', search: '?panel=step&logits=1.2,0.1,2.4,1.7,0.3,2.0&temperature=0.7&top_k=3&seed=7' },
+  { panel: 'generate', search: '?panel=generate&backend=cpu&max=6&temperature=0&run=1', ready: finished('generate') },
+  {
+    panel: 'your-turn', search: '?panel=your-turn&yt_prompt=Once%20upon%20a%20time&yt_n=2&yt_max=4&yt_seed=7',
+    act: async (page) => {
+      await page.locator('#your-turn').getByLabel('Temperature 1.5').check();
+      await page.locator('#your-turn').getByRole('button', { name: '3. Run both' }).click();
+    },
+    ready: finished('your-turn'),
+  },
+  {
+    panel: 'compare', search: '?panel=compare&cmp_max=6&cmp_seeds=8&cmp_depth=2',
+    act: (page) => page.locator('#compare').getByRole('button', { name: 'Compare', exact: true }).click(), ready: finished('compare'),
+  },
+  { panel: 'kv-cache', search: '?panel=kv-cache' },
+  { panel: 'memory', search: '?panel=memory' },
+  { panel: 'checkpoint', search: '?panel=checkpoint' },
+  {
+    panel: 'capacity', search: '?panel=capacity',
+    act: (page) => page.locator('#cap-plan').click(), ready: (page) => page.locator('.cap-decision').waitFor({ timeout: RUN_TIMEOUT }),
+  },
+  { panel: 'observe', search: '?panel=observe&obs-demo=1', ready: (page) => page.locator('.obs-verdict').waitFor({ timeout: RUN_TIMEOUT }) },
+];
+
+let server;
+let url;
+let browser;
+
+before(async () => {
+  ({ server, url } = await serve(DIST));
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: [...BASE_ARGS, '--disable-gpu'] });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+/** The chart's mirror table as the walk must say it: headers, and each row's cells and group. */
+async function mirror(walk) {
+  return walk.evaluate((root) => {
+    const clean = (e) => e.textContent.trim();
+    const table = root.querySelector('table');
+    return {
+      headers: [...table.querySelectorAll('thead th')].map(clean),
+      rows: [...table.querySelectorAll('tbody > tr')].map((tr) => ({
+        cells: [...tr.querySelectorAll('th, td')].map(clean),
+        group: tr.dataset.group ?? null,
+      })),
+    };
+  });
+}
+
+/** What row i says, computed here from the table: each header with its non-empty cell, then its place. */
+function says(table, i, place, of) {
+  const parts = table.headers.map((h, k) => [h, table.rows[i].cells[k] ?? '']).filter(([, c]) => c !== '').map(([h, c]) => `${h} ${c}`);
+  parts.push(`${place + 1} of ${of}`);
+  return parts.join(', ');
+}
+
+/** Presses `key` in the focused chart and returns what its live region then says. */
+async function press(page, walk, key) {
+  const live = walk.locator('.walk-live');
+  await live.evaluate((e) => { e.textContent = ''; });
+  await page.keyboard.press(key);
+  return (await live.textContent()).trim();
+}
+
+/** Row i's marks are ringed, and nothing else is; returns how many marks it has. */
+async function assertRinged(walk, rows, label) {
+  const { ringed, marked } = await walk.evaluate((root, rows) => ({
+    ringed: [...root.querySelectorAll('.walk-at')].map((e) => Number(e.dataset.point)),
+    marked: rows.flatMap((i) => [...root.querySelectorAll(`[data-point="${i}"]`)].map(() => i)),
+  }), rows);
+  assert.deepEqual(ringed.sort((a, b) => a - b), marked.sort((a, b) => a - b), `${label}: the ring is on rows ${rows}`);
+  return marked.length;
+}
+
+/** Walks one chart from its focus through every row, up and out, checking every word. */
+async function walkChart(page, chart, label) {
+  const walk = chart.locator('xpath=ancestor::*[@data-walk][1]');
+  const table = await mirror(walk);
+  const n = table.rows.length;
+  // One tab stop, named by its visible takeaway.
+  assert.equal(await chart.getAttribute('tabindex'), '0', label);
+  assert.equal(await chart.locator('[tabindex], a, button, input').count(), 0, `${label}: nothing inside is focusable`);
+  const takeaway = (await walk.locator('.takeaway').first().textContent()).trim();
+  assert.ok(takeaway.length > 0, `${label}: a takeaway`);
+  assert.equal(await chart.getAttribute('aria-label'), takeaway, `${label}: the takeaway is the chart's name`);
+  assert.ok(n > 0, `${label}: the table has rows`);
+  await chart.focus();
+  assert.ok(await chart.evaluate((e) => e === document.activeElement), `${label}: focused`);
+  const names = [...new Set(table.rows.map((r) => r.group))];
+  const grouped = names.length >= 2 && names.every((g) => g !== null);
+  const groups = grouped ? names.map((g) => table.rows.flatMap((r, i) => (r.group === g ? [i] : []))) : [table.rows.map((_, i) => i)];
+  let marks = 0;
+  for (const [g, members] of groups.entries()) {
+    if (grouped) {
+      const key = g === 0 ? 'ArrowDown' : 'ArrowRight';
+      const noun = members.length === 1 ? 'point' : 'points';
+      assert.equal(await press(page, walk, key), `${names[g]}: ${members.length} ${noun}, group ${g + 1} of ${names.length}`, `${label}: group ${g}`);
+      await assertRinged(walk, members, `${label} group ${g}`);
+    }
+    for (const [place, i] of members.entries()) {
+      const key = place === 0 ? 'ArrowDown' : 'ArrowRight';
+      const expected = says(table, i, place, members.length) + (grouped ? ` in ${names[g]}` : '');
+      assert.equal(await press(page, walk, key), expected, `${label}: row ${i}`);
+      marks += await assertRinged(walk, [i], `${label} row ${i}`);
+    }
+    // Right at the last stays there; Home and End go to the first and the last.
+    const last = members.at(-1);
+    assert.equal(await press(page, walk, 'ArrowRight'), says(table, last, members.length - 1, members.length) + (grouped ? ` in ${names[g]}` : ''));
+    assert.equal(await press(page, walk, 'Home'), says(table, members[0], 0, members.length) + (grouped ? ` in ${names[g]}` : ''));
+    assert.equal(await press(page, walk, 'End'), says(table, last, members.length - 1, members.length) + (grouped ? ` in ${names[g]}` : ''));
+    if (grouped) {
+      const noun = members.length === 1 ? 'point' : 'points';
+      assert.equal(await press(page, walk, 'ArrowUp'), `${names[g]}: ${members.length} ${noun}, group ${g + 1} of ${names.length}`);
+    }
+  }
+  assert.ok(marks > 0, `${label}: some row has marks`);
+  // Up to the whole chart, the keys, then Escape back to the chart and out.
+  const noun = n === 1 ? 'point' : 'points';
+  const whole = grouped
+    ? `The whole chart: ${n} ${noun} in ${names.length} groups. Down goes to the groups; H lists the keys.`
+    : `The whole chart: ${n} ${noun}. Down goes to the points; H lists the keys.`;
+  assert.equal(await press(page, walk, 'ArrowUp'), whole, `${label}: up to the chart`);
+  assert.equal(await assertRinged(walk, [], `${label} at the chart`), 0);
+  assert.match(await press(page, walk, 'h'), /^Keys in this chart: Left and Right move between points/);
+  await press(page, walk, 'End');
+  assert.equal(await press(page, walk, 'Escape'), LEFT, `${label}: Escape`);
+  assert.equal(await chart.getAttribute('data-at'), 'chart');
+  await assertRinged(walk, [], `${label} after Escape`);
+  return n;
+}
+
+test('every chart of every panel is walked with the keyboard, each move saying its mirror-table row', { timeout: 10 * RUN_TIMEOUT }, async () => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  const walked = [];
+  for (const scene of SCENES) {
+    await page.goto(url + scene.search);
+    await page.locator('main section.panel h2').first().waitFor();
+    if (scene.act) await scene.act(page);
+    if (scene.ready) await scene.ready(page);
+    // Every picture of the panel is a walkable chart.
+    const unwalkable = await page.locator('main svg[role=img], main svg.chart:not([data-walk-chart])').count();
+    assert.equal(unwalkable, 0, `${scene.panel}: a chart without the walk`);
+    const charts = page.locator('main [data-walk-chart]');
+    const count = await charts.count();
+    for (let k = 0; k < count; k++) {
+      const rows = await walkChart(page, charts.nth(k), `${scene.panel} chart ${k + 1} of ${count}`);
+      walked.push(`${scene.panel}#${k + 1}:${rows}`);
+    }
+    await page.addScriptTag({ path: AXE });
+    const violations = await page.evaluate(async () => {
+      const result = await window.axe.run(document, { resultTypes: ['violations'] });
+      return result.violations.map((v) => `${v.id} (${v.impact}): ${v.help}\n    ${v.nodes.map((n) => n.target.join(' ')).join('\n    ')}`);
+    });
+    assert.deepEqual(violations, [], `axe-core on ${scene.panel} after the walk:\n${violations.join('\n')}`);
+  }
+  console.log(`walked ${walked.length} charts (panel#chart:rows): ${walked.join(' ')}`);
+  for (const panel of ['step', 'generate', 'your-turn', 'compare', 'kv-cache', 'memory', 'capacity', 'observe']) {
+    assert.ok(walked.some((w) => w.startsWith(`${panel}#`)), `${panel} has a chart walked`);
+  }
+  assert.deepEqual(errors, []);
+  await context.close();
+});
