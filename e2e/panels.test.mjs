@@ -629,9 +629,12 @@ async function loadFigures(label, launchArgs) {
 // caption, the focusable picture, the keys and the live region, which Leptos builds as new
 // element and attribute tuples), with issue 16's top-k masks and the decoding step's
 // takeaway sentence: the page 528,906 -> 536,529, the worker 542,184 -> 542,850. The budgets
-// were raised to 537,000 and 1,080,000 for it.
-const PAGE_BUDGET_GZIP = 537_000;
-const TOTAL_BUDGET_GZIP = 1_080_000;
+// were raised to 537,000 and 1,080,000 for it. Issue 17's charts as sound (Web Audio's
+// bindings and their JS glue, the tone scale, a value on every mark, the Listen button's
+// click listener): the page 536,529 -> 542,810, the worker 542,827. The budgets were raised
+// to 543,000 and 1,086,000 for it.
+const PAGE_BUDGET_GZIP = 543_000;
+const TOTAL_BUDGET_GZIP = 1_086_000;
 const PLANNER_BUDGET_GZIP = 300_000;
 // Issue 14's observation worker, budgeted like the planner: its measured size rounded up to
 // the next 50,000 (211,452 bytes when it was built; the page then 498,617, the planner

@@ -2,7 +2,10 @@
 // each chart is one tab stop named by its visible takeaway; Down, Left, Right, Home, End, Up
 // and Escape move as listed, and every move's words in the chart's live region equal what its
 // mirror table says of that row (each column header with the row's cell, then "i of n");
-// the marks of the row are ringed; axe-core finds nothing on the walked page.
+// the marks of the row are ringed; axe-core finds nothing on the walked page. Then the
+// chart as sound: S, the Listen button and M render into an OfflineAudioContext that the test
+// hands the page, and the tones' order and pitches (measured from the rendered samples) are
+// the rows' values on the documented scale.
 //
 // Needs: DIST_DIR (Trunk's output), CHROMIUM (default /usr/bin/chromium).
 import { test, before, after } from 'node:test';
@@ -118,6 +121,9 @@ async function walkChart(page, chart, label) {
   assert.ok(takeaway.length > 0, `${label}: a takeaway`);
   assert.equal(await chart.getAttribute('aria-label'), takeaway, `${label}: the takeaway is the chart's name`);
   assert.ok(n > 0, `${label}: the table has rows`);
+  const unsounded = await walk.evaluate((root, n) => Array.from({ length: n }, (_, i) => i)
+    .filter((i) => root.querySelector(`[data-point="${i}"]`) && !root.querySelector(`[data-point="${i}"][data-sound]`)), n);
+  assert.deepEqual(unsounded, [], `${label}: every drawn row has a value to sound`);
   await chart.focus();
   assert.ok(await chart.evaluate((e) => e === document.activeElement), `${label}: focused`);
   const names = [...new Set(table.rows.map((r) => r.group))];
@@ -194,6 +200,79 @@ test('every chart of every panel is walked with the keyboard, each move saying i
   for (const panel of ['step', 'generate', 'your-turn', 'compare', 'kv-cache', 'memory', 'capacity', 'observe']) {
     assert.ok(walked.some((w) => w.startsWith(`${panel}#`)), `${panel} has a chart walked`);
   }
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+/** The documented scale (walk.rs): 220 Hz for the smallest value, two octaves up for the largest. */
+function pitches(values) {
+  const finite = values.filter(Number.isFinite);
+  const [lo, hi] = [Math.min(...finite), Math.max(...finite)];
+  return values.map((v) => (Number.isFinite(v) ? 220 * 2 ** (2 * (hi > lo ? (v - lo) / (hi - lo) : 0.5)) : null));
+}
+
+/** The pitch of `samples` between `from` and `to` seconds: upward zero crossings, interpolated. */
+function measure(samples, rate, from, to) {
+  const crossings = [];
+  for (let n = Math.ceil(from * rate); n < to * rate; n++) {
+    const [a, b] = [samples[n - 1], samples[n]];
+    if (a < 0 && b >= 0) crossings.push((n - 1 + a / (a - b)) / rate);
+  }
+  if (crossings.length < 3) return null;
+  return (crossings.length - 1) / (crossings.at(-1) - crossings[0]);
+}
+
+/** Hands the page an OfflineAudioContext, runs `act`, renders it, and returns each tone slot's measured pitch. */
+async function rendered(page, slots, act) {
+  const seconds = 0.05 + slots * 0.2 + 0.2;
+  await page.evaluate((seconds) => { window.walkAudioContext = new OfflineAudioContext(1, Math.ceil(seconds * 44100), 44100); }, seconds);
+  await act();
+  const samples = await page.evaluate(async () => {
+    const buffer = await window.walkAudioContext.startRendering();
+    delete window.walkAudioContext;
+    return Array.from(buffer.getChannelData(0));
+  });
+  return Array.from({ length: slots }, (_, k) => measure(samples, 44100, 0.05 + 0.2 * k + 0.03, 0.05 + 0.2 * k + 0.12));
+}
+
+test('a chart plays as tones, pitch rising with each row\'s value: S, Listen and M, rendered offline', { timeout: 2 * RUN_TIMEOUT }, async () => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  // The chapter's example: after top-k, four rows, token 1 removed (probability 0).
+  await page.goto(`${url}?panel=step`);
+  const chart = page.locator('main [data-walk-chart]').nth(2);
+  await chart.waitFor();
+  const walk = chart.locator('xpath=ancestor::*[@data-walk][1]');
+  const values = await walk.evaluate((root) => [...root.querySelectorAll('tbody > tr')].map((_, i) =>
+    Number(root.querySelector(`[data-point="${i}"][data-sound]`)?.dataset.sound)));
+  const probabilities = await walk.evaluate((root) => [...root.querySelectorAll('tbody > tr td:nth-of-type(2)')].map((td) => Number(td.dataset.value)));
+  assert.deepEqual(values, probabilities, 'each bar sounds as its probability after the stage');
+  const expected = pitches(values);
+  const close = (got, want) => got !== null && Math.abs(got - want) / want < 0.01;
+
+  // S in the focused chart.
+  await chart.focus();
+  const played = await rendered(page, values.length, () => page.keyboard.press('s'));
+  console.log(`tones: values ${values.map((v) => v.toFixed(4))} expected ${expected.map((f) => f.toFixed(1))} Hz measured ${played.map((f) => f?.toFixed(1))} Hz`);
+  played.forEach((hz, k) => assert.ok(close(hz, expected[k]), `S: tone ${k} is ${hz} Hz, expected ${expected[k]}`));
+  // The highest value is the highest tone, the removed token the lowest.
+  const order = (xs) => xs.map((x, k) => [x, k]).sort((a, b) => a[0] - b[0]).map(([, k]) => k);
+  assert.deepEqual(order(played), order(values), 'the tones rise and fall with the rows');
+
+  // The Listen button plays the same.
+  const listened = await rendered(page, values.length, () => walk.locator('.walk-listen').click());
+  listened.forEach((hz, k) => assert.ok(close(hz, expected[k]), `Listen: tone ${k} is ${hz} Hz, expected ${expected[k]}`));
+
+  // M: each move then sounds its own point, on the whole chart's scale.
+  await chart.focus();
+  assert.equal(await press(page, walk, 'm'), 'Each move now sounds its point.');
+  const [moved] = await rendered(page, 1, () => page.keyboard.press('End'));
+  assert.ok(close(moved, expected.at(-1)), `M: End sounds ${moved} Hz, expected ${expected.at(-1)}`);
+  assert.equal(await press(page, walk, 'm'), 'Moves are silent again.');
+  const [silent] = await rendered(page, 1, () => page.keyboard.press('Home'));
+  assert.equal(silent, null, 'no tone once M is off');
   assert.deepEqual(errors, []);
   await context.close();
 });

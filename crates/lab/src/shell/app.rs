@@ -59,7 +59,11 @@ pub fn App() -> impl IntoView {
     on_cleanup(move || handle.remove());
     // Every chart of every panel is walked with the keyboard by this one listener.
     let walk = window_event_listener(ev::keydown, crate::widgets::walk::dom::on_key);
-    on_cleanup(move || walk.remove());
+    let listen = window_event_listener(ev::click, crate::widgets::walk::dom::on_click);
+    on_cleanup(move || {
+        walk.remove();
+        listen.remove();
+    });
 
     let open = Memo::new(move |_| (shell.with(|s| s.panel), visit.get()));
     let embed = move || shell.with(|s| s.embed);

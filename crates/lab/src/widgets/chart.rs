@@ -66,6 +66,7 @@ pub struct Bar {
     end_text: Option<String>,
     row_class: Option<&'static str>,
     group: Option<String>,
+    sound: Option<f64>,
     cells: Vec<Cell>,
 }
 
@@ -84,6 +85,7 @@ impl Bar {
             end_text: None,
             row_class: None,
             group: None,
+            sound: None,
             cells: Vec::new(),
         }
     }
@@ -123,6 +125,13 @@ impl Bar {
     /// removed tokens.
     pub fn group(mut self, group: impl Into<String>) -> Bar {
         self.group = Some(group.into());
+        self
+    }
+
+    /// What the bar sounds as, when not its length: a removed token's probability (0), not
+    /// the grey bar of what it would have had.
+    pub fn sound(mut self, value: f64) -> Bar {
+        self.sound = Some(value);
         self
     }
 
@@ -216,7 +225,7 @@ fn columns(bars: &[Bar], width: f64, height: f64, marks: &[Mark], top: f64) -> (
             });
             view! {
                 {base}
-                <rect x=x y=y(b.value) width=thickness height=(base_top - y(b.value)).max(0.0) class=b.class data-point=i></rect>
+                <rect x=x y=y(b.value) width=thickness height=(base_top - y(b.value)).max(0.0) class=b.class data-point=i data-sound=b.sound.unwrap_or(b.value)></rect>
                 {end}
                 {tick}
             }
@@ -265,7 +274,7 @@ fn rows(bars: &[Bar], width: f64, row: f64, names: f64, top: f64) -> (f64, AnyVi
             view! {
                 <text x=names - 6.0 y=text_y text-anchor="end" class="axis-label">{b.tick.clone()}</text>
                 {base}
-                <rect x=names + base_length y=y + 3.0 width=(length - base_length).max(0.0) height=row - 8.0 class=b.class data-point=i></rect>
+                <rect x=names + base_length y=y + 3.0 width=(length - base_length).max(0.0) height=row - 8.0 class=b.class data-point=i data-sound=b.sound.unwrap_or(b.value)></rect>
                 {end}
             }
         })

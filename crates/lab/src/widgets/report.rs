@@ -17,6 +17,8 @@ pub struct ChartPoint {
     pub row: usize,
     pub x: f64,
     pub y: f64,
+    /// The figure its height draws, in the y axis's units: what it sounds as.
+    pub value: f64,
     pub passes: bool,
     pub chosen: bool,
     /// Its tooltip: the configuration and its figures.
@@ -132,6 +134,8 @@ pub struct IntervalChart {
 pub struct IntervalPoint {
     pub x: f64,
     pub y: f64,
+    /// The figure y draws, in the axis's units: what it sounds as.
+    pub value: f64,
     /// y of the interval's two ends.
     pub interval: Option<(f64, f64)>,
     /// Under the axis.
@@ -307,11 +311,12 @@ fn walk_notes() -> String {
     )
 }
 
-/// A chart's point, drawing row `row` of its table: a circle with its tooltip.
+/// A chart's point, drawing row `row` of its table, whose figure is `value`: a circle with
+/// its tooltip.
 #[cfg(any(feature = "planner", feature = "observer"))]
-fn point(row: usize, x: f64, y: f64, r: f64, class: &str, title: &str) -> String {
+fn point(row: usize, (x, y, value): (f64, f64, f64), r: f64, class: &str, title: &str) -> String {
     format!(
-        "<circle cx=\"{x}\" cy=\"{y}\" r=\"{r}\" class=\"{class}\" data-point=\"{row}\"><title>{}</title></circle>",
+        "<circle cx=\"{x}\" cy=\"{y}\" r=\"{r}\" class=\"{class}\" data-point=\"{row}\" data-sound=\"{value}\"><title>{}</title></circle>",
         escape(title)
     )
 }
@@ -354,7 +359,7 @@ fn timeline_html(c: &TimelineChart) -> String {
     }
     for p in &c.points {
         let class = if p.passes { "cap-pass" } else { "cap-breach" };
-        inside += &point(p.row, p.x, p.y, 3.0, class, &p.title);
+        inside += &point(p.row, (p.x, p.y, p.value), 3.0, class, &p.title);
     }
     figure_html(
         "cap-timeline",
@@ -383,7 +388,7 @@ fn intervals_html(c: &IntervalChart) -> String {
             );
         }
         let class = if p.flagged { "cap-breach" } else { "cap-pass" };
-        inside += &point(row, p.x, p.y, 4.0, class, &p.title);
+        inside += &point(row, (p.x, p.y, p.value), 4.0, class, &p.title);
     }
     figure_html(
         "cap-timeline",
@@ -436,7 +441,8 @@ fn rows_html(c: &RowsChart) -> String {
     for (i, row) in c.rows.iter().enumerate() {
         let y = i as f64 * ROW;
         inside += &format!(
-            "<g data-point=\"{i}\"><title>{}</title><text x=\"{}\" y=\"{}\" class=\"axis-label\">{}</text>",
+            "<g data-point=\"{i}\" data-sound=\"{}\"><title>{}</title><text x=\"{}\" y=\"{}\" class=\"axis-label\">{}</text>",
+            row.values.first().copied().unwrap_or(f64::NAN),
             escape(&row.title),
             6.0 + 12.0 * row.level as f64,
             y + ROW * 0.7,

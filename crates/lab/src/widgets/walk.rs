@@ -15,22 +15,80 @@
 //! - an `aria-live="polite"` paragraph of class `walk-live` inside says each move.
 //!
 //! Left and Right move between siblings, Up and Down between levels, Home and End go to the
-//! first and last sibling, Escape goes back to the chart level, H says the keys. Each move
+//! first and last sibling, Escape goes back to the chart level, H says the keys, S (or the
+//! Listen button under the chart) plays the chart, M sounds each move. Each move
 //! says what the mirror table says of that row, header by header, and its position; the
 //! marks of the row (or the group) get the class `walk-at`, drawn as a focus ring. Where the
 //! walk stands lives in the chart's `data-at`, so a chart re-drawn with new data starts
 //! again at its top.
+//!
+//! **The chart as sound** ([`tones`]): a mark's `data-sound` is its row's value; the rows
+//! play left to right as short generated tones (Web Audio), pitch rising with the value
+//! over two octaves from the smallest value to the largest, so a flat distribution sounds
+//! level and a peaked one sounds like a spike. Nothing plays without a key or a click. A
+//! test hands the page an `OfflineAudioContext` as `window.walkAudioContext`, and the tones
+//! go there instead of to the speakers.
 
 /// The keys, as H says them.
 pub const KEYS: &str = "Keys in this chart: Left and Right move between points, Up and Down \
                         between levels, Home and End go to the first and the last, Escape \
-                        goes back to the whole chart, H says these keys.";
+                        goes back to the whole chart, S plays the chart as tones, M sounds \
+                        each move, H says these keys.";
 
 /// What follows every walkable chart, the page's and the workers' alike: the keys as a
 /// visible hint, and the live region that says each move.
 pub const NOTES: &str = "<p class=\"walk-keys chart-only\">Focus the chart to walk it: ← → \
-                         points, ↑ ↓ levels, Home, End, Esc; H lists the keys.</p>\
-                         <p class=\"walk-live chart-only\" aria-live=\"polite\"></p>";
+                         points, ↑ ↓ levels, Home, End, Esc; S plays it, M sounds each move, H \
+                         lists the keys. <button type=\"button\" class=\"walk-listen secondary\">\
+                         Listen</button></p><p class=\"walk-live chart-only\" aria-live=\"polite\"></p>";
+
+/// The lowest tone, for the smallest value (A3), and the span above it.
+pub const LOWEST_HZ: f64 = 220.0;
+pub const OCTAVES: f64 = 2.0;
+/// Each tone's length and the silence after it, in seconds.
+pub const TONE_S: f64 = 0.15;
+pub const GAP_S: f64 = 0.05;
+
+/// One tone of a chart's sound: when it starts after the first, and its pitch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tone {
+    pub start_s: f64,
+    pub hz: f64,
+}
+
+/// The pitch of `value` on a chart whose values span `lo..=hi`: [`LOWEST_HZ`] for the
+/// smallest, [`OCTAVES`] higher for the largest, evenly in octaves between; the middle when
+/// every value is the same.
+pub fn pitch(value: f64, lo: f64, hi: f64) -> f64 {
+    let at = if hi > lo {
+        (value - lo) / (hi - lo)
+    } else {
+        0.5
+    };
+    LOWEST_HZ * (OCTAVES * at).exp2()
+}
+
+/// The smallest and the largest finite value: the ends of the pitch scale.
+pub fn span(values: &[f64]) -> (f64, f64) {
+    let finite = values.iter().copied().filter(|v| v.is_finite());
+    let lo = finite.clone().fold(f64::INFINITY, f64::min);
+    (lo, finite.fold(f64::NEG_INFINITY, f64::max))
+}
+
+/// The tones of `values` (one per row, left to right); a row with no finite value keeps its
+/// place in time, silent.
+pub fn tones(values: &[f64]) -> Vec<Tone> {
+    let (lo, hi) = span(values);
+    values
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.is_finite())
+        .map(|(i, &v)| Tone {
+            start_s: i as f64 * (TONE_S + GAP_S),
+            hz: pitch(v, lo, hi),
+        })
+        .collect()
+}
 
 /// Where a walk stands: on the whole chart, on a group of rows, or on one row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +128,10 @@ pub enum Say {
     Keys,
     /// Escape, back at the chart level.
     Left,
+    /// S: the whole chart as tones.
+    Play,
+    /// M: sound each move, or not.
+    Sound,
 }
 
 /// The rows of a chart as a walk sees them: the group of each row, numbered in order of
@@ -159,6 +221,8 @@ pub fn step(at: At, key: &str, shape: &Shape) -> Option<(At, Say)> {
     let first_of = |g: usize| shape.members(g).first().copied();
     let moved = match (key, at) {
         ("h" | "H", at) => (at, Say::Keys),
+        ("s" | "S", at) => (at, Say::Play),
+        ("m" | "M", at) => (at, Say::Sound),
         ("Escape", At::Chart) => return None,
         ("Escape", _) => (At::Chart, Say::Left),
         (_, _) if shape.rows() == 0 => match key {
@@ -229,12 +293,25 @@ pub fn chart_text(rows: usize, groups: usize) -> String {
 /// Escape's words.
 pub const LEFT: &str = "Back at the whole chart; Tab moves on.";
 
-/// The page's side: one `keydown` listener on the window walks whichever chart has focus.
-pub mod dom {
-    use wasm_bindgen::JsCast;
-    use web_sys::{Element, KeyboardEvent};
+/// M's words.
+pub fn sound_text(on: bool) -> &'static str {
+    if on {
+        "Each move now sounds its point."
+    } else {
+        "Moves are silent again."
+    }
+}
 
-    use super::{chart_text, group_text, row_text, step, At, Say, Shape, KEYS, LEFT};
+/// The page's side: one `keydown` listener on the window walks whichever chart has focus,
+/// and one `click` listener plays the chart whose Listen button was pressed.
+pub mod dom {
+    use wasm_bindgen::{JsCast, JsValue};
+    use web_sys::{BaseAudioContext, Element, KeyboardEvent, MouseEvent};
+
+    use super::{
+        chart_text, group_text, pitch, row_text, sound_text, span, step, tones, At, Say, Shape,
+        Tone, KEYS, LEFT, TONE_S,
+    };
 
     /// The element's text, or "".
     fn text(element: &Element) -> String {
@@ -249,6 +326,78 @@ pub mod dom {
         (0..list.length())
             .filter_map(|i| list.item(i)?.dyn_into::<Element>().ok())
             .collect()
+    }
+
+    /// Row i's value: the `data-sound` of its first mark that has one (NaN for none).
+    fn value(walk: &Element, i: usize) -> f64 {
+        all(walk, &format!("[data-point=\"{i}\"][data-sound]"))
+            .first()
+            .and_then(|m| m.get_attribute("data-sound")?.parse().ok())
+            .unwrap_or(f64::NAN)
+    }
+
+    thread_local! {
+        /// The page's one audio context, made on the first sound (a key or a click).
+        static SPEAKERS: std::cell::OnceCell<Option<BaseAudioContext>> = const { std::cell::OnceCell::new() };
+    }
+
+    /// Where tones go: the test's `window.walkAudioContext` when it set one, else the
+    /// speakers.
+    fn context() -> Option<BaseAudioContext> {
+        let window = web_sys::window()?;
+        let given = js_sys::Reflect::get(&window, &JsValue::from_str("walkAudioContext")).ok();
+        if let Some(ctx) = given.and_then(|g| g.dyn_into::<BaseAudioContext>().ok()) {
+            return Some(ctx);
+        }
+        SPEAKERS.with(|s| {
+            s.get_or_init(|| {
+                web_sys::AudioContext::new()
+                    .ok()
+                    .map(|c| BaseAudioContext::from(JsValue::from(c)))
+            })
+            .clone()
+        })
+    }
+
+    /// Plays `tones` from now: each a sine with a short rise and fall, so no tone clicks.
+    fn play(tones: &[Tone]) -> Option<()> {
+        let ctx = context()?;
+        let now = ctx.current_time() + 0.05;
+        for tone in tones {
+            let (from, to) = (now + tone.start_s, now + tone.start_s + TONE_S);
+            let osc = ctx.create_oscillator().ok()?;
+            osc.frequency().set_value(tone.hz as f32);
+            let gain = ctx.create_gain().ok()?;
+            let level = gain.gain();
+            level.set_value_at_time(0.0, from).ok()?;
+            level.linear_ramp_to_value_at_time(0.2, from + 0.01).ok()?;
+            level.set_value_at_time(0.2, to - 0.02).ok()?;
+            level.linear_ramp_to_value_at_time(0.0, to).ok()?;
+            osc.connect_with_audio_node(&gain).ok()?;
+            gain.connect_with_audio_node(&ctx.destination()).ok()?;
+            osc.start_with_when(from).ok()?;
+            osc.stop_with_when(to).ok()?;
+        }
+        Some(())
+    }
+
+    /// Plays every row of the chart in `walk`, left to right.
+    fn play_all(walk: &Element) {
+        let rows = all(walk, "tbody > tr").len();
+        let values: Vec<f64> = (0..rows).map(|i| value(walk, i)).collect();
+        let _ = play(&tones(&values));
+    }
+
+    /// Plays the Listen button's chart.
+    pub fn on_click(event: MouseEvent) {
+        let walk = event
+            .target()
+            .and_then(|t| t.dyn_into::<Element>().ok())
+            .filter(|e| e.class_list().contains("walk-listen"))
+            .and_then(|e| e.closest("[data-walk]").ok().flatten());
+        if let Some(walk) = walk {
+            play_all(&walk);
+        }
     }
 
     /// Walks the focused chart, if the key is one of the walk's.
@@ -284,7 +433,7 @@ pub mod dom {
             At::Group(g) => shape.members(g),
             At::Point(i) => vec![i],
         };
-        for i in marked {
+        for &i in &marked {
             for mark in all(&walk, &format!("[data-point=\"{i}\"]")) {
                 let _ = mark.class_list().add_1("walk-at");
             }
@@ -296,10 +445,19 @@ pub mod dom {
                 .and_then(|&i| names[i].clone())
                 .unwrap_or_default()
         };
+        let sounding = chart.get_attribute("data-sound").is_some_and(|s| s == "on");
         let words = match say {
             Say::Chart => chart_text(shape.rows(), shape.group_count()),
             Say::Keys => KEYS.to_string(),
             Say::Left => LEFT.to_string(),
+            Say::Play => {
+                play_all(&walk);
+                return;
+            }
+            Say::Sound => {
+                let _ = chart.set_attribute("data-sound", if sounding { "off" } else { "on" });
+                sound_text(!sounding).to_string()
+            }
             Say::Group(g) => group_text(
                 &group_name(g),
                 shape.members(g).len(),
@@ -307,6 +465,15 @@ pub mod dom {
                 shape.group_count(),
             ),
             Say::Point(i) => {
+                if sounding {
+                    // The point's own pitch, on the whole chart's scale.
+                    let values: Vec<f64> = (0..rows.len()).map(|r| value(&walk, r)).collect();
+                    let (lo, hi) = span(&values);
+                    if values[i].is_finite() {
+                        let hz = pitch(values[i], lo, hi);
+                        let _ = play(&[Tone { start_s: 0.0, hz }]);
+                    }
+                }
                 let headers: Vec<String> = all(&walk, "thead th").iter().map(text).collect();
                 let cells: Vec<String> = all(&rows[i], "th, td").iter().map(text).collect();
                 let (siblings, place) = shape.siblings(i);
@@ -448,6 +615,40 @@ mod tests {
         assert_eq!(At::parse("p"), At::Chart);
         assert_eq!(At::parse(""), At::Chart);
         assert_eq!(At::parse(&At::Point(4).text()), At::Point(4));
+    }
+
+    #[test]
+    fn pitch_rises_with_the_value_over_two_octaves() {
+        let t = tones(&[0.1, 0.7, f64::NAN, 0.4]);
+        assert_eq!(t.len(), 3, "a row with no value is silent");
+        assert_eq!(
+            t[0],
+            Tone {
+                start_s: 0.0,
+                hz: 220.0
+            }
+        );
+        assert_eq!(t[1].hz, 880.0);
+        assert!(
+            (t[2].hz - 440.0).abs() < 1e-9,
+            "halfway in value is one octave up"
+        );
+        assert!(
+            (t[2].start_s - 3.0 * (TONE_S + GAP_S)).abs() < 1e-12,
+            "it keeps its place"
+        );
+        // A flat chart sounds level, at the middle.
+        assert!(tones(&[0.25; 4])
+            .iter()
+            .all(|t| (t.hz - 440.0).abs() < 1e-9));
+        assert_eq!(
+            step(At::Point(1), "s", &Shape::flat(3)),
+            Some((At::Point(1), Say::Play))
+        );
+        assert_eq!(
+            step(At::Chart, "M", &Shape::flat(3)),
+            Some((At::Chart, Say::Sound))
+        );
     }
 
     #[test]

@@ -447,6 +447,7 @@ fn sweep_chart(view: &PlanView) -> SweepChart {
                 row,
                 x,
                 y,
+                value: p.row.output_tokens_per_s,
                 passes: p.row.passes_gates,
                 chosen: p.chosen,
                 title: format!(
@@ -1030,6 +1031,7 @@ fn rollout_chart(r: &RolloutReport, slo_s: f64) -> TimelineChart {
             row,
             x: at.0,
             y: at.1,
+            value: w.canary_ttft_p99_s * 1e3,
             passes: w.breached.is_empty(),
             chosen: false,
             title: format!(

@@ -356,10 +356,10 @@ fn sweep_chart(display: &PlanDisplay) -> impl IntoView {
         .points
         .iter()
         .map(|p| {
-            let (x, y, row) = (p.x, p.y, p.row);
+            let (x, y, row, value) = (p.x, p.y, p.row, p.value);
             let title = p.title.clone();
             let mark = if p.passes {
-                view! { <circle cx=x cy=y r="3.5" class="cap-pass" data-point=row><title>{title}</title></circle> }
+                view! { <circle cx=x cy=y r="3.5" class="cap-pass" data-point=row data-sound=value><title>{title}</title></circle> }
                     .into_any()
             } else {
                 let d = format!(
@@ -373,7 +373,7 @@ fn sweep_chart(display: &PlanDisplay) -> impl IntoView {
                     x + 3.0,
                     y - 3.0
                 );
-                view! { <path d=d class="cap-fail" data-point=row><title>{title}</title></path> }.into_any()
+                view! { <path d=d class="cap-fail" data-point=row data-sound=value><title>{title}</title></path> }.into_any()
             };
             let ring = p
                 .chosen

@@ -250,6 +250,7 @@ fn interval_chart(s: Series) -> IntervalChart {
             |(i, (version, slice, value, interval, words, flagged))| IntervalPoint {
                 x: x0 + step * (i as f64 + 0.5),
                 y: y(*value),
+                value: *value,
                 interval: interval.map(|(lo, hi)| (y(lo), y(hi))),
                 label: format!("{} {slice}", &version[..version.len().min(6)]),
                 title: format!("{version} {slice}: {words}"),

@@ -52,6 +52,7 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
                 None => (row.prob, Cell::text("—"), status),
             };
             Bar::new(row.id.to_string(), height)
+                .sound(row.prob)
                 .class(class)
                 .row_class(if row.logit.is_some() {
                     "kept"

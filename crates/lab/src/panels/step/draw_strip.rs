@@ -36,7 +36,7 @@ pub fn DrawStrip(view: StepView) -> impl IntoView {
                 "segment"
             };
             view! {
-                <rect class=class x=s.from * WIDTH y="4" width=(s.to - s.from) * WIDTH height=HEIGHT - 8.0 data-point=i>
+                <rect class=class x=s.from * WIDTH y="4" width=(s.to - s.from) * WIDTH height=HEIGHT - 8.0 data-point=i data-sound=s.prob>
                     <title>{format!("token {}: {:.4} to {:.4}", s.id, s.from, s.to)}</title>
                 </rect>
             }

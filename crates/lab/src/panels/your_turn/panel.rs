@@ -411,7 +411,7 @@ fn Comparison(summaries: [Summary; 2]) -> impl IntoView {
                 let h = (value / scale).clamp(0.0, 1.0) * plot;
                 let x = metric as f64 * half + bar * (0.75 + 1.5 * i as f64);
                 view! {
-                    <rect x=x y=TOP + plot - h width=bar height=h.max(1.0) class=format!("bar yt-bar-{i}") data-point=i></rect>
+                    <rect x=x y=TOP + plot - h width=bar height=h.max(1.0) class=format!("bar yt-bar-{i}") data-point=i data-sound=value></rect>
                     <text x=x + bar / 2.0 y=TOP + plot - h - 4.0 text-anchor="middle" class="axis-label">{text}</text>
                     <text x=x + bar / 2.0 y=HEIGHT - AXIS + 14.0 text-anchor="middle" class="axis-label">{s.temperature.to_string()}</text>
                 }
