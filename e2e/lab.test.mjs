@@ -60,7 +60,7 @@ function assertSameAsCli(onPage, fromCli, vocab) {
   fromCli.stages.forEach((stage, i) => {
     const expected = new Array(vocab).fill(0);
     for (const t of stage.tokens) expected[t.id] = t.prob;
-    assert.match(onPage[i].caption, /^Distribution after/);
+    assert.match(onPage[i].caption, /^Each token's share after/);
     assert.equal(onPage[i].probs.length, vocab);
     onPage[i].probs.forEach((p, id) => {
       assert.ok(Math.abs(p - expected[id]) <= TOLERANCE, `${stage.stage} token ${id}: page ${p}, cli ${expected[id]}`);

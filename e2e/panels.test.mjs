@@ -632,9 +632,16 @@ async function loadFigures(label, launchArgs) {
 // were raised to 537,000 and 1,080,000 for it. Issue 17's charts as sound (Web Audio's
 // bindings and their JS glue, the tone scale, a value on every mark, the Listen button's
 // click listener): the page 536,529 -> 542,810, the worker 542,827. The budgets were raised
-// to 543,000 and 1,086,000 for it.
-const PAGE_BUDGET_GZIP = 543_000;
-const TOTAL_BUDGET_GZIP = 1_086_000;
+// to 543,000 and 1,086,000 for it. Issue 17's critical Chartability heuristics (a stage of
+// more than 20 tokens drawn as its tallest bars and the rest as one, with the whole
+// vocabulary's table under a disclosure; the walk's Page Up/Down and N/P keys; the chosen
+// token as the decoding step's one live sentence; the terms defined beside three panels'
+// charts; plainer takeaways and captions): the page 542,810 -> 548,541, the worker 542,913.
+// Writing the vocabulary's table as a string instead of a view (report::table_html) came to
+// 549,111, and drawing it with data_table to 549,465, so the view stayed. The budgets were
+// raised to 549,000 and 1,092,000 for it.
+const PAGE_BUDGET_GZIP = 549_000;
+const TOTAL_BUDGET_GZIP = 1_092_000;
 const PLANNER_BUDGET_GZIP = 300_000;
 // Issue 14's observation worker, budgeted like the planner: its measured size rounded up to
 // the next 50,000 (211,452 bytes when it was built; the page then 498,617, the planner

@@ -2,8 +2,9 @@
 // theme=dark on a system that prefers light, theme=light on a system that prefers dark, and
 // no theme key (auto) on a system that prefers dark. Each time: the page's data-theme is what
 // the URL asked; the body's background is dark or light as it should be; axe-core finds no
-// violation; every drawn chart mark has at least 3:1 contrast against the page (its labels
-// 4.5:1); and the focus ring has 3:1. The capacity panel is planned first, so its chart is
+// violation; every drawn chart mark (of any walkable chart, with its own and its ancestors'
+// opacity applied) has at least 3:1 contrast against the page (its labels 4.5:1); and the
+// focus ring has 3:1. The capacity panel is planned first, so its chart is
 // there to check; the other panels are checked as they load (Generate and Your turn draw
 // their charts only after a run, so their marks are not checked here).
 //
@@ -83,16 +84,23 @@ function measure() {
   const bodyCss = getComputedStyle(document.body).backgroundColor;
   const bg = parse(bodyCss);
   const marks = [];
-  for (const el of document.querySelectorAll('.chart :is(rect, path, line, circle, polyline, polygon, text)[class]')) {
+  // Every walkable chart's marks, the page's and the workers' (class `chart` or not).
+  for (const el of document.querySelectorAll(':is(.chart, [data-walk-chart]) :is(rect, path, line, circle, polyline, polygon, text)[class]')) {
     const style = getComputedStyle(el);
-    if (el.getClientRects().length === 0 || style.visibility !== 'visible' || Number(style.opacity) === 0) continue;
+    // What the mark shows through: its own opacity and every ancestor's, with its paint's
+    // `fill-opacity` or `stroke-opacity`.
+    let opacity = 1;
+    for (let at = el; at && at !== document.documentElement; at = at.parentElement) opacity *= Number(getComputedStyle(at).opacity);
+    if (el.getClientRects().length === 0 || style.visibility !== 'visible' || opacity === 0) continue;
     const box = el.getBBox();
     const area = ['rect', 'circle'].includes(el.localName);
     if (area ? box.width <= 0 || box.height <= 0 : box.width + box.height <= 0) continue;
     // Lines paint their stroke; shapes their fill, or their stroke when unfilled.
     const stroked = ['line', 'polyline'].includes(el.localName) || style.fill === 'none';
     const paint = stroked ? style.stroke : style.fill;
-    const colour = parse(paint);
+    const painted = parse(paint);
+    const own = Number(stroked ? style.strokeOpacity : style.fillOpacity);
+    const colour = painted && { ...painted, a: painted.a * opacity * own };
     marks.push({
       what: `${el.localName}.${[...el.classList].join('.')}`,
       text: el.localName === 'text',

@@ -19,7 +19,13 @@ const DIST = process.env.DIST_DIR ?? join(import.meta.dirname, '..', 'dist');
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 const RUN_TIMEOUT = 120_000;
-const LEFT = 'Back at the whole chart; Tab moves on.';
+const LEFT = 'Back at the whole chart. Tab moves on.';
+// The rows the walk's N and P visit (walk.rs KEY_ROWS).
+const KEY_ROWS = 'tr.top, tr.landed, tr.cap-chosen-row, tr.cap-detected-row, tr.breach, tr.over';
+// Chartability's smallest text, in CSS pixels as drawn.
+const SMALLEST_TEXT_PX = 12;
+// Thirty typed logits (their id over four): more than a stage chart draws one bar each.
+const MANY = Array.from({ length: 30 }, (_, i) => i / 4).join(',');
 
 /** Waits until the panel `id` finished its run; fails with its message if it failed. */
 const finished = (id) => async (page) => {
@@ -32,6 +38,7 @@ const finished = (id) => async (page) => {
 // Each panel with charts, in the state that draws them all.
 const SCENES = [
   { panel: 'step', search: '?panel=step&logits=1.2,0.1,2.4,1.7,0.3,2.0&temperature=0.7&top_k=3&seed=7' },
+  { panel: 'step', search: `?panel=step&logits=${MANY}&temperature=1&top_k=25&top_p=1&seed=7` },
   { panel: 'generate', search: '?panel=generate&backend=cpu&max=6&temperature=0&run=1', ready: finished('generate') },
   {
     panel: 'your-turn', search: '?panel=your-turn&yt_prompt=Once%20upon%20a%20time&yt_n=2&yt_max=4&yt_seed=7',
@@ -55,6 +62,9 @@ const SCENES = [
   { panel: 'observe', search: '?panel=observe&obs-demo=1', ready: (page) => page.locator('.obs-verdict').waitFor({ timeout: RUN_TIMEOUT }) },
 ];
 
+// Each walked chart's takeaway and its reading grade.
+const GRADES = [];
+
 let server;
 let url;
 let browser;
@@ -71,7 +81,7 @@ after(async () => {
 
 /** The chart's mirror table as the walk must say it: headers, and each row's cells and group. */
 async function mirror(walk) {
-  return walk.evaluate((root) => {
+  return walk.evaluate((root, KEY_ROWS) => {
     const clean = (e) => e.textContent.trim();
     const table = root.querySelector('table');
     return {
@@ -79,9 +89,27 @@ async function mirror(walk) {
       rows: [...table.querySelectorAll('tbody > tr')].map((tr) => ({
         cells: [...tr.querySelectorAll('th, td')].map(clean),
         group: tr.dataset.group ?? null,
+        key: tr.matches(KEY_ROWS),
       })),
     };
-  });
+  }, KEY_ROWS);
+}
+
+/** An English word's syllables by the rule of thumb walk.rs uses: vowel groups, less a silent final "e" or "ed". */
+function syllables(word) {
+  const w = word.toLowerCase().replace(/[^a-z]/g, '');
+  let count = (w.match(/[aeiouy]+/g) ?? []).length;
+  const silent = (w.endsWith('e') && !w.endsWith('le')) || (w.endsWith('ed') && !w.endsWith('ted') && !w.endsWith('ded'));
+  if (silent && count > 1) count -= 1;
+  return Math.max(count, 1);
+}
+
+/** Flesch–Kincaid grade, as walk.rs's `grade`: 0.39 words per sentence + 11.8 syllables per word − 15.59. */
+function grade(text) {
+  const words = text.split(/[\s/]+/).filter((w) => /[\p{L}\p{N}]/u.test(w));
+  const sentences = Math.max(1, (text.trim().match(/[.!?](?=\s|$)/g) ?? []).length);
+  const n = Math.max(1, words.length);
+  return 0.39 * n / sentences + 11.8 * words.reduce((a, w) => a + syllables(w), 0) / n - 15.59;
 }
 
 /** What row i says, computed here from the table: each header with its non-empty cell, then its place. */
@@ -120,7 +148,19 @@ async function walkChart(page, chart, label) {
   const takeaway = (await walk.locator('.takeaway').first().textContent()).trim();
   assert.ok(takeaway.length > 0, `${label}: a takeaway`);
   assert.equal(await chart.getAttribute('aria-label'), takeaway, `${label}: the takeaway is the chart's name`);
+  GRADES.push({ label, grade: grade(takeaway), takeaway });
+  const caption = (await walk.locator('table caption').first().textContent()).trim();
+  GRADES.push({ label: `${label}'s table caption`, grade: grade(caption), takeaway: caption });
   assert.ok(n > 0, `${label}: the table has rows`);
+  // Every label drawn at 12 px or more.
+  const small = await chart.evaluate((svg, least) => [...svg.querySelectorAll('text')]
+    .map((t) => {
+      // The drawn scale, rotation or not (a y-axis title is turned a quarter).
+      const m = t.getScreenCTM();
+      return { text: t.textContent, px: parseFloat(getComputedStyle(t).fontSize) * (m ? Math.hypot(m.a, m.b) : 0) };
+    })
+    .filter((t) => t.px < least - 0.01).map((t) => `"${t.text}" ${t.px.toFixed(1)} px`), SMALLEST_TEXT_PX);
+  assert.deepEqual(small, [], `${label}: labels under ${SMALLEST_TEXT_PX} px`);
   const unsounded = await walk.evaluate((root, n) => Array.from({ length: n }, (_, i) => i)
     .filter((i) => root.querySelector(`[data-point="${i}"]`) && !root.querySelector(`[data-point="${i}"][data-sound]`)), n);
   assert.deepEqual(unsounded, [], `${label}: every drawn row has a value to sound`);
@@ -157,15 +197,42 @@ async function walkChart(page, chart, label) {
   // Up to the whole chart, the keys, then Escape back to the chart and out.
   const noun = n === 1 ? 'point' : 'points';
   const whole = grouped
-    ? `The whole chart: ${n} ${noun} in ${names.length} groups. Down goes to the groups; H lists the keys.`
-    : `The whole chart: ${n} ${noun}. Down goes to the points; H lists the keys.`;
+    ? `The whole chart: ${n} ${noun} in ${names.length} groups. Down goes to the groups. H lists the keys.`
+    : `The whole chart: ${n} ${noun}. Down goes to the points. H lists the keys.`;
   assert.equal(await press(page, walk, 'ArrowUp'), whole, `${label}: up to the chart`);
   assert.equal(await assertRinged(walk, [], `${label} at the chart`), 0);
-  assert.match(await press(page, walk, 'h'), /^Keys in this chart: Left and Right move between points/);
+  assert.match(await press(page, walk, 'h'), /^The keys in this chart\. Left and Right: the next point\./);
   await press(page, walk, 'End');
   assert.equal(await press(page, walk, 'Escape'), LEFT, `${label}: Escape`);
   assert.equal(await chart.getAttribute('data-at'), 'chart');
   await assertRinged(walk, [], `${label} after Escape`);
+
+  // Page Down from the chart: the first row, then ten of its siblings at a time.
+  const siblingsOf = (i) => groups.find((m) => m.includes(i));
+  const say = (i) => {
+    const members = siblingsOf(i);
+    const place = members.indexOf(i);
+    const g = groups.indexOf(members);
+    return says(table, i, place, members.length) + (grouped ? ` in ${names[g]}` : '');
+  };
+  assert.equal(await press(page, walk, 'PageDown'), say(0), `${label}: Page Down from the chart`);
+  const first = siblingsOf(0);
+  for (let place = 10; place < first.length + 10; place += 10) {
+    const to = first[Math.min(place, first.length - 1)];
+    assert.equal(await press(page, walk, 'PageDown'), say(to), `${label}: Page Down to row ${to}`);
+  }
+  assert.equal(await press(page, walk, 'PageUp'), say(first[Math.max(0, first.length - 1 - 10)]), `${label}: Page Up`);
+  await press(page, walk, 'Escape');
+  // N and P: the table's key rows in order, wrapping round.
+  const keys = table.rows.flatMap((r, i) => (r.key ? [i] : []));
+  if (keys.length === 0) {
+    assert.equal(await press(page, walk, 'n'), 'This chart has no key point.', `${label}: N`);
+  } else {
+    for (const i of [...keys, keys[0]]) assert.equal(await press(page, walk, 'n'), say(i), `${label}: N to row ${i}`);
+    assert.equal(await press(page, walk, 'p'), say(keys.at(-1)), `${label}: P wraps to the last key row`);
+    await assertRinged(walk, [keys.at(-1)], `${label} at its last key row`);
+  }
+  await press(page, walk, 'Escape');
   return n;
 }
 
@@ -197,6 +264,9 @@ test('every chart of every panel is walked with the keyboard, each move saying i
     assert.deepEqual(violations, [], `axe-core on ${scene.panel} after the walk:\n${violations.join('\n')}`);
   }
   console.log(`walked ${walked.length} charts (panel#chart:rows): ${walked.join(' ')}`);
+  for (const g of GRADES) console.log(`grade ${g.grade.toFixed(1)} ${g.label}: ${g.takeaway}`);
+  const hard = GRADES.filter((g) => g.grade > 9).map((g) => `${g.label} (grade ${g.grade.toFixed(1)}): ${g.takeaway}`);
+  assert.deepEqual(hard, [], 'takeaways and table captions above grade 9 (Chartability: reading level)');
   for (const panel of ['step', 'generate', 'your-turn', 'compare', 'kv-cache', 'memory', 'capacity', 'observe']) {
     assert.ok(walked.some((w) => w.startsWith(`${panel}#`)), `${panel} has a chart walked`);
   }
@@ -274,5 +344,28 @@ test('a chart plays as tones, pitch rising with each row\'s value: S, Listen and
   const [silent] = await rendered(page, 1, () => page.keyboard.press('Home'));
   assert.equal(silent, null, 'no tone once M is off');
   assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('a stage of thirty tokens draws its 19 tallest bars and the rest as one, and lists every token under a disclosure', { timeout: RUN_TIMEOUT }, async () => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  await page.goto(`${url}?panel=step&logits=${MANY}&temperature=1&top_k=25&top_p=1&seed=7`);
+  const stage = page.locator('figure.stage[data-stage="top-k"]');
+  await stage.waitFor();
+  const seen = await stage.evaluate((f) => ({
+    bars: f.querySelectorAll('svg [data-point]').length,
+    rows: [...f.querySelectorAll('[data-walk] tbody > tr')].map((tr) => tr.querySelector('th').textContent),
+    rest: [...f.querySelectorAll('[data-walk] tbody > tr:last-child td')].map((td) => td.textContent),
+    restProb: Number(f.querySelector('[data-walk] tbody > tr:last-child td:nth-of-type(2)').dataset.value),
+    all: [...f.querySelectorAll('details.all-tokens tbody > tr')].map((tr) => Number(tr.querySelectorAll('td')[1].dataset.value)),
+  }));
+  // The tallest after top-k 25 are ids 11 to 29; the rest are ids 0 to 10 (0 to 4 removed).
+  assert.deepEqual(seen.rows, [...Array.from({ length: 19 }, (_, i) => String(11 + i)), 'The other 11 tokens']);
+  assert.equal(seen.bars, 20);
+  assert.deepEqual(seen.rest.slice(0, 1).concat(seen.rest.slice(2, 3)), ['—', '6 kept, 5 removed']);
+  assert.equal(seen.all.length, 30, 'the whole vocabulary, one row each');
+  const byHand = seen.all.slice(0, 11).reduce((a, b) => a + b, 0);
+  assert.ok(Math.abs(seen.restProb - byHand) < 1e-12, `the rest holds ${seen.restProb}, its tokens ${byHand}`);
   await context.close();
 });

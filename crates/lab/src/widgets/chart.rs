@@ -21,7 +21,7 @@ const TOP: f64 = 8.0;
 const TOP_WITH_END_TEXT: f64 = 16.0;
 const AXIS: f64 = 18.0;
 /// Room on the left of a column chart for its marks' labels.
-const MARK_LABELS: f64 = 56.0;
+const MARK_LABELS: f64 = 72.0;
 /// Room on the right of a row chart for the text after each bar.
 const END_TEXT: f64 = 70.0;
 /// A bar takes this share of its slot; the rest is the gap between bars.
@@ -362,6 +362,16 @@ pub fn BarChart(
 /// a view of two elements at every chart).
 pub fn walk_notes() -> impl IntoView {
     view! { <div class="walk-notes" inner_html=walk::NOTES></div> }
+}
+
+/// The latency terms that the capacity plan's and Observe's charts share, as `<dt>`/`<dd>`
+/// pairs for a panel's list of terms (a literal, so that a panel can `concat!` its own).
+#[macro_export]
+macro_rules! latency_terms {
+    () => {
+        "<dt>TTFT</dt><dd>Time to first token: from a request's arrival to its first output token.</dd>\
+         <dt>p99</dt><dd>The value that 99 % of requests come within.</dd>"
+    };
 }
 
 /// One body row of a table: its class, its header cell and its other cells.

@@ -14,9 +14,12 @@
 //!   nothing measured);
 //! - an `aria-live="polite"` paragraph of class `walk-live` inside says each move.
 //!
-//! Left and Right move between siblings, Up and Down between levels, Home and End go to the
-//! first and last sibling, Escape goes back to the chart level, H says the keys, S (or the
-//! Listen button under the chart) plays the chart, M sounds each move. Each move
+//! Left and Right move between siblings, Up and Down between levels, Page Up and Page Down
+//! ten siblings at a time, Home and End go to the first and last sibling, N and P to the next
+//! and the previous key point (wrapping round), Escape goes back to the chart level, H says
+//! the keys, S (or the Listen button under the chart) plays the chart, M sounds each move.
+//! The key points are the rows the table itself marks ([`KEY_ROWS`]): the landed token, the
+//! released configuration, a window or a slice that breached. Each move
 //! says what the mirror table says of that row, header by header, and its position; the
 //! marks of the row (or the group) get the class `walk-at`, drawn as a focus ring. Where the
 //! walk stands lives in the chart's `data-at`, so a chart re-drawn with new data starts
@@ -29,17 +32,27 @@
 //! test hands the page an `OfflineAudioContext` as `window.walkAudioContext`, and the tones
 //! go there instead of to the speakers.
 
-/// The keys, as H says them.
-pub const KEYS: &str = "Keys in this chart: Left and Right move between points, Up and Down \
-                        between levels, Home and End go to the first and the last, Escape \
-                        goes back to the whole chart, S plays the chart as tones, M sounds \
-                        each move, H says these keys.";
+/// The keys, as H says them: short sentences, so that they read at grade 9 or below.
+pub const KEYS: &str = "The keys in this chart. Left and Right: the next point. Up and Down: \
+                        a level up or down. Page Up and Page Down: ten points. Home and End: \
+                        the first or the last. N and P: the next or the last key point. \
+                        Escape: back to the whole chart. S: play the chart. M: sound each \
+                        move. H: these keys.";
+
+/// The table rows a walk treats as key points, for N and P: the rows each chart's table
+/// already marks (a stage's most likely token, the landed token, the released
+/// configuration, the window that detected a breach, a window or slice over its line).
+pub const KEY_ROWS: &str =
+    "tr.top, tr.landed, tr.cap-chosen-row, tr.cap-detected-row, tr.breach, tr.over";
+
+/// How far Page Up and Page Down move.
+pub const PAGE: usize = 10;
 
 /// What follows every walkable chart, the page's and the workers' alike: the keys as a
 /// visible hint, and the live region that says each move.
 pub const NOTES: &str = "<p class=\"walk-keys chart-only\">Focus the chart to walk it: ← → \
-                         points, ↑ ↓ levels, Home, End, Esc; S plays it, M sounds each move, H \
-                         lists the keys. <button type=\"button\" class=\"walk-listen secondary\">\
+                         points, ↑ ↓ levels, PgUp PgDn ten, Home, End, N P key points, Esc; S \
+                         plays it, M sounds each move, H lists the keys. <button type=\"button\" class=\"walk-listen secondary\">\
                          Listen</button></p><p class=\"walk-live chart-only\" aria-live=\"polite\"></p>";
 
 /// The lowest tone, for the smallest value (A3), and the span above it.
@@ -132,6 +145,8 @@ pub enum Say {
     Play,
     /// M: sound each move, or not.
     Sound,
+    /// N or P in a chart with no key point.
+    NoKeyPoint,
 }
 
 /// The rows of a chart as a walk sees them: the group of each row, numbered in order of
@@ -140,6 +155,8 @@ pub enum Say {
 pub struct Shape {
     groups: Vec<usize>,
     group_count: usize,
+    /// The key points ([`KEY_ROWS`]), in order.
+    keys: Vec<usize>,
 }
 
 impl Shape {
@@ -164,6 +181,7 @@ impl Shape {
         Shape {
             groups: of_row,
             group_count: names.len(),
+            keys: Vec::new(),
         }
     }
 
@@ -172,7 +190,34 @@ impl Shape {
         Shape {
             groups: vec![0; rows],
             group_count: 0,
+            keys: Vec::new(),
         }
+    }
+
+    /// The same rows, with the key points where `is_key` is true.
+    pub fn keyed(mut self, is_key: &[bool]) -> Shape {
+        self.keys = (0..self.rows())
+            .filter(|&i| is_key.get(i) == Some(&true))
+            .collect();
+        self
+    }
+
+    /// The key point after row `from` (from the first row when `None`), or before it,
+    /// wrapping round; `None` when there is none.
+    pub fn next_key(&self, from: Option<usize>, forward: bool) -> Option<usize> {
+        let (first, last) = (self.keys.first()?, self.keys.last()?);
+        Some(match (from, forward) {
+            (None, true) => *first,
+            (None, false) => *last,
+            (Some(i), true) => self.keys.iter().copied().find(|&k| k > i).unwrap_or(*first),
+            (Some(i), false) => self
+                .keys
+                .iter()
+                .rev()
+                .copied()
+                .find(|&k| k < i)
+                .unwrap_or(*last),
+        })
     }
 
     pub fn rows(&self) -> usize {
@@ -225,20 +270,31 @@ pub fn step(at: At, key: &str, shape: &Shape) -> Option<(At, Say)> {
         ("m" | "M", at) => (at, Say::Sound),
         ("Escape", At::Chart) => return None,
         ("Escape", _) => (At::Chart, Say::Left),
-        (_, _) if shape.rows() == 0 => match key {
-            "ArrowUp" | "ArrowDown" | "ArrowLeft" | "ArrowRight" | "Home" | "End" => {
-                (At::Chart, Say::Chart)
+        ("n" | "N" | "p" | "P", at) => {
+            let from = match at {
+                At::Point(i) => Some(i),
+                _ => None,
+            };
+            match shape.next_key(from, matches!(key, "n" | "N")) {
+                Some(i) => point(i),
+                None => (at, Say::NoKeyPoint),
             }
+        }
+        (_, _) if shape.rows() == 0 => match key {
+            "ArrowUp" | "ArrowDown" | "ArrowLeft" | "ArrowRight" | "Home" | "End" | "PageUp"
+            | "PageDown" => (At::Chart, Say::Chart),
             _ => return None,
         },
         ("ArrowDown", At::Chart) if shape.is_grouped() => group(0),
-        ("ArrowDown" | "Home", At::Chart) => point(0),
+        ("ArrowDown" | "Home" | "PageDown", At::Chart) => point(0),
         ("End", At::Chart) => point(shape.rows() - 1),
         ("ArrowDown", At::Group(g)) => point(first_of(g)?),
         ("ArrowDown", At::Point(i)) => point(i),
         ("ArrowUp", At::Point(i)) if shape.is_grouped() => group(shape.group_of(i)),
         ("ArrowUp", _) => (At::Chart, Say::Chart),
-        ("ArrowLeft" | "ArrowRight", At::Chart) => (At::Chart, Say::Chart),
+        ("ArrowLeft" | "ArrowRight" | "PageUp", At::Chart) => (At::Chart, Say::Chart),
+        ("PageUp", At::Group(g)) => group(g.saturating_sub(PAGE)),
+        ("PageDown", At::Group(g)) => group((g + PAGE).min(shape.group_count() - 1)),
         ("ArrowLeft", At::Group(g)) => group(g.saturating_sub(1)),
         ("ArrowRight", At::Group(g)) => group((g + 1).min(shape.group_count() - 1)),
         ("Home", At::Group(_)) => group(0),
@@ -249,6 +305,8 @@ pub fn step(at: At, key: &str, shape: &Shape) -> Option<(At, Say)> {
             let to = match key {
                 "ArrowLeft" => place.saturating_sub(1),
                 "ArrowRight" => (place + 1).min(last),
+                "PageUp" => place.saturating_sub(PAGE),
+                "PageDown" => (place + PAGE).min(last),
                 "Home" => 0,
                 "End" => last,
                 _ => return None,
@@ -284,14 +342,62 @@ pub fn group_text(name: &str, rows: usize, place: usize, of: usize) -> String {
 pub fn chart_text(rows: usize, groups: usize) -> String {
     let noun = if rows == 1 { "point" } else { "points" };
     if groups > 0 {
-        format!("The whole chart: {rows} {noun} in {groups} groups. Down goes to the groups; H lists the keys.")
+        format!("The whole chart: {rows} {noun} in {groups} groups. Down goes to the groups. H lists the keys.")
     } else {
-        format!("The whole chart: {rows} {noun}. Down goes to the points; H lists the keys.")
+        format!("The whole chart: {rows} {noun}. Down goes to the points. H lists the keys.")
     }
 }
 
+/// The syllables of an English word, by the usual rule of thumb: groups of vowels, less a
+/// silent final "e" or "ed", at least one.
+#[cfg(test)]
+pub(crate) fn syllables(word: &str) -> usize {
+    let w: Vec<char> = word
+        .chars()
+        .filter(|c| c.is_ascii_alphabetic())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    let vowel = |c: char| "aeiouy".contains(c);
+    let mut count = 0;
+    let mut before = false;
+    for &c in &w {
+        let v = vowel(c);
+        if v && !before {
+            count += 1;
+        }
+        before = v;
+    }
+    let ends = |tail: &str| w.iter().collect::<String>().ends_with(tail);
+    if (ends("e") && !ends("le") || ends("ed") && !ends("ted") && !ends("ded")) && count > 1 {
+        count -= 1;
+    }
+    count.max(1)
+}
+
+/// A text's Flesch–Kincaid grade: 0.39 × words per sentence + 11.8 × syllables per word −
+/// 15.59. A sentence ends at ".", "!" or "?" before a space or the end (not the point in
+/// "64.6"); a figure ("64.6", "2", "3:1") counts as one word of one syllable.
+#[cfg(test)]
+pub(crate) fn grade(text: &str) -> f64 {
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || c == '/')
+        .filter(|w| w.chars().any(|c| c.is_alphanumeric()))
+        .collect();
+    let chars: Vec<char> = text.trim_end().chars().collect();
+    let sentences = (0..chars.len())
+        .filter(|&i| ".!?".contains(chars[i]) && chars.get(i + 1).is_none_or(|c| c.is_whitespace()))
+        .count()
+        .max(1);
+    let syllables: usize = words.iter().map(|w| syllables(w)).sum();
+    let n = words.len().max(1) as f64;
+    0.39 * n / sentences as f64 + 11.8 * syllables as f64 / n - 15.59
+}
+
 /// Escape's words.
-pub const LEFT: &str = "Back at the whole chart; Tab moves on.";
+pub const LEFT: &str = "Back at the whole chart. Tab moves on.";
+
+/// N's or P's words in a chart with no key point.
+pub const NO_KEY_POINT: &str = "This chart has no key point.";
 
 /// M's words.
 pub fn sound_text(on: bool) -> &'static str {
@@ -310,7 +416,7 @@ pub mod dom {
 
     use super::{
         chart_text, group_text, pitch, row_text, sound_text, span, step, tones, At, Say, Shape,
-        Tone, KEYS, LEFT, TONE_S,
+        Tone, KEYS, KEY_ROWS, LEFT, NO_KEY_POINT, TONE_S,
     };
 
     /// The element's text, or "".
@@ -418,7 +524,11 @@ pub mod dom {
         let rows = all(&walk, "tbody > tr");
         let names: Vec<Option<String>> =
             rows.iter().map(|r| r.get_attribute("data-group")).collect();
-        let shape = Shape::new(&names);
+        let keys: Vec<bool> = rows
+            .iter()
+            .map(|r| r.matches(KEY_ROWS).unwrap_or(false))
+            .collect();
+        let shape = Shape::new(&names).keyed(&keys);
         let at = At::parse(&chart.get_attribute("data-at").unwrap_or_default());
         let Some((next, say)) = step(at, &event.key(), &shape) else {
             return;
@@ -450,6 +560,7 @@ pub mod dom {
             Say::Chart => chart_text(shape.rows(), shape.group_count()),
             Say::Keys => KEYS.to_string(),
             Say::Left => LEFT.to_string(),
+            Say::NoKeyPoint => NO_KEY_POINT.to_string(),
             Say::Play => {
                 play_all(&walk);
                 return;
@@ -649,6 +760,93 @@ mod tests {
             step(At::Chart, "M", &Shape::flat(3)),
             Some((At::Chart, Say::Sound))
         );
+    }
+
+    #[test]
+    fn page_keys_move_ten_and_key_points_wrap_round() {
+        let shape = Shape::flat(25).keyed(&(0..25).map(|i| i == 7 || i == 19).collect::<Vec<_>>());
+        let got = walk(
+            &shape,
+            &[
+                "PageDown", "PageDown", "PageDown", "PageDown", "PageUp", "n", "n", "n", "p", "p",
+            ],
+        );
+        let ats: Vec<At> = got.iter().map(|(at, _)| *at).collect();
+        assert_eq!(
+            ats,
+            [
+                At::Point(0),
+                At::Point(10),
+                At::Point(20),
+                At::Point(24),
+                At::Point(14),
+                At::Point(19),
+                At::Point(7),
+                At::Point(19),
+                At::Point(7),
+                At::Point(19)
+            ]
+        );
+        // From the chart (or a group) N takes the first key point and P the last.
+        assert_eq!(
+            step(At::Chart, "N", &shape),
+            Some((At::Point(7), Say::Point(7)))
+        );
+        assert_eq!(
+            step(At::Chart, "P", &shape),
+            Some((At::Point(19), Say::Point(19)))
+        );
+        // Page keys stay among a group's rows.
+        let grouped = Shape::new(
+            &(0..30)
+                .map(|i| Some(if i % 3 == 0 { "a" } else { "b" }))
+                .collect::<Vec<_>>(),
+        );
+        assert_eq!(
+            step(At::Point(0), "PageDown", &grouped),
+            Some((At::Point(27), Say::Point(27))),
+            "group a is rows 0, 3, ..., 27: ten on from its first is its last"
+        );
+        assert_eq!(
+            step(At::Point(4), "n", &Shape::flat(5)),
+            Some((At::Point(4), Say::NoKeyPoint))
+        );
+    }
+
+    /// The walk's own words read at grade 9 or below (Flesch–Kincaid, Chartability's
+    /// "Reading level inappropriate").
+    #[test]
+    fn the_walks_words_are_plain() {
+        let hint = NOTES
+            .split('>')
+            .nth(1)
+            .and_then(|t| t.split('<').next())
+            .unwrap_or("");
+        for text in [
+            KEYS,
+            hint,
+            LEFT,
+            NO_KEY_POINT,
+            &chart_text(120, 0),
+            &chart_text(6, 2),
+            sound_text(true),
+            sound_text(false),
+        ] {
+            let g = grade(text);
+            assert!(g <= 9.0, "grade {g:.1}: {text}");
+        }
+    }
+
+    #[test]
+    fn the_grade_follows_flesch_kincaid() {
+        // Flesch–Kincaid: 0.39 words per sentence + 11.8 syllables per word − 15.59.
+        // "The cat sat on the mat." 6 words, 6 syllables, 1 sentence: 2.34 + 11.8 − 15.59.
+        assert!((grade("The cat sat on the mat.") - (-1.45)).abs() < 1e-9);
+        assert_eq!(syllables("probability"), 5);
+        assert_eq!(syllables("token"), 2);
+        assert_eq!(syllables("the"), 1);
+        assert_eq!(syllables("configuration"), 5);
+        assert_eq!(syllables("removed"), 2);
     }
 
     #[test]

@@ -485,44 +485,47 @@ fn sweep_takeaway(view: &PlanView, slo: f64, passing: usize) -> String {
         Some(b) if b.row.output_tokens_per_s >= p.row.output_tokens_per_s => Some(b),
         _ => Some(p),
     });
+    // Short sentences and no abbreviation, so that the takeaway reads at grade 9 or below:
+    // "p99 TTFT" is said as the time 99 % of first tokens come within.
     let tokens = |p: &SweepPoint| {
         format!(
-            "{} tokens/s at p99 TTFT {}",
+            "It gives {} tokens/s, and 99 % of its first tokens come within {}",
             figure(p.row.output_tokens_per_s),
             seconds(p.row.ttft_p99_s)
         )
     };
     let mut text = match view.points.iter().find(|p| p.chosen) {
         Some(c) => format!(
-            "The released configuration, {}, gives {}, within the {} TTFT SLO",
+            "The released configuration is {}. {}. The limit is {}.",
             c.row.label,
             tokens(c),
             seconds(slo)
         ),
-        None => "No configuration is released".to_string(),
+        None => format!(
+            "No configuration is released. The limit for 99 % of first tokens is {}.",
+            seconds(slo)
+        ),
     };
     text += &match fastest {
-        Some(f) if f.chosen => "; it is also the fastest.".to_string(),
-        Some(f) if f.row.passes_gates => {
-            format!(
-                "; the fastest, {}, gives {} and passes every gate too.",
-                f.row.label,
-                tokens(f)
-            )
-        }
+        Some(f) if f.chosen => " It is also the fastest.".to_string(),
+        Some(f) if f.row.passes_gates => format!(
+            " The fastest is {}. {}. It passes every gate too.",
+            f.row.label,
+            tokens(f)
+        ),
         Some(f) if f.row.ttft_p99_s > slo => format!(
-            "; the fastest, {}, gives {} and misses the TTFT SLO by {}.",
+            " The fastest is {}. {}: {} over the limit.",
             f.row.label,
             tokens(f),
             seconds(f.row.ttft_p99_s - slo)
         ),
         Some(f) => format!(
-            "; the fastest, {}, gives {} but {}.",
+            " The fastest is {}. {}, but {}.",
             f.row.label,
             tokens(f),
             f.gates
         ),
-        None => ".".to_string(),
+        None => String::new(),
     };
     text + &format!(
         " {passing} of {} configurations pass every gate.",
@@ -1099,12 +1102,12 @@ fn rollout_chart(r: &RolloutReport, slo_s: f64) -> TimelineChart {
         bottom,
         caption: "The canary: p99 time to first token of its requests per detector window".into(),
         summary: format!(
-            "Line of the canary's p99 time to first token over {} detector windows of {}; {breaching} breach a gate; the TTFT SLO is {}{}.",
+            "The canary ran for {} windows of {}. In {breaching} of them, a gate broke. 99 % of first tokens should come within {}.{}",
             r.timeline.len(),
             seconds(r.window_s),
             seconds(slo_s),
             match detected {
-                Some(i) => format!("; detected in window {}", i + 1),
+                Some(i) => format!(" The breach was found in window {}.", i + 1),
                 None => String::new(),
             }
         ),
@@ -1368,7 +1371,7 @@ mod tests {
         let takeaway = &display.chart.summary;
         assert!(
             takeaway.starts_with(&format!(
-                "The released configuration, {}, gives {} tokens/s at p99 TTFT {}, within the {} TTFT SLO",
+                "The released configuration is {}. It gives {} tokens/s, and 99 % of its first tokens come within {}. The limit is {}.",
                 released.label,
                 figure(released.output_tokens_per_s),
                 seconds(released.ttft_p99_s),
@@ -1377,19 +1380,26 @@ mod tests {
             "{takeaway}"
         );
         assert!(
-            takeaway.contains(&format!("the fastest, {},", fastest.label))
-                || fastest.label == released.label,
+            takeaway.contains(&format!(
+                " The fastest is {}. It gives {} tokens/s",
+                fastest.label,
+                figure(fastest.output_tokens_per_s)
+            )) || fastest.label == released.label,
             "{takeaway}"
         );
         if fastest.ttft_p99_s > slo {
             assert!(
                 takeaway.contains(&format!(
-                    "misses the TTFT SLO by {}",
+                    "come within {}: {} over the limit.",
+                    seconds(fastest.ttft_p99_s),
                     seconds(fastest.ttft_p99_s - slo)
                 )),
                 "{takeaway}"
             );
         }
+        // Plain words: Flesch–Kincaid grade 9 or below (Chartability's reading level).
+        let grade = crate::widgets::walk::grade(takeaway);
+        assert!(grade <= 9.0, "grade {grade:.1}: {takeaway}");
         let passing = report.sweep.iter().filter(|r| r.passes_gates).count();
         assert!(
             takeaway.ends_with(&format!(

@@ -28,6 +28,16 @@ use crate::widgets::field::{chosen, Choice, Field};
 use crate::widgets::form::{problem_at, problem_id, Form, ProblemSummary, Problems};
 use crate::worker::link::PanelLink;
 
+/// The terms the plan's charts and tables use, defined where they are used (Chartability:
+/// "Metrics and variables are undefined"). Static markup, so it costs the page's wasm one
+/// string.
+const TERMS: &str = concat!(
+    "<dl>",
+    crate::latency_terms!(),
+    "<dt>SLO</dt><dd>Service-level objective: the limit the service promises, such as p99 TTFT under 1 s.</dd>\
+<dt>Goodput</dt><dd>Output tokens per second from requests that met every limit.</dd></dl>"
+);
+
 #[component]
 pub fn CapacityPanel() -> impl IntoView {
     let pairs = url::pairs();
@@ -222,6 +232,7 @@ pub fn CapacityPanel() -> impl IntoView {
             <p>
                 "Simulate serving a trace on an accelerator under each batching policy, batch limit and weight path, at several multiples of the trace's load; gate every point on the latency SLOs and the per-slice quality floors; release the configuration with the highest goodput that passes, or degrade to the named baseline and say which gate failed."
             </p>
+            <div class="terms" inner_html=TERMS></div>
             <ProblemSummary problems=problems/>
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 {select("cap-hw", "Hardware", hardware, set_hardware, hardware_options())}

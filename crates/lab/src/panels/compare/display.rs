@@ -169,7 +169,7 @@ fn probability_part(c: &Comparison) -> Part {
             legend: "Upper bar: policy a; lower bar: policy b.".into(),
             table: table(
                 "cmp-prob-table",
-                "a's token at each step: its probability under each policy, and how many tokens each policy kept".into(),
+                "a's token at each step. Its probability under a and under b. How many tokens each kept.".into(),
                 &["Step: a's token", "Under a", "Under b", "Kept by a", "Kept by b"],
                 table_rows,
             ),
@@ -182,7 +182,7 @@ fn distance_part(
     c: &Comparison,
     id: &str,
     title: &str,
-    unit: &str,
+    unit: Option<&str>,
     value: fn(&policy::compare::Divergence) -> f64,
 ) -> Part {
     let values: Vec<f64> = c.steps.iter().map(|s| value(&s.divergence)).collect();
@@ -207,18 +207,21 @@ fn distance_part(
     };
     let mut summary = match largest {
         Some((s, v)) => format!(
-            "{title}: largest finite value {v:.4} {unit} at step {}",
-            s.step
+            "The policies differ most at step {}: {title} is {}.",
+            s.step,
+            match unit {
+                Some(unit) => format!("{v:.4} {unit}"),
+                None => format!("{v:.4}"),
+            }
         ),
-        None => format!("{title}: no finite value"),
+        None => format!("{title} has no finite value."),
     };
     if infinite > 0 {
         summary += &format!(
-            "; infinite at {infinite} of {} steps, where a keeps a token b removes",
+            " It is infinite at {infinite} of {} steps, where a keeps a token b removes.",
             values.len()
         );
     }
-    summary += ".";
     let rows = c
         .steps
         .iter()
@@ -241,22 +244,23 @@ fn distance_part(
             cells: vec![number(v, 4)],
         })
         .collect();
+    let in_unit = unit.map_or(String::new(), |u| format!(", in {u}"));
     Part {
         id: id.into(),
         title: format!("{title} at each step of a's path"),
         blocks: vec![Block::Rows(Box::new(RowsChart {
             caption: format!(
-                "{title} between the two policies' distributions over the same logits, in {unit}"
+                "{title} between the two policies' distributions over the same logits{in_unit}"
             ),
             summary,
             scale: if finite_max > 0.0 { finite_max } else { 1.0 },
-            axis_label: unit.into(),
+            axis_label: unit.unwrap_or("from 0 to 1").into(),
             series: vec!["cmp-a".into()],
             rows,
             legend: "A bar past the scale (drawn to its end with a dashed outline, written ∞) is infinite.".into(),
             table: table(
                 &format!("{id}-table"),
-                format!("{title} per step, in {unit}"),
+                format!("{title} per step{in_unit}"),
                 &["Step: a's token", title],
                 table_rows,
             ),
@@ -265,11 +269,11 @@ fn distance_part(
 }
 
 fn kl_part(c: &Comparison) -> Part {
-    distance_part(c, "cmp-kl", "KL(a‖b)", "nats", |d| d.kl)
+    distance_part(c, "cmp-kl", "KL(a‖b)", Some("nats"), |d| d.kl)
 }
 
 fn tv_part(c: &Comparison) -> Part {
-    distance_part(c, "cmp-tv", "Total variation", "of probability", |d| d.tv)
+    distance_part(c, "cmp-tv", "Total variation", None, |d| d.tv)
 }
 
 /// One measure of a run's shape, absent below its n-gram's length.

@@ -33,6 +33,13 @@ impl Phase {
     }
 }
 
+/// The terms the comparison's charts and tables use, defined where they are used
+/// (Chartability: "Metrics and variables are undefined"). Static markup, so it costs the
+/// page's wasm one string.
+const TERMS: &str = "<dl><dt>KL(a‖b)</dt><dd>Kullback–Leibler divergence, in nats: how surprised policy b is, on average, by a's draws. It is 0 when the two agree, and infinite when a keeps a token that b removed.</dd>\
+<dt>Total variation</dt><dd>The most probability that the two policies give differently to any set of tokens, from 0 to 1.</dd>\
+<dt>distinct-n</dt><dd>The share of an output's n-token runs that are different from each other.</dd></dl>";
+
 #[component]
 pub fn ComparePanel() -> impl IntoView {
     let pairs = url::pairs();
@@ -123,6 +130,7 @@ pub fn ComparePanel() -> impl IntoView {
             <p>
                 "Both policies run on the same model, prompt and seeded stream, so where they part is the policies' doing. Along a's path, each step's logits go through both policies: KL(a‖b) and total variation say how far apart their distributions are. Then each policy runs over many seeds, and the tree of its first tokens' paths shows how often each path came up beside how likely the policy made it."
             </p>
+            <div class="terms" inner_html=TERMS></div>
             <ProblemSummary problems=problems/>
             <form class="cmp-form" on:submit=move |ev| {
                 ev.prevent_default();

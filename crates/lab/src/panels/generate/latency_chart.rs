@@ -40,7 +40,7 @@ pub fn LatencyChart(rows: Vec<LatencyRow>) -> impl IntoView {
         (!decode.is_empty()).then(|| decode.iter().sum::<f64>() / decode.len() as f64);
     let summary = match (rows.first(), mean_decode) {
         (Some(first), Some(mean)) => format!(
-            "Latency per token: the first token (prefill) took {:.1} ms, later tokens {:.2} ms on average.",
+            "The first token took {:.1} ms, with the prompt. Later tokens took {:.2} ms each on average.",
             first.total_ms(),
             mean
         ),
@@ -83,7 +83,7 @@ pub fn LatencyChart(rows: Vec<LatencyRow>) -> impl IntoView {
                 bars=bars
                 layout=Layout::Columns { width: 480.0, height: 140.0, marks }
                 summary=summary
-                caption="Latency of each token, in milliseconds: the model's forward pass, the policy step, and both".to_string()
+                caption="How long each token took, in ms: the model, the policy step, and both".to_string()
                 headers=&["Step", "Model (ms)", "Policy (ms)", "Total (ms)"]
             />
         </figure>

@@ -173,13 +173,17 @@ fn KvResult(view: KvView) -> impl IntoView {
 fn KvChart(rows: Vec<ChartRow>, at: (u64, u64, u64)) -> impl IntoView {
     let (b, s, q) = at;
     let gib = |bytes: u64| significant(bytes as f64 / GIB);
+    // A short sentence per model, so that the takeaway reads at grade 9 or below.
     let summary = format!(
-        "KV-cache bytes of {} models at B = {b}, S = {s}, q = {q}: {}.",
+        "The KV cache of {} models at B = {b}, S = {s} and q = {q}. {}",
         rows.len(),
         rows.iter()
-            .map(|r| format!("{} {} GiB", r.name, r.bytes.map_or("—".to_string(), gib)))
+            .map(|r| match r.bytes {
+                Some(bytes) => format!("{} needs {} GiB.", r.name, gib(bytes)),
+                None => format!("{} needs more than 2^64 bytes.", r.name),
+            })
             .collect::<Vec<_>>()
-            .join("; ")
+            .join(" ")
     );
     let bars = rows
         .into_iter()

@@ -118,10 +118,10 @@ fn LedgerChart(view: LedgerView, note: Option<&'static str>) -> impl IntoView {
         .max(budget.device_gb)
         * 1.08;
     let summary = format!(
-        "Cumulative memory over {} blocks against a usable budget of {} GB: {} of them resident; the last needs {} GB.",
+        "{} of {} blocks fit in the {} GB the device can use. With every block, the step needs {} GB.",
+        rows.iter().filter(|r| r.resident).count(),
         rows.len(),
         gb(usable_gb),
-        rows.iter().filter(|r| r.resident).count(),
         gb(rows.last().map_or(0.0, |r| r.cumulative_gb))
     );
     let bars = rows
@@ -165,7 +165,7 @@ fn LedgerChart(view: LedgerView, note: Option<&'static str>) -> impl IntoView {
         },
     ];
     let caption = format!(
-        "The ledger: {} GB fixed plus activations per block, against a usable budget of {} GB ({} GB device less {} % reserve), microbatch {}",
+        "The ledger, block by block. {} GB is fixed, and each block adds its activations. The device can use {} GB: {} GB less a {} % reserve. Microbatch {}.",
         gb(budget.fixed_gb),
         gb(usable_gb),
         gb(budget.device_gb),

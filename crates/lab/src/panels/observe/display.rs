@@ -283,8 +283,9 @@ fn interval_chart(s: Series) -> IntervalChart {
         .map(|p| format!("{} {}", p.0, p.1))
         .collect();
     let summary = match (low, high) {
+        // Short sentences, so that the takeaway reads at grade 9 or below.
         (Some(l), Some(h)) => format!(
-            "{} for {} groups, from {} ({} {}) to {} ({} {}){}.",
+            "{} for {} groups. The lowest is {}, for {} {}. The highest is {}, for {} {}.{}",
             s.caption,
             s.points.len(),
             l.4,
@@ -293,10 +294,10 @@ fn interval_chart(s: Series) -> IntervalChart {
             h.4,
             h.0,
             h.1,
-            if flagged.is_empty() {
-                String::new()
-            } else {
-                format!("; breached: {}", flagged.join(", "))
+            match flagged.as_slice() {
+                [] => " No group breached.".to_string(),
+                [one] => format!(" {one} breached."),
+                many => format!(" {} groups breached: {}.", many.len(), many.join(", ")),
             }
         ),
         _ => format!("{}: nothing to show.", s.caption),

@@ -47,6 +47,16 @@ fn revoke(input: &Input) {
     }
 }
 
+/// The terms the report's charts and tables use, defined where they are used (Chartability:
+/// "Metrics and variables are undefined"). Static markup, so it costs the page's wasm one
+/// string.
+const TERMS: &str = concat!(
+    "<dl>",
+    crate::latency_terms!(),
+    "<dt>PSI</dt><dd>Population stability index: how far a slice's inputs moved from the baseline's; the playbook flags a slice above 0.25 by default.</dd>\
+<dt>95 % interval</dt><dd>The range that holds the true rate in 95 of 100 such samples (Wilson's interval).</dd></dl>"
+);
+
 #[component]
 pub fn ObservePanel() -> impl IntoView {
     let pairs = url::pairs();
@@ -161,6 +171,7 @@ pub fn ObservePanel() -> impl IntoView {
             <p>
                 "Join run records and their mature outcomes by exact version, then by slice: service health, input quality, predictions and outcomes; compare each version with a baseline, slice by slice, and read the verdict the playbook gives, with its rollback target. The rare slice is judged on its own, so an aggregate that improves cannot hide it."
             </p>
+            <div class="terms" inner_html=TERMS></div>
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 <div class="field" hidden=hidden("obs-runs", "Run logs", None, Some(runs_problem.into()))>
                     <label for="obs-runs">"Run logs (JSONL run records, or .jsonl.gz)"</label>

@@ -2,12 +2,44 @@
 //! [`BarChart`](crate::widgets::chart::BarChart): bars for the eye and a table (always in the
 //! DOM) for screen readers and for checking the numbers. A stage that cut by likelihood
 //! draws its cut-off line, and the tokens it removed as grey bars at the probability they
-//! would have had: all at or below the line.
+//! would have had: all at or below the line. A vocabulary too large to draw one bar per
+//! token ([`MOST_BARS`](crate::panels::step::view_model::MOST_BARS)) draws its tallest bars
+//! and the rest as one bar, and lists every token in a table under a disclosure.
 
 use leptos::prelude::*;
 
-use crate::panels::step::view_model::StageView;
-use crate::widgets::chart::{Bar, BarChart, Cell, Layout, Mark};
+use crate::panels::step::view_model::{Row as TokenRow, StageView};
+use crate::widgets::chart::{body_rows, mirror_table, Bar, BarChart, Cell, Layout, Mark, Row};
+
+const HEADERS: &[&str] = &[
+    "Token",
+    "Logit",
+    "Probability",
+    "Status",
+    "Had it been kept",
+];
+
+/// A token's bar class and its cells after its id: logit, probability, status, and what it
+/// would have had had this stage kept it.
+fn cells(row: &TokenRow) -> (&'static str, Vec<Cell>) {
+    let (logit, class, status) = match row.logit {
+        Some(l) => (Cell::number(format!("{l:.4}"), l), "bar", "kept"),
+        None => (Cell::text("—"), "bar removed", "removed"),
+    };
+    let (unkept, status) = match row.unkept {
+        Some(p) => (Cell::number(show(p), p), "removed here"),
+        None => (Cell::text("—"), status),
+    };
+    (
+        class,
+        vec![
+            logit,
+            Cell::number(show(row.prob), row.prob),
+            Cell::text(status),
+            unkept,
+        ],
+    )
+}
 
 /// Probabilities are shown to this many decimals; the table cells carry full precision in
 /// `data-value` so tests can compare exactly.
@@ -22,7 +54,7 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
     let mut summary = stage.takeaway();
     if let Some(cut) = stage.cut_off {
         summary += &format!(
-            " Its cut-off is {}: what it removed, drawn in grey at the probability it would have had, is at or below it.",
+            " Its cut-off line is at {}. Removed tokens are grey, drawn at the share they would have had, at or below the line.",
             show(cut)
         );
     }
@@ -36,40 +68,69 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
         .into_iter()
         .collect();
     let caption = format!(
-        "Distribution after {}: probability of each token ({} survive)",
+        "Each token's share after {} ({} left)",
         stage.label, stage.survivors
     );
-    let bars = stage
-        .rows
-        .into_iter()
+    let top = stage.top().map(|r| r.id);
+    let (shown, rest) = stage.shown();
+    let mut bars: Vec<Bar> = shown
+        .iter()
         .map(|row| {
-            let (logit, class, status) = match row.logit {
-                Some(l) => (Cell::number(format!("{l:.4}"), l), "bar", "kept"),
-                None => (Cell::text("—"), "bar removed", "removed"),
-            };
-            let (height, unkept, status) = match row.unkept {
-                Some(p) => (p, Cell::number(show(p), p), "removed here"),
-                None => (row.prob, Cell::text("—"), status),
-            };
-            Bar::new(row.id.to_string(), height)
+            let (class, cells) = cells(row);
+            let bar = Bar::new(row.id.to_string(), row.unkept.unwrap_or(row.prob))
                 .sound(row.prob)
                 .class(class)
-                .row_class(if row.logit.is_some() {
-                    "kept"
-                } else {
-                    "removed"
+                .row_class(match (row.logit.is_some(), Some(row.id) == top) {
+                    (true, true) => "kept top",
+                    (true, false) => "kept",
+                    (false, _) => "removed",
                 })
                 .group(if row.logit.is_some() {
                     "kept tokens"
                 } else {
                     "removed tokens"
-                })
-                .cell(logit)
-                .cell(Cell::number(show(row.prob), row.prob))
-                .cell(Cell::text(status))
-                .cell(unkept)
+                });
+            cells.into_iter().fold(bar, Bar::cell)
         })
         .collect();
+    // The tokens past the tallest bars, as one bar and one row; every token keeps its own
+    // row in the table of the whole vocabulary under the chart.
+    let whole = rest.map(|rest| {
+        bars.push(
+            Bar::new(format!("The other {} tokens", rest.count), rest.prob)
+                .tick("rest")
+                .class("bar rest")
+                .row_class("rest")
+                .group("the rest")
+                .cell(Cell::text("—"))
+                .cell(Cell::number(show(rest.prob), rest.prob))
+                .cell(Cell::text(format!(
+                    "{} kept, {} removed",
+                    rest.kept,
+                    rest.count - rest.kept
+                )))
+                .cell(rest.unkept.map_or(Cell::text("—"), |p| Cell::number(show(p), p))),
+        );
+        let rows = stage
+            .rows
+            .iter()
+            .map(|row| {
+                let (_, cells) = cells(row);
+                Row {
+                    class: Some(if row.logit.is_some() { "kept" } else { "removed" }.into()),
+                    header: row.id.to_string(),
+                    cells,
+                }
+            })
+            .collect::<Vec<_>>();
+        let count = rows.len();
+        view! {
+            <details class="all-tokens">
+                <summary>{format!("All {count} tokens, one row each")}</summary>
+                {mirror_table("mirror", None, None, format!("Every token after {}", stage.label), HEADERS, body_rows(rows))}
+            </details>
+        }
+    });
     view! {
         <figure class="stage" data-stage=stage.label data-index=index>
             <figcaption>{title}</figcaption>
@@ -81,8 +142,9 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
                 top=1.0
                 summary=summary
                 caption=caption
-                headers=&["Token", "Logit", "Probability", "Status", "Had it been kept"]
+                headers=HEADERS
             />
+            {whole}
         </figure>
     }
 }

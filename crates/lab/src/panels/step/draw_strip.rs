@@ -14,16 +14,18 @@ const HEIGHT: f64 = 36.0;
 pub fn DrawStrip(view: StepView) -> impl IntoView {
     let landed = view.landed().map(|s| s.id);
     let summary = match (view.draw, view.landed()) {
+        // Short sentences, so that the takeaway reads at grade 9 or below.
         (Some(u), Some(s)) => format!(
-            "The uniform draw {u:.6} landed in token {}'s interval, from {:.4} to {:.4} \
-             (probability {:.4}); {} tokens share [0, 1) in id order.",
+            "The draw {u:.6} landed in token {}'s share, from {:.4} to {:.4}. Token {} has \
+             probability {:.4}. The {} tokens line up from 0 to 1 in id order.",
             s.id,
             s.from,
             s.to,
+            s.id,
             s.prob,
             view.strip.len()
         ),
-        _ => "Greedy: no draw; the argmax holds all of [0, 1).".to_string(),
+        _ => "Greedy: there is no draw. The top token holds all of 0 to 1.".to_string(),
     };
     let segments = view
         .strip
@@ -71,12 +73,12 @@ pub fn DrawStrip(view: StepView) -> impl IntoView {
             <figcaption>"Where the draw landed"</figcaption>
             <p class="effective-vocabulary" data-value=view.effective_vocabulary().to_string()>{effective}</p>
             <p class="takeaway chart-summary">{summary.clone()}</p>
-            <svg viewBox=format!("0 0 {WIDTH} {HEIGHT}") tabindex="0" role="application" aria-label=summary data-walk-chart="" preserveAspectRatio="none">
+            <svg class="chart" viewBox=format!("0 0 {WIDTH} {HEIGHT}") tabindex="0" role="application" aria-label=summary data-walk-chart="" preserveAspectRatio="none">
                 {segments}
                 {marker}
             </svg>
             {walk_notes()}
-            {mirror_table("mirror", None, Some("draw-strip-table"), "The final distribution along [0, 1) in id order: each token's interval, and the one the uniform draw landed in", &["Token", "Probability", "From", "To", "Draw"], rows)}
+            {mirror_table("mirror", None, Some("draw-strip-table"), "Where each token sits from 0 to 1, in id order, and where the draw landed", &["Token", "Probability", "From", "To", "Draw"], rows)}
         </figure>
     }
 }

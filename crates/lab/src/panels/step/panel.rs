@@ -145,13 +145,26 @@ pub fn StepPanel() -> impl IntoView {
         Err(e) => set_seed_error.set(Some(e)),
     };
 
-    let outcome = move || match result.get() {
-        Ok(view) => {
-            let strip_view = view.clone();
+    // The one sentence a screen reader hears when the result changes: the region stays in
+    // the DOM and only its words change, so it is said once per change (the charts and
+    // tables below are not live; each chart's walk says its own moves).
+    let chosen_line = move || {
+        result.with(|r| {
+            let view = r.as_ref().ok()?;
             let draw = view
                 .draw
                 .map(|u| format!("the uniform draw {u:.6} (seed {})", view.seed))
                 .unwrap_or_else(|| "greedy: temperature 0 takes the argmax".to_string());
+            Some(view! {
+                "Chosen token: "
+                <strong data-token=view.token>{view.token.to_string()}</strong>
+                {format!(" with probability {:.4}, picked by {draw}.", view.prob)}
+            })
+        })
+    };
+    let outcome = move || match result.get() {
+        Ok(view) => {
+            let strip_view = view.clone();
             let chapter = view.chapter_line.clone().map(|line| {
                 view! {
                     <p class="chapter-line">
@@ -167,11 +180,6 @@ pub fn StepPanel() -> impl IntoView {
                 .map(|(i, stage)| view! { <Distribution stage=stage index=i/> })
                 .collect_view();
             view! {
-                <p class="chosen" id="chosen">
-                    "Chosen token: "
-                    <strong data-token=view.token>{view.token.to_string()}</strong>
-                    {format!(" with probability {:.4}, picked by {draw}.", view.prob)}
-                </p>
                 {chapter}
                 <div class="stages">{stages}</div>
                 <DrawStrip view=strip_view/>
@@ -257,7 +265,8 @@ pub fn StepPanel() -> impl IntoView {
                     {move || seed_error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
                 </div>
             </form>
-            <div class="result" aria-live="polite">{outcome}</div>
+            <p class="chosen" id="chosen" aria-live="polite">{chosen_line}</p>
+            <div class="result">{outcome}</div>
         </section>
     }
 }

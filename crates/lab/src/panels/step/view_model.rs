@@ -376,20 +376,62 @@ pub struct StageView {
     pub cut_off: Option<f64>,
 }
 
+/// The most bars a stage chart draws. A larger vocabulary (the tiny model's 768 tokens)
+/// draws its `MOST_BARS - 1` tallest bars and the rest as one bar, so that no bar is
+/// thinner than a line; the whole vocabulary stays in a table of its own.
+pub const MOST_BARS: usize = 20;
+
+/// The tokens a stage chart draws as one bar: how many, how many of them the stage kept,
+/// their probability after it, and what the ones it removed would have had together.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rest {
+    pub count: usize,
+    pub kept: usize,
+    pub prob: f64,
+    pub unkept: Option<f64>,
+}
+
 impl StageView {
-    /// The chart's takeaway, from its rows: the most probable token after the stage and its
-    /// share, then what the stage removed. "After top-k, token 2 has 61.2 % of the
-    /// probability; top-k removed token 1."
-    pub fn takeaway(&self) -> String {
-        let label = self.label;
-        let top = self
-            .rows
+    /// The most probable token the stage kept (the lowest id among equals).
+    pub fn top(&self) -> Option<&Row> {
+        self.rows
             .iter()
             .filter(|r| r.logit.is_some())
             .fold(None::<&Row>, |best, r| match best {
                 Some(b) if b.prob >= r.prob => Some(b),
                 _ => Some(r),
-            });
+            })
+    }
+
+    /// The rows the chart draws one bar each, in id order, and the rest as one: every row
+    /// when there are at most [`MOST_BARS`]; else the `MOST_BARS - 1` tallest bars (a
+    /// removed token stands as tall as what it would have had; the lower id first among
+    /// equals).
+    pub fn shown(&self) -> (Vec<&Row>, Option<Rest>) {
+        if self.rows.len() <= MOST_BARS {
+            return (self.rows.iter().collect(), None);
+        }
+        let height = |r: &Row| r.unkept.unwrap_or(r.prob);
+        let mut ranked: Vec<&Row> = self.rows.iter().collect();
+        ranked.sort_by(|a, b| height(b).total_cmp(&height(a)).then(a.id.cmp(&b.id)));
+        let rest = ranked.split_off(MOST_BARS - 1);
+        ranked.sort_by_key(|r| r.id);
+        let unkept: Vec<f64> = rest.iter().filter_map(|r| r.unkept).collect();
+        let rest = Rest {
+            count: rest.len(),
+            kept: rest.iter().filter(|r| r.logit.is_some()).count(),
+            prob: rest.iter().map(|r| r.prob).sum(),
+            unkept: (!unkept.is_empty()).then(|| unkept.iter().sum()),
+        };
+        (ranked, Some(rest))
+    }
+
+    /// The chart's takeaway, from its rows: the most probable token after the stage and its
+    /// share of the probability, then what the stage removed: "After top-k, token 2 has
+    /// 61.2 %, and token 1 was removed."
+    pub fn takeaway(&self) -> String {
+        let label = self.label;
+        let top = self.top();
         let removed: Vec<String> = self
             .rows
             .iter()
@@ -397,20 +439,18 @@ impl StageView {
             .map(|r| r.id.to_string())
             .collect();
         let mut text = match top {
-            Some(r) => format!(
-                "After {label}, token {} has {:.1} % of the probability",
-                r.id,
-                100.0 * r.prob
-            ),
+            Some(r) => format!("After {label}, token {} has {:.1} %", r.id, 100.0 * r.prob),
             None => format!("After {label}, no token is left"),
         };
+        // One short sentence, with no second naming of the stage, so that the takeaway
+        // reads at grade 9 or below.
         text += &match removed.as_slice() {
-            [] => format!("; {label} removed nothing."),
-            [one] => format!("; {label} removed token {one}."),
+            [] => ", and no token was removed.".to_string(),
+            [one] => format!(", and token {one} was removed."),
             [init @ .., last] if removed.len() <= 5 => {
-                format!("; {label} removed tokens {} and {last}.", init.join(", "))
+                format!(", and tokens {} and {last} were removed.", init.join(", "))
             }
-            many => format!("; {label} removed {} tokens.", many.len()),
+            many => format!(", and {} tokens were removed.", many.len()),
         };
         text
     }
@@ -700,25 +740,64 @@ mod tests {
         let top_k = view.stages.last().unwrap();
         assert_eq!(
             top_k.takeaway(),
-            format!(
-                "After top-k, token 2 has {share:.1} % of the probability; top-k removed token 1."
-            )
+            format!("After top-k, token 2 has {share:.1} %, and token 1 was removed.")
         );
+        // Plain words: Flesch–Kincaid grade 9 or below (Chartability's reading level).
+        for stage in &view.stages {
+            let grade = crate::widgets::walk::grade(&stage.takeaway());
+            assert!(grade <= 9.0, "grade {grade:.1}: {}", stage.takeaway());
+        }
         let first = &view.stages[0];
-        assert!(first
-            .takeaway()
-            .ends_with(&format!("; {} removed nothing.", first.label)));
+        assert!(first.takeaway().ends_with(", and no token was removed."));
         let mut many = top_k.clone();
         for row in &mut many.rows {
             row.unkept = Some(0.1);
         }
         assert!(many
             .takeaway()
-            .ends_with("; top-k removed tokens 0, 1, 2 and 3."));
+            .ends_with(", and tokens 0, 1, 2 and 3 were removed."));
         many.rows.iter_mut().for_each(|r| r.logit = None);
         assert!(many
             .takeaway()
-            .starts_with("After top-k, no token is left;"));
+            .starts_with("After top-k, no token is left,"));
+    }
+
+    /// A vocabulary larger than [`MOST_BARS`] draws its tallest bars and the rest as one,
+    /// checked against a sort by hand: 30 tokens whose logit is their id, top-k 25, so the
+    /// tallest are ids 29 down to 11, and the rest (ids 0 to 10) hold what the kept ones
+    /// among them (5 to 10) have, while top-k removed 0 to 4.
+    #[test]
+    fn a_large_vocabulary_draws_its_tallest_bars_and_the_rest_as_one() {
+        let form = StepForm {
+            logits: (0..30)
+                .map(|i| format!("{}", i as f64 / 4.0))
+                .collect::<Vec<_>>()
+                .join(", "),
+            top_k: "25".into(),
+            top_p: "1".into(),
+            ..StepForm::default()
+        };
+        let view = run_step(&form).unwrap();
+        let top_k = view.stages.last().unwrap();
+        let (bars, rest) = top_k.shown();
+        let ids: Vec<u32> = bars.iter().map(|r| r.id).collect();
+        assert_eq!(ids, (11..30).collect::<Vec<u32>>());
+        let rest = rest.expect("30 tokens are more than MOST_BARS");
+        assert_eq!((rest.count, rest.kept), (11, 6));
+        let by_hand: f64 = top_k.rows[5..11].iter().map(|r| r.prob).sum();
+        assert!((rest.prob - by_hand).abs() < 1e-15);
+        let unkept: f64 = top_k.rows[..5].iter().map(|r| r.unkept.unwrap()).sum();
+        assert!((rest.unkept.unwrap() - unkept).abs() < 1e-15);
+        assert_eq!(top_k.top().map(|r| r.id), Some(29));
+        // Every bar and the rest hold the whole distribution.
+        let total: f64 = bars.iter().map(|r| r.prob).sum::<f64>() + rest.prob;
+        assert!((total - 1.0).abs() < 1e-12);
+        // The chapter's four tokens are drawn one bar each.
+        let small = run_step(&StepForm::default()).unwrap();
+        assert!(small
+            .stages
+            .iter()
+            .all(|s| s.shown().1.is_none() && s.shown().0.len() == 4));
     }
 
     /// Every stage that cuts by likelihood keeps every token at least as likely as any it

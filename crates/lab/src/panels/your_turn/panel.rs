@@ -459,7 +459,7 @@ fn Comparison(summaries: [Summary; 2]) -> impl IntoView {
                 <text x=half y=HEIGHT - 4.0 text-anchor="middle" class="axis-label">"temperature"</text>
             </svg>
             {walk_notes()}
-            {mirror_table("mirror", None, Some("yt-table"), "Each temperature's runs: distinct outputs, distinct first tokens, mean entropy per token and the chosen token's mean probability", &["Temperature", "Runs", "Distinct outputs", "Distinct first tokens", "Entropy (bits/token)", "Entropy (nats/token)", "Chosen-token probability"], rows)}
+            {mirror_table("mirror", None, Some("yt-table"), "For each temperature: distinct outputs and first tokens. Mean entropy per token. Mean probability of the chosen token.", &["Temperature", "Runs", "Distinct outputs", "Distinct first tokens", "Entropy (bits/token)", "Entropy (nats/token)", "Chosen-token probability"], rows)}
         </figure>
     }
 }
