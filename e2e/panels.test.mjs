@@ -222,7 +222,8 @@ test('the capacity planner plans in its worker with progress, shows the decision
   assert.ok(windows >= 4 && windows <= 8, `${windows} detector windows`);
   const measured = await page.locator('#cap-rollout-table tbody tr td:first-of-type').evaluateAll(
     (cells) => cells.filter((c) => Number(c.dataset.value) > 0).length);
-  assert.equal(await page.locator('.cap-timeline svg circle').count(), measured, 'a point per measured window');
+  // A window within every gate is a dot; one that breached is a cross.
+  assert.equal(await page.locator('.cap-timeline svg :is(circle, path.cap-breach)').count(), measured, 'a point per measured window');
   const words = await page.locator('.cap-part p').filter({ hasText: 'Canary: ' }).textContent();
   assert.match(words, /(Stopped|Completed): /);
   const stopped = words.includes('Stopped: ');
@@ -639,9 +640,12 @@ async function loadFigures(label, launchArgs) {
 // charts; plainer takeaways and captions): the page 542,810 -> 548,541, the worker 542,913.
 // Writing the vocabulary's table as a string instead of a view (report::table_html) came to
 // 549,111, and drawing it with data_table to 549,465, so the view stayed. The budgets were
-// raised to 549,000 and 1,092,000 for it.
-const PAGE_BUDGET_GZIP = 549_000;
-const TOTAL_BUDGET_GZIP = 1_092_000;
+// raised to 549,000 and 1,092,000 for it. Then the KV-cache total and the ledger's verdict
+// as their panels' live sentences (words only: the total with its <strong> came to 549,666),
+// breaches drawn as crosses, and no tab stop around a chart: the page 549,064, the worker
+// 543,017. The budgets were raised to 550,000 and 1,093,500 for them.
+const PAGE_BUDGET_GZIP = 550_000;
+const TOTAL_BUDGET_GZIP = 1_093_500;
 const PLANNER_BUDGET_GZIP = 300_000;
 // Issue 14's observation worker, budgeted like the planner: its measured size rounded up to
 // the next 50,000 (211,452 bytes when it was built; the page then 498,617, the planner

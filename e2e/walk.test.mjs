@@ -145,6 +145,15 @@ async function walkChart(page, chart, label) {
   // One tab stop, named by its visible takeaway.
   assert.equal(await chart.getAttribute('tabindex'), '0', label);
   assert.equal(await chart.locator('[tabindex], a, button, input').count(), 0, `${label}: nothing inside is focusable`);
+  // Nor is anything around it: the chart is the only tab stop on the way to its marks.
+  const around = await chart.evaluate((svg) => {
+    const stops = [];
+    for (let e = svg.parentElement; e && e.localName !== 'main'; e = e.parentElement) {
+      if (e.hasAttribute('tabindex')) stops.push(`${e.localName}.${[...e.classList].join('.')}`);
+    }
+    return stops;
+  });
+  assert.deepEqual(around, [], `${label}: a tab stop around the chart`);
   const takeaway = (await walk.locator('.takeaway').first().textContent()).trim();
   assert.ok(takeaway.length > 0, `${label}: a takeaway`);
   assert.equal(await chart.getAttribute('aria-label'), takeaway, `${label}: the takeaway is the chart's name`);

@@ -129,7 +129,7 @@ impl Bar {
     }
 
     /// What the bar sounds as, when not its length: a removed token's probability (0), not
-    /// the grey bar of what it would have had.
+    /// the hollow bar of what it would have had.
     pub fn sound(mut self, value: f64) -> Bar {
         self.sound = Some(value);
         self

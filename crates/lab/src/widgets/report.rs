@@ -152,8 +152,16 @@ pub fn html(parts: &[Part]) -> String {
     let mut out = String::new();
     for part in parts {
         let id = escape(&part.id);
+        // A part scrolls sideways when its table is wide, so the keyboard must reach it: a
+        // part with a chart is reached through the chart (its one tab stop); a part of tables
+        // and text is a tab stop itself.
+        let charted = part
+            .blocks
+            .iter()
+            .any(|b| matches!(b, Block::Timeline(_) | Block::Intervals(_) | Block::Rows(_)));
         out += &format!(
-            "<section class=\"cap-part\" aria-labelledby=\"{id}\" tabindex=\"0\"><h3 id=\"{id}\">{}</h3>",
+            "<section class=\"cap-part\" aria-labelledby=\"{id}\"{}><h3 id=\"{id}\">{}</h3>",
+            if charted { "" } else { " tabindex=\"0\"" },
             escape(&part.title)
         );
         for block in &part.blocks {
@@ -276,7 +284,7 @@ fn figure_html(
     }
     let middle = (y0 + y1) / 2.0;
     format!(
-        "<figure class=\"stage {class}\" tabindex=\"0\" data-walk=\"\"><figcaption>{}</figcaption>{}\
+        "<figure class=\"stage {class}\" data-walk=\"\"><figcaption>{}</figcaption>{}\
          <line x1=\"{x0}\" y1=\"{y1}\" x2=\"{x1}\" y2=\"{y1}\" class=\"axis\"></line>\
          <line x1=\"{x0}\" y1=\"{y0}\" x2=\"{x0}\" y2=\"{y1}\" class=\"axis\"></line>{ticks}\
          <text x=\"10\" y=\"{middle}\" text-anchor=\"middle\" class=\"axis-label\" transform=\"rotate(-90 10 {middle})\">{}</text>\
@@ -311,12 +319,41 @@ fn walk_notes() -> String {
     )
 }
 
-/// A chart's point, drawing row `row` of its table, whose figure is `value`: a circle with
-/// its tooltip.
+/// A chart's point, drawing row `row` of its table, whose figure is `value`, with its
+/// tooltip: a dot (`cap-pass`), or a cross (`cap-breach`) where it breached, so that a breach
+/// differs in shape and not only in colour (the capacity sweep's failures are crosses too).
 #[cfg(any(feature = "planner", feature = "observer"))]
-fn point(row: usize, (x, y, value): (f64, f64, f64), r: f64, class: &str, title: &str) -> String {
+fn point(
+    row: usize,
+    (x, y, value): (f64, f64, f64),
+    r: f64,
+    breached: bool,
+    title: &str,
+) -> String {
+    let (shape, tag) = if breached {
+        let (a, b) = (r * 1.2, r * 1.2);
+        (
+            format!(
+                "<path d=\"M{} {}L{} {}M{} {}L{} {}\" class=\"cap-breach\"",
+                x - a,
+                y - b,
+                x + a,
+                y + b,
+                x - a,
+                y + b,
+                x + a,
+                y - b
+            ),
+            "path",
+        )
+    } else {
+        (
+            format!("<circle cx=\"{x}\" cy=\"{y}\" r=\"{r}\" class=\"cap-pass\""),
+            "circle",
+        )
+    };
     format!(
-        "<circle cx=\"{x}\" cy=\"{y}\" r=\"{r}\" class=\"{class}\" data-point=\"{row}\" data-sound=\"{value}\"><title>{}</title></circle>",
+        "{shape} data-point=\"{row}\" data-sound=\"{value}\"><title>{}</title></{tag}>",
         escape(title)
     )
 }
@@ -358,8 +395,7 @@ fn timeline_html(c: &TimelineChart) -> String {
         );
     }
     for p in &c.points {
-        let class = if p.passes { "cap-pass" } else { "cap-breach" };
-        inside += &point(p.row, (p.x, p.y, p.value), 3.0, class, &p.title);
+        inside += &point(p.row, (p.x, p.y, p.value), 3.0, !p.passes, &p.title);
     }
     figure_html(
         "cap-timeline",
@@ -370,7 +406,7 @@ fn timeline_html(c: &TimelineChart) -> String {
         &c.y_ticks,
         &c.y_label,
         &inside,
-        "● a window within every gate; red: a window that breached a gate; shaded: the window whose breach stopped the canary; dashed: the TTFT SLO.",
+        "● a window within every gate; × in red: a window that breached a gate; dashed box: the window whose breach stopped the canary; dashed line: the TTFT SLO.",
         &c.table,
     )
 }
@@ -387,8 +423,7 @@ fn intervals_html(c: &IntervalChart) -> String {
                 x = p.x
             );
         }
-        let class = if p.flagged { "cap-breach" } else { "cap-pass" };
-        inside += &point(row, (p.x, p.y, p.value), 4.0, class, &p.title);
+        inside += &point(row, (p.x, p.y, p.value), 4.0, p.flagged, &p.title);
     }
     figure_html(
         "cap-timeline",
@@ -489,7 +524,7 @@ fn rows_html(c: &RowsChart) -> String {
         escape(&c.axis_label)
     );
     format!(
-        "<figure class=\"stage rows-chart\" tabindex=\"0\" data-walk=\"\"><figcaption>{}</figcaption>{}{inside}</svg>\
+        "<figure class=\"stage rows-chart\" data-walk=\"\"><figcaption>{}</figcaption>{}{inside}</svg>\
          {}<p class=\"cap-legend chart-only\">{}</p>{}</figure>",
         escape(&c.caption),
         walk_open(WIDTH, height, &c.summary),
@@ -532,6 +567,22 @@ mod tests {
              <th scope=\"col\">version</th><th scope=\"col\">runs</th></tr></thead><tbody>\
              <tr class=\"breach\"><th scope=\"row\">a</th><td data-value=\"1.5\">1.5 ms</td></tr>\
              </tbody></table>"
+        );
+    }
+
+    /// A breach is a cross and a point within its gates a dot: they differ in shape, not only
+    /// in colour.
+    #[test]
+    fn a_breach_is_drawn_as_a_cross() {
+        assert_eq!(
+            point(3, (10.0, 20.0, 0.5), 5.0, true, "w <3>"),
+            "<path d=\"M4 14L16 26M4 26L16 14\" class=\"cap-breach\" data-point=\"3\" \
+             data-sound=\"0.5\"><title>w &lt;3&gt;</title></path>"
+        );
+        assert_eq!(
+            point(0, (10.0, 20.0, 0.5), 5.0, false, "w"),
+            "<circle cx=\"10\" cy=\"20\" r=\"5\" class=\"cap-pass\" data-point=\"0\" \
+             data-sound=\"0.5\"><title>w</title></circle>"
         );
     }
 

@@ -395,7 +395,7 @@ fn sweep_chart(display: &PlanDisplay) -> impl IntoView {
     view! {
         // Focusable, so a keyboard can scroll a table wider than the page (axe-core's
         // scrollable-region-focusable).
-        <figure class="stage cap-sweep" tabindex="0" data-walk="">
+        <figure class="stage cap-sweep" data-walk="">
             <figcaption>"The sweep: output tokens/s against p99 time to first token (log scale)"</figcaption>
             <p class="takeaway">{c.summary.clone()}</p>
             <svg class="chart" viewBox=format!("0 0 {} {}", c.width, c.height) tabindex="0" role="application" aria-label=c.summary.clone() data-walk-chart="">

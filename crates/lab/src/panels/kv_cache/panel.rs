@@ -134,7 +134,23 @@ pub fn KvPanel() -> impl IntoView {
                 <Field id="kv-cache-dh" problem=problem("kv-cache-dh") label="d_head: head dimension (values per head)" hint="Values in one key (or value) vector." value=head_dim.into() set=set_head_dim inputmode="numeric"/>
                 <Field id="kv-cache-q" problem=problem("kv-cache-q") label="q: bytes per value (bytes)" hint="2 for fp16 or bf16, 4 for f32, 1 for int8." value=bytes_per_value.into() set=set_bytes_per_value inputmode="numeric"/>
             </form>
-            <div class="result kv-result" aria-live="polite">{outcome}</div>
+            // The one sentence said when the result changes; the derivation below is not live.
+            <p class="chosen" aria-live="polite" data-value=move || result.with(|r| r.as_ref().ok().map(|v| v.bytes.to_string()))>
+                // Words only (no element inside): a view of its own would cost the page's wasm
+                // a kilobyte.
+                {move || {
+                    result.with(|r| {
+                        r.as_ref().ok().map(|view| {
+                            format!(
+                                "KV cache: {} bytes = {} GiB.",
+                                grouped(u128::from(view.bytes)),
+                                significant(view.bytes as f64 / GIB)
+                            )
+                        })
+                    })
+                }}
+            </p>
+            <div class="result kv-result">{outcome}</div>
             {chart}
         </section>
     }
@@ -157,11 +173,6 @@ fn KvResult(view: KvView) -> impl IntoView {
         "The two computations disagree: report this as a bug.".to_string()
     };
     view! {
-        <p class="chosen" data-value=view.bytes.to_string()>
-            "KV cache: "
-            <strong>{format!("{} bytes", grouped(u128::from(view.bytes)))}</strong>
-            {format!(" = {} GiB.", significant(view.bytes as f64 / GIB))}
-        </p>
         <ol class="kv-derivation" aria-label="Derivation">{lines}</ol>
         <p class="kv-check">{view.check}</p>
         <p class="kv-agrees" data-agrees=view.agrees.to_string()>{agreement}</p>

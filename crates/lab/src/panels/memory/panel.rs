@@ -5,7 +5,7 @@
 
 use leptos::prelude::*;
 
-use crate::panels::memory::view_model::{compute, gb, LedgerForm, LedgerView};
+use crate::panels::memory::view_model::{compute, gb, LedgerForm, LedgerView, VERDICT};
 use crate::shell::url;
 use crate::widgets::chart::{Bar, BarChart, Cell, Layout, Mark};
 use crate::widgets::controls::hidden;
@@ -50,10 +50,13 @@ pub fn LedgerPanel() -> impl IntoView {
 
     let summary = move || match result.get() {
         Ok(view) => {
+            // The verdict is said in the live sentence above; the list works it out.
             let lines = view
                 .lines
                 .iter()
-                .map(|l| view! { <li>{l.clone()}</li> })
+                .enumerate()
+                .filter(|(i, _)| *i != VERDICT)
+                .map(|(_, l)| view! { <li>{l.clone()}</li> })
                 .collect_view();
             let verdict = if view.fits { "fits" } else { "does-not-fit" };
             view! {
@@ -95,7 +98,11 @@ pub fn LedgerPanel() -> impl IntoView {
                     <button type="button" class="secondary" on:click=reset>"Chapter's assumptions"</button>
                 </div>
             </form>
-            <div class="result" aria-live="polite">{summary}</div>
+            // The one sentence said when the result changes; the list below is not live.
+            <p class="chosen ledger-verdict" aria-live="polite">
+                {move || result.with(|r| r.as_ref().ok().and_then(|v| v.lines.get(VERDICT).cloned()))}
+            </p>
+            <div class="result">{summary}</div>
             {chart}
         </section>
     }

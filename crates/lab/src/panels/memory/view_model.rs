@@ -269,9 +269,12 @@ pub struct LedgerView {
     pub total_gb: f64,
     pub fits: bool,
     pub largest: Largest,
-    /// The budget written out: usable, total, verdict, largest microbatch.
+    /// The budget written out: usable, total, verdict ([`VERDICT`]), largest microbatch.
     pub lines: Vec<String>,
 }
+
+/// Where the verdict ("Microbatch 16 fits, with 7.16 GB to spare.") is among the lines.
+pub const VERDICT: usize = 2;
 
 /// GB as the chapter writes them, two decimals, trailing zeros dropped.
 pub fn gb(v: f64) -> String {

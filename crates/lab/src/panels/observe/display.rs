@@ -346,7 +346,7 @@ fn ttft_part(report: &Report) -> Part {
             points,
             scale: 1.0,
             unit: "",
-            legend: "● a version's p99 TTFT on all its runs and on each slice; red: the p99 TTFT detector fired there.",
+            legend: "● a version's p99 TTFT on all its runs and on each slice; × in red: the p99 TTFT detector fired there.",
             headers: ["version", "slice", "p99 TTFT", "detector"],
         })))],
     )
@@ -373,7 +373,7 @@ fn outcome_part(report: &Report) -> Part {
             points,
             scale: 100.0,
             unit: " %",
-            legend: "● the share of joined outcomes accepted; line: its 95 % Wilson interval; red: the outcome detector fired there.",
+            legend: "● the share of joined outcomes accepted; line: its 95 % Wilson interval; × in red: the outcome detector fired there.",
             headers: ["version", "slice", "outcome rate (95 %)", "detector"],
         })))],
     )

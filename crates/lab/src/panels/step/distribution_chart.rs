@@ -1,7 +1,7 @@
 //! One stage's distribution drawn twice from the same rows by the shared
 //! [`BarChart`](crate::widgets::chart::BarChart): bars for the eye and a table (always in the
 //! DOM) for screen readers and for checking the numbers. A stage that cut by likelihood
-//! draws its cut-off line, and the tokens it removed as grey bars at the probability they
+//! draws its cut-off line, and the tokens it removed as hollow dashed bars at the probability they
 //! would have had: all at or below the line. A vocabulary too large to draw one bar per
 //! token ([`MOST_BARS`](crate::panels::step::view_model::MOST_BARS)) draws its tallest bars
 //! and the rest as one bar, and lists every token in a table under a disclosure.
@@ -54,7 +54,7 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
     let mut summary = stage.takeaway();
     if let Some(cut) = stage.cut_off {
         summary += &format!(
-            " Its cut-off line is at {}. Removed tokens are grey, drawn at the share they would have had, at or below the line.",
+            " Its cut-off line is at {}. Removed tokens are hollow dashed bars, drawn at the share they would have had, at or below the line.",
             show(cut)
         );
     }

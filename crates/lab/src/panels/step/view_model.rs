@@ -358,7 +358,7 @@ pub struct Row {
     pub logit: Option<f64>,
     pub prob: f64,
     /// For a token this very stage removed: the probability it would have had if kept (its
-    /// probability before the stage over the mass the stage kept), drawn as a grey bar.
+    /// probability before the stage over the mass the stage kept), drawn as a hollow dashed bar.
     pub unkept: Option<f64>,
 }
 
