@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::files::{self, Named};
 use capacity::{
     shortest, Batching, Calibration, HardwareProfile, LengthInputs, LengthProfile, ModelProfile,
     NamedPolicy, Owners, Plan, PlanInputs, QualityProfile, RolloutInputs, SpeculationInputs,
@@ -213,55 +214,41 @@ fn read(name: &str, path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("{what}: cannot read it: {e}"))
 }
 
-/// Whether `a` and `b` are one file: the same device and inode (so a hard link, a
-/// symbolic link and `./x` against `x` all count), or, where that is not available, the
-/// same canonical path.
-fn same_file(a: &Path, b: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        if let (Ok(x), Ok(y)) = (std::fs::metadata(a), std::fs::metadata(b)) {
-            return x.dev() == y.dev() && x.ino() == y.ino();
-        }
-    }
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(x), Ok(y)) => x == y,
-        _ => false,
-    }
-}
-
 /// The files this run reads, with their flags.
-fn files_read(args: &CapacityArgs) -> Vec<(&'static str, PathBuf)> {
+fn files_read(args: &CapacityArgs) -> Vec<Named> {
     let mut files = Vec::new();
     if TraceFormat::from_path(&args.trace).is_some() {
-        files.push(("trace", PathBuf::from(&args.trace)));
+        files.push(Named::new("--trace", &args.trace));
     }
-    if let Some(path) = &args.quality {
-        files.push(("quality", path.clone()));
+    if let Some(name) = &args.rollout_trace {
+        if TraceFormat::from_path(name).is_some() {
+            files.push(Named::new("--rollout-trace", name));
+        }
     }
-    if let Some(path) = &args.last_known_good {
-        files.push(("last-known-good", path.clone()));
+    for (name, path) in [
+        ("--quality", &args.quality),
+        ("--last-known-good", &args.last_known_good),
+        ("--speculation", &args.speculation),
+        ("--lengths", &args.lengths),
+    ] {
+        if let Some(path) = path {
+            files.push(Named::new(name, path));
+        }
     }
     files
 }
 
 /// `--save-known-good` must name a file that can be written and that the run does not
-/// read: checked before any work, so no input is overwritten by a plan made from it.
+/// read ([`files::check`]): checked before any work, so no input is overwritten by a plan
+/// made from it.
 fn check_save_path(args: &CapacityArgs) -> Result<(), String> {
     let Some(save) = &args.save_known_good else {
         return Ok(());
     };
-    let what = flag("save-known-good", &save.display().to_string());
-    for (name, input) in files_read(args) {
-        if same_file(save, &input) {
-            return Err(format!(
-                "{what}: is the file that --{name} {} reads; a run never writes over its input (save to another file, then rename it)",
-                input.display()
-            ));
-        }
-    }
+    let output = Named::new("--save-known-good", save);
+    files::check(std::slice::from_ref(&output), &files_read(args))?;
     if save.is_dir() {
-        return Err(format!("{what}: is a directory, not a file"));
+        return Err(format!("{output}: is a directory, not a file"));
     }
     let parent = match save.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -269,7 +256,7 @@ fn check_save_path(args: &CapacityArgs) -> Result<(), String> {
     };
     if !parent.is_dir() {
         return Err(format!(
-            "{what}: its directory {} does not exist",
+            "{output}: its directory {} does not exist",
             parent.display()
         ));
     }
@@ -747,12 +734,10 @@ pub fn run(args: &CapacityArgs) -> Result<String, String> {
                 fleet: report.decision.fleet,
             };
             let text = serde_json::to_string_pretty(&known).map_err(|e| e.to_string())?;
-            std::fs::write(path, text + "\n").map_err(|e| {
-                format!(
-                    "{}: cannot write it: {e}",
-                    flag("save-known-good", &path.display().to_string())
-                )
-            })?;
+            files::write(
+                &Named::new("--save-known-good", path),
+                (text + "\n").as_bytes(),
+            )?;
         }
     }
     Ok(if args.json || args.report == ReportFormat::Json {

@@ -8,6 +8,7 @@ use ngram::{Discounts, NgramModel, TrainConfig};
 use serde::Serialize;
 
 use crate::eval::SLICES;
+use crate::files::{self, Named};
 use crate::model_dir;
 
 /// The training text, one stream per language (no n-gram spans the two).
@@ -46,9 +47,12 @@ pub fn train(
     dir: &Path,
     corpus: &Path,
     order: usize,
-    out: &Path,
+    out: &Named,
     max_tokens: usize,
 ) -> Result<TrainReport, String> {
+    let mut inputs = model_dir::inputs(dir);
+    inputs.extend(files::files_in("--corpus", corpus));
+    files::check(std::slice::from_ref(out), &inputs)?;
     let (tokenizer, hash) = model_dir::load_tokenizer(dir)?;
     let streams = TRAINING
         .iter()
@@ -63,7 +67,7 @@ pub fn train(
     let views: Vec<&[u32]> = streams.iter().map(Vec::as_slice).collect();
     let model = ngram::train(&views, &config).map_err(|e| format!("--order {order}: {e}"))?;
     let bytes = model.to_bytes();
-    std::fs::write(out, &bytes).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    files::write(out, &bytes)?;
 
     let context = model_dir::config(dir)?.context_len;
     let mut slices = Vec::new();
@@ -82,7 +86,7 @@ pub fn train(
     }
     Ok(TrainReport {
         draft: name(&model),
-        file: out.display().to_string(),
+        file: out.path.display().to_string(),
         file_bytes: bytes.len(),
         ngrams: model.sizes(),
         discounts: model.discounts().to_vec(),

@@ -7,7 +7,9 @@
 //! is skipped, named on standard error (`rejected: SOURCE line N: reason`) and counted, and
 //! the export then exits with 1: the tables hold every valid record, and a script learns
 //! that some lines were left out. An outcome row that is not one is an error naming its
-//! line, as in `observe`, and nothing is left behind. A run id given twice among the
+//! line, as in `observe`, and the old tables are left as they were: the new ones are staged
+//! and moved into place together ([`crate::files`]), and no output may be, or hold, a file
+//! the export reads. A run id given twice among the
 //! outcomes is found by whoever reads them (`observe` names it): finding it here would hold
 //! every run id in memory, and the export streams.
 
@@ -17,6 +19,7 @@ use std::process::ExitCode;
 use observe::Outcome;
 use runs_parquet::{Export, Table, Written};
 
+use crate::files::{self, Named, StagedDir};
 use crate::observe::{check_lines, identifier, run_lines};
 use crate::output::{self, Failure};
 use crate::{model_dir, ExportArgs};
@@ -30,33 +33,32 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, Failure> {
         .langid
         .clone()
         .unwrap_or_else(|| dir.join(model_dir::LANGID_FILE));
-    let identifier = identifier(&langid)?;
+    let tables = [Table::Runs, Table::Steps, Table::Outcomes];
+    let out = Named::new("--out", &args.out);
+    let mut outputs = vec![out.clone()];
+    outputs.extend(tables.map(|t| Named::new("--out", t.file_in(&args.out))));
+    let mut inputs = Vec::new();
     for runs in &args.runs {
-        if runs_parquet::parquet_path(runs, Table::Runs)
-            .is_some_and(|p| p == Table::Runs.file_in(&args.out))
-        {
-            return Err(Failure::Input(format!(
-                "{} is the runs table this export would replace: write to another -o",
-                runs.display()
-            )));
-        }
+        inputs.push(Named::new("RUNS", runs));
+        inputs.extend(files::files_in("RUNS", runs));
     }
-    let mut export = Export::create(&args.out).map_err(|e| e.to_string())?;
-    let result = write(&mut export, args, &identifier);
-    let written = result.and_then(|rejected| {
+    if let Some(outcomes) = &args.outcomes {
+        inputs.push(Named::new("--outcomes", outcomes));
+        inputs.extend(files::files_in("--outcomes", outcomes));
+    }
+    inputs.push(Named::new("--langid", &langid));
+    files::check(&outputs, &inputs)?;
+    let identifier = identifier(&langid)?;
+    // The tables are written in a staging directory and moved into place only when all
+    // three are whole: a failed export leaves the old ones as they were.
+    let stage = StagedDir::new(&out)?;
+    let mut export = Export::create(stage.path()).map_err(|e| e.to_string())?;
+    let (written, rejected) = write(&mut export, args, &identifier).and_then(|rejected| {
         let written = export.finish().map_err(|e| e.to_string())?;
         Ok((written, rejected))
-    });
-    let (written, rejected) = match written {
-        Ok(done) => done,
-        Err(message) => {
-            // A half-written export would read as a whole one: leave none.
-            for table in [Table::Runs, Table::Steps, Table::Outcomes] {
-                let _ = std::fs::remove_file(table.file_in(&args.out));
-            }
-            return Err(Failure::Input(message));
-        }
-    };
+    })?;
+    let names = tables.map(|t| format!("{}.parquet", t.name()));
+    stage.commit(&names.each_ref().map(String::as_str))?;
     output::print_line(&summary(&written, rejected, &args.out))?;
     Ok(if rejected == 0 {
         ExitCode::SUCCESS

@@ -16,6 +16,7 @@ use langid::{LangId, TrainConfig};
 use serde::Serialize;
 
 use crate::eval::SLICES;
+use crate::files::{self, Named};
 use crate::{model_dir, LangidTrainArgs};
 
 /// The prompt-sized prefixes the held-out pages are also classified by, in bytes.
@@ -75,7 +76,11 @@ fn read_text(path: &Path) -> Result<String, String> {
 
 /// Trains on `train.{code}.txt` of each slice with the shipped settings, writes the file to
 /// `out`, and classifies `valid.{code}.txt`'s pages.
-fn train(corpus: &Path, out: &Path) -> Result<TrainReport, String> {
+fn train(corpus: &Path, out: &Named) -> Result<TrainReport, String> {
+    files::check(
+        std::slice::from_ref(out),
+        &files::files_in("--corpus", corpus),
+    )?;
     let training = SLICES
         .iter()
         .map(|(code, _, _)| read_text(&corpus.join(format!("train.{code}.txt"))))
@@ -88,7 +93,7 @@ fn train(corpus: &Path, out: &Path) -> Result<TrainReport, String> {
     let config = TrainConfig::default();
     let model = LangId::train(&slices, &config).map_err(|e| e.to_string())?;
     let bytes = model.to_bytes();
-    std::fs::write(out, &bytes).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    files::write(out, &bytes)?;
 
     let valid = SLICES
         .iter()
@@ -114,7 +119,7 @@ fn train(corpus: &Path, out: &Path) -> Result<TrainReport, String> {
         })
         .collect();
     Ok(TrainReport {
-        file: out.display().to_string(),
+        file: out.path.display().to_string(),
         file_bytes: bytes.len(),
         order: config.order,
         min_count: config.min_count,
@@ -130,7 +135,7 @@ pub fn run_train(args: &LangidTrainArgs) -> Result<String, String> {
         .out
         .clone()
         .unwrap_or_else(|| model_dir::default_dir().join(model_dir::LANGID_FILE));
-    let report = train(&args.corpus, &out)?;
+    let report = train(&args.corpus, &Named::new("--out", out))?;
     if args.json {
         serde_json::to_string(&report).map_err(|e| e.to_string())
     } else {

@@ -24,6 +24,7 @@ mod continuation;
 mod draft;
 mod eval;
 mod export;
+mod files;
 mod langid;
 mod lengths;
 mod model_dir;
@@ -1144,6 +1145,19 @@ fn run_generate(args: &GenerateArgs) -> Result<String, Failure> {
 fn run_eval(args: &EvalArgs) -> Result<String, String> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     if args.alternatives {
+        let lab_table = args
+            .lab_table
+            .as_ref()
+            .map(|path| files::Named::new("--lab-table", path));
+        if let Some(output) = &lab_table {
+            let mut inputs = model_dir::inputs(&dir);
+            inputs.push(files::Named::new(
+                "--model",
+                dir.join(model_dir::DRAFT_FILE),
+            ));
+            inputs.extend(files::files_in("--corpus", &args.corpus));
+            files::check(std::slice::from_ref(output), &inputs)?;
+        }
         let report = alternatives::evaluate(&alternatives::Settings {
             dir: &dir,
             corpus: &args.corpus,
@@ -1153,11 +1167,10 @@ fn run_eval(args: &EvalArgs) -> Result<String, String> {
             threshold: args.threshold,
             seed: args.seed,
         })?;
-        if let Some(path) = &args.lab_table {
+        if let Some(output) = &lab_table {
             let text = serde_json::to_string_pretty(&alternatives::lab_table(&report))
                 .map_err(|e| e.to_string())?;
-            std::fs::write(path, text + "\n")
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            files::write(output, (text + "\n").as_bytes())?;
         }
         return if args.json {
             serde_json::to_string(&report).map_err(|e| e.to_string())
@@ -1182,7 +1195,13 @@ fn run_ngram(command: &NgramCommand) -> Result<String, String> {
                 .out
                 .clone()
                 .unwrap_or_else(|| dir.join(model_dir::DRAFT_FILE));
-            let report = draft::train(&dir, &args.corpus, args.order, &out, args.max_tokens)?;
+            let report = draft::train(
+                &dir,
+                &args.corpus,
+                args.order,
+                &files::Named::new("--out", out),
+                args.max_tokens,
+            )?;
             if args.json {
                 serde_json::to_string(&report).map_err(|e| e.to_string())
             } else {
@@ -1348,6 +1367,13 @@ fn run_traffic(args: &TrafficArgs) -> Result<String, String> {
             return Err(format!("--version: the name {:?} is given twice", v.name));
         }
     }
+    let outputs = [
+        files::Named::new("--out", &args.out),
+        files::Named::new("--outcomes", &args.outcomes),
+    ];
+    let mut inputs = model_dir::inputs(&dir);
+    inputs.extend(files::files_in("--corpus", &args.corpus));
+    files::check(&outputs, &inputs)?;
     let generated = traffic::generate(&traffic::Traffic {
         dir: &dir,
         corpus: &args.corpus,
@@ -1361,12 +1387,8 @@ fn run_traffic(args: &TrafficArgs) -> Result<String, String> {
         threshold: args.threshold,
         seed: args.seed,
     })?;
-    for (path, lines) in [
-        (&args.out, &generated.runs),
-        (&args.outcomes, &generated.outcomes),
-    ] {
-        std::fs::write(path, lines.join("\n") + "\n")
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    for (output, lines) in outputs.iter().zip([&generated.runs, &generated.outcomes]) {
+        files::write(output, (lines.join("\n") + "\n").as_bytes())?;
     }
     if args.json {
         serde_json::to_string(&generated.summary).map_err(|e| e.to_string())

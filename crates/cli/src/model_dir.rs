@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use model::{ModelConfig, Precision, Transformer};
 use tokenizer::Tokenizer;
 
+use crate::files::Named;
+
 /// The model that ships with the lab.
 pub const DEFAULT_MODEL: &str = "models/decode-lab-tiny-v1";
 /// The n-gram draft's file in a model directory (not in `config.json`'s files: the lab does
@@ -34,6 +36,22 @@ pub fn default_dir() -> PathBuf {
             .join("../..")
             .join(DEFAULT_MODEL)
     }
+}
+
+/// The files a command that loads the model reads: `config.json` and every file it lists
+/// (the weights of each precision and the tokenizer), each named `--model`, for the write
+/// rule of [`crate::files`]. A config that cannot be read adds no more: loading it says why.
+pub fn inputs(dir: &Path) -> Vec<Named> {
+    let mut files = vec![Named::new("--model", dir.join("config.json"))];
+    if let Ok(config) = config(dir) {
+        files.extend(
+            config
+                .files
+                .iter()
+                .map(|f| Named::new("--model", dir.join(&f.path))),
+        );
+    }
+    files
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {

@@ -253,7 +253,10 @@ fn save_known_good_never_writes_over_a_file_the_run_reads() {
             "--save-known-good",
             target.to_str().unwrap(),
         ]);
-        assert!(err.contains("a run never writes over its input"), "{err}");
+        assert!(
+            err.contains("a command never writes over what it reads"),
+            "{err}"
+        );
         assert_eq!(std::fs::read_to_string(&trace).unwrap(), text);
     }
     let quality = dir.join("eval.json");

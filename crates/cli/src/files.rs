@@ -1,0 +1,400 @@
+//! The one rule for every file a command writes: no output is, or holds, a file the command
+//! reads, and every write lands whole or not at all.
+//!
+//! A command names what it reads and what it writes, each with its flag, and calls
+//! [`check`] before any work: every path is resolved (its canonical path, then its device
+//! and inode), so a symbolic link, `..`, a relative path or a hard link to an input is caught,
+//! and the message names both flags and both paths. [`write`] then puts a file in place
+//! through a temporary file in the same directory, renamed over the old one only once all of
+//! it is written; [`StagedDir`] does the same for a directory of files (`export`'s tables).
+//! A command that fails leaves the old file, or the old directory's files, as they were.
+//!
+//! Nothing else in the command line writes a file: `tests/writes.rs` fails on any other
+//! `std::fs::write`, `File::create` or rename in its source.
+
+use std::fmt;
+use std::io::Write;
+use std::path::{Component, Path, PathBuf};
+
+/// A path a command reads or writes, and the flag (or what the command calls it) that named
+/// it.
+#[derive(Clone, Debug)]
+pub struct Named {
+    pub flag: String,
+    pub path: PathBuf,
+}
+
+impl Named {
+    pub fn new(flag: impl Into<String>, path: impl Into<PathBuf>) -> Named {
+        Named {
+            flag: flag.into(),
+            path: path.into(),
+        }
+    }
+}
+
+impl fmt::Display for Named {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.flag, self.path.display())
+    }
+}
+
+/// Every regular file directly in `dir` as an input named by `flag` (a corpus directory,
+/// read file by file); nothing when `dir` cannot be listed (the command that reads it says
+/// why).
+pub fn files_in(flag: &str, dir: &Path) -> Vec<Named> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<Named> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .map(|p| Named::new(flag, p))
+        .collect();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    files
+}
+
+/// Where a path leads: its canonical path when it exists, else the canonical path of its
+/// nearest existing ancestor with the rest of it appended (`..` taken lexically there).
+fn resolve(path: &Path) -> PathBuf {
+    if let Ok(canonical) = std::fs::canonicalize(path) {
+        return canonical;
+    }
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    let mut rest = Vec::new();
+    let mut base = absolute.as_path();
+    loop {
+        if let Ok(canonical) = std::fs::canonicalize(base) {
+            let mut resolved = canonical;
+            for part in rest.iter().rev() {
+                match part {
+                    Component::ParentDir => {
+                        resolved.pop();
+                    }
+                    Component::CurDir => {}
+                    part => resolved.push(part),
+                }
+            }
+            return resolved;
+        }
+        match (base.parent(), base.components().next_back()) {
+            (Some(parent), Some(last)) => {
+                rest.push(last);
+                base = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
+
+/// The device and inode of an existing file or directory.
+#[cfg(unix)]
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn identity(_: &Path) -> Option<(u64, u64)> {
+    None
+}
+
+/// A resolved path and, when it exists, its identity.
+struct Resolved {
+    named: Named,
+    path: PathBuf,
+    id: Option<(u64, u64)>,
+}
+
+impl Resolved {
+    fn of(named: &Named) -> Resolved {
+        Resolved {
+            named: named.clone(),
+            path: resolve(&named.path),
+            id: identity(&named.path),
+        }
+    }
+
+    /// Whether both are one file (or directory): the same identity, or the same path.
+    fn is(&self, other: &Resolved) -> bool {
+        match (self.id, other.id) {
+            (Some(a), Some(b)) => a == b,
+            _ => self.path == other.path,
+        }
+    }
+}
+
+/// Refuses, before any work, an output that is an input (by any path), or a directory that
+/// holds one, and two outputs that are one file. `outputs` lists what the command writes:
+/// for a directory, the directory and every file it puts there.
+pub fn check(outputs: &[Named], inputs: &[Named]) -> Result<(), String> {
+    let inputs: Vec<Resolved> = inputs
+        .iter()
+        .filter(|i| i.path.exists())
+        .map(Resolved::of)
+        .collect();
+    let outputs: Vec<Resolved> = outputs.iter().map(Resolved::of).collect();
+    for (n, output) in outputs.iter().enumerate() {
+        for input in &inputs {
+            if output.is(input) {
+                return Err(format!(
+                    "{}: is the file that {} reads; a command never writes over what it reads \
+                     (write to another path)",
+                    output.named, input.named
+                ));
+            }
+            if input.path.starts_with(&output.path) {
+                return Err(format!(
+                    "{}: holds {}, which {} reads; a command never writes over what it reads \
+                     (write to another directory)",
+                    output.named,
+                    input.path.display(),
+                    input.named.flag
+                ));
+            }
+        }
+        for earlier in &outputs[..n] {
+            if output.is(earlier) && output.named.flag != earlier.named.flag {
+                return Err(format!(
+                    "{} and {} are one file: each output needs its own path",
+                    earlier.named, output.named
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The directory a file at `path` is put in (`.` for a bare name).
+fn directory_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// A temporary name beside `target`, hidden and unique to this process.
+fn temporary(target: &Path, what: &str) -> PathBuf {
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".to_string());
+    directory_of(target).join(format!(".{name}.{}.{what}", std::process::id()))
+}
+
+/// Writes `bytes` to `output`: into a temporary file beside it, flushed to disk, then renamed
+/// over it, so the old file stays whole until the new one is. A symbolic link is followed:
+/// the file it leads to is replaced, not the link.
+pub fn write(output: &Named, bytes: &[u8]) -> Result<(), String> {
+    let target = if output.path.exists() {
+        resolve(&output.path)
+    } else {
+        output.path.clone()
+    };
+    if target.is_dir() {
+        return Err(format!("{output}: is a directory, not a file"));
+    }
+    let directory = directory_of(&target);
+    if !directory.is_dir() {
+        return Err(format!(
+            "{output}: its directory {} does not exist",
+            directory.display()
+        ));
+    }
+    let temporary = temporary(&target, "tmp");
+    let written = (|| {
+        let mut file = std::fs::File::create_new(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, &target)
+    })();
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&temporary);
+        format!("{output}: cannot write it: {e}")
+    })
+}
+
+/// A directory of files written in a staging directory and moved into place together by
+/// [`StagedDir::commit`]; dropped without it, it leaves no trace. A new directory is staged
+/// beside it and renamed into place; into an existing one, the files are staged in a hidden
+/// directory inside it and each renamed over its old namesake (the directory's other files
+/// are left alone).
+pub struct StagedDir {
+    output: Named,
+    target: PathBuf,
+    stage: PathBuf,
+    existed: bool,
+    committed: bool,
+}
+
+impl StagedDir {
+    pub fn new(output: &Named) -> Result<StagedDir, String> {
+        let existed = output.path.exists();
+        if existed && !output.path.is_dir() {
+            return Err(format!("{output}: is a file, not a directory"));
+        }
+        let target = if existed {
+            resolve(&output.path)
+        } else {
+            output.path.clone()
+        };
+        let stage = if existed {
+            target.join(format!(".decode-lab.{}.staging", std::process::id()))
+        } else {
+            std::fs::create_dir_all(directory_of(&target))
+                .map_err(|e| format!("{output}: cannot make its parent directory: {e}"))?;
+            temporary(&target, "staging")
+        };
+        // A stage left by a process of the same id that was killed is ours to clear.
+        let _ = std::fs::remove_dir_all(&stage);
+        std::fs::create_dir(&stage)
+            .map_err(|e| format!("{output}: cannot make a staging directory there: {e}"))?;
+        Ok(StagedDir {
+            output: output.clone(),
+            target,
+            stage,
+            existed,
+            committed: false,
+        })
+    }
+
+    /// Where the files are written until [`commit`](Self::commit).
+    pub fn path(&self) -> &Path {
+        &self.stage
+    }
+
+    /// Moves the staged files (`names`, in the stage) into the directory.
+    pub fn commit(mut self, names: &[&str]) -> Result<(), String> {
+        let moved = if self.existed {
+            names
+                .iter()
+                .try_for_each(|name| std::fs::rename(self.stage.join(name), self.target.join(name)))
+        } else {
+            std::fs::rename(&self.stage, &self.target)
+        };
+        moved.map_err(|e| format!("{}: cannot move the new files into place: {e}", self.output))?;
+        self.committed = true;
+        if self.existed {
+            let _ = std::fs::remove_dir_all(&self.stage);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StagedDir {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_dir_all(&self.stage);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("decode-lab-files-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn every_alias_of_an_input_is_refused() {
+        let dir = scratch("alias");
+        let input = dir.join("in.txt");
+        std::fs::write(&input, "kept").unwrap();
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        std::fs::hard_link(&input, dir.join("hard.txt")).unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(&dir, dir.join("link")).unwrap();
+        let inputs = [Named::new("--corpus", &input)];
+        let mut aliases = vec![
+            input.clone(),
+            dir.join("sub/../in.txt"),
+            dir.join("hard.txt"),
+            dir.clone(),
+        ];
+        #[cfg(unix)]
+        aliases.push(dir.join("link/in.txt"));
+        for alias in aliases {
+            let message = check(&[Named::new("--out", &alias)], &inputs).unwrap_err();
+            assert!(message.contains("--corpus"), "{alias:?}: {message}");
+            assert!(message.contains("--out"), "{alias:?}: {message}");
+        }
+        check(&[Named::new("--out", dir.join("new.txt"))], &inputs).unwrap();
+        check(
+            &[Named::new("--out", dir.join("sub/x/../new.txt"))],
+            &inputs,
+        )
+        .unwrap();
+        let both = [
+            Named::new("--out", dir.join("a.txt")),
+            Named::new("--outcomes", dir.join("sub/../a.txt")),
+        ];
+        assert!(check(&both, &inputs).unwrap_err().contains("one file"));
+        assert_eq!(std::fs::read_to_string(&input).unwrap(), "kept");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_write_replaces_the_file_whole_and_leaves_no_temporary() {
+        let dir = scratch("write");
+        let path = dir.join("out.json");
+        std::fs::write(&path, "old").unwrap();
+        write(&Named::new("--out", &path), b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        let message = write(&Named::new("--out", dir.join("missing/out.json")), b"x").unwrap_err();
+        assert!(message.contains("does not exist"), "{message}");
+        let message = write(&Named::new("--out", &dir), b"x").unwrap_err();
+        assert!(message.contains("is a directory"), "{message}");
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["out.json"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_staged_directory_is_all_or_nothing() {
+        let dir = scratch("staged");
+        let out = Named::new("--out", dir.join("tables"));
+        // Dropped before commit: nothing appears.
+        {
+            let stage = StagedDir::new(&out).unwrap();
+            std::fs::write(stage.path().join("a"), "1").unwrap();
+        }
+        assert!(!out.path.exists());
+        let stage = StagedDir::new(&out).unwrap();
+        std::fs::write(stage.path().join("a"), "1").unwrap();
+        stage.commit(&["a"]).unwrap();
+        assert_eq!(std::fs::read_to_string(out.path.join("a")).unwrap(), "1");
+        // Into an existing directory: the old file stays until the commit, others stay.
+        std::fs::write(out.path.join("other"), "mine").unwrap();
+        {
+            let stage = StagedDir::new(&out).unwrap();
+            std::fs::write(stage.path().join("a"), "2").unwrap();
+        }
+        assert_eq!(std::fs::read_to_string(out.path.join("a")).unwrap(), "1");
+        let stage = StagedDir::new(&out).unwrap();
+        std::fs::write(stage.path().join("a"), "2").unwrap();
+        stage.commit(&["a"]).unwrap();
+        assert_eq!(std::fs::read_to_string(out.path.join("a")).unwrap(), "2");
+        let mut names: Vec<_> = std::fs::read_dir(&out.path)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a", "other"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
