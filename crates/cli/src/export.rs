@@ -9,9 +9,11 @@
 //! that some lines were left out. An outcome row that is not one is an error naming its
 //! line, as in `observe`, and the old tables are left as they were: the new ones are staged
 //! and moved into place together ([`crate::files`]), and no output may be, or hold, a file
-//! the export reads. A run id given twice among the
-//! outcomes is found by whoever reads them (`observe` names it): finding it here would hold
-//! every run id in memory, and the export streams.
+//! the export reads. Each run is written once: a line that repeats a run already written
+//! (the same file given twice, a JSONL file beside its own export) is named on standard
+//! error and left out, and one whose run id repeats with other timings is rejected
+//! ([`observe::SeenRuns`], 32 bytes a run). A run id given twice among the outcomes is
+//! found by whoever reads them (`observe` names it).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -53,49 +55,74 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, Failure> {
     // three are whole: a failed export leaves the old ones as they were.
     let stage = StagedDir::new(&out)?;
     let mut export = Export::create(stage.path()).map_err(|e| e.to_string())?;
-    let (written, rejected) = write(&mut export, args, &identifier).and_then(|rejected| {
+    let (written, left) = write(&mut export, args, &identifier).and_then(|left| {
         let written = export.finish().map_err(|e| e.to_string())?;
-        Ok((written, rejected))
+        Ok((written, left))
     })?;
     let names = tables.map(|t| format!("{}.parquet", t.name()));
     stage.commit(&names.each_ref().map(String::as_str))?;
-    output::print_line(&summary(&written, rejected, &args.out))?;
-    Ok(if rejected == 0 {
+    output::print_line(&summary(&written, &left, &args.out))?;
+    Ok(if left.rejected == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
 }
 
-/// Writes the outcomes, then the runs; the number of run lines rejected.
+/// What the export left out: lines rejected, and lines that repeat a run already written.
+#[derive(Default)]
+struct LeftOut {
+    rejected: u64,
+    duplicates: u64,
+}
+
+/// Writes the outcomes, then the runs, each run once ([`observe::SeenRuns`]).
 fn write(
     export: &mut Export,
     args: &ExportArgs,
     identifier: &langid::LangId,
-) -> Result<u64, String> {
+) -> Result<LeftOut, String> {
     if let Some(path) = &args.outcomes {
         write_outcomes(export, path)?;
     }
-    let mut rejected = 0;
+    let mut left = LeftOut::default();
+    let mut seen = observe::SeenRuns::default();
     for path in &args.runs {
         let (source, lines) = run_lines(path)?;
-        check_lines(lines, |number, line, read| match read {
-            Ok(record) => {
-                let slice = observe::slice_of(&record, identifier);
-                export
-                    .add_run(line.trim(), &record, &slice)
-                    .map_err(|e| e.to_string())
-            }
-            Err(reason) => {
-                rejected += 1;
-                if rejected <= NAMED_REJECTIONS {
-                    output::note(&format!("rejected: {source} line {number}: {reason}"));
+        check_lines(lines, |number, line, read| {
+            let seen = read.and_then(|record| match seen.see(&record, &source, number) {
+                observe::Seen::First => Ok(Some(record)),
+                observe::Seen::Again(d) => {
+                    left.duplicates += 1;
+                    if left.duplicates <= NAMED_REJECTIONS {
+                        output::note(&format!(
+                            "duplicate: {source} line {number} is run {} of {} line {}; written once",
+                            d.run_id, d.first_source, d.first_line
+                        ));
+                    }
+                    Ok(None)
                 }
-                Ok(())
+                observe::Seen::Conflict(reason) => Err(reason),
+            });
+            match seen {
+                Ok(Some(record)) => {
+                    let slice = observe::slice_of(&record, identifier);
+                    export
+                        .add_run(line.trim(), &record, &slice)
+                        .map_err(|e| e.to_string())
+                }
+                Ok(None) => Ok(()),
+                Err(reason) => {
+                    left.rejected += 1;
+                    if left.rejected <= NAMED_REJECTIONS {
+                        output::note(&format!("rejected: {source} line {number}: {reason}"));
+                    }
+                    Ok(())
+                }
             }
         })?;
     }
-    Ok(rejected)
+    Ok(left)
 }
 
 /// Outcome rows of a JSONL file, each checked by `observe`'s rule and written in order.
@@ -115,7 +142,7 @@ fn write_outcomes(export: &mut Export, path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn summary(written: &Written, rejected: u64, out: &Path) -> String {
+fn summary(written: &Written, left: &LeftOut, out: &Path) -> String {
     let mut text = format!(
         "wrote {} runs, {} steps and {} outcomes to {} ({}, {}, {})",
         written.runs,
@@ -126,12 +153,20 @@ fn summary(written: &Written, rejected: u64, out: &Path) -> String {
         Table::Steps.file_in(out).display(),
         Table::Outcomes.file_in(out).display(),
     );
+    let rejected = left.rejected;
     if rejected > 0 {
         let plural = if rejected == 1 { "" } else { "s" };
         text += &format!("; {rejected} line{plural} rejected and left out");
         if rejected > NAMED_REJECTIONS {
             text += &format!(" (the first {NAMED_REJECTIONS} named above)");
         }
+    }
+    if left.duplicates > 0 {
+        text += &format!(
+            "; {} line{} repeated a run already written, which is written once",
+            left.duplicates,
+            if left.duplicates == 1 { "" } else { "s" }
+        );
     }
     text
 }

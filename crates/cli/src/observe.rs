@@ -150,6 +150,24 @@ pub fn table(report: &Report) -> String {
     for r in &report.rejected {
         out += &format!("rejected: {} line {}: {}\n", r.source, r.line, r.reason);
     }
+    if report.duplicate_count > 0 {
+        out += &format!(
+            "{} lines repeat a run already read, each counted once\n",
+            report.duplicate_count
+        );
+    }
+    for d in &report.duplicates {
+        out += &format!(
+            "duplicate: {} line {} is run {} of {} line {}\n",
+            d.source, d.line, d.run_id, d.first_source, d.first_line
+        );
+    }
+    if report.runs_after_as_of > 0 {
+        out += &format!(
+            "{} runs arrived after the cut-off and are left out\n",
+            report.runs_after_as_of
+        );
+    }
     if report.outcomes_unmatched > 0 || report.outcomes_late > 0 {
         out += &format!(
             "outcomes: {} match no run; {} arrived after the cut-off\n",

@@ -1,6 +1,6 @@
 //! `decode-lab export --parquet` on runs the CLI generated: the tables `observe` reads back
 //! to the same report as the JSONL, a damaged line named and left out with exit code 1, and
-//! a bad outcome row named with exit code 2 and nothing left behind.
+//! a bad outcome row named with exit code 2 and the old tables left whole.
 
 use std::path::PathBuf;
 
@@ -125,7 +125,8 @@ fn observe_reads_the_export_as_it_reads_the_jsonl() {
     );
     assert_eq!(observe(&[out_path])["runs"], 8);
 
-    // An outcome row that is not one: named, exit code 2, and no tables left behind.
+    // An outcome row that is not one: named, exit code 2, and the last export's tables
+    // left as they were.
     std::fs::write(&runs_file, &good).unwrap();
     std::fs::write(
         &outcomes_file,
@@ -147,7 +148,7 @@ fn observe_reads_the_export_as_it_reads_the_jsonl() {
         ],
         &format!("{outcomes_path}: outcomes line 2: unknown variant `maybe`"),
     );
-    assert!(!out.join("runs.parquet").exists());
+    assert_eq!(observe(&[out_path])["runs"], 8);
     fails_with(&["export", runs_path, "-o", out_path], "--parquet");
     let _ = std::fs::remove_dir_all(out);
 }

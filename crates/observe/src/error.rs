@@ -16,6 +16,12 @@ pub enum ObserveError {
         first: usize,
         again: usize,
     },
+    #[error(
+        "the cut-off {} s is before the first run, which arrived at {} s: nothing was known then",
+        policy::Shortest(*.as_of_s),
+        policy::Shortest(*.first_s)
+    )]
+    AsOfBeforeRuns { as_of_s: f64, first_s: f64 },
     #[error("baseline version {0:?} has no runs; the versions observed are {1}")]
     UnknownBaseline(String, String),
     #[error("{what} must be {expected}, got {value}")]

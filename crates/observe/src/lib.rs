@@ -21,6 +21,7 @@ mod error;
 pub mod group;
 pub mod outcome;
 pub mod quantiles;
+mod seen;
 pub mod table;
 
 use std::collections::BTreeMap;
@@ -32,6 +33,7 @@ pub use drift::{newcombe, Breach, Drift, DriftRule, SliceDrift, Verdict as Drift
 pub use error::ObserveError;
 pub use group::{Group, Summary};
 pub use outcome::{Outcome, OutcomeRows, Outcomes, Verdict};
+pub use seen::{Duplicate, Seen, SeenRuns};
 
 /// The tag that names a run's slice, and the one that says when it ran (seconds).
 pub const SLICE_TAG: &str = "slice";
@@ -80,7 +82,12 @@ pub struct Observation<'a> {
     versions: BTreeMap<String, VersionRuns>,
     rejected: Vec<Rejected>,
     rejected_count: u64,
+    seen: SeenRuns,
+    duplicates: Vec<Duplicate>,
+    duplicate_count: u64,
     as_of_s: Option<f64>,
+    after_as_of: u64,
+    earliest_s: Option<f64>,
     latest_s: Option<f64>,
 }
 
@@ -101,7 +108,12 @@ impl<'a> Observation<'a> {
             versions: BTreeMap::new(),
             rejected: Vec::new(),
             rejected_count: 0,
+            seen: SeenRuns::default(),
+            duplicates: Vec::new(),
+            duplicate_count: 0,
             as_of_s,
+            after_as_of: 0,
+            earliest_s: None,
         }
     }
 
@@ -121,28 +133,49 @@ impl<'a> Observation<'a> {
     }
 
     /// Adds a line already read with [`read_run`] (which is where the time goes, so a caller
-    /// with threads reads lines in parallel and adds them in order).
+    /// with threads reads lines in parallel and adds them in order). A run that arrived
+    /// after the cut-off is left out and counted; a run already counted is a
+    /// [`Duplicate`], and one whose id repeats with other timings is rejected ([`SeenRuns`]).
     pub fn add_read(&mut self, source: &str, line: usize, read: Result<RunRecord, String>) {
-        match read {
-            Ok(record) => self.add_run(&record),
-            Err(reason) => {
-                self.rejected_count += 1;
-                if self.rejected.len() < MAX_REJECTED_LISTED {
-                    self.rejected.push(Rejected {
-                        source: source.to_string(),
-                        line,
-                        reason,
-                    });
+        let record = match read {
+            Ok(record) => record,
+            Err(reason) => return self.reject(source, line, reason),
+        };
+        let at_s = at_s_of(&record);
+        if let Some(at) = at_s {
+            self.earliest_s = Some(self.earliest_s.map_or(at, |e| e.min(at)));
+            if self.as_of_s.is_some_and(|cut| at > cut) {
+                self.after_as_of += 1;
+                return;
+            }
+        }
+        match self.seen.see(&record, source, line) {
+            Seen::First => self.add_run(&record, at_s),
+            Seen::Again(duplicate) => {
+                self.duplicate_count += 1;
+                if self.duplicates.len() < MAX_REJECTED_LISTED {
+                    self.duplicates.push(duplicate);
                 }
             }
+            Seen::Conflict(reason) => self.reject(source, line, reason),
         }
     }
 
-    /// Adds a run record already read and checked.
-    pub fn add_run(&mut self, record: &RunRecord) {
+    fn reject(&mut self, source: &str, line: usize, reason: String) {
+        self.rejected_count += 1;
+        if self.rejected.len() < MAX_REJECTED_LISTED {
+            self.rejected.push(Rejected {
+                source: source.to_string(),
+                line,
+                reason,
+            });
+        }
+    }
+
+    /// Counts a run record already read, checked and seen for the first time.
+    fn add_run(&mut self, record: &RunRecord, at_s: Option<f64>) {
         let prompt = &record.config.prompt;
         let slice = slice_of(record, self.inspector);
-        let at_s = at_s_of(record);
         if let Some(at) = at_s {
             self.latest_s = Some(self.latest_s.map_or(at, |l| l.max(at)));
         }
@@ -171,6 +204,11 @@ impl<'a> Observation<'a> {
 
     /// The report, with drift against `baseline` (a version id) when given.
     pub fn finish(self, baseline: Option<&str>, rule: &DriftRule) -> Result<Report, ObserveError> {
+        if let (Some(as_of_s), Some(first_s)) = (self.as_of_s, self.earliest_s) {
+            if as_of_s < first_s {
+                return Err(ObserveError::AsOfBeforeRuns { as_of_s, first_s });
+            }
+        }
         let now = self.as_of_s.filter(|t| t.is_finite()).or(self.latest_s);
         let versions: Vec<VersionReport> = self
             .versions
@@ -212,6 +250,9 @@ impl<'a> Observation<'a> {
             runs: versions.iter().map(|v| v.summary.runs).sum(),
             rejected_count: self.rejected_count,
             rejected: self.rejected,
+            duplicate_count: self.duplicate_count,
+            duplicates: self.duplicates,
+            runs_after_as_of: self.after_as_of,
             outcomes_unmatched: self.outcomes.unmatched(),
             outcomes_late: self.outcomes.late,
             as_of_s: now,
@@ -259,6 +300,15 @@ pub struct Report {
     /// Lines not counted (the first [`MAX_REJECTED_LISTED`]), and how many in all.
     pub rejected: Vec<Rejected>,
     pub rejected_count: u64,
+    /// Lines that repeat a run already counted (the first [`MAX_REJECTED_LISTED`]), and how
+    /// many in all: each run is counted once.
+    #[serde(default)]
+    pub duplicates: Vec<Duplicate>,
+    #[serde(default)]
+    pub duplicate_count: u64,
+    /// Runs that arrived after `--as-of`, left out.
+    #[serde(default)]
+    pub runs_after_as_of: u64,
     /// Outcomes whose run never appeared, and outcomes after the cut-off.
     pub outcomes_unmatched: u64,
     pub outcomes_late: u64,

@@ -237,8 +237,9 @@ fn the_join_counts_missing_late_and_unmatched_outcomes_and_names_a_duplicate() {
     o.add_lines("runs", &[line(&a), line(&b), line(&a)].join("\n"));
     let report = o.finish(None, &DriftRule::default()).unwrap();
     let s = &report.versions[0].summary.outcomes;
-    // a twice (an event logged twice meets its outcome twice), b's outcome not yet known.
-    assert_eq!((s.joined, s.accepted, s.unjoined), (2, 2, 1));
+    // a logged twice is one run that meets its outcome once; b's outcome not yet known.
+    assert_eq!((s.joined, s.accepted, s.unjoined), (1, 1, 1));
+    assert_eq!((report.runs, report.duplicate_count), (2, 1));
     assert_eq!(s.oldest_unjoined_s, Some(100.0 - 11.0));
     assert_eq!((report.outcomes_late, report.outcomes_unmatched), (1, 1));
 
@@ -354,4 +355,113 @@ fn a_slower_tail_stops_only_when_there_are_runs_enough_to_have_one() {
         (p99.detector.as_str(), p99.owner.as_str()),
         ("p99 TTFT", "serving on-call")
     );
+}
+
+/// Each run once: the same lines from two sources, or one line twice, are counted once and
+/// each repeat named with both places; the same run id with other timings is rejected.
+#[test]
+fn a_run_read_twice_is_counted_once_and_named() {
+    let a = run(1, 0.7, "Insert", None, 20.0, 10.0);
+    let b = run(2, 0.7, "Insert", None, 30.0, 11.0);
+    let outcomes = Outcomes::parse(&outcome(&a, true, 50.0), f64::INFINITY).unwrap();
+    let mut o = Observation::new(&FirstWord, outcomes, None);
+    let text = [line(&a), line(&b)].join("\n");
+    o.add_lines("runs.jsonl", &text);
+    o.add_lines("copy.jsonl", &text);
+    o.add_lines("again.jsonl", &line(&a));
+    let mut slower = a.clone();
+    slower.ttft_us += 1.0;
+    o.add_lines("edited.jsonl", &line(&slower));
+    let report = o.finish(None, &DriftRule::default()).unwrap();
+    let summary = &report.versions[0].summary;
+    assert_eq!((report.runs, summary.outcomes.joined), (2, 1));
+    assert_eq!(report.duplicate_count, 3);
+    let d = &report.duplicates[2];
+    assert_eq!(
+        (
+            d.source.as_str(),
+            d.line,
+            d.first_source.as_str(),
+            d.first_line
+        ),
+        ("again.jsonl", 1, "runs.jsonl", 1)
+    );
+    assert_eq!(d.run_id, a.run_id.clone().unwrap());
+    assert_eq!(report.rejected_count, 1);
+    assert!(
+        report.rejected[0].reason.contains("other timings")
+            && report.rejected[0].reason.contains("runs.jsonl line 1"),
+        "{:?}",
+        report.rejected[0]
+    );
+    // The p99 time to first token is over the two runs, not four.
+    let alone = observe(&text, "", None).unwrap();
+    assert_eq!(alone.versions[0].summary.health, summary.health);
+}
+
+/// Timings, which the digest does not cover, are bounded where the record is read: a line
+/// with a negative, huge or far-off time is rejected naming the field and the value.
+#[test]
+fn a_timing_out_of_range_is_rejected_with_its_field() {
+    let mut lines = Vec::new();
+    for (field, value) in [
+        ("ttft_us", -1e300),
+        ("ttft_us", -5.0),
+        ("ttft_us", 1e308),
+        ("token_latencies_us[0]", -1.0),
+        ("step 0's model_us", 9e10),
+        ("step 1's policy_us", -0.5),
+    ] {
+        let mut r = run(lines.len() as u64, 0.7, "Insert", None, 20.0, 10.0);
+        match field {
+            "ttft_us" => r.ttft_us = value,
+            "token_latencies_us[0]" => r.token_latencies_us[0] = value,
+            "step 0's model_us" => r.steps[0].model_us = value,
+            _ => r.steps[1].policy_us = value,
+        }
+        lines.push((field, value, line(&r)));
+    }
+    let text: Vec<&str> = lines.iter().map(|(_, _, l)| l.as_str()).collect();
+    let report = observe(&text.join("\n"), "", None).unwrap();
+    assert_eq!(
+        (report.runs, report.rejected_count),
+        (0, lines.len() as u64)
+    );
+    for (rejected, (field, value, _)) in report.rejected.iter().zip(&lines) {
+        let value = policy::Shortest(*value).to_string();
+        assert!(
+            rejected.reason.contains(field) && rejected.reason.contains(&value),
+            "{field} {value}: {}",
+            rejected.reason
+        );
+    }
+}
+
+/// `--as-of` inside the runs' span leaves out the runs after it, so no age is negative; a
+/// cut-off before the first run is refused.
+#[test]
+fn the_cut_off_leaves_out_later_runs_and_refuses_a_time_before_the_first() {
+    let runs: Vec<RunRecord> = (0..10)
+        .map(|i| run(i, 0.7, "Insert", None, 20.0 + i as f64, 10.0 * i as f64))
+        .collect();
+    let text = runs.iter().map(line).collect::<Vec<_>>().join("\n");
+    let mut o = Observation::new(&FirstWord, Outcomes::default(), Some(45.0));
+    o.add_lines("runs", &text);
+    let report = o.finish(None, &DriftRule::default()).unwrap();
+    // Runs at 0, 10, 20, 30 and 40 s were known at 45 s.
+    assert_eq!((report.runs, report.runs_after_as_of), (5, 5));
+    let outcomes = &report.versions[0].summary.outcomes;
+    assert_eq!(outcomes.newest_unjoined_s, Some(5.0));
+    assert_eq!(outcomes.oldest_unjoined_s, Some(45.0));
+    for before in [-1.0, 0.0 - 1e-9] {
+        let mut o = Observation::new(&FirstWord, Outcomes::default(), Some(before));
+        o.add_lines("runs", &text);
+        assert_eq!(
+            o.finish(None, &DriftRule::default()).unwrap_err(),
+            ObserveError::AsOfBeforeRuns {
+                as_of_s: before,
+                first_s: 0.0
+            }
+        );
+    }
 }

@@ -67,7 +67,7 @@ pub use pipeline::{
 };
 pub use record::{
     parse_records, replay, ArtifactId, Audit, Backend, BackendKind, RecordError, ReplayReport,
-    RunConfig, RunRecord, SeedSource, Segment, StopConfig,
+    RunConfig, RunRecord, SeedSource, Segment, StopConfig, MAX_TIMING_US,
 };
 pub use request::{BackendChoice, Precision};
 pub use rng::{NumpyRng, SplitMix64};

@@ -303,6 +303,10 @@ impl fmt::Display for Audit {
     }
 }
 
+/// The largest timing a record may hold, in microseconds: a day. A run that took longer is
+/// a clock's fault, and no report should average it in.
+pub const MAX_TIMING_US: f64 = 86_400e6;
+
 /// Why a run record could not be read, or cannot be what a run wrote.
 #[derive(Clone, Debug, Error, PartialEq)]
 pub enum RecordError {
@@ -363,6 +367,13 @@ pub enum RecordError {
     },
     #[error("the record says it stopped because {reason}, but {why}")]
     StopReason { reason: &'static str, why: String },
+    #[error(
+        "the record's {field} is {}, but a timing is a finite number of microseconds from 0 to \
+         {} (a day)",
+        Shortest(*.value),
+        Shortest(MAX_TIMING_US)
+    )]
+    Timing { field: String, value: f64 },
     #[error("the record's record_digest {0} is not `sha256:` followed by 64 lowercase hex digits")]
     DigestFormat(String),
     #[error("the record's {field} is {recorded}, but its content gives {computed}")]
@@ -573,6 +584,7 @@ impl RunRecord {
                 });
             }
         }
+        self.check_timings()?;
         if self.prompt_tokens.is_empty() {
             return Err(RecordError::EmptyPrompt);
         }
@@ -617,6 +629,33 @@ impl RunRecord {
             }
         }
         self.check_stop(&stop_tokens)
+    }
+
+    /// Every timing within [0, [`MAX_TIMING_US`]]: the digest does not cover them, so they
+    /// are bounded here, where every reader of a record checks it, and no report built on
+    /// them can print a negative or non-finite time.
+    fn check_timings(&self) -> Result<(), RecordError> {
+        // The field is named only when one is out of range: every line of a telemetry file
+        // passes here.
+        fn within(value: f64, field: impl FnOnce() -> String) -> Result<(), RecordError> {
+            if (0.0..=MAX_TIMING_US).contains(&value) {
+                Ok(())
+            } else {
+                Err(RecordError::Timing {
+                    field: field(),
+                    value,
+                })
+            }
+        }
+        within(self.ttft_us, || "ttft_us".to_string())?;
+        for (i, &value) in self.token_latencies_us.iter().enumerate() {
+            within(value, || format!("token_latencies_us[{i}]"))?;
+        }
+        for s in &self.steps {
+            within(s.model_us, || format!("step {}'s model_us", s.step))?;
+            within(s.policy_us, || format!("step {}'s policy_us", s.step))?;
+        }
+        Ok(())
     }
 
     /// The stop reason against the steps and the configuration.

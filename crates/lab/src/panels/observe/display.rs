@@ -96,10 +96,15 @@ pub fn observe_display(
     parts.push(alternatives_part(alternatives));
     ObserveDisplay {
         summary: format!(
-            "{} runs in {} versions; {} lines rejected.",
+            "{} runs in {} versions; {} lines rejected{}.",
             report.runs,
             report.versions.len(),
-            report.rejected_count
+            report.rejected_count,
+            if report.duplicate_count > 0 {
+                format!("; {} repeated lines counted once", report.duplicate_count)
+            } else {
+                String::new()
+            }
         ),
         versions: report
             .versions
