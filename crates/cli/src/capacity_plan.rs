@@ -442,6 +442,20 @@ fn fleet(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
         fleet.disaggregate = Some(split);
         check(fleet, "disaggregate", text)?;
     }
+    // The name is checked when given, not only on the paths that read it: a plan that
+    // neither speculates nor cuts lengths by policy would otherwise release under a policy
+    // that does not exist.
+    if args.speculative.is_none() && !args.lengths_from_policy {
+        let profile = SpeculationProfile::tiny().map_err(|e| e.to_string())?;
+        if profile.policy(&args.decoding).is_none() {
+            return Err(format!(
+                "{}: no measured policy is called {:?}; the measured ones are {}",
+                flag("decoding", &args.decoding),
+                capacity::decoding_name(&args.decoding),
+                profile.policy_names()
+            ));
+        }
+    }
     if let Some(k) = args.speculative {
         fleet.speculative_k = Some(k);
         check(fleet, "speculative", &k.to_string())?;

@@ -373,7 +373,20 @@ impl Engine {
     /// Mirostat 2.0: which engines have it, its parameters, and that nothing it would
     /// replace is set (llama.cpp's chain under `--mirostat` is temperature then mirostat, and
     /// ignores the other samplers; here a set knob that would be ignored is refused).
+    /// τ and η are checked whether or not mirostat is on: a value no run could use is
+    /// refused where it is given, not kept in a record that its own replay would refuse.
     fn check_mirostat(self, policy: &Policy) -> Result<(), PolicyError> {
+        let (tau, eta) = (policy.mirostat_tau, policy.mirostat_eta);
+        if !(tau.is_finite()
+            && eta.is_finite()
+            && (self == Engine::LlamaCpp || tau > 0.0 && eta > 0.0))
+        {
+            return Err(PolicyError::EngineRefuses {
+                engine: self,
+                knob: format!("mirostat tau {} with eta {}", Shortest(tau), Shortest(eta)),
+                accepts: "a finite target surprise τ and learning rate η, each greater than 0",
+            });
+        }
         match policy.mirostat {
             0 => return Ok(()),
             2 => {}
@@ -384,17 +397,6 @@ impl Engine {
                 engine: self,
                 knob: "mirostat 2".into(),
                 accepts: "no such sampler",
-            });
-        }
-        let (tau, eta) = (policy.mirostat_tau, policy.mirostat_eta);
-        if !(tau.is_finite()
-            && eta.is_finite()
-            && (self == Engine::LlamaCpp || tau > 0.0 && eta > 0.0))
-        {
-            return Err(PolicyError::EngineRefuses {
-                engine: self,
-                knob: format!("mirostat tau {} with eta {}", Shortest(tau), Shortest(eta)),
-                accepts: "a finite target surprise τ and learning rate η, each greater than 0",
             });
         }
         if policy.samplers.is_some() {
