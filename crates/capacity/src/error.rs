@@ -77,7 +77,8 @@ pub enum CapacityError {
     NotFinite { figure: String },
     /// A slice of the trace with no quality data or no floor: its gate cannot be judged.
     #[error(
-        "the trace has slice {slice:?}, but {reason}; every slice needs measured quality and a floor (give an eval that measures it, or leave the slice out of the trace)"
+        "the trace has slice {:?}, but {reason}; every slice needs measured quality and a floor (give an eval that measures it, or leave the slice out of the trace)",
+        policy::Excerpt(.slice)
     )]
     UngatedSlice { slice: String, reason: String },
     /// A plan whose sweep would simulate more requests than the planner's limit.
@@ -153,7 +154,7 @@ pub enum CapacityError {
     #[error("sweep: {reason}")]
     Sweep { reason: String },
     /// A preset name that is not known.
-    #[error("unknown {kind} preset {name:?}; known: {known}")]
+    #[error("unknown {kind} preset {:?}; known: {known}", policy::Excerpt(.name))]
     UnknownPreset {
         kind: String,
         name: String,
@@ -161,7 +162,7 @@ pub enum CapacityError {
     },
     /// A name that is not one of its kind's (a batching, a weight path): the `FromStr` of
     /// [`crate::Batching`] and [`crate::WeightPath`].
-    #[error("unknown {kind} {name:?}; expected {expected}")]
+    #[error("unknown {kind} {:?}; expected {expected}", policy::Excerpt(.name))]
     UnknownName {
         kind: String,
         name: String,

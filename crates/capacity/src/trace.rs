@@ -309,7 +309,10 @@ impl TraceSpec {
         for (i, s) in self.slices.iter().enumerate() {
             if s.slice.is_empty() || self.slices[..i].iter().any(|o| o.slice == s.slice) {
                 return Err(CapacityError::SliceMix {
-                    reason: format!("slice name {:?} is empty or repeated", s.slice),
+                    reason: format!(
+                        "slice name {:?} is empty or repeated",
+                        policy::Excerpt(&s.slice)
+                    ),
                 });
             }
             in_range(&format!("share of slice {:?}", s.slice), s.share, 1e-9, 1.0)?;
@@ -660,14 +663,14 @@ impl Trace {
                     let arrival: f64 = fields[0].parse().map_err(|_| {
                         bad(format!(
                             "arrival_s {:?} is not a number of seconds",
-                            fields[0]
+                            policy::Excerpt(fields[0])
                         ))
                     })?;
                     let tokens = |i: usize, name: &str| -> Result<u32, CapacityError> {
                         fields[i].parse().map_err(|_| {
                             bad(format!(
                                 "{name} {:?} is not a whole number from 1 to {}",
-                                fields[i],
+                                policy::Excerpt(fields[i]),
                                 u32::MAX
                             ))
                         })

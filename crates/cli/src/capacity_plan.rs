@@ -168,7 +168,8 @@ pub struct CapacityArgs {
 /// `--flag VALUE` as a message names it: the value as typed, quoted when it is empty or
 /// holds spaces.
 fn flag(name: &str, value: &str) -> String {
-    if value.is_empty() || value.chars().any(char::is_whitespace) {
+    let value = policy::Excerpt(value);
+    if value.0.is_empty() || value.0.chars().any(char::is_whitespace) {
         format!("--{name} {value:?}")
     } else {
         format!("--{name} {value}")

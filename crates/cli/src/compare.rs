@@ -61,9 +61,9 @@ pub fn table(request: &Request, c: &Comparison) -> String {
         out += &format!(
             "{name} ({}): {:?}\n   {}; stopped: {}\n",
             if flags.trim().is_empty() {
-                "defaults"
+                "defaults".to_string()
             } else {
-                flags.trim()
+                policy::Excerpt(flags.trim()).to_string()
             },
             record.output_text,
             shape_words(shape),

@@ -67,8 +67,6 @@ pub fn train(
     let views: Vec<&[u32]> = streams.iter().map(Vec::as_slice).collect();
     let model = ngram::train(&views, &config).map_err(|e| format!("--order {order}: {e}"))?;
     let bytes = model.to_bytes();
-    files::write(out, &bytes)?;
-
     let context = model_dir::config(dir)?.context_len;
     let mut slices = Vec::new();
     for (code, name, file) in SLICES {
@@ -77,6 +75,20 @@ pub fn train(
         let tokens = &tokens[..tokens.len().min(max_tokens)];
         let (predicted, byte_count, bits_per_byte) =
             held_out_bits(&model, &tokenizer, tokens, context)?;
+        // An empty measurement is no measurement: 0 bits per byte would read as perfect.
+        if predicted == 0 {
+            let cut = if max_tokens < usize::MAX {
+                format!(", cut to --max-tokens {max_tokens}")
+            } else {
+                String::new()
+            };
+            return Err(format!(
+                "{}: no held-out token to score (it has {} tokens{cut}); the draft needs at \
+                 least 2 to be measured, and nothing was written",
+                corpus.join(file).display(),
+                tokenizer.encode(&text).len()
+            ));
+        }
         slices.push(HeldOut {
             slice: format!("{code}: {name}"),
             tokens: predicted,
@@ -84,6 +96,8 @@ pub fn train(
             bits_per_byte,
         });
     }
+    // Written only once it is measured: a failed run leaves the old draft as it was.
+    files::write(out, &bytes)?;
     Ok(TrainReport {
         draft: name(&model),
         file: out.path.display().to_string(),

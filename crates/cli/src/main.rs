@@ -134,7 +134,7 @@ struct ExportArgs {
 
 #[derive(Args)]
 struct TrafficArgs {
-    /// Runs to generate in all.
+    /// Runs to generate in all (1 to 100000).
     #[arg(long, default_value_t = 400, allow_hyphen_values = true)]
     runs: usize,
     /// A version, `NAME=FLAGS`: `generate`'s policy flags, `--weights` and `--max-tokens`
@@ -280,32 +280,33 @@ struct PolicyFlags {
 /// The first line of clap's message for flags given inside one argument, without its
 /// `error: ` (the caller names the argument).
 fn first_line(error: &clap::Error) -> String {
-    error
-        .to_string()
+    let text = error.to_string();
+    let line = text
         .lines()
         .next()
         .unwrap_or_default()
-        .trim_start_matches("error: ")
-        .to_string()
+        .trim_start_matches("error: ");
+    policy::Excerpt(line).to_string()
 }
 
 /// `--{name} FLAGS` as a policy, with errors that name the flag and its value.
 fn policy_flags(name: &str, flags: &str) -> Result<Policy, String> {
+    let shown = policy::Excerpt(flags);
     let parsed = PolicyFlags::try_parse_from(flags.split_whitespace())
-        .map_err(|e| format!("--{name} {flags:?}: {}", first_line(&e)))?;
+        .map_err(|e| format!("--{name} {shown:?}: {}", first_line(&e)))?;
     if !parsed.policy.dry_sequence_breaker.is_empty() {
         return Err(format!(
-            "--{name} {flags:?}: --dry-sequence-breaker is read by pipeline and generate only"
+            "--{name} {shown:?}: --dry-sequence-breaker is read by pipeline and generate only"
         ));
     }
     let policy = parsed
         .policy
         .policy(0.7)
-        .map_err(|e| format!("--{name} {flags:?}: {e}"))?;
+        .map_err(|e| format!("--{name} {shown:?}: {e}"))?;
     // Every range but the token ids', which the model's vocabulary bounds when it runs.
     policy
         .validate(usize::MAX)
-        .map_err(|e| format!("--{name} {flags:?}: {e}"))?;
+        .map_err(|e| format!("--{name} {shown:?}: {e}"))?;
     Ok(policy)
 }
 

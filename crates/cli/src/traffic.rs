@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use policy::generate::Unobserved;
-use policy::{Policy, Precision, RunConfig, RunRecord, SeedSource, SplitMix64, StopConfig};
+use policy::{
+    Policy, Precision, RunConfig, RunRecord, SeedSource, Shortest, SplitMix64, StopConfig,
+};
 use serde::Serialize;
 
 use crate::continuation;
@@ -78,6 +80,17 @@ fn exponential(rng: &mut SplitMix64, mean: f64) -> f64 {
     -mean * (1.0 - rng.uniform()).ln()
 }
 
+/// The most runs one `traffic` makes.
+pub const MAX_RUNS: usize = 100_000;
+/// Arrivals a second: from one every 11.6 days to a million a second.
+const MIN_RATE_PER_S: f64 = 1e-6;
+const MAX_RATE_PER_S: f64 = 1e6;
+/// The mean delay of an outcome: from a millisecond to a year.
+const MIN_OUTCOME_DELAY_S: f64 = 1e-3;
+const MAX_OUTCOME_DELAY_S: f64 = 31_536_000.0;
+/// Seconds between progress lines on standard error.
+const PROGRESS_EVERY_S: f64 = 5.0;
+
 pub fn generate(t: &Traffic) -> Result<Generated, String> {
     if t.versions.len() < 2 {
         return Err(
@@ -96,16 +109,35 @@ pub fn generate(t: &Traffic) -> Result<Generated, String> {
             ));
         }
     }
-    for (what, value) in [
-        ("--rate", t.rate_per_s),
-        ("--outcome-delay", t.mean_outcome_delay_s),
+    // Bounded so that every arrival and outcome time stays a finite number of seconds that
+    // a record's tag and an outcome row can hold.
+    for (what, value, lo, hi) in [
+        ("--rate", t.rate_per_s, MIN_RATE_PER_S, MAX_RATE_PER_S),
+        (
+            "--outcome-delay",
+            t.mean_outcome_delay_s,
+            MIN_OUTCOME_DELAY_S,
+            MAX_OUTCOME_DELAY_S,
+        ),
     ] {
-        if !(value.is_finite() && value > 0.0) {
-            return Err(format!("{what} {value}: expected a finite number above 0"));
+        if !(lo..=hi).contains(&value) {
+            return Err(format!(
+                "{what} {}: expected a number from {} to {}",
+                Shortest(value),
+                Shortest(lo),
+                Shortest(hi)
+            ));
         }
     }
     if t.runs == 0 {
         return Err("--runs 0 generates nothing: give at least 1".into());
+    }
+    if t.runs > MAX_RUNS {
+        return Err(format!(
+            "--runs {}: at most {MAX_RUNS} runs (each is a generation; at about 30 ms a run \
+             that is under an hour)",
+            t.runs
+        ));
     }
     if t.prompt_bytes < 8 {
         return Err(format!(
@@ -138,7 +170,18 @@ pub fn generate(t: &Traffic) -> Result<Generated, String> {
     let mut clock_s = 0.0;
     let (mut runs, mut outcomes) = (Vec::new(), Vec::<(f64, String)>::new());
     let mut cells: BTreeMap<(usize, &str), (String, u64, u64, f64)> = BTreeMap::new();
+    let start = std::time::Instant::now();
+    let mut last_note = 0.0;
     for i in 0..t.runs {
+        let elapsed = start.elapsed().as_secs_f64();
+        if elapsed - last_note >= PROGRESS_EVERY_S {
+            last_note = elapsed;
+            let left = elapsed / i.max(1) as f64 * (t.runs - i) as f64;
+            crate::output::note(&format!(
+                "traffic: {i} of {} runs generated in {elapsed:.0} s, about {left:.0} s left",
+                t.runs
+            ));
+        }
         clock_s += exponential(&mut rng, 1.0 / t.rate_per_s);
         let (code, passages) = &slices[usize::from(rng.uniform() < t.eu_share)];
         let passage = &passages[rng.below(passages.len() as u64) as usize];

@@ -37,6 +37,7 @@ pub mod chapter;
 pub mod compare;
 pub mod engine;
 mod error;
+mod excerpt;
 pub mod generate;
 mod logit_bias;
 mod math;
@@ -55,6 +56,7 @@ pub mod version;
 pub use chain::{parse_samplers, Sampler};
 pub use engine::{conformance, Conformance, Engine, EngineResult};
 pub use error::{Constraint, PolicyError};
+pub use excerpt::{Excerpt, EXCERPT_CHARS};
 pub use generate::{
     generate, Clock, Generation, LanguageModel, ModelCall, Observer, StopReason, Vocabulary,
 };

@@ -1192,8 +1192,14 @@ fn step_difference(a: &StepRecord, b: &StepRecord) -> Option<(String, String)> {
 }
 
 /// A string as a JSON string literal: quoted, with control characters escaped.
+/// A recorded text as a message quotes it: JSON-quoted, at most an [`Excerpt`] of it.
 fn quoted(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
+    let (text, all) = crate::Excerpt(s).parts();
+    let json = serde_json::Value::String(text.to_string()).to_string();
+    match all {
+        None => json,
+        Some(all) => format!("{json}… ({all} characters in all)"),
+    }
 }
 
 fn optional_text(s: &Option<String>) -> String {

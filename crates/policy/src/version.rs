@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use crate::record::{hash_canonical, hex, RunRecord, StopConfig};
-use crate::{BackendKind, Policy, Precision};
+use crate::{BackendKind, Excerpt, Policy, Precision};
 
 /// Hex digits of a run id (64 bits of the content digest).
 pub const RUN_ID_DIGITS: usize = 16;
@@ -86,13 +86,13 @@ impl VersionKey {
 /// A tag that cannot be attached.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum TagError {
-    #[error("tag {0:?} is not key=value")]
+    #[error("tag {:?} is not key=value", Excerpt(.0))]
     NotKeyValue(String),
-    #[error("tag {0:?} has an empty key")]
+    #[error("tag {:?} has an empty key", Excerpt(.0))]
     EmptyKey(String),
-    #[error("tag key {key:?} is given twice")]
+    #[error("tag key {:?} is given twice", Excerpt(.key))]
     Repeated { key: String },
-    #[error("tag {tag:?} is longer than {MAX_TAG_LEN} bytes on one side of the `=`")]
+    #[error("tag {:?} is longer than {MAX_TAG_LEN} bytes on one side of the `=`", Excerpt(.tag))]
     TooLong { tag: String },
     #[error("{count} tags are more than the {MAX_TAGS} a run takes")]
     TooMany { count: usize },
