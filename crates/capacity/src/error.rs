@@ -35,6 +35,13 @@ pub enum CapacityError {
     /// The slice mix is empty, names a slice twice, or its shares do not sum to 1.
     #[error("slice mix: {reason}")]
     SliceMix { reason: String },
+    /// An owner's role that is empty or longer than [`crate::Owners::MAX_ROLE_CHARS`].
+    #[error(
+        "the {gate} owner {:?} must name a role of 1 to {} characters",
+        policy::Excerpt(.role),
+        crate::Owners::MAX_ROLE_CHARS
+    )]
+    Owner { gate: &'static str, role: String },
     /// A row of a trace file that cannot be read.
     #[error("trace line {line}: {reason}")]
     TraceRow { line: usize, reason: String },

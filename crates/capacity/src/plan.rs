@@ -698,6 +698,7 @@ fn validate(inputs: &PlanInputs) -> Result<usize, CapacityError> {
     let sweep = &inputs.sweep;
     sweep.validate(&inputs.model)?;
     inputs.baseline.policy.validate()?;
+    inputs.owners.validate()?;
     if let Some(known) = &inputs.last_known_good {
         known.validate()?;
     }

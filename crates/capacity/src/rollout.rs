@@ -41,6 +41,25 @@ pub struct Owners {
     pub quality: String,
 }
 
+impl Owners {
+    /// The longest role a playbook names: a role, not a paragraph.
+    pub const MAX_ROLE_CHARS: usize = 80;
+
+    /// Each role named, in 1 to [`Owners::MAX_ROLE_CHARS`] characters.
+    pub fn validate(&self) -> Result<(), CapacityError> {
+        for (gate, role) in [("latency", &self.latency), ("quality", &self.quality)] {
+            let chars = role.trim().chars().count();
+            if chars == 0 || chars > Owners::MAX_ROLE_CHARS {
+                return Err(CapacityError::Owner {
+                    gate,
+                    role: role.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for Owners {
     fn default() -> Owners {
         Owners {

@@ -526,18 +526,22 @@ fn fleet(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
 /// `--rollout`, `--rollout-trace`, `--mitigation-delay` and the owners: how the release
 /// is operated.
 fn operations(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
-    for (name, role) in [
-        ("owner-latency", &args.owner_latency),
-        ("owner-quality", &args.owner_quality),
-    ] {
-        if role.trim().is_empty() {
-            return Err(format!("{}: name a role", flag(name, role)));
-        }
-    }
     inputs.owners = Owners {
         latency: args.owner_latency.trim().into(),
         quality: args.owner_quality.trim().into(),
     };
+    // The rule is the plan's own; the message names the flag.
+    inputs.owners.validate().map_err(|e| match &e {
+        capacity::CapacityError::Owner { gate, .. } => {
+            let role = if *gate == "latency" {
+                &args.owner_latency
+            } else {
+                &args.owner_quality
+            };
+            format!("{}: {e}", flag(&format!("owner-{gate}"), role))
+        }
+        _ => e.to_string(),
+    })?;
     let Some(text) = &args.rollout else {
         if args.rollout_trace.is_some()
             || args.mitigation_delay.is_some()

@@ -1399,16 +1399,27 @@ fn run_traffic(args: &TrafficArgs) -> Result<String, String> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and the version go to standard output as clap prints them.
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            output::note(output::bounded(&e.to_string()).trim_end());
+            return ExitCode::from(2);
+        }
+    };
     match run_command(&cli.command) {
         Ok(code) => code,
         Err(Failure::Write(e)) if output::reader_gone(&e) => ExitCode::SUCCESS,
         Err(failure @ Failure::Write(_)) => {
-            output::note(&format!("error: {failure}"));
+            output::note(&output::bounded(&format!("error: {failure}")));
             ExitCode::from(1)
         }
         Err(Failure::Input(message)) => {
-            output::note(&format!("error: {message}"));
+            output::note(&output::bounded(&format!("error: {message}")));
             ExitCode::from(2)
         }
     }

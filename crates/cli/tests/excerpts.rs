@@ -80,3 +80,56 @@ fn a_huge_flag_or_field_is_quoted_as_an_excerpt() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The flags that take a value, of every subcommand `decode-lab --help` lists, as its help
+/// names them.
+fn value_flags(command: &[&str]) -> Vec<String> {
+    let help = common::ok(&[command, &["--help"]].concat());
+    help.lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let line = line.strip_prefix("-o, ").unwrap_or(line);
+            let (flag, rest) = line.split_once(' ')?;
+            (flag.starts_with("--") && rest.starts_with('<')).then(|| flag.to_string())
+        })
+        .collect()
+}
+
+/// Every flag that takes a value, given 100,000 characters where a value belongs: whatever
+/// the command says of it is a few hundred bytes (clap's own errors included).
+#[test]
+fn every_value_flag_of_every_subcommand_is_quoted_as_an_excerpt() {
+    let long = "z".repeat(100_000);
+    let mut tried = 0;
+    for command in [
+        &["choose"][..],
+        &["pipeline"],
+        &["generate", "--prompt", "hi"],
+        &["replay"],
+        &["compare", "--prompt", "hi"],
+        &["paths", "--prompt", "hi"],
+        &["eval"],
+        &["capacity"],
+        &["speculate"],
+        &["lengths"],
+        &["observe"],
+        &["traffic"],
+        &["export"],
+        &["ngram", "train"],
+        &["langid", "train"],
+    ] {
+        let help_of = if command.len() == 3 {
+            &command[..1]
+        } else {
+            command
+        };
+        for flag in value_flags(help_of) {
+            let args = [command, &[flag.as_str(), long.as_str()]].concat();
+            let out = decode_lab(&args);
+            let said = out.stderr.len() + out.stdout.len();
+            assert!(said < 1_500, "{command:?} {flag}: {said} bytes");
+            tried += 1;
+        }
+    }
+    assert!(tried > 200, "only {tried} flags");
+}
