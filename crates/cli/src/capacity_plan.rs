@@ -264,6 +264,27 @@ fn check_save_path(args: &CapacityArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// `--decoding` must be a policy the measured file holds: `has` whether it does, `words`
+/// what the message says of the file and of its `names` ("the measured profile has",
+/// "it has").
+fn measured(
+    args: &CapacityArgs,
+    has: bool,
+    words: (&str, &str),
+    names: String,
+) -> Result<(), String> {
+    if has {
+        return Ok(());
+    }
+    Err(format!(
+        "{}: {} no policy {:?}; {} {names}",
+        flag("decoding", &args.decoding),
+        words.0,
+        capacity::decoding_name(&args.decoding),
+        words.1
+    ))
+}
+
 /// Floors allow each slice this share above its full-precision bits per byte by default
 /// (0.01 %), and at most this share with `--quality-tolerance` (1,000 %).
 const DEFAULT_TOLERANCE: f64 = 1e-4;
@@ -448,14 +469,13 @@ fn fleet(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
     // that does not exist.
     if args.speculative.is_none() && !args.lengths_from_policy {
         let profile = SpeculationProfile::tiny().map_err(|e| e.to_string())?;
-        if profile.policy(&args.decoding).is_none() {
-            return Err(format!(
-                "{}: no measured policy is called {:?}; the measured ones are {}",
-                flag("decoding", &args.decoding),
-                capacity::decoding_name(&args.decoding),
-                profile.policy_names()
-            ));
-        }
+        let has = profile.policy(&args.decoding).is_some();
+        measured(
+            args,
+            has,
+            ("the shipped measurements have", "they have"),
+            profile.policy_names(),
+        )?;
     }
     if let Some(k) = args.speculative {
         fleet.speculative_k = Some(k);
@@ -468,14 +488,13 @@ fn fleet(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
             }
             None => SpeculationProfile::tiny().map_err(|e| e.to_string())?,
         };
-        if profile.policy(&args.decoding).is_none() {
-            return Err(format!(
-                "{}: the measured profile has no policy {:?}; it has {}",
-                flag("decoding", &args.decoding),
-                capacity::decoding_name(&args.decoding),
-                profile.policy_names()
-            ));
-        }
+        let has = profile.policy(&args.decoding).is_some();
+        measured(
+            args,
+            has,
+            ("the measured profile has", "it has"),
+            profile.policy_names(),
+        )?;
         inputs.speculation = Some(SpeculationInputs {
             decoding: args.decoding.clone(),
             profile,
@@ -492,14 +511,13 @@ fn fleet(args: &CapacityArgs, inputs: &mut PlanInputs) -> Result<(), String> {
                 .map_err(|e| format!("{}: {e}", flag("lengths", &path.display().to_string())))?,
             None => LengthProfile::tiny().map_err(|e| e.to_string())?,
         };
-        if profile.policy(&args.decoding).is_none() {
-            return Err(format!(
-                "{}: the measured lengths have no policy {:?}; they have {}",
-                flag("decoding", &args.decoding),
-                capacity::decoding_name(&args.decoding),
-                profile.policy_names()
-            ));
-        }
+        let has = profile.policy(&args.decoding).is_some();
+        measured(
+            args,
+            has,
+            ("the measured lengths have", "they have"),
+            profile.policy_names(),
+        )?;
         inputs.lengths = Some(LengthInputs {
             decoding: args.decoding.clone(),
             profile,
