@@ -92,6 +92,14 @@ fn observe_reads_the_export_as_it_reads_the_jsonl() {
     let runs_table = out.join("runs.parquet");
     let named = observe(&[runs_table.to_str().unwrap(), "--outcomes", out_path]);
     assert_eq!(named["versions"], from_jsonl["versions"]);
+    // The JSONL beside its own export: each run counted once, each repeat named.
+    let both = observe(&[runs_path, out_path, "--outcomes", outcomes_path]);
+    assert_eq!(both["versions"], from_jsonl["versions"]);
+    assert_eq!(
+        (both["runs"].as_u64(), both["duplicate_count"].as_u64()),
+        (Some(9), Some(9))
+    );
+    assert_eq!(both["duplicates"][0]["first_source"], runs_path);
 
     // A record edited after it was sealed, and a line that is no record: each is named on
     // standard error, left out, and the export exits with 1.

@@ -60,6 +60,21 @@ fn observe(c: &mut Criterion) {
             obs.finish(None, &DriftRule::default()).unwrap()
         })
     });
+    // What counting each run once costs of the whole: the same 20,000 records, already
+    // read, each seen by run id (issue 33).
+    let records: Vec<policy::RunRecord> = runs
+        .lines()
+        .map(|l| policy::parse_records(l).unwrap().remove(0))
+        .collect();
+    group.bench_function("20k runs seen once", |b| {
+        b.iter(|| {
+            let mut seen = observe::SeenRuns::default();
+            for (i, r) in records.iter().enumerate() {
+                assert_eq!(seen.see(r, "runs", i + 1), observe::Seen::First);
+            }
+            seen
+        })
+    });
     group.finish();
 }
 
