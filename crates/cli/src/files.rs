@@ -200,6 +200,15 @@ pub fn write(output: &Named, bytes: &[u8]) -> Result<(), String> {
     if target.is_dir() {
         return Err(format!("{output}: is a directory, not a file"));
     }
+    // A device or a pipe (`/dev/stdout`, `/dev/null`, a FIFO) is written into: renaming a
+    // file over it would replace the device, not write to it.
+    if target.exists() && !target.is_file() {
+        return std::fs::OpenOptions::new()
+            .write(true)
+            .open(&target)
+            .and_then(|mut file| file.write_all(bytes))
+            .map_err(|e| format!("{output}: cannot write it: {e}"));
+    }
     let directory = directory_of(&target);
     if !directory.is_dir() {
         return Err(format!(
@@ -211,6 +220,10 @@ pub fn write(output: &Named, bytes: &[u8]) -> Result<(), String> {
     let written = (|| {
         let mut file = std::fs::File::create_new(&temporary)?;
         file.write_all(bytes)?;
+        // The new file keeps the old one's permissions.
+        if let Ok(old) = std::fs::metadata(&target) {
+            file.set_permissions(old.permissions())?;
+        }
         file.sync_all()?;
         std::fs::rename(&temporary, &target)
     })();
@@ -361,6 +374,34 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["out.json"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A pipe is written into, not replaced by a file (as `/dev/null` or `/dev/stdout`
+    /// would be).
+    #[cfg(unix)]
+    #[test]
+    fn a_pipe_is_written_into_not_replaced() {
+        use std::io::Read;
+        let dir = scratch("fifo");
+        let fifo = dir.join("pipe");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo failed");
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                std::fs::File::open(&fifo)
+                    .unwrap()
+                    .read_to_string(&mut text)
+                    .unwrap();
+                text
+            })
+        };
+        write(&Named::new("--out", &fifo), b"through").unwrap();
+        assert_eq!(reader.join().unwrap(), "through");
+        use std::os::unix::fs::FileTypeExt;
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
