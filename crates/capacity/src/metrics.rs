@@ -29,7 +29,7 @@ impl Percentiles {
         }
         let mean = scratch.iter().sum::<f64>() / n as f64;
         // Select from the top quantile down, each within the part below the previous one.
-        let rank = |q: f64| (((q * n as f64).ceil() as usize).max(1) - 1).min(n - 1);
+        let rank = |q: f64| policy::nearest_rank(q, n as u64) as usize - 1;
         let (k99, k90, k50) = (rank(0.99), rank(0.90), rank(0.50));
         let p99 = *scratch.select_nth_unstable_by(k99, f64::total_cmp).1;
         let p90 = *scratch[..=k99]

@@ -272,7 +272,7 @@ impl GapHistogram {
         if self.total == 0 {
             return f64::NAN;
         }
-        let rank = ((q * self.total as f64).ceil() as u64).max(1);
+        let rank = policy::nearest_rank(q, self.total);
         let mut seen = 0;
         for (i, &c) in self.counts.iter().enumerate() {
             seen += c;

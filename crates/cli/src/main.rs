@@ -251,7 +251,7 @@ fn run_paths(args: &PathsArgs) -> Result<String, String> {
             app_version: env!("CARGO_PKG_VERSION").into(),
             prompt_template: args.template.clone(),
             prompt: args.prompt.clone(),
-            policy: args.policy.policy(0.7)?,
+            policy: args.policy.policy(policy::LAB_TEMPERATURE)?,
             seed: args.first_seed,
             seed_source: SeedSource::User,
             max_tokens: args.depth,
@@ -301,7 +301,7 @@ fn policy_flags(name: &str, flags: &str) -> Result<Policy, String> {
     }
     let policy = parsed
         .policy
-        .policy(0.7)
+        .policy(policy::LAB_TEMPERATURE)
         .map_err(|e| format!("--{name} {shown:?}: {e}"))?;
     // Every range but the token ids', which the model's vocabulary bounds when it runs.
     policy
@@ -543,7 +543,7 @@ fn parse_seed(text: &str) -> Result<SeedArg, String> {
 struct ChooseArgs {
     #[command(flatten)]
     logits: LogitsSource,
-    #[arg(long, default_value_t = 0.7, allow_hyphen_values = true)]
+    #[arg(long, default_value_t = policy::LAB_TEMPERATURE, allow_hyphen_values = true)]
     temperature: f64,
     #[arg(long, default_value_t = 3, allow_hyphen_values = true)]
     top_k: usize,
@@ -736,7 +736,7 @@ impl PolicyArgs {
     /// temperature 0.7) must be what no policy flag gives.
     fn untouched(&self, policy: &Policy) -> Result<(), String> {
         let untouched = Policy {
-            temperature: 0.7,
+            temperature: policy::LAB_TEMPERATURE,
             ..Policy::default()
         };
         if self.temperature.is_some() || *policy != untouched {
@@ -1117,7 +1117,7 @@ fn run_generate(args: &GenerateArgs) -> Result<String, Failure> {
         app_version: env!("CARGO_PKG_VERSION").into(),
         prompt_template: args.template.clone(),
         prompt: args.prompt.clone(),
-        policy: args.policy.policy(0.7)?,
+        policy: args.policy.policy(policy::LAB_TEMPERATURE)?,
         seed,
         seed_source: match args.seed {
             SeedArg::Fixed(_) => SeedSource::User,
@@ -1220,7 +1220,7 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, String> {
             .clone()
             .unwrap_or_else(|| dir.join(model_dir::DRAFT_FILE)),
     };
-    let policy = args.policy.policy(0.7)?;
+    let policy = args.policy.policy(policy::LAB_TEMPERATURE)?;
     if args.planner {
         args.policy.untouched(&policy)?;
         let policies = speculate::planner_policies();
@@ -1271,7 +1271,7 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, String> {
 
 fn run_lengths(args: &LengthsArgs) -> Result<String, String> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
-    let policy = args.policy.policy(0.7)?;
+    let policy = args.policy.policy(policy::LAB_TEMPERATURE)?;
     let policies: Vec<(String, Policy)> = if args.planner {
         args.policy.untouched(&policy)?;
         speculate::planner_policies()
@@ -1349,7 +1349,7 @@ fn version(text: &str) -> Result<traffic::Version, String> {
         name: name.trim().to_string(),
         policy: parsed
             .policy
-            .policy(0.7)
+            .policy(policy::LAB_TEMPERATURE)
             .map_err(|e| format!("--version {text:?}: {e}"))?,
         precision: parsed.weights,
         max_tokens: parsed.max_tokens,

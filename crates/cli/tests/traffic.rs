@@ -124,9 +124,9 @@ fn traffic_writes_tagged_runs_and_later_outcomes_that_observe_joins() {
 
 #[test]
 fn bad_versions_are_named() {
-    let out = scratch("bad.jsonl");
-    let o = out.to_str().unwrap();
-    let base = ["traffic", "--out", o, "--outcomes", o];
+    let (out, outcomes) = (scratch("bad.jsonl"), scratch("bad-outcomes.jsonl"));
+    let (o, oo) = (out.to_str().unwrap(), outcomes.to_str().unwrap());
+    let base = ["traffic", "--out", o, "--outcomes", oo];
     let with = |extra: &[&'static str]| [&base[..], extra].concat();
     fails_with(
         &with(&["--version", "a=--temperature 0.7"]),

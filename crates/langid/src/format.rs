@@ -201,9 +201,7 @@ impl LangId {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+use policy::hex;
 
 fn unpack(key: u64, n: usize) -> Vec<u16> {
     (0..n)

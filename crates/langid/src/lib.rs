@@ -53,8 +53,6 @@ pub mod held_out;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use sha2::{Digest, Sha256};
-
 pub use error::LangIdError;
 
 /// The longest n-gram: four 16-bit character ids fill one `u64` key.
@@ -259,12 +257,7 @@ pub(crate) fn check_config(config: &TrainConfig) -> Result<(), LangIdError> {
     Ok(())
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
+use policy::sha256_hex;
 
 impl LangId {
     /// Trains on `slices`, each a slice code and its training text.

@@ -6,6 +6,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::format::{MAGIC, VERSION};
+use sha2::{Digest, Sha256};
 
 /// Slices "a" = "ab" and "b" = "bbb", order 2, nothing pruned, α = 1.
 ///

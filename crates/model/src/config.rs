@@ -9,7 +9,6 @@
 //! with checked arithmetic in u64, so no shape can overflow on a 32-bit target either.
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use policy::Shortest;
 
@@ -324,6 +323,4 @@ fn sum(terms: &[u64]) -> Option<u64> {
 }
 
 /// SHA-256 of `bytes` as lower-case hex, the form the config records.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(bytes))
-}
+pub use policy::sha256_hex;

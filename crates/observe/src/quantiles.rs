@@ -66,7 +66,7 @@ impl Quantiles {
         if self.count == 0 {
             return None;
         }
-        let rank = ((p * self.count as f64).ceil() as u64).clamp(1, self.count);
+        let rank = policy::nearest_rank(p, self.count);
         if !self.folded {
             let mut sorted = self.exact.clone();
             sorted.sort_unstable_by(f64::total_cmp);

@@ -45,6 +45,7 @@ mod model_view;
 pub mod modern;
 pub mod paths;
 mod pipeline;
+mod rank;
 pub mod record;
 mod request;
 pub mod rng;
@@ -65,11 +66,12 @@ pub use model_view::{model_view, ModelView, MODEL_TOP};
 pub use pipeline::{
     step, ConstraintTable, Logit, MirostatMu, Policy, Snapshots, Stage, StageOrder, StageSnapshot,
     StepContext, StepOutcome, Stepper, TokenProb, DEVICE_CONSTRAINT_LIMIT, DRY_ALLOWED_LENGTH,
-    DRY_BASE, MIROSTAT_ETA, MIROSTAT_TAU, POLICY_VERSION, XTC_THRESHOLD,
+    DRY_BASE, LAB_TEMPERATURE, MIROSTAT_ETA, MIROSTAT_TAU, POLICY_VERSION, XTC_THRESHOLD,
 };
+pub use rank::nearest_rank;
 pub use record::{
-    parse_records, replay, ArtifactId, Audit, Backend, BackendKind, RecordError, ReplayReport,
-    RunConfig, RunRecord, SeedSource, Segment, StopConfig, MAX_TIMING_US,
+    hex, parse_records, replay, sha256_hex, ArtifactId, Audit, Backend, BackendKind, RecordError,
+    ReplayReport, RunConfig, RunRecord, SeedSource, Segment, StopConfig, MAX_TIMING_US,
 };
 pub use request::{BackendChoice, Precision};
 pub use rng::{NumpyRng, SplitMix64};

@@ -230,6 +230,10 @@ fn is_default_xtc_threshold(x: &f64) -> bool {
     *x == XTC_THRESHOLD
 }
 
+/// The temperature a run takes when none is given: the chapter's `decode.py` default
+/// (`choose(logits, temperature=0.7, ...)`), for the CLI's runs and the lab's forms alike.
+pub const LAB_TEMPERATURE: f64 = 0.7;
+
 impl Default for Policy {
     fn default() -> Policy {
         Policy {

@@ -819,8 +819,14 @@ fn run_id_of(digest: &str) -> String {
         .collect()
 }
 
+/// SHA-256 of `bytes` as lowercase hex: the one form in which every file hash, digest and
+/// training-text hash of the project is written.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
 /// Lowercase hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len() * 2);
     for byte in bytes {
         out.push(char::from(HEX[usize::from(byte >> 4)]));

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use crate::record::{hash_canonical, hex, RunRecord, StopConfig};
+use crate::record::{hash_canonical, hex, sha256_hex, RunRecord, StopConfig};
 use crate::{BackendKind, Excerpt, Policy, Precision};
 
 /// Hex digits of a run id (64 bits of the content digest).
@@ -60,7 +60,7 @@ impl VersionKey {
             policy_version: record.policy_version.clone(),
             model_hash: record.model.hash.clone(),
             tokenizer_hash: record.tokenizer.hash.clone(),
-            prompt_template_hash: hex(&Sha256::digest(config.prompt_template.as_bytes())),
+            prompt_template_hash: sha256_hex(config.prompt_template.as_bytes()),
             policy: config.policy.clone(),
             max_tokens: config.max_tokens,
             stop: config.stop.clone(),

@@ -5,7 +5,6 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 use policy::ArtifactId;
-use sha2::{Digest, Sha256};
 
 use crate::byte_level::{char_to_byte, to_chars};
 use crate::error::TokenizerError;
@@ -50,8 +49,7 @@ pub struct Tokenizer {
 
 /// Lower-case hex SHA-256 of `text`.
 pub(crate) fn sha256_hex(text: &str) -> String {
-    let digest = Sha256::digest(text.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    policy::sha256_hex(text.as_bytes())
 }
 
 /// The bytes the Hugging Face `ByteLevel` decoder gives for an added token: its characters

@@ -56,7 +56,7 @@ use rule::BigramRule;
 /// The training text every alternative learns from, as `ngram train` reads it.
 pub const TRAINING: [&str; 2] = ["train.en.txt", "train.eu.txt"];
 /// The temperature of the sampling policy (the traffic demo's baseline version).
-pub const SAMPLING_TEMPERATURE: f64 = 0.7;
+pub const SAMPLING_TEMPERATURE: f64 = policy::LAB_TEMPERATURE;
 
 /// What to compare on.
 pub struct Settings<'a> {

@@ -37,7 +37,7 @@ impl Default for GenerateForm {
         GenerateForm {
             prompt: "The model".into(),
             max_tokens: "32".into(),
-            temperature: "0.7".into(),
+            temperature: policy::LAB_TEMPERATURE.to_string(),
             top_k: "40".into(),
             top_p: "1".into(),
             min_p: "0".into(),

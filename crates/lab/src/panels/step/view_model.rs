@@ -58,7 +58,7 @@ impl Default for StepForm {
     fn default() -> StepForm {
         StepForm {
             logits: "1.2, 0.1, 2.4, 1.7".into(),
-            temperature: "0.7".into(),
+            temperature: policy::LAB_TEMPERATURE.to_string(),
             top_k: "3".into(),
             top_p: "1".into(),
             min_p: "0".into(),
