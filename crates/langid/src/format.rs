@@ -29,6 +29,8 @@
 //! What it records instead is the SHA-256 of each slice's training text, so a test can check
 //! that the shipped file was trained on the committed corpus.
 
+use artifact_file::{write_varint as varint, Malformed, Reader};
+use policy::hex;
 use sha2::{Digest, Sha256};
 
 use crate::{
@@ -110,7 +112,7 @@ impl LangId {
                 found: bytes.len() as u64,
             });
         }
-        let mut reader = Reader { bytes, at: 8 };
+        let mut reader = Reader::new(bytes, 8);
         let version = reader.u32()?;
         if version != VERSION {
             return Err(LangIdError::UnsupportedVersion {
@@ -130,7 +132,10 @@ impl LangId {
             });
         }
         if bytes.len() < PREAMBLE + TRAILER {
-            return Err(reader.malformed("the recorded length leaves no room for a checksum"));
+            return Err(malformed(
+                &reader,
+                "the recorded length leaves no room for a checksum",
+            ));
         }
         let (body, trailer) = bytes.split_at(bytes.len() - TRAILER);
         let computed = Sha256::digest(body);
@@ -140,10 +145,7 @@ impl LangId {
                 computed: hex(&computed),
             });
         }
-        let mut reader = Reader {
-            bytes: body,
-            at: PREAMBLE,
-        };
+        let mut reader = Reader::new(body, PREAMBLE);
         let config = TrainConfig {
             order: reader.u32()? as usize,
             min_count: reader.u32()?,
@@ -156,7 +158,10 @@ impl LangId {
         }
         // Each slice takes at least 66 bytes, so a count beyond that must not size anything.
         if classes > (body.len() - reader.at) / 66 {
-            return Err(reader.malformed("the slice count exceeds what the file can hold"));
+            return Err(malformed(
+                &reader,
+                "the slice count exceeds what the file can hold",
+            ));
         }
         let mut slices: Vec<Slice> = Vec::with_capacity(classes);
         for _ in 0..classes {
@@ -171,7 +176,10 @@ impl LangId {
                 .iter()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
             {
-                return Err(reader.malformed("a training SHA-256 is not 64 lowercase hex digits"));
+                return Err(malformed(
+                    &reader,
+                    "a training SHA-256 is not 64 lowercase hex digits",
+                ));
             }
             slices.push(Slice {
                 code,
@@ -186,7 +194,10 @@ impl LangId {
         for _ in 0..alphabet.len() {
             let counts = reader.counts(classes)?;
             if counts.iter().all(|&c| c == 0) {
-                return Err(reader.malformed("a character of the alphabet has no count"));
+                return Err(malformed(
+                    &reader,
+                    "a character of the alphabet has no count",
+                ));
             }
             unigrams.counts.extend_from_slice(&counts);
         }
@@ -195,83 +206,57 @@ impl LangId {
             tables.push(reader.table(n, alphabet.len(), classes, config.min_count)?);
         }
         if reader.at != body.len() {
-            return Err(reader.malformed("bytes are left over after the last n-gram"));
+            return Err(malformed(
+                &reader,
+                "bytes are left over after the last n-gram",
+            ));
         }
         Ok(LangId::from_parts(config, slices, alphabet, tables))
     }
 }
 
-use policy::hex;
-
 fn unpack(key: u64, n: usize) -> Vec<u16> {
-    (0..n)
-        .rev()
-        .map(|i| ((key >> (16 * i)) & 0xFFFF) as u16)
-        .collect()
+    artifact_file::unpack(key, n).collect()
 }
 
-fn varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
-
-/// A cursor over the checked body; running off its end is a malformed file, since the
-/// length and checksum already matched.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn malformed(&self, problem: &str) -> LangIdError {
+impl From<Malformed> for LangIdError {
+    fn from(m: Malformed) -> LangIdError {
         LangIdError::Malformed {
-            offset: self.at,
-            problem: problem.to_string(),
+            offset: m.offset,
+            problem: m.problem,
         }
     }
+}
 
-    fn take(&mut self, n: usize) -> Result<&[u8], LangIdError> {
-        if self.bytes.len() - self.at < n {
-            return Err(self.malformed("the contents end in the middle of a field"));
-        }
-        let taken = &self.bytes[self.at..self.at + n];
-        self.at += n;
-        Ok(taken)
-    }
+/// `problem` at the cursor, as the identifier's error.
+fn malformed(reader: &Reader, problem: &str) -> LangIdError {
+    reader.malformed(problem).into()
+}
 
-    fn u32(&mut self) -> Result<u32, LangIdError> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
+/// The identifier's own parts of the format, read at the shared cursor.
+trait ReadParts {
+    fn length(&mut self, min_bytes: usize, what: &str) -> Result<usize, LangIdError>;
+    fn alphabet(&mut self) -> Result<Vec<char>, LangIdError>;
+    fn counts(&mut self, classes: usize) -> Result<Vec<u32>, LangIdError>;
+    fn table(
+        &mut self,
+        n: usize,
+        alphabet: usize,
+        classes: usize,
+        min_count: u32,
+    ) -> Result<Table, LangIdError>;
+}
 
-    fn u64(&mut self) -> Result<u64, LangIdError> {
-        let b = self.take(8)?;
-        let mut word = [0u8; 8];
-        word.copy_from_slice(b);
-        Ok(u64::from_le_bytes(word))
-    }
-
-    fn varint(&mut self) -> Result<u64, LangIdError> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.take(1)?[0];
-            value |= u64::from(b & 0x7F) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(self.malformed("a varint runs past 64 bits"))
-    }
-
+impl ReadParts for Reader<'_> {
     /// A length that must not size an allocation beyond what the rest of the file can hold,
     /// at `min_bytes` per item.
     fn length(&mut self, min_bytes: usize, what: &str) -> Result<usize, LangIdError> {
         let len = self.varint()?;
-        if len > ((self.bytes.len() - self.at) / min_bytes) as u64 {
-            return Err(self.malformed(&format!("the {what} count exceeds what the file can hold")));
+        if len > (self.remaining() / min_bytes) as u64 {
+            return Err(malformed(
+                self,
+                &format!("the {what} count exceeds what the file can hold"),
+            ));
         }
         Ok(len as usize)
     }
@@ -279,7 +264,10 @@ impl Reader<'_> {
     fn alphabet(&mut self) -> Result<Vec<char>, LangIdError> {
         let len = self.length(1, "character")?;
         if len == 0 || len > MAX_ALPHABET {
-            return Err(self.malformed("the alphabet is empty or larger than 65,535 characters"));
+            return Err(malformed(
+                self,
+                "the alphabet is empty or larger than 65,535 characters",
+            ));
         }
         let mut alphabet = Vec::with_capacity(len);
         let mut previous: Option<u32> = None;
@@ -293,9 +281,10 @@ impl Reader<'_> {
                     previous = Some(u32::from(c));
                 }
                 _ => {
-                    return Err(
-                        self.malformed("the alphabet is not increasing Unicode scalar values")
-                    )
+                    return Err(malformed(
+                        self,
+                        "the alphabet is not increasing Unicode scalar values",
+                    ))
                 }
             }
         }
@@ -306,7 +295,7 @@ impl Reader<'_> {
         (0..classes)
             .map(|_| {
                 let count = self.varint()?;
-                u32::try_from(count).map_err(|_| self.malformed("a count is beyond 32 bits"))
+                u32::try_from(count).map_err(|_| malformed(self, "a count is beyond 32 bits"))
             })
             .collect()
     }
@@ -328,7 +317,7 @@ impl Reader<'_> {
         for _ in 0..len {
             let shared = usize::from(self.take(1)?[0]);
             if shared >= n || (previous.is_none() && shared != 0) {
-                return Err(self.malformed("an n-gram shares more ids than it has"));
+                return Err(malformed(self, "an n-gram shares more ids than it has"));
             }
             let mut ids = previous.clone().unwrap_or_default();
             ids.truncate(shared);
@@ -337,21 +326,24 @@ impl Reader<'_> {
                 let id = match &previous {
                     Some(p) if j == shared => {
                         if raw == 0 {
-                            return Err(self.malformed("n-grams are not in increasing order"));
+                            return Err(malformed(self, "n-grams are not in increasing order"));
                         }
                         u64::from(p[j]).saturating_add(raw)
                     }
                     _ => raw,
                 };
                 if id == 0 || id > alphabet as u64 {
-                    return Err(self.malformed("a character id is outside the alphabet"));
+                    return Err(malformed(self, "a character id is outside the alphabet"));
                 }
                 ids.push(id as u16);
             }
             let counts = self.counts(classes)?;
             let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
             if total < u64::from(min_count) {
-                return Err(self.malformed("an n-gram is counted less than the minimum count"));
+                return Err(malformed(
+                    self,
+                    "an n-gram is counted less than the minimum count",
+                ));
             }
             table.grams.push(pack(&ids));
             table.counts.extend_from_slice(&counts);

@@ -19,6 +19,8 @@
 //! magic, version, checksum, tokenizer, then every rule of the contents (ids below V, strictly
 //! increasing n-grams, counts above 0), so each kind of damage has its own error.
 
+use artifact_file::{write_varint as varint, Malformed, Reader};
+
 use crate::crc32::crc32;
 use crate::{check_hash, NgramError, NgramModel, Table, MAX_ORDER, MAX_VOCAB};
 
@@ -83,7 +85,7 @@ impl NgramModel {
                 found: bytes.len() as u64,
             });
         }
-        let mut reader = Reader { bytes, at: 8 };
+        let mut reader = Reader::new(bytes, 8);
         let version = reader.u32()?;
         if version != VERSION {
             return Err(NgramError::UnsupportedVersion {
@@ -103,7 +105,9 @@ impl NgramModel {
             });
         }
         if bytes.len() < PREAMBLE + 4 {
-            return Err(reader.malformed("the recorded length leaves no room for a checksum"));
+            return Err(reader
+                .malformed("the recorded length leaves no room for a checksum")
+                .into());
         }
         let (body, tail) = bytes.split_at(bytes.len() - 4);
         let stored = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
@@ -111,10 +115,7 @@ impl NgramModel {
         if stored != computed {
             return Err(NgramError::ChecksumMismatch { stored, computed });
         }
-        let mut reader = Reader {
-            bytes: body,
-            at: PREAMBLE,
-        };
+        let mut reader = Reader::new(body, PREAMBLE);
         let hash = String::from_utf8_lossy(reader.take(64)?).into_owned();
         if hash != tokenizer_sha256 {
             return Err(NgramError::WrongTokenizer {
@@ -138,81 +139,41 @@ impl NgramModel {
             tables.push(reader.table(n, vocab)?);
         }
         if reader.at != body.len() {
-            return Err(reader.malformed("bytes are left over after the last n-gram"));
+            return Err(reader
+                .malformed("bytes are left over after the last n-gram")
+                .into());
         }
         NgramModel::from_parts(vocab, hash, discounts, tables)
     }
 }
 
 fn unpack(key: u64, n: usize) -> Vec<u32> {
-    (0..n)
-        .rev()
-        .map(|i| ((key >> (16 * i)) & 0xFFFF) as u32)
-        .collect()
+    artifact_file::unpack(key, n).map(u32::from).collect()
 }
 
-fn varint(out: &mut Vec<u8>, mut value: u64) {
-    while value >= 0x80 {
-        out.push((value as u8) | 0x80);
-        value >>= 7;
-    }
-    out.push(value as u8);
-}
-
-/// A cursor over the checked body; running off its end is a malformed file, since the
-/// length and checksum already matched.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn malformed(&self, problem: &str) -> NgramError {
+impl From<Malformed> for NgramError {
+    fn from(m: Malformed) -> NgramError {
         NgramError::Malformed {
-            offset: self.at,
-            problem: problem.to_string(),
+            offset: m.offset,
+            problem: m.problem,
         }
     }
+}
 
-    fn take(&mut self, n: usize) -> Result<&[u8], NgramError> {
-        if self.bytes.len() - self.at < n {
-            return Err(self.malformed("the contents end in the middle of a field"));
-        }
-        let taken = &self.bytes[self.at..self.at + n];
-        self.at += n;
-        Ok(taken)
-    }
+/// The draft's own part of the format, read at the shared cursor.
+trait ReadTable {
+    fn table(&mut self, n: usize, vocab: u32) -> Result<Table, NgramError>;
+}
 
-    fn u32(&mut self) -> Result<u32, NgramError> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    fn u64(&mut self) -> Result<u64, NgramError> {
-        let b = self.take(8)?;
-        let mut word = [0u8; 8];
-        word.copy_from_slice(b);
-        Ok(u64::from_le_bytes(word))
-    }
-
-    fn varint(&mut self) -> Result<u64, NgramError> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.take(1)?[0];
-            value |= u64::from(b & 0x7F) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(self.malformed("a varint runs past 64 bits"))
-    }
-
+impl ReadTable for Reader<'_> {
     fn table(&mut self, n: usize, vocab: u32) -> Result<Table, NgramError> {
         let len = self.varint()?;
         // Each n-gram takes at least three bytes (shared length, one id, count), so a count
         // beyond that is a lie that must not size an allocation.
-        if len > (self.bytes.len() - self.at) as u64 / 3 {
-            return Err(self.malformed("the n-gram count exceeds what the file can hold"));
+        if len > self.remaining() as u64 / 3 {
+            return Err(self
+                .malformed("the n-gram count exceeds what the file can hold")
+                .into());
         }
         let mut table = Table {
             grams: Vec::with_capacity(len as usize),
@@ -222,7 +183,9 @@ impl Reader<'_> {
         for _ in 0..len {
             let shared = usize::from(self.take(1)?[0]);
             if shared >= n || (previous.is_none() && shared != 0) {
-                return Err(self.malformed("an n-gram shares more ids than it has"));
+                return Err(self
+                    .malformed("an n-gram shares more ids than it has")
+                    .into());
             }
             let mut ids = previous.clone().unwrap_or_default();
             ids.truncate(shared);
@@ -231,7 +194,9 @@ impl Reader<'_> {
                 let id = match &previous {
                     Some(p) if j == shared => {
                         if raw == 0 {
-                            return Err(self.malformed("n-grams are not in increasing order"));
+                            return Err(self
+                                .malformed("n-grams are not in increasing order")
+                                .into());
                         }
                         u64::from(p[j]) + raw
                     }
@@ -247,7 +212,9 @@ impl Reader<'_> {
             }
             let count = self.varint()?;
             if count == 0 || count > u64::from(u32::MAX) {
-                return Err(self.malformed("an n-gram count is 0 or beyond 32 bits"));
+                return Err(self
+                    .malformed("an n-gram count is 0 or beyond 32 bits")
+                    .into());
             }
             table.grams.push(crate::pack(&ids));
             table.counts.push(count as u32);

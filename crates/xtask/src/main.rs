@@ -325,6 +325,7 @@ fn test(root: &Path) -> Result<(), String> {
         ("capacity", &POLICY_MUST_NOT_USE[..]),
         ("ngram", &POLICY_MUST_NOT_USE[..]),
         ("langid", &POLICY_MUST_NOT_USE[..]),
+        ("artifact-file", &POLICY_MUST_NOT_USE[..]),
         ("observe", &POLICY_MUST_NOT_USE[..]),
         // (safetensors brings getrandom in through tempfile; the model never draws from it.)
         (
