@@ -123,7 +123,8 @@ pub struct Verdict {
 }
 
 const OUTCOME: &str = "outcome rate";
-const LATENCY: &str = "p99 TTFT";
+/// The latency detector's name, as a [`Breach`] gives it.
+pub const LATENCY_DETECTOR: &str = "p99 TTFT";
 const SHIFT: &str = "distribution shift";
 
 /// Each version but the baseline, against it.
@@ -146,7 +147,7 @@ pub(crate) fn compare(baseline: &str, versions: &[VersionReport], rule: &DriftRu
             stop_condition: stop.into(),
         },
         Detector {
-            name: LATENCY.into(),
+            name: LATENCY_DETECTOR.into(),
             threshold: format!(
                 "rises more than {:.0} % above the baseline's, with at least {} runs a side",
                 rule.max_ttft_rise * 100.0,

@@ -29,7 +29,9 @@ use std::collections::BTreeMap;
 use policy::{RunRecord, VersionKey};
 use serde::{Deserialize, Serialize};
 
-pub use drift::{newcombe, Breach, Drift, DriftRule, SliceDrift, Verdict as DriftVerdict};
+pub use drift::{
+    newcombe, Breach, Drift, DriftRule, SliceDrift, Verdict as DriftVerdict, LATENCY_DETECTOR,
+};
 pub use error::ObserveError;
 pub use group::{Group, Summary};
 pub use outcome::{Outcome, OutcomeRows, Outcomes, Verdict};

@@ -85,7 +85,7 @@ impl Form for GenerateForm {
                 "backend" => match value.trim().parse() {
                     Ok(b) => form.backend = b,
                     Err(_) => problems.add("gen-backend", format!(
-                        "The URL asks for backend \"{value}\", which is not one of gpu or cpu; using WebGPU."
+                        "The URL asks for backend \"{value}\", which is not one of auto, gpu or cpu; using auto."
                     )),
                 },
                 "fault" => form.fault = value.to_string(),

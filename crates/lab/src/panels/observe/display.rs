@@ -337,7 +337,7 @@ fn ttft_part(report: &Report) -> Part {
         .into_iter()
         .filter_map(|(version, slice, s)| {
             let p99 = s.ttft_p99_ms?;
-            let flagged = breached(report, &version, &slice, "p99 TTFT");
+            let flagged = breached(report, &version, &slice, observe::LATENCY_DETECTOR);
             Some((version, slice, p99, None, format!("{p99:.2} ms"), flagged))
         })
         .collect();
