@@ -248,20 +248,7 @@ fn check_save_path(args: &CapacityArgs) -> Result<(), String> {
     };
     let output = Named::new("--save-known-good", save);
     files::check(std::slice::from_ref(&output), &files_read(args))?;
-    if save.is_dir() {
-        return Err(format!("{output}: is a directory, not a file"));
-    }
-    let parent = match save.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !parent.is_dir() {
-        return Err(format!(
-            "{output}: its directory {} does not exist",
-            parent.display()
-        ));
-    }
-    Ok(())
+    files::writable(&output).map(|_| ())
 }
 
 /// `--decoding` must be a policy the measured file holds: `has` whether it does, `words`

@@ -71,8 +71,8 @@ pub fn train(
     let mut slices = Vec::new();
     for (code, name, file) in SLICES {
         let text = read_text(&corpus.join(file))?;
-        let tokens = tokenizer.encode(&text);
-        let tokens = &tokens[..tokens.len().min(max_tokens)];
+        let all = tokenizer.encode(&text);
+        let tokens = &all[..all.len().min(max_tokens)];
         let (predicted, byte_count, bits_per_byte) =
             held_out_bits(&model, &tokenizer, tokens, context)?;
         // An empty measurement is no measurement: 0 bits per byte would read as perfect.
@@ -86,7 +86,7 @@ pub fn train(
                 "{}: no held-out token to score (it has {} tokens{cut}); the draft needs at \
                  least 2 to be measured, and nothing was written",
                 corpus.join(file).display(),
-                tokenizer.encode(&text).len()
+                all.len()
             ));
         }
         slices.push(HeldOut {

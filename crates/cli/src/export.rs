@@ -90,7 +90,7 @@ fn write(
     for path in &args.runs {
         let (source, lines) = run_lines(path)?;
         check_lines(lines, |number, line, read| {
-            let seen = read.and_then(|record| match seen.see(&record, &source, number) {
+            let kept = read.and_then(|record| match seen.see(&record, &source, number) {
                 observe::Seen::First => Ok(Some(record)),
                 observe::Seen::Again(d) => {
                     left.duplicates += 1;
@@ -104,7 +104,7 @@ fn write(
                 }
                 observe::Seen::Conflict(reason) => Err(reason),
             });
-            match seen {
+            match kept {
                 Ok(Some(record)) => {
                     let slice = observe::slice_of(&record, identifier);
                     export

@@ -188,10 +188,10 @@ fn temporary(target: &Path, what: &str) -> PathBuf {
     directory_of(target).join(format!(".{name}.{}.{what}", std::process::id()))
 }
 
-/// Writes `bytes` to `output`: into a temporary file beside it, flushed to disk, then renamed
-/// over it, so the old file stays whole until the new one is. A symbolic link is followed:
-/// the file it leads to is replaced, not the link.
-pub fn write(output: &Named, bytes: &[u8]) -> Result<(), String> {
+/// Where a file output lands, if it can: the file a symbolic link leads to (or the path
+/// itself when nothing is there yet), refused when it is a directory or its directory does
+/// not exist. [`write`] calls it; a command whose work is long calls it before the work too.
+pub fn writable(output: &Named) -> Result<PathBuf, String> {
     let target = if output.path.exists() {
         resolve(&output.path)
     } else {
@@ -200,6 +200,21 @@ pub fn write(output: &Named, bytes: &[u8]) -> Result<(), String> {
     if target.is_dir() {
         return Err(format!("{output}: is a directory, not a file"));
     }
+    let directory = directory_of(&target);
+    if !directory.is_dir() {
+        return Err(format!(
+            "{output}: its directory {} does not exist",
+            directory.display()
+        ));
+    }
+    Ok(target)
+}
+
+/// Writes `bytes` to `output` ([`writable`]): into a temporary file beside it, flushed to
+/// disk, then renamed over it, so the old file stays whole until the new one is. A symbolic
+/// link is followed: the file it leads to is replaced, not the link.
+pub fn write(output: &Named, bytes: &[u8]) -> Result<(), String> {
+    let target = writable(output)?;
     // A device or a pipe (`/dev/stdout`, `/dev/null`, a FIFO) is written into: renaming a
     // file over it would replace the device, not write to it.
     if target.exists() && !target.is_file() {
@@ -208,13 +223,6 @@ pub fn write(output: &Named, bytes: &[u8]) -> Result<(), String> {
             .open(&target)
             .and_then(|mut file| file.write_all(bytes))
             .map_err(|e| format!("{output}: cannot write it: {e}"));
-    }
-    let directory = directory_of(&target);
-    if !directory.is_dir() {
-        return Err(format!(
-            "{output}: its directory {} does not exist",
-            directory.display()
-        ));
     }
     let temporary = temporary(&target, "tmp");
     let written = (|| {
