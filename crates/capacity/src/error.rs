@@ -167,6 +167,30 @@ pub enum CapacityError {
         name: String,
         known: String,
     },
+    /// A plan request's knob whose value does not read or breaks a rule of the request:
+    /// the knob's name (the CLI's flag), the value as typed, and why.
+    #[error("{}: {why}", crate::request::shown(.knob, .value))]
+    Knob {
+        knob: &'static str,
+        value: String,
+        why: String,
+    },
+    /// A plan request's knob whose value breaks one of the plan's rules.
+    #[error("{}: {source}", crate::request::shown(.knob, .value))]
+    KnobRule {
+        knob: &'static str,
+        value: String,
+        source: Box<CapacityError>,
+    },
+    /// Knobs given without the knob they shape (the last of `knobs`).
+    #[error("{why}")]
+    Knobs {
+        knobs: Vec<&'static str>,
+        why: String,
+    },
+    /// A key that is none of the plan request's knobs.
+    #[error("a plan request has no knob {:?} (given {:?})", policy::Excerpt(.name), policy::Excerpt(.value))]
+    UnknownKnob { name: String, value: String },
     /// A name that is not one of its kind's (a batching, a weight path): the `FromStr` of
     /// [`crate::Batching`] and [`crate::WeightPath`].
     #[error("unknown {kind} {:?}; expected {expected}", policy::Excerpt(.name))]

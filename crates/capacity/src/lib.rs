@@ -34,6 +34,7 @@ mod prefix_cache;
 mod profile;
 mod quality;
 mod report;
+mod request;
 mod rollout;
 mod sim;
 mod speculation;
@@ -65,6 +66,10 @@ pub use profile::{HardwareProfile, ModelProfile, WeightPath};
 pub use quality::{
     EvalReport, EvalSlice, QualityFloor, QualityProfile, SliceQuality, MAX_BITS_PER_BYTE,
     MIN_BITS_PER_BYTE, TINY_EVAL_JSON,
+};
+pub use request::{
+    list, on_off, shown, split, Knob, KnobKind, PlanRequest, ReadFile, DEFAULT_QUALITY_TOLERANCE,
+    KNOBS, MAX_LIST_ENTRIES, MAX_QUALITY_TOLERANCE,
 };
 pub use rollout::{
     Owners, PlaybookEntry, RolloutInputs, RolloutReport, RolloutWindow, MIN_SAMPLES,

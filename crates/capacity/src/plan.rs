@@ -324,7 +324,7 @@ impl Sweep {
             "{} × batch limits {:?} × weights {}{}; KV blocks of {} tokens",
             self.batchings
                 .iter()
-                .map(|b| b.label())
+                .map(|b| b.to_string())
                 .collect::<Vec<_>>()
                 .join(", "),
             self.max_sequences,
@@ -1466,7 +1466,7 @@ impl SweepRow {
                     shortest(load)
                 )
             },
-            batching: policy.batching.label(),
+            batching: policy.batching.to_string(),
             max_sequences: policy.max_sequences,
             weights: policy.weights.name().into(),
             output_tokens_per_s: 0.0,

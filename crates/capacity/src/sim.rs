@@ -87,19 +87,10 @@ impl Batching {
             Batching::ChunkedPrefill { token_budget } => Some(*token_budget),
         }
     }
-
-    /// The report's name: `static`, `continuous`, `chunked-prefill/128`. (`Display` is the
-    /// name a user types, `chunked:128`.)
-    pub fn label(&self) -> String {
-        match self {
-            Batching::Static => "static".into(),
-            Batching::Continuous => "continuous".into(),
-            Batching::ChunkedPrefill { token_budget } => format!("chunked-prefill/{token_budget}"),
-        }
-    }
 }
 
-/// `static`, `continuous` or `chunked:BUDGET`, as `decode-lab capacity --policy` takes them.
+/// `static`, `continuous` or `chunked:BUDGET`: the one spelling, which `decode-lab capacity
+/// --policy` takes, the report writes and the lab's batching ticks make.
 impl fmt::Display for Batching {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -165,7 +156,7 @@ impl ServingPolicy {
     pub fn label(&self) -> String {
         format!(
             "{}, {} seqs, {}",
-            self.batching.label(),
+            self.batching,
             self.max_sequences,
             self.weights.name()
         )

@@ -245,7 +245,7 @@ fn eval_profiles() {
 #[test]
 fn known_good_plans() {
     let known = NamedPolicy {
-        name: "known-good: chunked-prefill/128, 16 seqs, int8".into(),
+        name: "known-good: chunked:128, 16 seqs, int8".into(),
         policy: ServingPolicy {
             batching: Batching::ChunkedPrefill { token_budget: 128 },
             max_sequences: 16,

@@ -85,7 +85,7 @@ fn the_default_plan_releases_full_weights_and_shows_where_max_throughput_breaks_
     }
     // The contract names the swept configurations (the lab's panel shows the same words).
     assert!(
-        md.contains("| sweep | static, continuous, chunked-prefill/128 × batch limits [1, 4, 16, 64] × weights full, int8; KV blocks of 16 tokens |"),
+        md.contains("| sweep | static, continuous, chunked:128 × batch limits [1, 4, 16, 64] × weights full, int8; KV blocks of 16 tokens |"),
         "{md}"
     );
 }

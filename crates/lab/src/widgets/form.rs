@@ -71,6 +71,14 @@ impl Problems {
         )
     }
 
+    /// These problems in the order of `fields` (a field not listed last), each field's
+    /// own in the order found.
+    pub fn in_order(mut self, fields: &[&str]) -> Problems {
+        let place = |p: &Problem| fields.iter().position(|f| *f == p.field);
+        self.0.sort_by_key(|p| place(p).unwrap_or(usize::MAX));
+        self
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

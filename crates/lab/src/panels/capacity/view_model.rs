@@ -30,8 +30,14 @@
 //! `--lengths-from-policy`,
 //! `--rollout canary:F`, `--rollout-trace` and `--detector-windows`.
 //!
-//! The bounds of rates, load scales and SLOs are the `capacity` crate's, which the check
-//! calls. The lab bounds a plan itself, so that a learner waits seconds at most: at most
+//! The check reads the form as the `capacity` crate's [`PlanRequest`], the parser of
+//! `decode-lab capacity`'s flags: a field under a knob's URL key ([`capacity::KNOBS`]) is
+//! handed over as typed, and the fields the panel writes in its own form (SLOs in
+//! milliseconds, the floor as a percentage, the batching ticks and their budget, `both`
+//! weight paths, the canary's fraction) are read here and handed over as the knobs they
+//! stand for. So the rules of a value (one list rule, the ranges, the names) are the
+//! crate's, and the CLI and the lab give a bad value the same answer. The lab bounds a plan
+//! itself, so that a learner waits seconds at most: at most
 //! [`MAX_REQUESTS`] requests and [`MAX_WORK`] simulated requests over the whole sweep. The
 //! default plan, 120 configurations of 2,000 requests, takes about 150 ms natively in
 //! release and 210 ms as WebAssembly in Node 20 (median of 5 on the 2-vCPU EPYC); the
@@ -41,23 +47,18 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use capacity::{
-    decoding_name, figure, Arrivals, Attention, Batching, Calibration, CapacityError, FleetSweep,
-    HardwareProfile, LengthInputs, LengthProfile, ModelProfile, NamedPolicy, PlanInputs,
-    QualityProfile, RolloutInputs, Router, Slo, SpeculationInputs, SpeculationProfile, Sweep,
-    TraceSource, TraceSpec, WeightPath, MAX_LOAD_SCALE, MAX_RATE_PER_S, MAX_REPLICAS,
-    MIN_LOAD_SCALE, MIN_RATE_PER_S, MIN_SLO_S, NGRAM_DRAFT_S_PER_TOKEN,
+    figure, shortest, Arrivals, CapacityError, HardwareProfile, Knob, ModelProfile, PlanInputs,
+    PlanRequest, TraceSpec, WeightPath,
 };
 
 use crate::planner::protocol::{PlanDisplay, PlannerEvent, PlannerJob, PlannerTask};
 use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
-use crate::widgets::number::{number_in, sentence, whole_in};
+use crate::widgets::number::{number, number_in, sentence, whole_in};
 
 /// Most requests one trace of the panel may hold.
 pub const MAX_REQUESTS: u64 = 20_000;
 /// Most simulated requests in one plan (configurations × requests): about 0.7 s natively.
 pub const MAX_WORK: u64 = 1_000_000;
-/// Most entries in a comma list (batch limits, load scales).
-const MAX_LIST: usize = 8;
 
 /// The id of the Plan button: where a problem the plan found, and no one field owns, points.
 pub const PLAN_ID: &str = "cap-plan";
@@ -449,122 +450,201 @@ impl Form for CapacityForm {
         pairs_from_texts(FIELDS.map(|f| f.key), self.texts())
     }
 
-    /// The plan's inputs, or every field's problem. Each field is read on its own; then
-    /// the trace is held to the crate's rules with its rate and request count (a problem of
-    /// the rate: the request count is within the lab's bound), and the sweep to the lab's
-    /// [`MAX_WORK`] (a problem of the request count, the field that scales it most simply).
+    /// The plan's inputs, or every field's problem. The fields the panel writes in its own
+    /// form (milliseconds, a percentage, ticks, `both`) are read here and written as the
+    /// knobs they stand for; then the crate's [`PlanRequest`] reads every knob, as it reads
+    /// `decode-lab capacity`'s flags. It stops at the first knob it refuses, so the check
+    /// names that knob's field, sets the knob aside and asks again, until the request
+    /// reads; every field's problem is found, each in the context of the others. Last, the
+    /// sweep is held to the lab's [`MAX_WORK`] (a problem of the request count, the field
+    /// that scales it most simply).
     fn check(&self) -> Result<PlanInputs, Problems> {
         let mut problems = Problems::default();
-        let hardware = problems.field(
-            field::HARDWARE.id,
-            preset(HardwareProfile::preset(self.hardware.trim())),
+        let mut pairs: Vec<(&'static str, String)> = Vec::new();
+        let mut knob = |problems: &mut Problems,
+                        field: &FieldSpec,
+                        name,
+                        read: Result<Option<String>, String>| {
+            if let Some(Some(value)) = problems.field(field.id, read) {
+                pairs.push((name, value));
+            }
+        };
+        let text = |t: &str| Ok(Some(t.trim().to_string()));
+        knob(
+            &mut problems,
+            &field::HARDWARE,
+            "hardware",
+            text(&self.hardware),
         );
-        let model = problems.field(
-            field::MODEL.id,
-            preset(ModelProfile::preset(self.model.trim())),
+        knob(&mut problems, &field::MODEL, "model", text(&self.model));
+        knob(&mut problems, &field::TRACE, "trace", text(&self.trace));
+        let requests = request_count(&self.requests, field::REQUESTS.name);
+        knob(
+            &mut problems,
+            &field::REQUESTS,
+            "requests",
+            requests.clone().map(|n| Some(n.to_string())),
         );
-        let weights = problems.field(
-            field::WEIGHTS.id,
-            weight_paths(&self.weights, field::WEIGHTS.name),
-        );
-        let spec = problems.field(
-            field::TRACE.id,
-            preset(TraceSpec::preset(self.trace.trim())),
-        );
-        let requests = problems.field(
-            field::REQUESTS.id,
-            request_count(&self.requests, field::REQUESTS.name),
-        );
-        let rate = problems.field(
-            field::RATE.id,
-            number_in(
-                &self.rate,
-                field::RATE.name,
-                MIN_RATE_PER_S..=MAX_RATE_PER_S,
-            ),
-        );
-        let names = problems.field(field::BATCHINGS.id, batching_names(&self.batchings));
-        let chunk = problems.field(
-            field::CHUNK.id,
+        knob(&mut problems, &field::RATE, "rate", text(&self.rate));
+        let batchings = match (
+            batching_names(&self.batchings),
             count(&self.chunk_budget, field::CHUNK.name),
-        );
-        let seqs = problems.field(
-            field::SEQUENCES.id,
-            list(&self.max_sequences, field::SEQUENCES.name, |t| {
-                count(t, "Batch limit (sequences)")
-            }),
-        );
-        let loads = problems.field(
-            field::LOADS.id,
-            list(&self.loads, field::LOADS.name, |t| {
-                number_in(t, "Load scale", MIN_LOAD_SCALE..=MAX_LOAD_SCALE)
-            }),
-        );
-        let ttft_s = problems.field(
-            field::TTFT.id,
-            slo_seconds(&self.ttft_ms, field::TTFT.name, |s| Slo {
-                ttft_p99_s: s,
-                tpot_p99_s: MIN_SLO_S,
-            }),
-        );
-        let tpot_s = problems.field(
-            field::TPOT.id,
-            slo_seconds(&self.tpot_ms, field::TPOT.name, |s| Slo {
-                ttft_p99_s: MIN_SLO_S,
-                tpot_p99_s: s,
-            }),
-        );
-        let floor_pct = problems.field(
-            field::FLOOR.id,
-            number_in(&self.floor_pct, field::FLOOR.name, 0.0..),
-        );
-
-        let spec = match (spec, requests, rate) {
-            (Some(mut spec), Some(requests), Some(rate)) => {
-                spec.requests = requests;
-                spec.arrivals.set_mean_rate(rate);
-                problems.field(
-                    field::RATE.id,
-                    spec.validate()
-                        .map(|()| spec)
-                        .map_err(|e| sentence(e.to_string())),
-                )
+        ) {
+            (names, Err(e)) => {
+                problems.add(field::CHUNK.id, e);
+                names.map(|_| None)
             }
-            _ => None,
+            (names, Ok(budget)) => names.map(|names| {
+                let list = names.iter().map(|n| match *n {
+                    "chunked" => format!("chunked:{budget}"),
+                    other => other.to_string(),
+                });
+                Some(list.collect::<Vec<_>>().join(","))
+            }),
         };
-        let batchings: Option<Vec<Batching>> = match (names, chunk) {
-            (Some(names), Some(token_budget)) => problems.field(
-                field::BATCHINGS.id,
-                names
-                    .iter()
-                    .map(|name| batching_named(name, token_budget))
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| sentence(e.to_string())),
-            ),
-            _ => None,
-        };
-        let fleet = self.fleet_sweep(&mut problems);
-        let speculation = match &fleet {
-            Some(f) if f.speculative_k.is_some() => {
-                problems.field(field::DECODING.id, speculation(&self.decoding))
+        knob(&mut problems, &field::BATCHINGS, "policy", batchings);
+        knob(
+            &mut problems,
+            &field::SEQUENCES,
+            "batch-limits",
+            text(&self.max_sequences),
+        );
+        knob(
+            &mut problems,
+            &field::WEIGHTS,
+            "weights",
+            weight_paths(&self.weights, field::WEIGHTS.name).map(Some),
+        );
+        knob(
+            &mut problems,
+            &field::LOADS,
+            "load-scales",
+            text(&self.loads),
+        );
+        knob(
+            &mut problems,
+            &field::TTFT,
+            "slo-ttft-p99",
+            milliseconds(&self.ttft_ms, field::TTFT.name),
+        );
+        knob(
+            &mut problems,
+            &field::TPOT,
+            "slo-tpot-p99",
+            milliseconds(&self.tpot_ms, field::TPOT.name),
+        );
+        let tolerance = number_in(&self.floor_pct, field::FLOOR.name, 0.0..)
+            .map(|pct| Some(shortest(pct / 100.0)));
+        knob(&mut problems, &field::FLOOR, "quality-tolerance", tolerance);
+        knob(
+            &mut problems,
+            &field::REPLICAS,
+            "replicas",
+            text(&self.replicas),
+        );
+        knob(
+            &mut problems,
+            &field::ROUTERS,
+            "router",
+            text(&self.routers),
+        );
+        knob(
+            &mut problems,
+            &field::PREFIX_CACHE,
+            "prefix-cache",
+            text(&self.prefix_cache),
+        );
+        knob(
+            &mut problems,
+            &field::ATTENTION,
+            "attention",
+            text(&self.attention),
+        );
+        knob(
+            &mut problems,
+            &field::DISAGGREGATE,
+            "disaggregate",
+            optional(&self.disaggregate),
+        );
+        knob(
+            &mut problems,
+            &field::DECODING,
+            "decoding",
+            text(&self.decoding),
+        );
+        knob(
+            &mut problems,
+            &field::SPECULATIVE_K,
+            "speculative",
+            optional(&self.speculative_k),
+        );
+        let by_policy = (self.lengths.trim() == "policy").then(String::new);
+        knob(
+            &mut problems,
+            &field::LENGTHS,
+            "lengths-from-policy",
+            Ok(by_policy),
+        );
+        // The canary's trace and detector windows shape a canary; with none they are not
+        // read.
+        let canary = optional(&self.canary).and_then(|f| match f {
+            Some(f) => number(&f, field::CANARY.name).map(|_| Some(format!("canary:{f}"))),
+            None => Ok(None),
+        });
+        let rollout = matches!(canary, Ok(Some(_)));
+        knob(&mut problems, &field::CANARY, "rollout", canary);
+        if rollout {
+            let trace = match self.rollout_trace.trim() {
+                "plan" => None,
+                name => Some(name.to_string()),
+            };
+            knob(
+                &mut problems,
+                &field::ROLLOUT_TRACE,
+                "rollout-trace",
+                Ok(trace),
+            );
+            knob(
+                &mut problems,
+                &field::WINDOWS,
+                "detector-windows",
+                text(&self.detector_windows),
+            );
+        }
+        let inputs = loop {
+            let request = PlanRequest::new(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+            match request.inputs(&mut |knob, path| {
+                Err(CapacityError::Knob {
+                    knob,
+                    value: path.into(),
+                    why: "the lab reads no files".into(),
+                })
+            }) {
+                Ok(inputs) => break Some(inputs),
+                Err(e) => {
+                    let named = knobs_named(&e);
+                    let field = field_of(named.last().copied().unwrap_or_default());
+                    // Knobs left without the knob they shape, once that knob was set aside
+                    // for a problem of its own, add nothing to its field.
+                    let shaped = matches!(e, CapacityError::Knobs { .. });
+                    if !(shaped && problems.of(field).is_some()) {
+                        problems.add(field, said(&e));
+                    }
+                    let before = pairs.len();
+                    pairs.retain(|(k, _)| !named.contains(k));
+                    if pairs.len() == before {
+                        break None;
+                    }
+                }
             }
-            _ => None,
         };
-        let lengths = if self.lengths.trim() == "policy" {
-            problems.field(field::LENGTHS.id, lengths(&self.decoding))
-        } else {
-            None
-        };
-        let rollout = self.rollout(&mut problems);
-        let rollout_trace = match &spec {
-            Some(plan) => self.rollout_trace(plan, &mut problems),
-            None => None,
-        };
-        if let (Some(l), Some(b), Some(s), Some(w), Some(f), Some(r)) =
-            (&loads, &batchings, &seqs, &weights, &fleet, requests)
-        {
-            let fleets = f.fleets().len();
-            let points = (l.len() * b.len() * s.len() * w.len() * fleets) as u64;
+        if let (Some(inputs), Ok(r)) = (&inputs, requests) {
+            let s = &inputs.sweep;
+            let points = (s.load_scales.len()
+                * s.batchings.len()
+                * s.max_sequences.len()
+                * s.weights.len()
+                * s.fleet.fleets().len()) as u64;
             if points * r > MAX_WORK {
                 let message = format!(
                     "The sweep would simulate {points} configurations of {r} requests, {} \
@@ -576,141 +656,57 @@ impl Form for CapacityForm {
                 problems.add(field::REQUESTS.id, message);
             }
         }
-        problems.or(|| {
-            let (hardware, model) = (hardware?, model?);
-            let quality = QualityProfile::tiny();
-            Some(PlanInputs {
-                calibration: Calibration::measured_for(&hardware, &model),
-                hardware,
-                model,
-                quality_floors: quality.floors_within(floor_pct? / 100.0),
-                quality,
-                trace: TraceSource::Generated { spec: spec? },
-                slo: Slo {
-                    ttft_p99_s: ttft_s?,
-                    tpot_p99_s: tpot_s?,
-                },
-                sweep: Sweep {
-                    load_scales: loads?,
-                    batchings: batchings?,
-                    max_sequences: seqs?,
-                    weights: weights?,
-                    block_size: 16,
-                    fleet: fleet?,
-                },
-                baseline: NamedPolicy::baseline(),
-                last_known_good: None,
-                speculation,
-                lengths,
-                owners: Default::default(),
-                rollout: rollout?,
-                rollout_trace: rollout_trace?,
-            })
-        })
+        let problems = problems.in_order(&FIELDS.map(|f| f.id));
+        problems.or(|| inputs)
     }
 }
 
-impl CapacityForm {
-    /// The fleets each configuration is served on, each field read on its own and then held
-    /// to the crate's rules as `decode-lab capacity` applies its flags: replicas and
-    /// routers, then the split, then speculation, so a problem lands at the field that
-    /// caused it.
-    fn fleet_sweep(&self, problems: &mut Problems) -> Option<FleetSweep> {
-        let replicas = problems.field(
-            field::REPLICAS.id,
-            distinct(
-                list(&self.replicas, field::REPLICAS.name, |t| {
-                    whole_in(t, "Replica count", 1, MAX_REPLICAS.into()).map(|n| n as u32)
-                }),
-                field::REPLICAS.name,
-            ),
-        );
-        let routers = problems.field(
-            field::ROUTERS.id,
-            distinct(
-                list(&self.routers, field::ROUTERS.name, |t| {
-                    t.parse::<Router>().map_err(|e| sentence(e.to_string()))
-                }),
-                field::ROUTERS.name,
-            ),
-        );
-        let split = problems.field(field::DISAGGREGATE.id, split(&self.disaggregate));
-        let k = problems.field(
-            field::SPECULATIVE_K.id,
-            optional(&self.speculative_k, |t| {
-                // Within u32's range, so the conversion is exact; the crate bounds k.
-                whole_in(t, field::SPECULATIVE_K.name, 0, u32::MAX.into()).map(|k| k as u32)
-            }),
-        );
-        let attention = problems.field(
-            field::ATTENTION.id,
-            self.attention
-                .trim()
-                .parse::<Attention>()
-                .map_err(|e| sentence(e.to_string())),
-        );
-        let mut fleet = FleetSweep {
-            replicas: replicas?,
-            routers: routers?,
-            prefix_cache: self.prefix_cache.trim() == "on",
-            attention: attention?,
-            ..FleetSweep::default()
-        };
-        let crate_rule = |fleet: &FleetSweep| fleet.validate().map_err(|e| sentence(e.to_string()));
-        problems.field(field::REPLICAS.id, crate_rule(&fleet))?;
-        fleet.disaggregate = split?;
-        problems.field(field::DISAGGREGATE.id, crate_rule(&fleet))?;
-        fleet.speculative_k = k?;
-        problems.field(field::SPECULATIVE_K.id, crate_rule(&fleet))?;
-        Some(fleet)
+/// The knobs an error of the request names: the one it refused, or those given without the
+/// knob they shape.
+fn knobs_named(e: &CapacityError) -> Vec<&'static str> {
+    match e {
+        CapacityError::Knob { knob, .. } | CapacityError::KnobRule { knob, .. } => vec![knob],
+        CapacityError::Knobs { knobs, .. } => knobs.clone(),
+        _ => Vec::new(),
     }
+}
 
-    /// The canary, when its fraction is given: `Some(None)` is no rollout, `None` a problem.
-    fn rollout(&self, problems: &mut Problems) -> Option<Option<RolloutInputs>> {
-        let fraction = problems.field(
-            field::CANARY.id,
-            optional(&self.canary, |t| number_in(t, field::CANARY.name, ..)),
-        )?;
-        let Some(fraction) = fraction else {
-            // The detector's windows shape a canary; with none they are not read.
-            return Some(None);
-        };
-        let crate_rule = |r: &RolloutInputs| r.validate().map_err(|e| sentence(e.to_string()));
-        let mut rollout = RolloutInputs::canary(fraction);
-        problems.field(field::CANARY.id, crate_rule(&rollout))?;
-        rollout.windows = problems.field(
-            field::WINDOWS.id,
-            whole_in(
-                &self.detector_windows,
-                field::WINDOWS.name,
-                0,
-                u32::MAX.into(),
-            )
-            .map(|w| w as u32),
-        )?;
-        problems.field(field::WINDOWS.id, crate_rule(&rollout))?;
-        Some(Some(rollout))
+/// The field that holds a knob: the field whose URL key is the knob's, or the field the
+/// panel writes the knob from in its own form; else the Plan button.
+fn field_of(knob: &str) -> &'static str {
+    let by_url = Knob::named(knob)
+        .and_then(|k| k.url)
+        .and_then(|url| FIELDS.iter().find(|f| f.key == url));
+    if let Some(spec) = by_url {
+        return spec.id;
     }
+    match knob {
+        "requests" => field::REQUESTS.id,
+        "policy" => field::BATCHINGS.id,
+        "weights" => field::WEIGHTS.id,
+        "slo-ttft-p99" => field::TTFT.id,
+        "slo-tpot-p99" => field::TPOT.id,
+        "quality-tolerance" => field::FLOOR.id,
+        "lengths-from-policy" => field::LENGTHS.id,
+        "rollout" => field::CANARY.id,
+        "rollout-trace" => field::ROLLOUT_TRACE.id,
+        _ => PLAN_ID,
+    }
+}
 
-    /// The traffic the canary meets: the plan's own trace, or a preset at the plan's rate
-    /// and request count (as the CLI's `--rollout-trace PRESET` does); `Some(None)` is the
-    /// plan's trace, `None` a problem.
-    fn rollout_trace(
-        &self,
-        plan: &TraceSpec,
-        problems: &mut Problems,
-    ) -> Option<Option<TraceSource>> {
-        let name = self.rollout_trace.trim();
-        if name == "plan" {
-            return Some(None);
+/// What the request refused, as a sentence at the field: a value that does not read is
+/// quoted with the field's name; a rule of the plan speaks for itself.
+fn said(e: &CapacityError) -> String {
+    match e {
+        CapacityError::Knob { knob, value, why } => {
+            let name = FIELDS
+                .iter()
+                .find(|f| f.id == field_of(knob))
+                .map_or(*knob, |f| f.name);
+            sentence(format!("{name} \"{}\": {why}", policy::Excerpt(value)))
         }
-        let found = TraceSpec::preset(name).and_then(|mut spec| {
-            spec.requests = plan.requests;
-            spec.arrivals.set_mean_rate(plan.arrivals.mean_rate());
-            spec.validate().map(|()| spec)
-        });
-        let spec = problems.field(field::ROLLOUT_TRACE.id, preset(found))?;
-        Some(Some(TraceSource::Generated { spec }))
+        CapacityError::KnobRule { source, .. } => sentence(source.to_string()),
+        e => sentence(e.to_string()),
     }
 }
 
@@ -733,21 +729,20 @@ fn not_offered(spec: &FieldSpec, asked: &str, names: &[&str]) -> String {
     )
 }
 
-/// A preset the crate looked up, or its error (which lists the known names) as a sentence.
-fn preset<T>(found: Result<T, CapacityError>) -> Result<T, String> {
-    found.map_err(|e| sentence(e.to_string()))
-}
-
-/// `both`, the lab's name for sweeping both paths, or one of the crate's weight paths.
-fn weight_paths(text: &str, name: &str) -> Result<Vec<WeightPath>, String> {
+/// `both`, the lab's name for sweeping both paths, or one of the crate's weight paths, as
+/// the knob's list.
+fn weight_paths(text: &str, name: &str) -> Result<String, String> {
     match text.trim() {
-        "both" => Ok(vec![WeightPath::Full, WeightPath::Int8]),
-        other => other.parse().map(|w| vec![w]).map_err(|_| {
-            format!(
-                "The {name} must be both, {}, but they are \"{other}\".",
-                WeightPath::EXPECTED
-            )
-        }),
+        "both" => Ok("full,int8".into()),
+        other => other
+            .parse::<WeightPath>()
+            .map(|w| w.to_string())
+            .map_err(|_| {
+                format!(
+                    "The {name} must be both, {}, but they are \"{other}\".",
+                    WeightPath::EXPECTED
+                )
+            }),
     }
 }
 
@@ -759,54 +754,18 @@ fn request_count(text: &str, name: &str) -> Result<u64, String> {
         .or_else(|_| whole_in(text, name, 1, MAX_REQUESTS))
 }
 
-/// A count the crate holds in a u32 (a batch limit, a token budget): a whole number of at
-/// least 1, since with none no request is ever admitted.
+/// A count the crate holds in a u32 (a token budget): a whole number of at least 1, since
+/// with none no prompt token ever runs.
 fn count(text: &str, name: &str) -> Result<u32, String> {
     // Within u32's range, so the conversion is exact.
     whole_in(text, name, 1, u32::MAX.into()).map(|n| n as u32)
 }
 
-/// A p99 SLO typed in milliseconds, as seconds: a number above zero, then within the
-/// crate's range ([`Slo::validate`] of the `Slo` that `slo` makes of it).
-fn slo_seconds(text: &str, name: &str, slo: impl Fn(f64) -> Slo) -> Result<f64, String> {
+/// A p99 SLO typed in milliseconds, above zero, as the seconds the knob takes; the crate
+/// holds it to its range.
+fn milliseconds(text: &str, name: &str) -> Result<Option<String>, String> {
     let above_zero = (Bound::Excluded(0.0), Bound::Unbounded);
-    let seconds = number_in(text, name, above_zero)? / 1e3;
-    slo(seconds)
-        .validate()
-        .map(|()| seconds)
-        .map_err(|e| sentence(e.to_string()))
-}
-
-/// A comma list of 1 to [`MAX_LIST`] values, each read by `item`; every bad value is named.
-fn list<T>(
-    text: &str,
-    name: &str,
-    item: impl Fn(&str) -> Result<T, String>,
-) -> Result<Vec<T>, String> {
-    let items: Vec<&str> = text
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
-    if items.is_empty() || items.len() > MAX_LIST {
-        return Err(format!(
-            "{name} must be 1 to {MAX_LIST} comma-separated values, but they are \"{}\".",
-            text.trim()
-        ));
-    }
-    let mut values = Vec::new();
-    let mut wrong = Vec::new();
-    for t in items {
-        match item(t) {
-            Ok(v) => values.push(v),
-            Err(e) => wrong.push(e),
-        }
-    }
-    if wrong.is_empty() {
-        Ok(values)
-    } else {
-        Err(wrong.join(" "))
-    }
+    number_in(text, name, above_zero).map(|ms| Some(shortest(ms / 1e3)))
 }
 
 /// The ticked batchings, as [`BATCHINGS`]' names, each once.
@@ -829,89 +788,9 @@ fn batching_names(text: &str) -> Result<Vec<&'static str>, String> {
     Ok(names)
 }
 
-/// An optional field: empty text is `None`, anything else is read by `read`.
-fn optional<T>(text: &str, read: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>, String> {
-    match text.trim() {
-        "" => Ok(None),
-        t => read(t).map(Some),
-    }
-}
-
-/// A comma list whose values differ: a value swept twice would be a duplicate row.
-fn distinct<T: PartialEq + std::fmt::Display>(
-    values: Result<Vec<T>, String>,
-    name: &str,
-) -> Result<Vec<T>, String> {
-    let values = values?;
-    match values
-        .iter()
-        .enumerate()
-        .find(|(i, v)| values[..*i].contains(v))
-    {
-        Some((_, twice)) => Err(format!("{name} list \"{twice}\" twice.")),
-        None => Ok(values),
-    }
-}
-
-/// `P:D`, the prefill and decode replicas of a disaggregated fleet (empty: colocated), in
-/// the CLI's words when it does not read; the crate holds the counts to its rules.
-fn split(text: &str) -> Result<Option<(u32, u32)>, String> {
-    optional(text, |t| {
-        t.split_once(':')
-            .and_then(|(p, d)| Some((p.trim().parse().ok()?, d.trim().parse().ok()?)))
-            .ok_or_else(|| {
-                format!(
-                    "{} expects P:D, the prefill and decode replicas as whole numbers, e.g. 3:1, but it is \"{t}\".",
-                    field::DISAGGREGATE.name
-                )
-            })
-    })
-}
-
-/// The measured output lengths under the decoding policy `decoding`, from the tiny model's
-/// committed runs.
-fn lengths(decoding: &str) -> Result<LengthInputs, String> {
-    let profile = LengthProfile::tiny().map_err(|e| sentence(e.to_string()))?;
-    let decoding = decoding.trim();
-    if profile.policy(decoding).is_none() {
-        return Err(format!(
-            "The measured lengths have no decoding policy \"{}\"; they have {}.",
-            decoding_name(decoding),
-            profile.policy_names()
-        ));
-    }
-    Ok(LengthInputs {
-        decoding: decoding.to_string(),
-        profile,
-    })
-}
-
-/// The measured acceptance under the decoding policy `decoding` (the form's name, as the
-/// CLI's `--decoding` takes it), from the tiny model's committed profile.
-fn speculation(decoding: &str) -> Result<SpeculationInputs, String> {
-    let profile = SpeculationProfile::tiny().map_err(|e| sentence(e.to_string()))?;
-    let decoding = decoding.trim();
-    if profile.policy(decoding).is_none() {
-        return Err(format!(
-            "The measured profile has no decoding policy \"{}\"; it has {}.",
-            decoding_name(decoding),
-            profile.policy_names()
-        ));
-    }
-    Ok(SpeculationInputs {
-        decoding: decoding.to_string(),
-        profile,
-        draft_s_per_token: NGRAM_DRAFT_S_PER_TOKEN,
-    })
-}
-
-/// The crate's batching for one of [`BATCHINGS`]' names: `chunked` at the form's token
-/// budget, the others by the crate's own names.
-fn batching_named(name: &str, token_budget: u32) -> Result<Batching, CapacityError> {
-    match name {
-        "chunked" => Ok(Batching::ChunkedPrefill { token_budget }),
-        other => other.parse(),
-    }
+/// An optional field: empty text is no knob.
+fn optional(text: &str) -> Result<Option<String>, String> {
+    Ok(Some(text.trim().to_string()).filter(|t| !t.is_empty()))
 }
 
 /// [`figure`] without trailing zeros: "50", "0.5", for axis labels and SLOs.
@@ -1267,6 +1146,10 @@ pub(super) mod tests {
     use super::*;
     use crate::planner::protocol::{ReportFile, SweepChart};
     use crate::widgets::chart::Table;
+    use capacity::{
+        Attention, Batching, FleetSweep, LengthInputs, LengthProfile, RolloutInputs, Router,
+        SpeculationInputs, SpeculationProfile, TraceSource, NGRAM_DRAFT_S_PER_TOKEN,
+    };
 
     /// Each problem as (field, message), in the form's order.
     pub(in crate::panels::capacity) fn named(problems: &Problems) -> Vec<(&str, &str)> {
@@ -1342,7 +1225,7 @@ pub(super) mod tests {
             named(&read.check().unwrap_err()),
             [
                 ("cap-n", "Requests in the trace must be a whole number from 1 to 20000, but it is \"lots\"."),
-                ("cap-seqs", "Batch limit (sequences) must be a whole number from 1 to 4294967295, but it is \"x\"."),
+                ("cap-seqs", "Batch limits \"4,,x\": an empty entry; expected a comma-separated list of whole numbers of sequences from 1 to 4294967295."),
                 ("cap-ttft", "SLO: p99 time to first token (ms) must be a number greater than 0, but it is \"-3\"."),
             ]
         );
@@ -1362,9 +1245,18 @@ pub(super) mod tests {
         assert_eq!(
             named(&problems),
             [
-                ("cap-rate", "Arrival rate (requests/s) must be a number from 0.000001 to 1000000000, but it is \"fast\"."),
-                ("cap-loads", "Load scale must be a number from 0.000001 to 1000000, but it is \"0\"."),
-                ("cap-floor", "Quality floor (%) must be a number of at least 0, but it is \"-1\"."),
+                (
+                    "cap-rate",
+                    "Arrival rate (requests/s) \"fast\": expected a number."
+                ),
+                (
+                    "cap-loads",
+                    "Load scale must be a finite number above zero, got 0."
+                ),
+                (
+                    "cap-floor",
+                    "Quality floor (%) must be a number of at least 0, but it is \"-1\"."
+                ),
             ]
         );
     }
@@ -1377,7 +1269,7 @@ pub(super) mod tests {
             tpot_ms: "NaN".into(),
             batchings: String::new(),
             chunk_budget: "0".into(),
-            max_sequences: "1,2,3,4,5,6,7,8,9".into(),
+            max_sequences: "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17".into(),
             weights: "half".into(),
             ..CapacityForm::default()
         };
@@ -1388,8 +1280,8 @@ pub(super) mod tests {
                 ("cap-n", "Requests in the trace must be a whole number from 1 to 20000, but it is \"0\"."),
                 ("cap-batchings", "Choose at least one batching to sweep."),
                 ("cap-chunk", "Chunked prefill's tokens per iteration must be a whole number from 1 to 4294967295, but it is \"0\"."),
-                ("cap-seqs", "Batch limits must be 1 to 8 comma-separated values, but they are \"1,2,3,4,5,6,7,8,9\"."),
-                ("cap-loads", "Load scale must be a number from 0.000001 to 1000000, but it is \"fast\". Load scale must be a number from 0.000001 to 1000000, but it is \"-2\"."),
+                ("cap-seqs", "Batch limits \"1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17\": 17 entries; a list holds at most 16."),
+                ("cap-loads", "Load scales \"1, fast, -2\": \"fast\" is not valid; expected numbers from 1e-6 to 1e6."),
                 ("cap-tpot", "SLO: p99 time per output token (ms) must be a number greater than 0, but it is \"NaN\"."),
             ]
         );
@@ -1405,7 +1297,7 @@ pub(super) mod tests {
         };
         let problems = form.check().unwrap_err();
         let fields: Vec<_> = problems.iter().map(|p| p.field).collect();
-        assert_eq!(fields, ["cap-hw", "cap-ttft", "cap-rate"]);
+        assert_eq!(fields, ["cap-hw", "cap-rate", "cap-ttft"]);
         assert!(problems
             .of("cap-hw")
             .unwrap()
@@ -1551,9 +1443,10 @@ pub(super) mod tests {
         assert_eq!(
             named(&form.check().unwrap_err()),
             [
-                ("cap-replicas", "Replica count must be a whole number from 1 to 4096, but it is \"0\"."),
-                ("cap-router", "Unknown router \"fastest\"; expected round-robin, random, least-outstanding, least-kv, prefix-affinity or kv-aware."),
-                ("cap-pd", "Disaggregation P:D expects P:D, the prefill and decode replicas as whole numbers, e.g. 3:1, but it is \"3-1\"."),
+                ("cap-replicas", "Replica counts \"0, 2, 2\": \"2\" is listed twice."),
+                ("cap-router", "Routers \"round-robin, fastest\": \"fastest\" is not valid; expected round-robin, random, least-outstanding, least-kv, prefix-affinity or kv-aware."),
+                ("cap-pd", "Disaggregation P:D \"3-1\": expected P:D, the prefill and decode replicas as whole numbers, e.g. 3:1."),
+                ("cap-k", "Speculative decoding: k = 0 drafts nothing; k must be at least 1 (or leave speculation off)."),
                 ("cap-canary", "Canary fraction must lie in [1e-6, 1], got 2."),
             ]
         );
@@ -1563,7 +1456,10 @@ pub(super) mod tests {
         };
         assert_eq!(
             named(&twice.check().unwrap_err()),
-            [("cap-replicas", "Replica counts list \"2\" twice.")]
+            [(
+                "cap-replicas",
+                "Replica counts \"2, 2\": \"2\" is listed twice."
+            )]
         );
         // The crate's own rules, each at the field that broke it.
         for (edit, field) in [
@@ -1654,20 +1550,69 @@ pub(super) mod tests {
         assert_eq!(field_named("cap-nothing"), PLAN_ID);
     }
 
-    /// The boxes' `static` and `continuous` are the crate's names, which it reads back.
+    /// The ticks are the crate's batchings: `static` and `continuous` by the crate's own
+    /// names, `chunked` at the form's token budget.
     #[test]
-    fn the_batching_names_are_the_crates() {
-        for (name, _) in BATCHINGS {
-            let batching = batching_named(name, 64).unwrap();
-            assert_eq!(batching_named(&batching.to_string(), 64), Ok(batching));
-        }
+    fn the_batching_ticks_are_the_crates_batchings() {
+        let form = CapacityForm {
+            chunk_budget: "64".into(),
+            ..small()
+        };
+        assert_eq!(
+            form.check().unwrap().sweep.batchings,
+            [
+                Batching::Static,
+                Batching::Continuous,
+                Batching::ChunkedPrefill { token_budget: 64 }
+            ]
+        );
         assert_eq!(Batching::Static.to_string(), BATCHINGS[0].0);
         assert_eq!(Batching::Continuous.to_string(), BATCHINGS[1].0);
-        assert_eq!(
-            batching_named("chunked", 64),
-            Ok(Batching::ChunkedPrefill { token_budget: 64 })
-        );
-        assert!(batching_named("dynamic", 64).is_err());
+    }
+
+    /// A field under a knob's URL key holds that knob's values as the CLI takes them, and
+    /// the crate's knob is what it reads: the same list gets the same answer from both.
+    #[test]
+    fn a_knobs_field_is_read_by_the_crates_request() {
+        for knob in capacity::KNOBS.iter().filter(|k| k.url.is_some()) {
+            let spec = FIELDS.iter().find(|f| Some(f.key) == knob.url);
+            assert!(spec.is_some(), "{} has no field", knob.name);
+            assert_eq!(field_of(knob.name), spec.unwrap().id);
+        }
+        for (field, knob, bad) in [
+            ("cap-seqs", "batch-limits", "4,,8"),
+            ("cap-seqs", "batch-limits", "4,4"),
+            ("cap-loads", "load-scales", "1,"),
+            (
+                "cap-replicas",
+                "replicas",
+                "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17",
+            ),
+            ("cap-router", "router", "random,fastest"),
+            ("cap-pd", "disaggregate", "3-1"),
+        ] {
+            let cli = PlanRequest::new([(knob, bad)])
+                .inputs(&mut |_, _| unreachable!())
+                .unwrap_err();
+            let CapacityError::Knob { why, .. } = &cli else {
+                panic!("{cli}")
+            };
+            let mut form = small();
+            match field {
+                "cap-seqs" => form.max_sequences = bad.into(),
+                "cap-loads" => form.loads = bad.into(),
+                "cap-replicas" => form.replicas = bad.into(),
+                "cap-router" => form.routers = bad.into(),
+                _ => form.disaggregate = bad.into(),
+            }
+            let lab = form.check().unwrap_err();
+            assert_eq!(named(&lab).len(), 1, "{lab:?}");
+            let shown = lab.of(field).unwrap();
+            assert!(
+                shown.contains(&format!("\"{bad}\": {why}")),
+                "{shown} / {cli}"
+            );
+        }
     }
 
     /// A display with only what the status line and the known-good path read.
