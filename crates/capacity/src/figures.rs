@@ -1,6 +1,6 @@
 //! How the planner writes numbers: [`shortest`] for values in messages (exact, read back to
 //! the same f64), [`figure`] for the report's figures (four significant figures) and `pct`
-//! for signed shares. The lab's panel writes its figures with the same [`figure`].
+//! for signed shares. [`figure`] is `policy`'s, which every lab panel writes with too.
 
 /// `x` in its shortest round-trip form ([`policy::Shortest`]: `0.25`, `1e-300` (never 300
 /// digits), `1.5e308`, `inf`, `NaN`), except that up to six characters the plain form is
@@ -15,19 +15,7 @@ pub fn shortest(x: f64) -> String {
     }
 }
 
-/// A number with four significant figures, no exponent for everyday magnitudes (10^-4 to
-/// 10^9): `1235`, `0.0001234`, `1.000e-300`.
-pub fn figure(x: f64) -> String {
-    if x == 0.0 || !x.is_finite() {
-        return format!("{x}");
-    }
-    let magnitude = x.abs().log10().floor() as i32;
-    if !(-4..9).contains(&magnitude) {
-        return format!("{x:.3e}");
-    }
-    let decimals = (3 - magnitude).max(0) as usize;
-    format!("{x:.decimals$}")
-}
+pub use policy::figure;
 
 /// A signed percentage; small ones keep three decimals so that they do not read as 0.
 pub(crate) fn pct(share: f64) -> String {

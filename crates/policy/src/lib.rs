@@ -38,6 +38,7 @@ pub mod compare;
 pub mod engine;
 mod error;
 mod excerpt;
+mod figure;
 pub mod generate;
 mod logit_bias;
 mod math;
@@ -58,6 +59,7 @@ pub use chain::{parse_samplers, Sampler};
 pub use engine::{conformance, Conformance, Engine, EngineResult};
 pub use error::{Constraint, PolicyError};
 pub use excerpt::{Excerpt, EXCERPT_CHARS};
+pub use figure::{figure, figure_short};
 pub use generate::{
     generate, Clock, Generation, LanguageModel, ModelCall, Observer, StopReason, Vocabulary,
 };

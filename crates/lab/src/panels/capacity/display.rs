@@ -14,7 +14,9 @@ use capacity::{
     RolloutReport, SweepRow,
 };
 
-use crate::panels::capacity::view_model::{field, short, CapacityForm, PLAN_ID};
+use crate::panels::capacity::view_model::{field, CapacityForm, PLAN_ID};
+use policy::figure_short;
+
 use crate::planner::protocol::{PlanDisplay, ReportFile, SweepChart};
 use crate::widgets::chart::{Cell, Row, Table};
 use crate::widgets::form::{Form, Problems};
@@ -178,7 +180,7 @@ pub fn view(report: PlanReport) -> PlanView {
     let y_ticks = (0..=4)
         .map(|i| {
             let v = y_max * i as f64 / 4.0;
-            (y_of(v), short(v))
+            (y_of(v), figure_short(v))
         })
         .collect();
     let mut curve: Vec<(f64, f64, f64)> = points
@@ -222,11 +224,11 @@ fn nice_ceiling(x: f64) -> f64 {
 /// A time in the unit that reads best: "1 ms", "10 s", "100 µs".
 pub fn seconds(t: f64) -> String {
     if t >= 1.0 {
-        format!("{} s", short(t))
+        format!("{} s", figure_short(t))
     } else if t >= 1e-3 {
-        format!("{} ms", short(t * 1e3))
+        format!("{} ms", figure_short(t * 1e3))
     } else {
-        format!("{} µs", short(t * 1e6))
+        format!("{} µs", figure_short(t * 1e6))
     }
 }
 
@@ -1059,7 +1061,7 @@ fn rollout_chart(r: &RolloutReport, slo_s: f64) -> TimelineChart {
     let y_ticks = (0..=4)
         .map(|i| {
             let v = y_max * i as f64 / 4.0;
-            (y_of(v), short(v))
+            (y_of(v), figure_short(v))
         })
         .collect();
     let marked = detected.map(|i| {

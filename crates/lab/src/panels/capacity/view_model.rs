@@ -47,9 +47,11 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use capacity::{
-    figure, shortest, Arrivals, CapacityError, HardwareProfile, Knob, ModelProfile, PlanInputs,
+    shortest, Arrivals, CapacityError, HardwareProfile, Knob, ModelProfile, PlanInputs,
     PlanRequest, TraceSpec, WeightPath,
 };
+
+use policy::figure_short;
 
 use crate::planner::protocol::{PlanDisplay, PlannerEvent, PlannerJob, PlannerTask};
 use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
@@ -793,16 +795,6 @@ fn optional(text: &str) -> Result<Option<String>, String> {
     Ok(Some(text.trim().to_string()).filter(|t| !t.is_empty()))
 }
 
-/// [`figure`] without trailing zeros: "50", "0.5", for axis labels and SLOs.
-pub fn short(x: f64) -> String {
-    let text = figure(x);
-    if text.contains('.') && !text.contains('e') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
-    }
-}
-
 /// The hardware presets as (value, text) options.
 pub fn hardware_options() -> Vec<(String, String)> {
     HardwareProfile::presets()
@@ -811,8 +803,8 @@ pub fn hardware_options() -> Vec<(String, String)> {
             let text = format!(
                 "{} ({} GiB, {} per hour)",
                 h.name,
-                short(h.memory_bytes / (1u64 << 30) as f64),
-                short(h.cost_per_hour)
+                figure_short(h.memory_bytes / (1u64 << 30) as f64),
+                figure_short(h.cost_per_hour)
             );
             (h.name, text)
         })
@@ -827,7 +819,7 @@ pub fn model_options() -> Vec<(String, String)> {
             let text = format!(
                 "{} ({} parameters, {} weights)",
                 m.name,
-                short(m.parameters),
+                figure_short(m.parameters),
                 m.full_precision
             );
             (m.name, text)
@@ -1534,10 +1526,6 @@ pub(super) mod tests {
         assert!(form.has_batching("chunked") && !form.has_batching("static"));
         assert_eq!(form.with_batching("static", true), "static,chunked");
         assert_eq!(form.with_batching("chunked", false), "");
-        assert_eq!(figure(0.000_123_45), "0.0001234");
-        assert_eq!(short(0.5), "0.5");
-        assert_eq!(short(50.0), "50");
-        assert_eq!(figure(0.000_123_45), "0.0001234");
     }
 
     /// A problem the planner sent back lands at the field it names, or at the Plan button.

@@ -5,8 +5,10 @@
 use leptos::prelude::*;
 
 use crate::panels::kv_cache::view_model::{
-    allocation_note, chart_rows, compute, grouped, significant, ChartRow, KvForm, KvView, Preset,
+    allocation_note, chart_rows, compute, grouped, ChartRow, KvForm, KvView, Preset,
 };
+use policy::figure_short;
+
 use crate::shell::url;
 use crate::widgets::chart::{Bar, BarChart, Cell, Layout};
 use crate::widgets::controls::hidden;
@@ -144,7 +146,7 @@ pub fn KvPanel() -> impl IntoView {
                             format!(
                                 "KV cache: {} bytes = {} GiB.",
                                 grouped(u128::from(view.bytes)),
-                                significant(view.bytes as f64 / GIB)
+                                figure_short(view.bytes as f64 / GIB)
                             )
                         })
                     })
@@ -183,7 +185,7 @@ fn KvResult(view: KvView) -> impl IntoView {
 #[component]
 fn KvChart(rows: Vec<ChartRow>, at: (u64, u64, u64)) -> impl IntoView {
     let (b, s, q) = at;
-    let gib = |bytes: u64| significant(bytes as f64 / GIB);
+    let gib = |bytes: u64| figure_short(bytes as f64 / GIB);
     // A short sentence per model, so that the takeaway reads at grade 9 or below.
     let summary = format!(
         "The KV cache of {} models at B = {b}, S = {s} and q = {q}. {}",

@@ -11,6 +11,8 @@
 //! (layers), `kv_b` (batch), `kv_s` (sequence length), `kv_hkv` (KV heads), `kv_dh` (head
 //! dimension), `kv_q` (bytes per value).
 
+use policy::figure_short;
+
 use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
 use crate::widgets::number::whole_in;
 
@@ -293,7 +295,7 @@ pub fn compute(form: &KvForm) -> Result<KvView, Problems> {
         "2 · L · B · S · H_kv · d_head · q".to_string(),
         format!("= {substitution}"),
         format!("= {} bytes", grouped(u128::from(bytes))),
-        format!("= {} GiB", significant(bytes as f64 / GIB)),
+        format!("= {} GiB", figure_short(bytes as f64 / GIB)),
     ];
     if (bytes as f64) < GIB {
         derivation.push(format!("= {}", binary_units(bytes)));
@@ -515,20 +517,6 @@ pub fn grouped(n: u128) -> String {
     out
 }
 
-/// `v` to four significant figures, trailing zeros dropped: 2, 1.25, 0.0004883.
-pub fn significant(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return format!("{v}");
-    }
-    let decimals = (3 - v.abs().log10().floor() as i32).max(0) as usize;
-    let s = format!("{v:.decimals$}");
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
-}
-
 /// Bytes in the largest binary unit that keeps the number at least 1: 512 KiB.
 pub fn binary_units(bytes: u64) -> String {
     let units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
@@ -538,7 +526,7 @@ pub fn binary_units(bytes: u64) -> String {
         v /= 1024.0;
         unit += 1;
     }
-    format!("{} {}", significant(v), units[unit])
+    format!("{} {}", figure_short(v), units[unit])
 }
 
 #[cfg(test)]
@@ -754,9 +742,9 @@ mod tests {
         assert_eq!(grouped(999), "999");
         assert_eq!(grouped(1000), "1,000");
         assert_eq!(grouped(2_147_483_648), "2,147,483,648");
-        assert_eq!(significant(0.00048828125), "0.0004883");
-        assert_eq!(significant(1.25), "1.25");
-        assert_eq!(significant(12345.6), "12346");
+        assert_eq!(figure_short(0.00048828125), "0.0004883");
+        assert_eq!(figure_short(1.25), "1.25");
+        assert_eq!(figure_short(12345.6), "12346");
         assert_eq!(binary_units(1023), "1023 bytes");
         assert_eq!(binary_units(536_870_912), "512 MiB");
     }
