@@ -53,6 +53,8 @@ pub fn train(
     let mut inputs = model_dir::inputs(dir);
     inputs.extend(files::files_in("--corpus", corpus));
     files::check(std::slice::from_ref(out), &inputs)?;
+    // Before the training and its measurement, not after them.
+    files::writable(out)?;
     let (tokenizer, hash) = model_dir::load_tokenizer(dir)?;
     let streams = TRAINING
         .iter()

@@ -81,6 +81,8 @@ fn train(corpus: &Path, out: &Named) -> Result<TrainReport, String> {
         std::slice::from_ref(out),
         &files::files_in("--corpus", corpus),
     )?;
+    // Before the training, not after it.
+    files::writable(out)?;
     let training = SLICES
         .iter()
         .map(|(code, _, _)| read_text(&corpus.join(format!("train.{code}.txt"))))

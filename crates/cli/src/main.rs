@@ -1158,6 +1158,8 @@ fn run_eval(args: &EvalArgs) -> Result<String, String> {
             ));
             inputs.extend(files::files_in("--corpus", &args.corpus));
             files::check(std::slice::from_ref(output), &inputs)?;
+            // Before the evaluation, not after it.
+            files::writable(output)?;
         }
         let report = alternatives::evaluate(&alternatives::Settings {
             dir: &dir,
@@ -1375,6 +1377,10 @@ fn run_traffic(args: &TrafficArgs) -> Result<String, String> {
     let mut inputs = model_dir::inputs(&dir);
     inputs.extend(files::files_in("--corpus", &args.corpus));
     files::check(&outputs, &inputs)?;
+    // Before the traffic is generated, not after it.
+    for output in &outputs {
+        files::writable(output)?;
+    }
     let generated = traffic::generate(&traffic::Traffic {
         dir: &dir,
         corpus: &args.corpus,

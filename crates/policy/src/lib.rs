@@ -68,7 +68,8 @@ pub use model_view::{model_view, ModelView, MODEL_TOP};
 pub use pipeline::{
     step, ConstraintTable, Logit, MirostatMu, Policy, Snapshots, Stage, StageOrder, StageSnapshot,
     StepContext, StepOutcome, Stepper, TokenProb, DEVICE_CONSTRAINT_LIMIT, DRY_ALLOWED_LENGTH,
-    DRY_BASE, LAB_TEMPERATURE, MIROSTAT_ETA, MIROSTAT_TAU, POLICY_VERSION, XTC_THRESHOLD,
+    DRY_BASE, LAB_TEMPERATURE, LAB_TEMPERATURE_TEXT, MIROSTAT_ETA, MIROSTAT_TAU, POLICY_VERSION,
+    XTC_THRESHOLD,
 };
 pub use rank::nearest_rank;
 pub use record::{

@@ -233,6 +233,8 @@ fn is_default_xtc_threshold(x: &f64) -> bool {
 /// The temperature a run takes when none is given: the chapter's `decode.py` default
 /// (`choose(logits, temperature=0.7, ...)`), for the CLI's runs and the lab's forms alike.
 pub const LAB_TEMPERATURE: f64 = 0.7;
+/// [`LAB_TEMPERATURE`] as a form's default text, for tables of fields written as constants.
+pub const LAB_TEMPERATURE_TEXT: &str = "0.7";
 
 impl Default for Policy {
     fn default() -> Policy {
@@ -2048,6 +2050,15 @@ fn top_five(candidates: &[(f64, u32)], weights: &[f64], total: f64, t: f64) -> V
 mod tests {
     use super::*;
     use crate::names::tests::reads_back;
+
+    #[test]
+    fn the_lab_temperatures_text_is_the_lab_temperature() {
+        assert_eq!(LAB_TEMPERATURE_TEXT.parse::<f64>(), Ok(LAB_TEMPERATURE));
+        assert_eq!(
+            crate::Shortest(LAB_TEMPERATURE).to_string(),
+            LAB_TEMPERATURE_TEXT
+        );
+    }
 
     #[test]
     fn an_order_reads_back_from_its_name_in_text_and_in_json() {

@@ -50,7 +50,7 @@ pub const FIELDS: [(&str, &str, &str, &str, &str); 14] = [
         "cmp-a-temperature",
         "a: temperature",
         "Policy a's temperature.",
-        "0.7",
+        policy::LAB_TEMPERATURE_TEXT,
     ),
     (
         "cmp_a_top_k",
@@ -78,7 +78,7 @@ pub const FIELDS: [(&str, &str, &str, &str, &str); 14] = [
         "cmp-b-temperature",
         "b: temperature",
         "Policy b's temperature.",
-        "0.7",
+        policy::LAB_TEMPERATURE_TEXT,
     ),
     (
         "cmp_b_top_k",
