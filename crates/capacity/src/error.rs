@@ -169,14 +169,14 @@ pub enum CapacityError {
     },
     /// A plan request's knob whose value does not read or breaks a rule of the request:
     /// the knob's name (the CLI's flag), the value as typed, and why.
-    #[error("{}: {why}", crate::request::shown(.knob, .value))]
+    #[error("{}: {why}", shown(.knob, .value))]
     Knob {
         knob: &'static str,
         value: String,
         why: String,
     },
     /// A plan request's knob whose value breaks one of the plan's rules.
-    #[error("{}: {source}", crate::request::shown(.knob, .value))]
+    #[error("{}: {source}", shown(.knob, .value))]
     KnobRule {
         knob: &'static str,
         value: String,
@@ -199,6 +199,17 @@ pub enum CapacityError {
         name: String,
         expected: String,
     },
+}
+
+/// `--name VALUE` as a message names it: the value as typed (cut to an excerpt), quoted
+/// when it is empty or holds spaces.
+pub fn shown(name: &str, value: &str) -> String {
+    let value = policy::Excerpt(value);
+    if value.0.is_empty() || value.0.chars().any(char::is_whitespace) {
+        format!("--{name} {value:?}")
+    } else {
+        format!("--{name} {value}")
+    }
 }
 
 /// A count of bytes: every digit while it is a whole number below 10^16 (`26000000000`),

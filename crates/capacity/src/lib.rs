@@ -44,7 +44,7 @@ pub use cost::{
     Attention, Calibration, CalibrationFit, IterationCost, IterationWork, MeasuredPoint, PathFit,
     Phase, Residual, Roofline,
 };
-pub use error::CapacityError;
+pub use error::{shown, CapacityError};
 pub use figures::{figure, shortest};
 pub use fleet::{
     Fleet, Router, DEFAULT_KV_LINK_GBPS, MAX_KV_LINK_GBPS, MAX_REPLICAS, MAX_ROUTER_STALENESS_S,
@@ -68,8 +68,8 @@ pub use quality::{
     MIN_BITS_PER_BYTE, TINY_EVAL_JSON,
 };
 pub use request::{
-    list, on_off, shown, split, Knob, KnobKind, PlanRequest, ReadFile, DEFAULT_QUALITY_TOLERANCE,
-    KNOBS, MAX_LIST_ENTRIES, MAX_QUALITY_TOLERANCE,
+    list, on_off, split, Knob, KnobKind, PlanRequest, ReadFile, DEFAULT_QUALITY_TOLERANCE, KNOBS,
+    MAX_LIST_ENTRIES, MAX_QUALITY_TOLERANCE,
 };
 pub use rollout::{
     Owners, PlaybookEntry, RolloutInputs, RolloutReport, RolloutWindow, MIN_SAMPLES,

@@ -22,7 +22,7 @@
 //! assert!(refused.unwrap_err().to_string().starts_with("--batch-limits 4,,8: an empty entry"));
 //! ```
 
-use crate::error::CapacityError;
+use crate::error::{shown, CapacityError};
 use crate::figures::shortest;
 use crate::{
     Batching, Calibration, HardwareProfile, LengthInputs, LengthProfile, ModelProfile, NamedPolicy,
@@ -185,17 +185,6 @@ impl Knob {
     /// The knob whose lab URL key is `key`.
     pub fn at_url(key: &str) -> Option<&'static Knob> {
         KNOBS.iter().find(|k| k.url == Some(key))
-    }
-}
-
-/// `--name VALUE` as a message names it: the value as typed (cut to an excerpt), quoted
-/// when it is empty or holds spaces.
-pub fn shown(name: &str, value: &str) -> String {
-    let value = policy::Excerpt(value);
-    if value.0.is_empty() || value.0.chars().any(char::is_whitespace) {
-        format!("--{name} {value:?}")
-    } else {
-        format!("--{name} {value}")
     }
 }
 
