@@ -22,7 +22,7 @@
 //! assert!(refused.unwrap_err().to_string().starts_with("--batch-limits 4,,8: an empty entry"));
 //! ```
 
-use crate::error::{shown, CapacityError};
+use crate::error::CapacityError;
 use crate::figures::shortest;
 use crate::{
     Batching, Calibration, HardwareProfile, LengthInputs, LengthProfile, ModelProfile, NamedPolicy,
