@@ -399,7 +399,7 @@ test('the planner worker checks the capacity fields: a bad one is marked at its 
   await page.locator('#cap-n-problem').waitFor({ state: 'detached' });
   assert.equal(await page.locator('#cap-n').getAttribute('aria-invalid'), null);
   await page.getByLabel('Load scales (comma-separated)').fill('1, 0');
-  const loads = 'Load scale must be a number from 0.000001 to 1000000, but it is "0".';
+  const loads = 'Load scale must be a finite number above zero, got 0.';
   await page.locator('#cap-loads-problem').getByText(loads, { exact: true }).waitFor();
   assert.deepEqual(await page.getByTestId('problem-summary').locator('li').allTextContents(), [loads]);
   await assertAccessible(page, 'capacity with a bad field');
