@@ -6,6 +6,8 @@
 
 #![forbid(unsafe_code)]
 
+mod js;
+mod link;
 pub mod observer;
 mod panels;
 pub mod planner;

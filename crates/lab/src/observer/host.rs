@@ -2,7 +2,7 @@
 //! identifier and the logs from the page's origin (the learner's files through the page's
 //! object URLs), streams the run lines into an [`observe::Observation`] with a progress
 //! report every [`PROGRESS_LINES`] lines, and posts the formatted display
-//! ([`crate::panels::observe::display`]) or the reason it could not. A panic is posted as
+//! ([`crate::observer::display`]) or the reason it could not. A panic is posted as
 //! [`ObserverEvent::Panicked`] before the worker dies.
 
 use langid::LangId;
@@ -11,11 +11,11 @@ use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
+use crate::link::fetch::{fetch_chunks, MODEL_DIR};
+use crate::link::message::from_js;
+use crate::link::scope::{post, report_panics, scope};
+use crate::observer::display::{observe_display, AlternativesTable, LineSplitter};
 use crate::observer::protocol::{Input, ObserveDisplay, ObserveJob, ObserverEvent, Source};
-use crate::panels::observe::display::{observe_display, AlternativesTable, LineSplitter};
-use crate::worker::fetch::{fetch_chunks, MODEL_DIR};
-use crate::worker::protocol::from_js;
-use crate::worker::scope::{post, report_panics, scope};
 
 /// Run lines between two progress reports.
 pub const PROGRESS_LINES: u64 = 2_000;

@@ -1,12 +1,12 @@
 //! The one typed protocol between the Observe panel and the observation worker: an
 //! [`ObserveJob`] from the page, [`ObserverEvent`]s back, each crossing as its JSON text
-//! ([`crate::worker::protocol::to_js`]). What an observation shows crosses as an
+//! ([`crate::link::message::to_js`]). What an observation shows crosses as an
 //! [`ObserveDisplay`] of words and the markup of the report's parts, which the worker has
 //! already formatted and written ([`crate::widgets::report`]).
 
 use serde::{Deserialize, Serialize};
 
-use crate::worker::link::Protocol;
+use crate::link::Protocol;
 
 /// Observe these logs, against `baseline` (a version id) when given.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -74,7 +74,7 @@ pub struct ObserveDisplay {
     pub parts_html: String,
 }
 
-/// The observation worker's protocol, for the page's [`crate::worker::link::WorkerLink`].
+/// The observation worker's protocol, for the page's [`crate::link::WorkerLink`].
 pub struct Observer;
 
 impl Protocol for Observer {

@@ -1,6 +1,6 @@
 //! The planner worker's global scope: it takes a [`PlannerJob`], and on its own thread either
 //! checks its form (the page asks as the fields change) and posts whether it reads, or plans
-//! it with [`crate::panels::capacity::display::plan_display`] and posts a few progress
+//! it with [`crate::planner::display::plan_display`] and posts a few progress
 //! reports ([`progress_due`]), then the display or the problems. One job runs at a time, to
 //! its end, in the order sent: the page's Plan button waits for a plan, and a check sent
 //! meanwhile is answered after it. A panic is posted as [`PlannerEvent::Panicked`] before
@@ -9,12 +9,12 @@
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::panels::capacity::display::plan_display;
-use crate::panels::capacity::view_model::CapacityForm;
+use crate::link::message::from_js;
+use crate::link::scope::{post, report_panics, scope};
+use crate::planner::display::plan_display;
+use crate::planner::form::CapacityForm;
 use crate::planner::protocol::{PlannerEvent, PlannerJob, PlannerTask};
 use crate::widgets::form::{Form, Problems};
-use crate::worker::protocol::from_js;
-use crate::worker::scope::{post, report_panics, scope};
 
 /// At most about this many progress reports per plan: enough for a bar that moves, few
 /// enough that a sweep of thousands of configurations does not flood the page.

@@ -1,6 +1,6 @@
 //! The one typed protocol between the Capacity panel and the planner worker: a
 //! [`PlannerJob`] from the page (check the form, or plan it), [`PlannerEvent`]s back, each crossing as its JSON text
-//! ([`crate::worker::protocol::to_js`]). What a plan shows crosses as a [`PlanDisplay`]:
+//! ([`crate::link::message::to_js`]). What a plan shows crosses as a [`PlanDisplay`]:
 //! words, chart positions and table rows the worker has already formatted, so the page
 //! deserialises text and numbers, never a `capacity::PlanReport` (which measured +28,800
 //! bytes of page wasm), and draws every table with one renderer
@@ -8,9 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::link::Protocol;
 use crate::widgets::chart::Table;
 use crate::widgets::report::{ChartPoint, Part};
-use crate::worker::link::Protocol;
 
 /// A job for the planner: check or plan the form these URL pairs describe
 /// (`CapacityForm::to_pairs`).
@@ -68,7 +68,7 @@ pub enum PlannerEvent {
     Panicked(String),
 }
 
-/// The planner's protocol, for the page's [`crate::worker::link::WorkerLink`].
+/// The planner's protocol, for the page's [`crate::link::WorkerLink`].
 pub struct Planner;
 
 impl Protocol for Planner {

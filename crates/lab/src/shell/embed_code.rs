@@ -9,8 +9,8 @@
 use leptos::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
+use crate::js::js_text;
 use crate::shell::url::{self, PanelId, Theme, SHELL_KEYS};
-use crate::shell::web::js_text;
 use crate::widgets::controls::Controls;
 
 /// The query of the embedded experiment: the open panel's own pairs (from `pairs`, the

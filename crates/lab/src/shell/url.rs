@@ -274,7 +274,7 @@ pub fn write(panel_pairs: &[(&str, String)]) {
             .filter(|(k, _)| !SHELL_KEYS.contains(k))
             .map(|(k, v)| (*k, v.clone())),
     );
-    let now = crate::shell::web::now_ms();
+    let now = crate::js::now_ms();
     let grouped = now - LAST_PUSH_MS.with(|t| t.get()) < HISTORY_GROUP_MS;
     navigate(&query_string(&next), !grouped);
     if !grouped {
@@ -299,7 +299,7 @@ pub fn write_shell(shell: &Shell, keep_panel: bool) {
     }
     let next: Vec<(&str, String)> = next.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     navigate(&query_string(&next), true);
-    LAST_PUSH_MS.with(|t| t.set(crate::shell::web::now_ms()));
+    LAST_PUSH_MS.with(|t| t.set(crate::js::now_ms()));
 }
 
 /// Goes to `query` in this page: a new history entry when `push`, else in place. Nothing

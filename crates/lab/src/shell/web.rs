@@ -1,20 +1,11 @@
-//! The page's side of the browser: the clock (also read by the worker), downloads, reading a
-//! chosen file and the page's panic report. These only work in a browser; what they feed is
+//! The page's side of the browser: focus, the theme, downloads, reading a chosen file and
+//! the page's panic report. These only work in a browser; what they feed is
 //! plain data in the panels' view models.
 
 use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::JsFuture;
 
-pub(crate) fn js_text(value: JsValue) -> String {
-    value
-        .as_string()
-        .or_else(|| {
-            value
-                .dyn_ref::<js_sys::Error>()
-                .map(|e| String::from(e.message()))
-        })
-        .unwrap_or_else(|| format!("{value:?}"))
-}
+use crate::js::js_text;
+use wasm_bindgen_futures::JsFuture;
 
 fn window() -> Result<web_sys::Window, String> {
     web_sys::window().ok_or_else(|| "This page has no window to fetch from.".to_string())
@@ -38,14 +29,6 @@ pub fn focus_first(ids: &[String]) {
             return;
         }
     }
-}
-
-/// Milliseconds since the page's navigation started (`performance.now()`).
-pub fn now_ms() -> f64 {
-    js_sys::Reflect::get(&js_sys::global(), &"performance".into())
-        .ok()
-        .and_then(|p| p.dyn_into::<web_sys::Performance>().ok())
-        .map_or(0.0, |p| p.now())
 }
 
 /// Sets the page's `data-theme` (`light`, `dark` or `auto`), which the style sheet reads.

@@ -6,9 +6,9 @@ use policy::Clock;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
-use crate::shell::web::now_ms;
-use crate::worker::fetch::fetch_chunks;
-pub use crate::worker::fetch::MODEL_DIR;
+use crate::js::now_ms;
+use crate::link::fetch::fetch_chunks;
+pub use crate::link::fetch::MODEL_DIR;
 
 /// The bytes of one model file, fetched from [`MODEL_DIR`] beside the page, telling
 /// `progress` the bytes received so far and the total the server announced (if it did) as

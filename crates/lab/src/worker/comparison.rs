@@ -3,18 +3,17 @@
 //! them (the logits along a's path come from the runtime, asynchronously), then each policy
 //! over many seeds through the Generate panel's loop, merged into a [`PathTree`] as
 //! `decode-lab paths` builds it, and the report formatted here
-//! ([`crate::panels::compare::display`]).
+//! ([`crate::worker::compare_report`]).
 
 use gpu::Runtime;
 use policy::paths::{tree_run, PathTree};
 use policy::{Clock, StopReason};
 use tokenizer::Tokenizer;
 
-use crate::panels::compare::display::report;
-use crate::panels::compare::view_model::CompareRequest;
 use crate::widgets::number::sentence;
+use crate::worker::compare_report::report;
 use crate::worker::generation::{generate, with_eos};
-use crate::worker::protocol::CompareReport;
+use crate::worker::protocol::{CompareReport, CompareRequest};
 
 /// The report of `request`, or `None` when it was cancelled. `progress` hears how far each
 /// tree has got; `cancelled` is asked before every run and model call; `pause` is awaited

@@ -5,10 +5,8 @@ use gpu::Runtime;
 use policy::{Clock, Policy, RunConfig, RunRecord, SeedSource, StopConfig, StopReason};
 use tokenizer::Tokenizer;
 
-use crate::panels::your_turn::view_model::{
-    Exercise, Finished, RunProgress, Sample, TEMPERATURES, TOP_K,
-};
 use crate::worker::generation::{generate, with_eos};
+use crate::worker::protocol::{Exercise, Finished, RunProgress, Sample, TEMPERATURES, TOP_K};
 
 /// One of the exercise's runs: which setting (an index into [`TEMPERATURES`]) and what to run.
 #[derive(Clone, Debug, PartialEq)]

@@ -10,9 +10,10 @@ use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::worker::protocol::{from_js, Event, Job};
+use crate::link::message::from_js;
+use crate::link::scope::{post, report_panics, scope};
+use crate::worker::protocol::{Event, Job};
 use crate::worker::runner::{run, Engine};
-use crate::worker::scope::{post, report_panics, scope};
 
 /// Installs the panic report and the message handler; the worker then waits for jobs.
 pub fn start() {

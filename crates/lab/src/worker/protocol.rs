@@ -1,21 +1,19 @@
 //! The one typed protocol between the page and the model worker: [`Job`]s from the page,
-//! [`Event`]s back, each crossing as its JSON text ([`to_js`], [`from_js`]). JSON rather than
+//! [`Event`]s back, each crossing as its JSON text ([`crate::link::message`]). JSON rather than
 //! `serde-wasm-bindgen`'s JavaScript objects, because both binaries link `serde_json` for run
 //! records anyway: measured, the page's wasm + JS was 506,682 bytes gzipped with
 //! `serde-wasm-bindgen` and about 12,000 less with JSON, which brings it under its 500,000
 //! budget. Forms are checked on the page; a job carries checked values, so the worker
 //! parses no form text. The one text a job carries is a record to replay, which the worker
-//! reads and judges so that the page links neither the record's digest nor the comparison. This and [`crate::worker::link`] are the only worker files the page
-//! compiles; the rest needs the `worker` feature (the model, the tokenizer, the GPU runtime).
+//! reads and judges so that the page links neither the record's digest nor the comparison.
+//! This is the only model-worker file the page compiles; the rest needs the `worker`
+//! feature (the model, the tokenizer, the GPU runtime).
 
 use policy::generate::StepRecord;
 use policy::{Backend, BackendChoice, Precision, RunConfig, RunRecord};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use wasm_bindgen::JsValue;
 
-use crate::panels::compare::view_model::CompareRequest;
-use crate::panels::your_turn::view_model::{Exercise, Finished, RunProgress};
+use crate::link::{PanelLink, Protocol};
 
 /// A checked Generate form: what to run, on which backend, with which faults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -138,10 +136,10 @@ pub enum Event {
     Panicked(String),
 }
 
-/// The model worker's protocol, for the page's [`crate::worker::link::WorkerLink`].
+/// The model worker's protocol, for the page's [`crate::link::WorkerLink`].
 pub struct Model;
 
-impl crate::worker::link::Protocol for Model {
+impl Protocol for Model {
     type Job = Job;
     type Event = Event;
     const SCRIPT: &'static str = "worker_loader.js";
@@ -164,20 +162,81 @@ pub fn download_words(file: &str, got: f64, total: Option<f64>) -> String {
     }
 }
 
-/// A job or an event as the message that carries it: its JSON text (for the model worker's
-/// protocol and the planner's alike). Every binary already links `serde_json` (run records
-/// and reports are read and written as JSON), so a protocol adds no second encoder to any;
-/// u64 seeds and f64 probabilities cross exactly.
-pub(crate) fn to_js<T: Serialize>(value: &T) -> Result<JsValue, String> {
-    serde_json::to_string(value)
-        .map(|text| JsValue::from_str(&text))
-        .map_err(|e| e.to_string())
+/// The model worker, as a panel keeps it.
+pub type PanelWorker = PanelLink<Model>;
+
+impl PanelWorker {
+    /// Asks the run in progress, if any, to stop before its next model call.
+    pub fn cancel(self) {
+        self.tell(&Job::Cancel)
+    }
 }
 
-/// The job or event a message carries (the inverse of [`to_js`]).
-pub(crate) fn from_js<T: DeserializeOwned>(message: &JsValue) -> Result<T, String> {
-    let text = message
-        .as_string()
-        .ok_or_else(|| "the message is not text".to_string())?;
-    serde_json::from_str(&text).map_err(|e| e.to_string())
+/// What the worker runs: the two runs (the same prompt, seed and budget) and the tree's size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompareRequest {
+    pub a: RunConfig,
+    pub b: RunConfig,
+    /// How many runs each tree takes, seeds counting up from the runs' seed.
+    pub seeds: usize,
+    /// How many tokens deep the trees go.
+    pub depth: usize,
+}
+
+// The Your turn exercise (`panels/your_turn`): what the page asks, and what comes back.
+
+/// The two settings the chapter compares, low first.
+pub const TEMPERATURES: [f64; 2] = [0.2, 1.5];
+
+/// The chapter's `choose()` keeps the three highest logits (`top_k=3`); its reasoning speaks
+/// of the *retained* distribution, so both settings keep the same three.
+pub const TOP_K: usize = 3;
+
+/// A checked exercise: one prompt, run at both temperatures with each of `seeds`
+/// consecutive seeds from `first_seed`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Exercise {
+    pub prompt: String,
+    pub seeds: usize,
+    pub max_tokens: usize,
+    pub first_seed: u64,
+}
+
+impl Exercise {
+    pub fn total_runs(&self) -> usize {
+        TEMPERATURES.len() * self.seeds
+    }
+}
+
+/// What one run made, reduced to what the exercise compares.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub seed: u64,
+    pub text: String,
+    pub tokens: Vec<u32>,
+    /// Each step's entropy of the final (scaled, top-k) distribution, in nats.
+    pub entropies: Vec<f64>,
+    /// Each step's probability of the token it chose.
+    pub probs: Vec<f64>,
+}
+
+/// Where the exercise is, for the progress line: run `index + 1` of `total` is starting.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunProgress {
+    pub index: usize,
+    pub total: usize,
+    pub temperature: f64,
+    pub seed: u64,
+}
+
+/// How a run of the exercise ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Finished {
+    /// Every planned run made its sample; the page summarises them (`Results::new`).
+    Complete {
+        exercise: Box<Exercise>,
+        samples: [Vec<Sample>; 2],
+    },
+    /// Stopped by the learner after `done` of `total` runs.
+    Cancelled { done: usize, total: usize },
 }

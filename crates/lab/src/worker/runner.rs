@@ -12,7 +12,7 @@ use policy::generate::StepRecord;
 use policy::{BackendChoice, BackendKind, Precision};
 use tokenizer::StreamDecoder;
 
-use crate::shell::web::now_ms;
+use crate::js::now_ms;
 use crate::worker::browser::{
     adapter_info, fetch_model_file_with_progress, yield_to_events, WorkerClock,
 };

@@ -14,19 +14,20 @@ use std::sync::Arc;
 
 use leptos::prelude::*;
 
-use crate::panels::capacity::view_model::{
+use crate::js::now_ms;
+use crate::link::PanelLink;
+use crate::panels::capacity::view_model::{shown_problems, News, Outcome, PlanRun};
+use crate::planner::form::{
     attention_options, decoding_options, hardware_options, length_options, model_options,
-    rollout_trace_options, shown_problems, trace_options, weight_options, CapacityForm, News,
-    Outcome, PlanRun, BATCHINGS, PLAN_ID,
+    rollout_trace_options, trace_options, weight_options, CapacityForm, BATCHINGS, PLAN_ID,
 };
 use crate::planner::protocol::{PlanDisplay, Planner, PlannerEvent, PlannerJob};
 use crate::shell::url;
-use crate::shell::web::{download, now_ms};
+use crate::shell::web::download;
 use crate::widgets::chart::{data_table, walk_notes};
 use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, Choice, Field};
 use crate::widgets::form::{problem_at, problem_id, Form, ProblemSummary, Problems};
-use crate::worker::link::PanelLink;
 
 /// The terms the plan's charts and tables use, defined where they are used (Chartability:
 /// "Metrics and variables are undefined"). Static markup, so it costs the page's wasm one

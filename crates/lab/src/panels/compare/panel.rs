@@ -10,7 +10,7 @@ use crate::panels::step::panel::engine_options;
 use crate::shell::url;
 use crate::widgets::field::{Choice, Field, TextArea};
 use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
-use crate::worker::link::PanelWorker;
+use crate::worker::protocol::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
 
 /// What the panel is doing: idle, working (the words say on what), done, or failed.

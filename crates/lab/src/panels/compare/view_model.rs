@@ -3,21 +3,10 @@
 //! ([`engine_number`]), as the Decoding step panel checks them.
 
 use policy::{Engine, Policy, RunConfig, SeedSource, StopConfig};
-use serde::{Deserialize, Serialize};
 
 use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
 use crate::widgets::number::{engine_number, whole, whole_in};
-
-/// What the worker runs: the two runs (the same prompt, seed and budget) and the tree's size.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CompareRequest {
-    pub a: RunConfig,
-    pub b: RunConfig,
-    /// How many runs each tree takes, seeds counting up from the runs' seed.
-    pub seeds: usize,
-    /// How many tokens deep the trees go.
-    pub depth: usize,
-}
+use crate::worker::protocol::CompareRequest;
 
 /// The most seeds a tree in the lab takes (the CLI takes more).
 pub const MOST_SEEDS: u64 = 1000;

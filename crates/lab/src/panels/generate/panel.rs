@@ -16,15 +16,16 @@ use policy::generate::Alternative;
 use policy::{BackendChoice, Precision, RunRecord};
 use wasm_bindgen::JsCast;
 
+use crate::js::now_ms;
 use crate::panels::generate::latency_chart::{LatencyChart, LatencyRow};
 use crate::panels::generate::run_state::{Download, Figures, Phase, RunState, Shown};
 use crate::panels::generate::view_model::{backend_status, visible, GenerateForm};
 use crate::shell::url;
-use crate::shell::web::{chosen_file_text, download, now_ms};
+use crate::shell::web::{chosen_file_text, download};
 use crate::widgets::chart::mirror_table;
 use crate::widgets::field::{chosen, options, Choice, Field, TextArea};
 use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
-use crate::worker::link::PanelWorker;
+use crate::worker::protocol::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
 
 #[component]

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use leptos::prelude::*;
 use wasm_bindgen::JsCast;
 
+use crate::link::PanelLink;
 use crate::observer::protocol::{Input, ObserveDisplay, Observer, ObserverEvent, Source};
 use crate::panels::observe::view_model::{News, ObserveRun, BASELINE_KEY, DEMO_KEY};
 use crate::shell::url;
 use crate::widgets::controls::hidden;
-use crate::worker::link::PanelLink;
 
 /// The files chosen in the file input `id`, each as a URL the worker can fetch.
 fn chosen(id: &str) -> Vec<Source> {

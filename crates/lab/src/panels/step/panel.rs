@@ -18,7 +18,7 @@ use crate::widgets::chart::mirror_table;
 use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, options, Choice, Field};
 use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
-use crate::worker::link::PanelWorker;
+use crate::worker::protocol::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
 
 #[component]

@@ -7,16 +7,15 @@
 
 use leptos::prelude::*;
 
+use crate::js::now_ms;
 use crate::panels::your_turn::view_model::{
-    verdict, ExerciseForm, Finished, Prediction, Results, Summary, HINT, QUESTION, REASONING, TOP_K,
+    verdict, ExerciseForm, Prediction, Results, Summary, HINT, QUESTION, REASONING,
 };
 use crate::shell::url;
-use crate::shell::web::now_ms;
 use crate::widgets::chart::{mirror_table, walk_notes};
 use crate::widgets::field::{Field, TextArea};
 use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
-use crate::worker::link::PanelWorker;
-use crate::worker::protocol::{download_words, Event, Job};
+use crate::worker::protocol::{download_words, Event, Finished, Job, PanelWorker, TOP_K};
 
 /// What the panel is doing.
 #[derive(Clone, Debug, PartialEq)]

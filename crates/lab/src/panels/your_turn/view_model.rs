@@ -14,13 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::widgets::form::{Form, Problems};
 use crate::widgets::number::{whole, whole_in};
-
-/// The two settings the chapter compares, low first.
-pub const TEMPERATURES: [f64; 2] = [0.2, 1.5];
-
-/// The chapter's `choose()` keeps the three highest logits (`top_k=3`); its reasoning speaks
-/// of the *retained* distribution, so both settings keep the same three.
-pub const TOP_K: usize = 3;
+use crate::worker::protocol::{Exercise, Sample, TEMPERATURES};
 
 /// The most seeds a run may take, and the most new tokens per output.
 pub const MAX_SEEDS: u64 = 32;
@@ -170,34 +164,6 @@ impl Form for ExerciseForm {
     }
 }
 
-/// A checked exercise: one prompt, run at both temperatures with each of `seeds`
-/// consecutive seeds from `first_seed`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Exercise {
-    pub prompt: String,
-    pub seeds: usize,
-    pub max_tokens: usize,
-    pub first_seed: u64,
-}
-
-impl Exercise {
-    pub fn total_runs(&self) -> usize {
-        TEMPERATURES.len() * self.seeds
-    }
-}
-
-/// What one run made, reduced to what the exercise compares.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Sample {
-    pub seed: u64,
-    pub text: String,
-    pub tokens: Vec<u32>,
-    /// Each step's entropy of the final (scaled, top-k) distribution, in nats.
-    pub entropies: Vec<f64>,
-    /// Each step's probability of the token it chose.
-    pub probs: Vec<f64>,
-}
-
 /// One distinct output and the seeds that made it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Group {
@@ -343,27 +309,6 @@ pub fn verdict(prediction: Prediction, results: &Results) -> Verdict {
         headline,
         evidence,
     }
-}
-
-/// Where the exercise is, for the progress line: run `index + 1` of `total` is starting.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RunProgress {
-    pub index: usize,
-    pub total: usize,
-    pub temperature: f64,
-    pub seed: u64,
-}
-
-/// How a run of the exercise ended.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Finished {
-    /// Every planned run made its sample; the page summarises them ([`Results::new`]).
-    Complete {
-        exercise: Box<Exercise>,
-        samples: [Vec<Sample>; 2],
-    },
-    /// Stopped by the learner after `done` of `total` runs.
-    Cancelled { done: usize, total: usize },
 }
 
 #[cfg(test)]

@@ -1,8 +1,18 @@
-//! The page's handle on a Web Worker of the lab: the model worker ([`crate::worker::host`]) or
-//! the capacity planner ([`crate::planner::host`]). [`WorkerLink`] starts one, sends it jobs
-//! and hands its events to the panel, both as the typed values of that worker's
-//! [`Protocol`]; dropping the handle ends the worker. [`PanelLink`] is the handle a panel
-//! keeps, and [`PanelWorker`] is the model worker's.
+//! The seam between the page and the lab's Web Workers, whichever worker it is: the model
+//! worker ([`crate::worker`]), the capacity planner ([`crate::planner`]) and the observation
+//! worker ([`crate::observer`]). Each worker's own protocol module names what crosses (its
+//! jobs and events) and implements [`Protocol`]; this module is how it crosses, and knows no
+//! worker. On the page, [`WorkerLink`] starts a worker, sends it jobs and hands its events to
+//! the panel as typed values; dropping the handle ends the worker. [`PanelLink`] is the
+//! handle a panel keeps. [`message`] is the encoding both sides use (JSON text); [`scope`]
+//! is a worker's own side of the link, and [`fetch`] streams a file from the page's origin
+//! into a worker.
+
+#[cfg(any(feature = "worker", feature = "observer"))]
+pub(crate) mod fetch;
+pub(crate) mod message;
+#[cfg(any(feature = "worker", feature = "planner", feature = "observer"))]
+pub(crate) mod scope;
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
@@ -15,7 +25,7 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
-use crate::worker::protocol::{from_js, to_js, Job, Model};
+use crate::link::message::{from_js, to_js};
 
 /// One worker's typed seam, as the page sees it.
 pub trait Protocol: 'static {
@@ -115,9 +125,6 @@ impl<P: Protocol> Drop for WorkerLink<P> {
 /// after a panic so that the next job starts a new one.
 pub struct PanelLink<P: Protocol>(StoredValue<Option<WorkerLink<P>>, LocalStorage>);
 
-/// The model worker, as a panel keeps it.
-pub type PanelWorker = PanelLink<Model>;
-
 // By hand: a derive would ask the protocol marker to be `Copy` too.
 impl<P: Protocol> Clone for PanelLink<P> {
     fn clone(&self) -> Self {
@@ -149,20 +156,17 @@ impl<P: Protocol> PanelLink<P> {
             .unwrap_or_else(|| Err(format!("The {} is not running.", P::NAME)))
     }
 
+    /// Sends `job` to the worker if one is running, and starts none: a word about the job
+    /// in progress (cancel it), which means nothing to a worker that has none.
+    pub fn tell(self, job: &P::Job) {
+        let _ = self.0.try_with_value(|w| w.as_ref().map(|w| w.send(job)));
+    }
+
     /// Ends the worker after it panicked. That news arrives in one of the worker's own
     /// callbacks, which must not be freed while it runs: the drop waits for a later task.
     pub fn discard(self) {
         spawn_local(async move {
             let _ = self.0.try_update_value(|w| *w = None);
         });
-    }
-}
-
-impl PanelWorker {
-    /// Asks the run in progress, if any, to stop before its next model call.
-    pub fn cancel(self) {
-        let _ = self
-            .0
-            .try_with_value(|w| w.as_ref().map(|w| w.send(&Job::Cancel)));
     }
 }

@@ -6,7 +6,7 @@ use js_sys::Reflect;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 
-use crate::shell::web::js_text;
+use crate::js::js_text;
 
 /// Where the page finds the model, relative to itself (Trunk copies the directory there).
 pub const MODEL_DIR: &str = "models/decode-lab-tiny-v1";

@@ -14,7 +14,7 @@ use capacity::{
     RolloutReport, SweepRow,
 };
 
-use crate::panels::capacity::view_model::{field, CapacityForm, PLAN_ID};
+use crate::planner::form::{field, CapacityForm, PLAN_ID};
 use policy::figure_short;
 
 use crate::planner::protocol::{PlanDisplay, ReportFile, SweepChart};
@@ -1161,8 +1161,8 @@ fn elapsed(t: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::panels::capacity::view_model::tests::{named, small};
-    use crate::panels::capacity::view_model::{hardware_options, model_options, trace_options};
+    use crate::planner::form::tests::{named, small};
+    use crate::planner::form::{hardware_options, model_options, trace_options};
 
     /// The plan of `form`, its progress unread.
     fn plan(

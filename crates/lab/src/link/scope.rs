@@ -6,7 +6,7 @@
 use serde::Serialize;
 use wasm_bindgen::JsCast;
 
-use crate::worker::protocol::to_js;
+use crate::link::message::to_js;
 
 /// The worker's global scope; `None` outside a dedicated worker.
 pub(crate) fn scope() -> Option<web_sys::DedicatedWorkerGlobalScope> {
