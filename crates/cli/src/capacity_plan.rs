@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::error::CliError;
 use crate::files::{self, Named};
 use capacity::{KnobKind, NamedPolicy, Plan, PlanRequest, TraceFormat, TraceSource, KNOBS};
 use clap::parser::ValueSource;
@@ -150,7 +151,7 @@ fn files_read(request: &PlanRequest) -> Vec<Named> {
 /// `--save-known-good` must name a file that can be written and that the run does not
 /// read ([`files::check`]): checked before any work, so no input is overwritten by a plan
 /// made from it.
-fn check_save_path(args: &CapacityArgs) -> Result<(), String> {
+fn check_save_path(args: &CapacityArgs) -> Result<(), CliError> {
     let Some(save) = &args.save_known_good else {
         return Ok(());
     };
@@ -169,9 +170,9 @@ fn note(line: &str) {
     crate::output::note(&format!("capacity: {line}"));
 }
 
-pub fn run(args: &CapacityArgs) -> Result<String, String> {
+pub fn run(args: &CapacityArgs) -> Result<String, CliError> {
     check_save_path(args)?;
-    let inputs = args.request.inputs(&mut read).map_err(|e| e.to_string())?;
+    let inputs = args.request.inputs(&mut read)?;
     let requests = match &inputs.trace {
         TraceSource::Generated { spec } => spec.requests,
         TraceSource::Recorded { trace, .. } => trace.requests.len() as u64,
@@ -206,19 +207,17 @@ pub fn run(args: &CapacityArgs) -> Result<String, String> {
     let report = Plan::run_with_progress(&inputs, &mut progress).map_err(|e| {
         use capacity::CapacityError::*;
         match e {
-            TooMuchWork { .. } => format!(
-                "{e}; lower --requests, use a shorter trace, or sweep fewer --load-scales, --policy, --batch-limits, --weights, --replicas or --router"
-            ),
+            TooMuchWork { .. } => CliError::PlanTooLarge(e),
             // What the trace itself holds: named by the flag that gave it.
             BadRequest { .. }
             | RequestTooLong { .. }
             | NoArrivalRate { .. }
             | RateTooHigh { .. }
-            | UngatedSlice { .. } => format!(
-                "{}: {e}",
-                capacity::shown("trace", args.request.get("trace").unwrap_or("poisson"))
-            ),
-            e => e.to_string(),
+            | UngatedSlice { .. } => CliError::Trace {
+                trace: args.request.get("trace").unwrap_or("poisson").to_string(),
+                source: e,
+            },
+            e => e.into(),
         }
     })?;
     if let Some(path) = &args.save_known_good {
@@ -228,7 +227,7 @@ pub fn run(args: &CapacityArgs) -> Result<String, String> {
                 policy: report.decision.policy.clone(),
                 fleet: report.decision.fleet,
             };
-            let text = serde_json::to_string_pretty(&known).map_err(|e| e.to_string())?;
+            let text = serde_json::to_string_pretty(&known)?;
             files::write(
                 &Named::new("--save-known-good", path),
                 (text + "\n").as_bytes(),

@@ -6,6 +6,7 @@ use std::path::Path;
 use policy::compare::{Comparison, RunShape};
 use policy::{Policy, Precision, RunConfig, SeedSource, StopConfig};
 
+use crate::error::CliError;
 use crate::model_dir;
 use crate::run::WallClock;
 
@@ -23,7 +24,7 @@ pub struct Request<'a> {
     pub b: (&'a str, Policy),
 }
 
-pub fn run(request: &Request) -> Result<Comparison, String> {
+pub fn run(request: &Request) -> Result<Comparison, CliError> {
     let mut loaded = model_dir::load(request.dir, request.precision)?;
     let eos = loaded.tokenizer.end_of_text();
     let config = |policy: &Policy| RunConfig {
@@ -40,14 +41,13 @@ pub fn run(request: &Request) -> Result<Comparison, String> {
         max_tokens: request.max_tokens,
         stop: StopConfig::default(),
     };
-    policy::compare::compare(
+    Ok(policy::compare::compare(
         &mut loaded.model,
         &loaded.tokenizer,
         &config(&request.a.1),
         &config(&request.b.1),
         &mut WallClock::new(),
-    )
-    .map_err(|e| e.to_string())
+    )?)
 }
 
 /// The comparison for people: each run's text and shape, the first divergence, then a row

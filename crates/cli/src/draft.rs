@@ -7,6 +7,7 @@ use std::path::Path;
 use ngram::{Discounts, NgramModel, TrainConfig};
 use serde::Serialize;
 
+use crate::error::CliError;
 use crate::eval::SLICES;
 use crate::files::{self, Named};
 use crate::model_dir;
@@ -39,8 +40,8 @@ pub fn name(model: &NgramModel) -> String {
     format!("ngram-{}", model.order())
 }
 
-fn read_text(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+fn read_text(path: &Path) -> Result<String, CliError> {
+    std::fs::read_to_string(path).map_err(CliError::read(path))
 }
 
 pub fn train(
@@ -49,7 +50,7 @@ pub fn train(
     order: usize,
     out: &Named,
     max_tokens: usize,
-) -> Result<TrainReport, String> {
+) -> Result<TrainReport, CliError> {
     let mut inputs = model_dir::inputs(dir);
     inputs.extend(files::files_in("--corpus", corpus));
     files::check(std::slice::from_ref(out), &inputs)?;
@@ -67,7 +68,8 @@ pub fn train(
         discounts: Discounts::Estimated,
     };
     let views: Vec<&[u32]> = streams.iter().map(Vec::as_slice).collect();
-    let model = ngram::train(&views, &config).map_err(|e| format!("--order {order}: {e}"))?;
+    let model =
+        ngram::train(&views, &config).map_err(|source| CliError::NgramOrder { order, source })?;
     let bytes = model.to_bytes();
     let context = model_dir::config(dir)?.context_len;
     let mut slices = Vec::new();
@@ -79,17 +81,11 @@ pub fn train(
             held_out_bits(&model, &tokenizer, tokens, context)?;
         // An empty measurement is no measurement: 0 bits per byte would read as perfect.
         if predicted == 0 {
-            let cut = if max_tokens < usize::MAX {
-                format!(", cut to --max-tokens {max_tokens}")
-            } else {
-                String::new()
-            };
-            return Err(format!(
-                "{}: no held-out token to score (it has {} tokens{cut}); the draft needs at \
-                 least 2 to be measured, and nothing was written",
-                corpus.join(file).display(),
-                all.len()
-            ));
+            return Err(CliError::NothingToScore {
+                path: corpus.join(file),
+                tokens: all.len(),
+                max_tokens: (max_tokens < usize::MAX).then_some(max_tokens),
+            });
         }
         slices.push(HeldOut {
             slice: format!("{code}: {name}"),
@@ -118,13 +114,11 @@ pub fn held_out_bits(
     tokenizer: &tokenizer::Tokenizer,
     tokens: &[u32],
     context: usize,
-) -> Result<(usize, usize, f64), String> {
+) -> Result<(usize, usize, f64), CliError> {
     let (mut bits, mut predicted, mut byte_count) = (0.0f64, 0usize, 0usize);
     for window in tokens.chunks(context).filter(|w| w.len() > 1) {
         for i in 1..window.len() {
-            let p = model
-                .prob(&window[..i], window[i])
-                .map_err(|e| e.to_string())?;
+            let p = model.prob(&window[..i], window[i])?;
             bits -= p.log2();
             predicted += 1;
             byte_count += policy::Vocabulary::token_bytes(tokenizer, window[i]).len();

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use capacity::EvalSlice;
 
+use crate::error::CliError;
 use crate::model_dir;
 use crate::run::WallClock;
 
@@ -87,18 +88,25 @@ pub fn evaluate(
     corpus: &Path,
     max_tokens: usize,
     new_tokens: usize,
-) -> Result<Report, String> {
+) -> Result<Report, CliError> {
     if max_tokens <= MIN_PREDICTED_TOKENS {
-        return Err(format!(
-            "--max-tokens {max_tokens} is too few: a slice needs more than \
-             {MIN_PREDICTED_TOKENS} held-out tokens for its bits per byte to mean anything"
-        ));
+        return Err(CliError::TooSmall {
+            flag: "--max-tokens",
+            value: max_tokens,
+            why: format!(
+                "is too few: a slice needs more than {MIN_PREDICTED_TOKENS} held-out tokens \
+                 for its bits per byte to mean anything"
+            ),
+        });
     }
     if new_tokens < 2 {
-        return Err(format!(
-            "--new-tokens {new_tokens} is too few: distinct-2 and the repetition rate need \
-             at least 2 generated tokens"
-        ));
+        return Err(CliError::TooSmall {
+            flag: "--new-tokens",
+            value: new_tokens,
+            why: "is too few: distinct-2 and the repetition rate need at least 2 generated \
+                  tokens"
+                .into(),
+        });
     }
     let mut report = Report {
         model: model_dir::config(dir)?.name,
@@ -109,19 +117,17 @@ pub fn evaluate(
         let mut loaded = model_dir::load(dir, precision)?;
         for (code, name, file) in SLICES {
             let path = corpus.join(file);
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let text = std::fs::read_to_string(&path).map_err(CliError::read(&path))?;
             let tokens = loaded.tokenizer.encode(&text);
             let tokens = &tokens[..tokens.len().min(max_tokens)];
             let score = teacher_forced(&mut loaded, tokens)?;
             if score.0 < MIN_PREDICTED_TOKENS {
-                return Err(format!(
-                    "{} is too short to evaluate: {} bytes give {} predicted tokens, and a \
-                     slice needs at least {MIN_PREDICTED_TOKENS}",
-                    path.display(),
-                    text.len(),
-                    score.0
-                ));
+                return Err(CliError::TooShortToEvaluate {
+                    path,
+                    bytes: text.len(),
+                    predicted: score.0,
+                    needed: MIN_PREDICTED_TOKENS,
+                });
             }
             report.slices.push(EvalSlice {
                 slice: format!("{code}: {name}"),
@@ -157,8 +163,7 @@ pub fn evaluate(
                         &config,
                         &mut WallClock::new(),
                         &mut Unobserved,
-                    )
-                    .map_err(|e| e.to_string())?;
+                    )?;
                     let ids: Vec<u32> = record.steps.iter().map(|s| s.token).collect();
                     bigrams.extend(ids.windows(2).map(|w| (w[0], w[1])));
                     let (grams, seen_before) = policy::compare::repeated_fourgrams(&ids);
@@ -167,10 +172,10 @@ pub fn evaluate(
                 }
             }
             if bigrams.is_empty() {
-                return Err(format!(
-                    "policy {name} generated no two consecutive tokens for any prompt, so its \
-                     distinct-2 is undefined: raise --new-tokens {new_tokens}"
-                ));
+                return Err(CliError::NoBigrams {
+                    policy: name,
+                    new_tokens,
+                });
             }
             let distinct: HashSet<_> = bigrams.iter().collect();
             report.policies.push(PolicyScore {
@@ -189,15 +194,12 @@ pub fn evaluate(
 pub fn teacher_forced(
     loaded: &mut model_dir::Loaded,
     tokens: &[u32],
-) -> Result<(usize, usize, f64, f64), String> {
+) -> Result<(usize, usize, f64, f64), CliError> {
     let context = loaded.model.config().context_len;
     let vocab = loaded.model.config().vocab_size;
     let (mut nats, mut bytes, mut predicted, mut correct) = (0.0f64, 0usize, 0usize, 0usize);
     for window in tokens.chunks(context).filter(|w| w.len() > 1) {
-        let logits = loaded
-            .model
-            .prefill_all(window)
-            .map_err(|e| e.to_string())?;
+        let logits = loaded.model.prefill_all(window)?;
         for (i, &target) in window.iter().enumerate().skip(1) {
             let row = &logits[(i - 1) * vocab..i * vocab];
             let max = row.iter().fold(f32::NEG_INFINITY, |m, &l| m.max(l));

@@ -21,15 +21,16 @@ use std::process::ExitCode;
 use observe::Outcome;
 use runs_parquet::{Export, Table, Written};
 
+use crate::error::CliError;
 use crate::files::{self, Named, StagedDir};
 use crate::observe::{check_lines, identifier, run_lines};
-use crate::output::{self, Failure};
+use crate::output;
 use crate::{model_dir, ExportArgs};
 
 /// Rejected lines named one by one; past it they are counted.
 const NAMED_REJECTIONS: u64 = observe::MAX_REJECTED_LISTED as u64;
 
-pub fn run(args: &ExportArgs) -> Result<ExitCode, Failure> {
+pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     let langid = args
         .langid
@@ -54,11 +55,9 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, Failure> {
     // The tables are written in a staging directory and moved into place only when all
     // three are whole: a failed export leaves the old ones as they were.
     let stage = StagedDir::new(&out)?;
-    let mut export = Export::create(stage.path()).map_err(|e| e.to_string())?;
-    let (written, left) = write(&mut export, args, &identifier).and_then(|left| {
-        let written = export.finish().map_err(|e| e.to_string())?;
-        Ok((written, left))
-    })?;
+    let mut export = Export::create(stage.path())?;
+    let left = write(&mut export, args, &identifier)?;
+    let written = export.finish()?;
     let names = tables.map(|t| format!("{}.parquet", t.name()));
     stage.commit(&names.each_ref().map(String::as_str))?;
     output::print_line(&summary(&written, &left, &args.out))?;
@@ -81,7 +80,7 @@ fn write(
     export: &mut Export,
     args: &ExportArgs,
     identifier: &langid::LangId,
-) -> Result<LeftOut, String> {
+) -> Result<LeftOut, CliError> {
     if let Some(path) = &args.outcomes {
         write_outcomes(export, path)?;
     }
@@ -107,9 +106,7 @@ fn write(
             match kept {
                 Ok(Some(record)) => {
                     let slice = observe::slice_of(&record, identifier);
-                    export
-                        .add_run(line.trim(), &record, &slice)
-                        .map_err(|e| e.to_string())
+                    Ok(export.add_run(line.trim(), &record, &slice)?)
                 }
                 Ok(None) => Ok(()),
                 Err(reason) => {
@@ -126,18 +123,24 @@ fn write(
 }
 
 /// Outcome rows of a JSONL file, each checked by `observe`'s rule and written in order.
-fn write_outcomes(export: &mut Export, path: &Path) -> Result<(), String> {
+fn write_outcomes(export: &mut Export, path: &Path) -> Result<(), CliError> {
     use std::io::BufRead;
-    let shown = path.display();
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let file = std::fs::File::open(path).map_err(CliError::read(path))?;
     for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|e| format!("cannot read {shown} at line {}: {e}", i + 1))?;
+        let line = line.map_err(|source| CliError::ReadLine {
+            path: path.to_path_buf(),
+            line: i + 1,
+            source,
+        })?;
         if line.trim().is_empty() {
             continue;
         }
-        let outcome = Outcome::parse(&line)
-            .map_err(|reason| format!("{shown}: outcomes line {}: {reason}", i + 1))?;
-        export.add_outcome(&outcome).map_err(|e| e.to_string())?;
+        let outcome = Outcome::parse(&line).map_err(|reason| CliError::OutcomeLine {
+            path: path.to_path_buf(),
+            line: i + 1,
+            reason,
+        })?;
+        export.add_outcome(&outcome)?;
     }
     Ok(())
 }

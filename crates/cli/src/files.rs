@@ -16,6 +16,8 @@ use std::fmt;
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 
+use crate::error::{CliError, OutputAction};
+
 /// A path a command reads or writes, and the flag (or what the command calls it) that named
 /// it.
 #[derive(Clone, Debug)]
@@ -133,7 +135,7 @@ impl Resolved {
 /// Refuses, before any work, an output that is an input (by any path), or a directory that
 /// holds one, and two outputs that are one file. `outputs` lists what the command writes:
 /// for a directory, the directory and every file it puts there.
-pub fn check(outputs: &[Named], inputs: &[Named]) -> Result<(), String> {
+pub fn check(outputs: &[Named], inputs: &[Named]) -> Result<(), CliError> {
     let inputs: Vec<Resolved> = inputs
         .iter()
         .filter(|i| i.path.exists())
@@ -143,28 +145,25 @@ pub fn check(outputs: &[Named], inputs: &[Named]) -> Result<(), String> {
     for (n, output) in outputs.iter().enumerate() {
         for input in &inputs {
             if output.is(input) {
-                return Err(format!(
-                    "{}: is the file that {} reads; a command never writes over what it reads \
-                     (write to another path)",
-                    output.named, input.named
-                ));
+                return Err(CliError::OutputIsInput {
+                    output: output.named.clone(),
+                    input: input.named.clone(),
+                });
             }
             if input.path.starts_with(&output.path) {
-                return Err(format!(
-                    "{}: holds {}, which {} reads; a command never writes over what it reads \
-                     (write to another directory)",
-                    output.named,
-                    input.path.display(),
-                    input.named.flag
-                ));
+                return Err(CliError::OutputHoldsInput {
+                    output: output.named.clone(),
+                    input: input.path.clone(),
+                    flag: input.named.flag.clone(),
+                });
             }
         }
         for earlier in &outputs[..n] {
             if output.is(earlier) && output.named.flag != earlier.named.flag {
-                return Err(format!(
-                    "{} and {} are one file: each output needs its own path",
-                    earlier.named, output.named
-                ));
+                return Err(CliError::SameOutput {
+                    first: earlier.named.clone(),
+                    second: output.named.clone(),
+                });
             }
         }
     }
@@ -191,29 +190,41 @@ fn temporary(target: &Path, what: &str) -> PathBuf {
 /// Where a file output lands, if it can: the file a symbolic link leads to (or the path
 /// itself when nothing is there yet), refused when it is a directory or its directory does
 /// not exist. [`write`] calls it; a command whose work is long calls it before the work too.
-pub fn writable(output: &Named) -> Result<PathBuf, String> {
+pub fn writable(output: &Named) -> Result<PathBuf, CliError> {
     let target = if output.path.exists() {
         resolve(&output.path)
     } else {
         output.path.clone()
     };
     if target.is_dir() {
-        return Err(format!("{output}: is a directory, not a file"));
+        return Err(CliError::OutputIsDirectory {
+            output: output.clone(),
+        });
     }
     let directory = directory_of(&target);
     if !directory.is_dir() {
-        return Err(format!(
-            "{output}: its directory {} does not exist",
-            directory.display()
-        ));
+        return Err(CliError::NoOutputDirectory {
+            output: output.clone(),
+            directory: directory.to_path_buf(),
+        });
     }
     Ok(target)
+}
+
+/// `output` could not have `action` done to it.
+fn failed(output: &Named, action: OutputAction) -> impl FnOnce(std::io::Error) -> CliError {
+    let output = output.clone();
+    move |source| CliError::Output {
+        output,
+        action,
+        source,
+    }
 }
 
 /// Writes `bytes` to `output` ([`writable`]): into a temporary file beside it, flushed to
 /// disk, then renamed over it, so the old file stays whole until the new one is. A symbolic
 /// link is followed: the file it leads to is replaced, not the link.
-pub fn write(output: &Named, bytes: &[u8]) -> Result<(), String> {
+pub fn write(output: &Named, bytes: &[u8]) -> Result<(), CliError> {
     let target = writable(output)?;
     // A device or a pipe (`/dev/stdout`, `/dev/null`, a FIFO) is written into: renaming a
     // file over it would replace the device, not write to it.
@@ -222,7 +233,7 @@ pub fn write(output: &Named, bytes: &[u8]) -> Result<(), String> {
             .write(true)
             .open(&target)
             .and_then(|mut file| file.write_all(bytes))
-            .map_err(|e| format!("{output}: cannot write it: {e}"));
+            .map_err(failed(output, OutputAction::Write));
     }
     let temporary = temporary(&target, "tmp");
     let written = (|| {
@@ -237,7 +248,7 @@ pub fn write(output: &Named, bytes: &[u8]) -> Result<(), String> {
     })();
     written.map_err(|e| {
         let _ = std::fs::remove_file(&temporary);
-        format!("{output}: cannot write it: {e}")
+        failed(output, OutputAction::Write)(e)
     })
 }
 
@@ -255,10 +266,12 @@ pub struct StagedDir {
 }
 
 impl StagedDir {
-    pub fn new(output: &Named) -> Result<StagedDir, String> {
+    pub fn new(output: &Named) -> Result<StagedDir, CliError> {
         let existed = output.path.exists();
         if existed && !output.path.is_dir() {
-            return Err(format!("{output}: is a file, not a directory"));
+            return Err(CliError::OutputIsFile {
+                output: output.clone(),
+            });
         }
         let target = if existed {
             resolve(&output.path)
@@ -269,13 +282,12 @@ impl StagedDir {
             target.join(format!(".decode-lab.{}.staging", std::process::id()))
         } else {
             std::fs::create_dir_all(directory_of(&target))
-                .map_err(|e| format!("{output}: cannot make its parent directory: {e}"))?;
+                .map_err(failed(output, OutputAction::MakeParent))?;
             temporary(&target, "staging")
         };
         // A stage left by a process of the same id that was killed is ours to clear.
         let _ = std::fs::remove_dir_all(&stage);
-        std::fs::create_dir(&stage)
-            .map_err(|e| format!("{output}: cannot make a staging directory there: {e}"))?;
+        std::fs::create_dir(&stage).map_err(failed(output, OutputAction::MakeStage))?;
         Ok(StagedDir {
             output: output.clone(),
             target,
@@ -291,7 +303,7 @@ impl StagedDir {
     }
 
     /// Moves the staged files (`names`, in the stage) into the directory.
-    pub fn commit(mut self, names: &[&str]) -> Result<(), String> {
+    pub fn commit(mut self, names: &[&str]) -> Result<(), CliError> {
         let moved = if self.existed {
             names
                 .iter()
@@ -299,7 +311,7 @@ impl StagedDir {
         } else {
             std::fs::rename(&self.stage, &self.target)
         };
-        moved.map_err(|e| format!("{}: cannot move the new files into place: {e}", self.output))?;
+        moved.map_err(failed(&self.output, OutputAction::MoveIntoPlace))?;
         self.committed = true;
         if self.existed {
             let _ = std::fs::remove_dir_all(&self.stage);
@@ -347,7 +359,9 @@ mod tests {
         #[cfg(unix)]
         aliases.push(dir.join("link/in.txt"));
         for alias in aliases {
-            let message = check(&[Named::new("--out", &alias)], &inputs).unwrap_err();
+            let message = check(&[Named::new("--out", &alias)], &inputs)
+                .unwrap_err()
+                .to_string();
             assert!(message.contains("--corpus"), "{alias:?}: {message}");
             assert!(message.contains("--out"), "{alias:?}: {message}");
         }
@@ -361,7 +375,10 @@ mod tests {
             Named::new("--out", dir.join("a.txt")),
             Named::new("--outcomes", dir.join("sub/../a.txt")),
         ];
-        assert!(check(&both, &inputs).unwrap_err().contains("one file"));
+        assert!(check(&both, &inputs)
+            .unwrap_err()
+            .to_string()
+            .contains("one file"));
         assert_eq!(std::fs::read_to_string(&input).unwrap(), "kept");
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -373,9 +390,13 @@ mod tests {
         std::fs::write(&path, "old").unwrap();
         write(&Named::new("--out", &path), b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
-        let message = write(&Named::new("--out", dir.join("missing/out.json")), b"x").unwrap_err();
+        let message = write(&Named::new("--out", dir.join("missing/out.json")), b"x")
+            .unwrap_err()
+            .to_string();
         assert!(message.contains("does not exist"), "{message}");
-        let message = write(&Named::new("--out", &dir), b"x").unwrap_err();
+        let message = write(&Named::new("--out", &dir), b"x")
+            .unwrap_err()
+            .to_string();
         assert!(message.contains("is a directory"), "{message}");
         let names: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()

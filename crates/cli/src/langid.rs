@@ -15,6 +15,7 @@ use langid::held_out::{self, Tally};
 use langid::{LangId, TrainConfig};
 use serde::Serialize;
 
+use crate::error::CliError;
 use crate::eval::SLICES;
 use crate::files::{self, Named};
 use crate::{model_dir, LangidTrainArgs};
@@ -70,13 +71,13 @@ pub struct TrainReport {
     pub slices: Vec<SliceReport>,
 }
 
-fn read_text(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+fn read_text(path: &Path) -> Result<String, CliError> {
+    std::fs::read_to_string(path).map_err(CliError::read(path))
 }
 
 /// Trains on `train.{code}.txt` of each slice with the shipped settings, writes the file to
 /// `out`, and classifies `valid.{code}.txt`'s pages.
-fn train(corpus: &Path, out: &Named) -> Result<TrainReport, String> {
+fn train(corpus: &Path, out: &Named) -> Result<TrainReport, CliError> {
     files::check(
         std::slice::from_ref(out),
         &files::files_in("--corpus", corpus),
@@ -93,7 +94,7 @@ fn train(corpus: &Path, out: &Named) -> Result<TrainReport, String> {
         .map(|((code, _, _), text)| (*code, text.as_str()))
         .collect();
     let config = TrainConfig::default();
-    let model = LangId::train(&slices, &config).map_err(|e| e.to_string())?;
+    let model = LangId::train(&slices, &config)?;
     let bytes = model.to_bytes();
     files::write(out, &bytes)?;
 
@@ -132,14 +133,14 @@ fn train(corpus: &Path, out: &Named) -> Result<TrainReport, String> {
 }
 
 /// `decode-lab langid train`: the report as a table, or as JSON with `--json`.
-pub fn run_train(args: &LangidTrainArgs) -> Result<String, String> {
+pub fn run_train(args: &LangidTrainArgs) -> Result<String, CliError> {
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| model_dir::default_dir().join(model_dir::LANGID_FILE));
     let report = train(&args.corpus, &Named::new("--out", out))?;
     if args.json {
-        serde_json::to_string(&report).map_err(|e| e.to_string())
+        Ok(serde_json::to_string(&report)?)
     } else {
         Ok(table(&report))
     }

@@ -13,6 +13,7 @@ use policy::generate::{StopReason, Unobserved};
 use policy::{Policy, RunConfig, SeedSource, StopConfig};
 use serde::Serialize;
 
+use crate::error::CliError;
 use crate::eval::SLICES;
 use crate::model_dir;
 use crate::run::WallClock;
@@ -66,17 +67,28 @@ pub fn measure(
     policies: &[(String, Policy)],
     pages: usize,
     max_new_tokens: usize,
-) -> Result<PlannerFile, String> {
+) -> Result<PlannerFile, CliError> {
     if pages == 0 {
-        return Err("--pages 0 measures nothing: give at least 1".into());
+        return Err(CliError::TooSmall {
+            flag: "--pages",
+            value: 0,
+            why: "measures nothing: give at least 1".into(),
+        });
     }
     if max_new_tokens == 0 {
-        return Err("--max-new-tokens 0 generates nothing: give at least 1".into());
+        return Err(CliError::TooSmall {
+            flag: "--max-new-tokens",
+            value: 0,
+            why: "generates nothing: give at least 1".into(),
+        });
     }
     let mut loaded = model_dir::load(dir, model::Precision::F32)?;
     let context = loaded.model.config().context_len;
-    let budget_cap = u32::try_from(max_new_tokens.min(context))
-        .map_err(|_| format!("--max-new-tokens {max_new_tokens}: too large"))?;
+    let budget_cap = u32::try_from(max_new_tokens.min(context)).map_err(|_| CliError::Flag {
+        flag: "--max-new-tokens",
+        value: max_new_tokens.to_string(),
+        why: "too large".into(),
+    })?;
     let eos = loaded.tokenizer.end_of_text();
     let mut file = PlannerFile {
         model: model_dir::config(dir)?.name,
@@ -91,8 +103,7 @@ pub fn measure(
     };
     for (code, name, file_name) in SLICES {
         let path = corpus.join(file_name);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(CliError::read(&path))?;
         // Pages are separated by one blank line; a page's first line is its title.
         let titles: Vec<&str> = text
             .split("\n\n")
@@ -101,11 +112,11 @@ pub fn measure(
             .take(pages)
             .collect();
         if titles.len() < pages {
-            return Err(format!(
-                "{} has {} pages, fewer than --pages {pages}",
-                path.display(),
-                titles.len()
-            ));
+            return Err(CliError::TooFewPages {
+                path,
+                found: titles.len(),
+                pages,
+            });
         }
         for ((_, policy), out) in policies.iter().zip(&mut file.policies) {
             let mut runs = Vec::with_capacity(pages);
@@ -130,7 +141,11 @@ pub fn measure(
                     &mut WallClock::new(),
                     &mut Unobserved,
                 )
-                .map_err(|e| format!("page {page} of {}: {e}", path.display()))?;
+                .map_err(|source| CliError::Page {
+                    page,
+                    path: path.clone(),
+                    source,
+                })?;
                 let left = context.saturating_sub(record.prompt_tokens.len());
                 let budget = (budget_cap as usize).min(left) as u32;
                 let tokens = record.steps.len() as u32;
@@ -145,20 +160,10 @@ pub fn measure(
                         budget,
                         eos: false,
                     },
-                    other => {
-                        return Err(format!(
-                            "page {page} of {} stopped for {other:?}, which no length \
-                             measurement asks for",
-                            path.display()
-                        ))
-                    }
+                    reason => return Err(CliError::PageStopped { page, path, reason }),
                 };
                 if run.tokens == 0 {
-                    return Err(format!(
-                        "the title of page {page} of {} fills the model's context: no token \
-                         was generated",
-                        path.display()
-                    ));
+                    return Err(CliError::TitleFillsContext { page, path });
                 }
                 runs.push(run);
             }
@@ -169,8 +174,8 @@ pub fn measure(
         }
     }
     // What the planner will read must read back.
-    let json = serde_json::to_string(&file).map_err(|e| e.to_string())?;
-    capacity::LengthProfile::from_json(&json).map_err(|e| e.to_string())?;
+    let json = serde_json::to_string(&file)?;
+    capacity::LengthProfile::from_json(&json)?;
     Ok(file)
 }
 

@@ -22,6 +22,7 @@ mod capacity_plan;
 mod compare;
 mod continuation;
 mod draft;
+mod error;
 mod eval;
 mod export;
 mod files;
@@ -42,9 +43,9 @@ use std::str::FromStr;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use error::CliError;
 use gpu::BackendChoice;
 use model::Precision;
-use output::Failure;
 use policy::chapter::{self, Argpartition};
 use policy::{
     Engine, NumpyRng, Policy, RunConfig, Sampler, SeedSource, Snapshots, StageOrder, StepContext,
@@ -239,9 +240,9 @@ struct PathsArgs {
     json: bool,
 }
 
-fn run_paths(args: &PathsArgs) -> Result<String, String> {
+fn run_paths(args: &PathsArgs) -> Result<String, CliError> {
     if !args.policy.dry_sequence_breaker.is_empty() {
-        return Err("--dry-sequence-breaker is read by pipeline and generate only".into());
+        return Err(CliError::BreakerElsewhere);
     }
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     let request = paths::Request {
@@ -263,7 +264,7 @@ fn run_paths(args: &PathsArgs) -> Result<String, String> {
     };
     let tree = paths::run(&request)?;
     if args.json {
-        serde_json::to_string(&tree).map_err(|e| e.to_string())
+        Ok(serde_json::to_string(&tree)?)
     } else {
         Ok(paths::table(&tree))
     }
@@ -277,40 +278,27 @@ struct PolicyFlags {
     policy: PolicyArgs,
 }
 
-/// The first line of clap's message for flags given inside one argument, without its
-/// `error: ` (the caller names the argument).
-fn first_line(error: &clap::Error) -> String {
-    let text = error.to_string();
-    let line = text
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .trim_start_matches("error: ");
-    policy::Excerpt(line).to_string()
-}
-
 /// `--{name} FLAGS` as a policy, with errors that name the flag and its value.
-fn policy_flags(name: &str, flags: &str) -> Result<Policy, String> {
-    let shown = policy::Excerpt(flags);
-    let parsed = PolicyFlags::try_parse_from(flags.split_whitespace())
-        .map_err(|e| format!("--{name} {shown:?}: {}", first_line(&e)))?;
-    if !parsed.policy.dry_sequence_breaker.is_empty() {
-        return Err(format!(
-            "--{name} {shown:?}: --dry-sequence-breaker is read by pipeline and generate only"
-        ));
-    }
-    let policy = parsed
-        .policy
-        .policy(policy::LAB_TEMPERATURE)
-        .map_err(|e| format!("--{name} {shown:?}: {e}"))?;
-    // Every range but the token ids', which the model's vocabulary bounds when it runs.
-    policy
-        .validate(usize::MAX)
-        .map_err(|e| format!("--{name} {shown:?}: {e}"))?;
-    Ok(policy)
+fn policy_flags(name: &'static str, flags: &str) -> Result<Policy, CliError> {
+    let read = || -> Result<Policy, CliError> {
+        let parsed =
+            PolicyFlags::try_parse_from(flags.split_whitespace()).map_err(CliError::Flags)?;
+        if !parsed.policy.dry_sequence_breaker.is_empty() {
+            return Err(CliError::BreakerElsewhere);
+        }
+        let policy = parsed.policy.policy(policy::LAB_TEMPERATURE)?;
+        // Every range but the token ids', which the model's vocabulary bounds when it runs.
+        policy.validate(usize::MAX)?;
+        Ok(policy)
+    };
+    read().map_err(|e| CliError::PolicyFlags {
+        name,
+        flags: flags.to_string(),
+        source: Box::new(e),
+    })
 }
 
-fn run_compare(args: &CompareArgs) -> Result<String, String> {
+fn run_compare(args: &CompareArgs) -> Result<String, CliError> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     let request = compare::Request {
         dir: &dir,
@@ -328,7 +316,7 @@ fn run_compare(args: &CompareArgs) -> Result<String, String> {
     };
     let comparison = compare::run(&request)?;
     if args.json {
-        serde_json::to_string(&comparison).map_err(|e| e.to_string())
+        Ok(serde_json::to_string(&comparison)?)
     } else {
         Ok(compare::table(&request, &comparison))
     }
@@ -489,7 +477,7 @@ struct LogitsSource {
 }
 
 impl LogitsSource {
-    fn read(&self) -> Result<Vec<f64>, String> {
+    fn read(&self) -> Result<Vec<f64>, CliError> {
         match (&self.logits, &self.logits_file) {
             (Some(list), _) => parse_list(list, "logit"),
             (None, Some(path)) => {
@@ -497,17 +485,21 @@ impl LogitsSource {
                     let mut text = String::new();
                     std::io::stdin()
                         .read_to_string(&mut text)
-                        .map_err(|e| format!("cannot read standard input: {e}"))?;
+                        .map_err(CliError::Stdin)?;
                     text
                 } else {
-                    std::fs::read_to_string(path)
-                        .map_err(|e| format!("cannot read --logits-file {path}: {e}"))?
+                    std::fs::read_to_string(path).map_err(|source| CliError::ReadInput {
+                        input: files::Named::new("--logits-file", path),
+                        source,
+                    })?
                 };
-                let source = if path == "-" { "standard input" } else { path };
-                serde_json::from_str(&text)
-                    .map_err(|e| format!("{source} is not one JSON array of numbers: {e}"))
+                let input = if path == "-" { "standard input" } else { path };
+                serde_json::from_str(&text).map_err(|source| CliError::LogitsJson {
+                    input: input.to_string(),
+                    source,
+                })
             }
-            (None, None) => Err("no logits given: use --logits or --logits-file".into()),
+            (None, None) => Err(CliError::NoLogits),
         }
     }
 }
@@ -520,23 +512,23 @@ enum SeedArg {
 }
 
 impl SeedArg {
-    fn resolve(self) -> Result<u64, String> {
+    fn resolve(self) -> Result<u64, CliError> {
         match self {
             SeedArg::Fixed(seed) => Ok(seed),
-            SeedArg::Fresh => {
-                getrandom::u64().map_err(|e| format!("cannot draw a fresh seed: {e}"))
-            }
+            SeedArg::Fresh => getrandom::u64().map_err(CliError::FreshSeed),
         }
     }
 }
 
-fn parse_seed(text: &str) -> Result<SeedArg, String> {
+fn parse_seed(text: &str) -> Result<SeedArg, CliError> {
     if text == "fresh" {
         return Ok(SeedArg::Fresh);
     }
     text.parse()
         .map(SeedArg::Fixed)
-        .map_err(|_| format!("seed {text:?} is not a whole number from 0 to 2^64-1, nor `fresh`"))
+        .map_err(|_| CliError::Seed {
+            value: text.to_string(),
+        })
 }
 
 #[derive(Args)]
@@ -725,39 +717,31 @@ struct PolicyArgs {
 #[derive(Clone)]
 struct SamplerList(Vec<Sampler>);
 
-fn parse_sampler_list(list: &str) -> Result<SamplerList, String> {
-    policy::parse_samplers(list)
-        .map(SamplerList)
-        .map_err(|e| e.to_string())
+fn parse_sampler_list(list: &str) -> Result<SamplerList, policy::PolicyError> {
+    policy::parse_samplers(list).map(SamplerList)
 }
 
 impl PolicyArgs {
     /// `--planner` measures its own three policies: `policy` (read at the default
     /// temperature 0.7) must be what no policy flag gives.
-    fn untouched(&self, policy: &Policy) -> Result<(), String> {
+    fn untouched(&self, policy: &Policy) -> Result<(), CliError> {
         let untouched = Policy {
             temperature: policy::LAB_TEMPERATURE,
             ..Policy::default()
         };
         if self.temperature.is_some() || *policy != untouched {
-            return Err(
-                "--planner measures its own three policies (greedy, temperature 0.7 and 1.5): \
-                 drop the policy flags"
-                    .into(),
-            );
+            return Err(CliError::PlannerWithPolicy);
         }
         Ok(())
     }
 
-    fn policy(&self, default_temperature: f64) -> Result<Policy, String> {
+    fn policy(&self, default_temperature: f64) -> Result<Policy, CliError> {
         let eos: Vec<u32> = match &self.eos {
             Some(ids) => parse_list(ids, "end-of-sequence token id")?,
             None => Vec::new(),
         };
         if !self.dry_sequence_breaker.is_empty() && self.dry_multiplier == 0.0 {
-            return Err(
-                "--dry-sequence-breaker needs --dry-multiplier: without it DRY is off".into(),
-            );
+            return Err(CliError::BreakerWithoutDry);
         }
         Ok(Policy {
             forbidden: match &self.forbid {
@@ -765,7 +749,7 @@ impl PolicyArgs {
                 None => Vec::new(),
             },
             logit_bias: match &self.bias {
-                Some(pairs) => policy::parse_logit_bias(pairs).map_err(|e| e.to_string())?,
+                Some(pairs) => policy::parse_logit_bias(pairs)?,
                 None => Vec::new(),
             },
             repetition_penalty: self.repetition_penalty,
@@ -776,11 +760,11 @@ impl PolicyArgs {
             eos_token: eos.first().copied(),
             extra_eos_tokens: eos.get(1..).unwrap_or_default().to_vec(),
             bad_words: match &self.bad_words {
-                Some(text) => policy::parse_bad_words(text).map_err(|e| e.to_string())?,
+                Some(text) => policy::parse_bad_words(text)?,
                 None => Vec::new(),
             },
             sequence_bias: match &self.sequence_bias {
-                Some(text) => policy::parse_sequence_bias(text).map_err(|e| e.to_string())?,
+                Some(text) => policy::parse_sequence_bias(text)?,
                 None => Vec::new(),
             },
             temperature: self.temperature.unwrap_or(match &self.samplers {
@@ -815,15 +799,15 @@ impl PolicyArgs {
     }
 
     /// `--dry-sequence-breaker` as `pipeline` reads it: each a list of token ids.
-    fn breaker_ids(&self) -> Result<Vec<Vec<u32>>, String> {
+    fn breaker_ids(&self) -> Result<Vec<Vec<u32>>, CliError> {
         self.dry_sequence_breaker
             .iter()
             .map(|text| {
                 let ids: Vec<u32> = parse_list(text, "DRY sequence breaker token id")?;
                 if ids.is_empty() {
-                    return Err(format!(
-                        "--dry-sequence-breaker {text:?} names no token: give comma-separated ids"
-                    ));
+                    return Err(CliError::EmptyBreaker {
+                        value: text.clone(),
+                    });
                 }
                 Ok(ids)
             })
@@ -860,7 +844,7 @@ struct BackendArgs {
     /// For testing the fallback: faults to inject into the GPU path, comma-separated, from
     /// no-webgpu, no-adapter, device-request, canary, device-lost (after the prefill) and
     /// device-lost@N (before model call N; 0 is the prefill). Needs --backend gpu or auto.
-    #[arg(long, value_name = "NAMES", value_parser = parse_faults)]
+    #[arg(long, value_name = "NAMES", value_parser = gpu::Faults::parse)]
     inject_fault: Option<gpu::Faults>,
     /// With --backend gpu: read the logits back every token and take the policy step on
     /// the host, instead of on the GPU (the default for the filters with bias, forbidden
@@ -885,13 +869,11 @@ fn backend_help(choice: BackendChoice) -> PossibleValue {
 }
 
 impl BackendArgs {
-    fn choice(&self) -> Result<run::BackendRequest, String> {
+    fn choice(&self) -> Result<run::BackendRequest, CliError> {
         let choice = self.backend;
         let faults = self.inject_fault.unwrap_or_default();
         if choice == BackendChoice::Cpu && faults != gpu::Faults::default() {
-            return Err(
-                "--inject-fault injects faults into the GPU path: add --backend gpu or auto".into(),
-            );
+            return Err(CliError::FaultWithoutGpu);
         }
         Ok(run::BackendRequest {
             choice,
@@ -899,10 +881,6 @@ impl BackendArgs {
             device_sampling: !self.host_sampling,
         })
     }
-}
-
-fn parse_faults(text: &str) -> Result<gpu::Faults, String> {
-    gpu::Faults::parse(text)
 }
 
 #[derive(Args)]
@@ -1012,18 +990,20 @@ where
     PossibleValuesParser::new(names).try_map(|name| name.parse::<T>())
 }
 
-fn parse_list<T: FromStr>(text: &str, what: &str) -> Result<Vec<T>, String> {
+fn parse_list<T: FromStr>(text: &str, what: &'static str) -> Result<Vec<T>, CliError> {
     text.split(',')
         .map(|s| s.trim())
         .filter(|s| !s.is_empty())
         .map(|s| {
-            s.parse()
-                .map_err(|_| format!("{what} {s:?} is not a valid number"))
+            s.parse().map_err(|_| CliError::Number {
+                what,
+                value: s.to_string(),
+            })
         })
         .collect()
 }
 
-fn run_choose(args: &ChooseArgs) -> Result<String, String> {
+fn run_choose(args: &ChooseArgs) -> Result<String, CliError> {
     let logits = args.logits.read()?;
     let seed = args.seed.resolve()?;
     let choice = chapter::choose(
@@ -1032,8 +1012,7 @@ fn run_choose(args: &ChooseArgs) -> Result<String, String> {
         args.top_k,
         seed,
         args.argpartition.into(),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     if matches!(args.seed, SeedArg::Fresh) {
         output::note(&format!("seed: {seed}"));
     }
@@ -1050,13 +1029,13 @@ fn run_choose(args: &ChooseArgs) -> Result<String, String> {
             kept: &choice.kept,
             probs: &choice.probs,
         };
-        serde_json::to_string(&printed).map_err(|e| e.to_string())?
+        serde_json::to_string(&printed)?
     } else {
         choice.to_string()
     })
 }
 
-fn run_pipeline(args: &PipelineArgs) -> Result<String, String> {
+fn run_pipeline(args: &PipelineArgs) -> Result<String, CliError> {
     let logits = args.logits.read()?;
     let context: Vec<u32> = match &args.context {
         Some(ids) => parse_list(ids, "context token id")?,
@@ -1074,9 +1053,8 @@ fn run_pipeline(args: &PipelineArgs) -> Result<String, String> {
         StepContext::new(&context, args.prompt_len),
         &mut rng,
         Snapshots::Record,
-    )
-    .map_err(|e| e.to_string())?;
-    let model = policy::model_view(&logits, outcome.token).map_err(|e| e.to_string())?;
+    )?;
+    let model = policy::model_view(&logits, outcome.token)?;
     let stages = outcome.stages.clone().unwrap_or_default();
     let last = stages
         .last()
@@ -1110,7 +1088,7 @@ fn run_pipeline(args: &PipelineArgs) -> Result<String, String> {
     Ok(printed.to_string())
 }
 
-fn run_generate(args: &GenerateArgs) -> Result<String, Failure> {
+fn run_generate(args: &GenerateArgs) -> Result<String, CliError> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     let seed = args.seed.resolve()?;
     let config = RunConfig {
@@ -1129,7 +1107,7 @@ fn run_generate(args: &GenerateArgs) -> Result<String, Failure> {
             tokens: args.stop_tokens.clone(),
         },
     };
-    let tags = policy::parse_tags(&args.tags).map_err(|e| format!("--tag: {e}"))?;
+    let tags = policy::parse_tags(&args.tags)?;
     let backend = args.backend.choice()?;
     let breakers = &args.policy.dry_sequence_breaker;
     run::generate(
@@ -1143,7 +1121,7 @@ fn run_generate(args: &GenerateArgs) -> Result<String, Failure> {
     )
 }
 
-fn run_eval(args: &EvalArgs) -> Result<String, String> {
+fn run_eval(args: &EvalArgs) -> Result<String, CliError> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     if args.alternatives {
         let lab_table = args
@@ -1171,12 +1149,11 @@ fn run_eval(args: &EvalArgs) -> Result<String, String> {
             seed: args.seed,
         })?;
         if let Some(output) = &lab_table {
-            let text = serde_json::to_string_pretty(&alternatives::lab_table(&report))
-                .map_err(|e| e.to_string())?;
+            let text = serde_json::to_string_pretty(&alternatives::lab_table(&report))?;
             files::write(output, (text + "\n").as_bytes())?;
         }
         return if args.json {
-            serde_json::to_string(&report).map_err(|e| e.to_string())
+            Ok(serde_json::to_string(&report)?)
         } else {
             Ok(alternatives::table(&report))
         };
@@ -1184,13 +1161,13 @@ fn run_eval(args: &EvalArgs) -> Result<String, String> {
     let new_tokens = args.new_tokens.unwrap_or(48);
     let report = eval::evaluate(&dir, &args.corpus, args.max_tokens, new_tokens)?;
     if args.json {
-        serde_json::to_string(&report).map_err(|e| e.to_string())
+        Ok(serde_json::to_string(&report)?)
     } else {
         Ok(eval::table(&report))
     }
 }
 
-fn run_ngram(command: &NgramCommand) -> Result<String, String> {
+fn run_ngram(command: &NgramCommand) -> Result<String, CliError> {
     match command {
         NgramCommand::Train(args) => {
             let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
@@ -1206,7 +1183,7 @@ fn run_ngram(command: &NgramCommand) -> Result<String, String> {
                 args.max_tokens,
             )?;
             if args.json {
-                serde_json::to_string(&report).map_err(|e| e.to_string())
+                Ok(serde_json::to_string(&report)?)
             } else {
                 Ok(draft::table(&report))
             }
@@ -1214,7 +1191,7 @@ fn run_ngram(command: &NgramCommand) -> Result<String, String> {
     }
 }
 
-fn run_speculate(args: &SpeculateArgs) -> Result<String, String> {
+fn run_speculate(args: &SpeculateArgs) -> Result<String, CliError> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     let draft_file = match args.draft {
         speculate::DraftKind::Ngram => args
@@ -1237,7 +1214,11 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, String> {
         let file = speculate::PlannerFile {
             model: measured.model,
             draft: measured.draft,
-            k: u32::try_from(args.k).map_err(|_| format!("--k {}: too large", args.k))?,
+            k: u32::try_from(args.k).map_err(|_| CliError::Flag {
+                flag: "--k",
+                value: args.k.to_string(),
+                why: "too large".into(),
+            })?,
             policies: policies
                 .iter()
                 .zip(measured.by_policy)
@@ -1247,7 +1228,7 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, String> {
                 })
                 .collect(),
         };
-        return serde_json::to_string_pretty(&file).map_err(|e| e.to_string());
+        return Ok(serde_json::to_string_pretty(&file)?);
     }
     let mut measured = speculate::measure(
         &dir,
@@ -1265,13 +1246,13 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, String> {
         slices: measured.by_policy.pop().unwrap_or_default(),
     };
     if args.json {
-        serde_json::to_string(&report).map_err(|e| e.to_string())
+        Ok(serde_json::to_string(&report)?)
     } else {
         Ok(speculate::table(&report))
     }
 }
 
-fn run_lengths(args: &LengthsArgs) -> Result<String, String> {
+fn run_lengths(args: &LengthsArgs) -> Result<String, CliError> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     let policy = args.policy.policy(policy::LAB_TEMPERATURE)?;
     let policies: Vec<(String, Policy)> = if args.planner {
@@ -1291,7 +1272,7 @@ fn run_lengths(args: &LengthsArgs) -> Result<String, String> {
         args.max_new_tokens,
     )?;
     if args.planner {
-        return serde_json::to_string_pretty(&file).map_err(|e| e.to_string());
+        return Ok(serde_json::to_string_pretty(&file)?);
     }
     let measured = file
         .policies
@@ -1311,13 +1292,13 @@ fn run_lengths(args: &LengthsArgs) -> Result<String, String> {
             .collect(),
     };
     if args.json {
-        serde_json::to_string(&report).map_err(|e| e.to_string())
+        Ok(serde_json::to_string(&report)?)
     } else {
         Ok(lengths::table(&report))
     }
 }
 
-fn run_observe(args: &ObserveArgs) -> Result<String, String> {
+fn run_observe(args: &ObserveArgs) -> Result<String, CliError> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     let identifier = args
         .langid
@@ -1331,34 +1312,38 @@ fn run_observe(args: &ObserveArgs) -> Result<String, String> {
         identifier: &identifier,
     })?;
     if args.json {
-        serde_json::to_string(&report).map_err(|e| e.to_string())
+        Ok(serde_json::to_string(&report)?)
     } else {
         Ok(observe::table(&report))
     }
 }
 
 /// A `--version NAME=FLAGS`.
-fn version(text: &str) -> Result<traffic::Version, String> {
+fn version(text: &str) -> Result<traffic::Version, CliError> {
     let (name, flags) = text
         .split_once('=')
         .filter(|(name, _)| !name.trim().is_empty())
-        .ok_or_else(|| {
-            format!("--version {text:?}: expected NAME=FLAGS, e.g. b=--temperature 1.2")
+        .ok_or_else(|| CliError::VersionUnnamed {
+            text: text.to_string(),
         })?;
+    let in_version = |e: CliError| CliError::Version {
+        text: text.to_string(),
+        source: Box::new(e),
+    };
     let parsed = VersionFlags::try_parse_from(flags.split_whitespace())
-        .map_err(|e| format!("--version {text:?}: {}", first_line(&e)))?;
+        .map_err(|e| in_version(CliError::Flags(e)))?;
     Ok(traffic::Version {
         name: name.trim().to_string(),
         policy: parsed
             .policy
             .policy(policy::LAB_TEMPERATURE)
-            .map_err(|e| format!("--version {text:?}: {e}"))?,
+            .map_err(in_version)?,
         precision: parsed.weights,
         max_tokens: parsed.max_tokens,
     })
 }
 
-fn run_traffic(args: &TrafficArgs) -> Result<String, String> {
+fn run_traffic(args: &TrafficArgs) -> Result<String, CliError> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     let versions = args
         .versions
@@ -1367,7 +1352,9 @@ fn run_traffic(args: &TrafficArgs) -> Result<String, String> {
         .collect::<Result<Vec<_>, _>>()?;
     for (i, v) in versions.iter().enumerate() {
         if versions[..i].iter().any(|w| w.name == v.name) {
-            return Err(format!("--version: the name {:?} is given twice", v.name));
+            return Err(CliError::VersionTwice {
+                name: v.name.clone(),
+            });
         }
     }
     let outputs = [
@@ -1398,7 +1385,7 @@ fn run_traffic(args: &TrafficArgs) -> Result<String, String> {
         files::write(output, (lines.join("\n") + "\n").as_bytes())?;
     }
     if args.json {
-        serde_json::to_string(&generated.summary).map_err(|e| e.to_string())
+        Ok(serde_json::to_string(&generated.summary)?)
     } else {
         Ok(traffic::table(&generated.summary, args.threshold))
     }
@@ -1419,20 +1406,21 @@ fn main() -> ExitCode {
     };
     match run_command(&cli.command) {
         Ok(code) => code,
-        Err(Failure::Write(e)) if output::reader_gone(&e) => ExitCode::SUCCESS,
-        Err(failure @ Failure::Write(_)) => {
-            output::note(&output::bounded(&format!("error: {failure}")));
-            ExitCode::from(1)
-        }
-        Err(Failure::Input(message)) => {
-            output::note(&output::bounded(&format!("error: {message}")));
-            ExitCode::from(2)
+        Err(CliError::Stdout(e)) if output::reader_gone(&e) => ExitCode::SUCCESS,
+        Err(error) => {
+            output::note(&output::bounded(&format!("error: {error}")));
+            // Standard output that could not be written is 1; anything else is bad input.
+            ExitCode::from(if matches!(error, CliError::Stdout(_)) {
+                1
+            } else {
+                2
+            })
         }
     }
 }
 
 /// Runs one subcommand and prints its output; the exit code is 1 when a replay differs.
-fn run_command(command: &Command) -> Result<ExitCode, Failure> {
+fn run_command(command: &Command) -> Result<ExitCode, CliError> {
     let out = match command {
         Command::Choose(args) => run_choose(args)?,
         Command::Pipeline(args) => run_pipeline(args)?,

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use model::{ModelConfig, Precision, Transformer};
 use tokenizer::Tokenizer;
 
+use crate::error::CliError;
 use crate::files::Named;
 
 /// The model that ships with the lab.
@@ -54,95 +55,111 @@ pub fn inputs(dir: &Path) -> Vec<Named> {
     files
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+fn read(path: &Path) -> Result<Vec<u8>, CliError> {
+    std::fs::read(path).map_err(CliError::read(path))
 }
 
-pub fn config(dir: &Path) -> Result<ModelConfig, String> {
+pub fn config(dir: &Path) -> Result<ModelConfig, CliError> {
     let path = dir.join("config.json");
     let text =
-        String::from_utf8(read(&path)?).map_err(|_| format!("{} is not UTF-8", path.display()))?;
-    ModelConfig::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+        String::from_utf8(read(&path)?).map_err(|_| CliError::NotUtf8 { path: path.clone() })?;
+    ModelConfig::from_json(&text).map_err(|e| CliError::in_file(path, e))
 }
 
 /// Loads the model in `precision` with its tokenizer.
-pub fn load(dir: &Path, precision: Precision) -> Result<Loaded, String> {
+pub fn load(dir: &Path, precision: Precision) -> Result<Loaded, CliError> {
     let config = config(dir)?;
     load_role(dir, config, precision.role())
 }
 
 /// The precision of whichever weights file has the SHA-256 `hash` (a run record names its
 /// weights so).
-pub fn precision_by_hash(dir: &Path, hash: &str) -> Result<Precision, String> {
+pub fn precision_by_hash(dir: &Path, hash: &str) -> Result<Precision, CliError> {
     let config = config(dir)?;
     let file = config
         .files
         .iter()
         .find(|f| f.sha256 == hash && f.role.starts_with("weights-"))
-        .ok_or_else(|| format!("{} holds no weights with SHA-256 {hash}", dir.display()))?;
+        .ok_or_else(|| CliError::NoWeightsWithHash {
+            dir: dir.to_path_buf(),
+            hash: hash.to_string(),
+        })?;
     Precision::ALL
         .into_iter()
         .find(|p| p.role() == file.role)
-        .ok_or_else(|| format!("{}: unknown weights role {:?}", dir.display(), file.role))
+        .ok_or_else(|| CliError::UnknownWeightsRole {
+            dir: dir.to_path_buf(),
+            role: file.role.clone(),
+        })
 }
 
 /// The f32 weights alone: the `cpu-reference` baseline a GPU run falls back to when it
 /// asked for other weights.
-pub fn load_baseline(dir: &Path) -> Result<Transformer, String> {
+pub fn load_baseline(dir: &Path) -> Result<Transformer, CliError> {
     let config = config(dir)?;
     load_weights(dir, &config, Precision::F32.role())
 }
 
-fn verified(dir: &Path, config: &ModelConfig, role: &str) -> Result<Vec<u8>, String> {
-    let file = config.file(role).map_err(|e| e.to_string())?;
+fn verified(dir: &Path, config: &ModelConfig, role: &str) -> Result<Vec<u8>, CliError> {
+    let file = config.file(role)?;
     let bytes = read(&dir.join(&file.path))?;
-    config.verify(role, &bytes).map_err(|e| e.to_string())?;
+    config.verify(role, &bytes)?;
     Ok(bytes)
 }
 
-fn load_weights(dir: &Path, config: &ModelConfig, role: &str) -> Result<Transformer, String> {
+fn load_weights(
+    dir: &Path,
+    config: &ModelConfig,
+    role: &'static str,
+) -> Result<Transformer, CliError> {
     let weights = verified(dir, config, role)?;
-    let path = config.file(role).map_err(|e| e.to_string())?.path.clone();
-    Transformer::from_safetensors(config.clone(), &weights)
-        .map_err(|e| format!("{} ({role}): {e}", dir.join(path).display()))
+    let path = dir.join(&config.file(role)?.path);
+    Transformer::from_safetensors(config.clone(), &weights).map_err(|source| CliError::Weights {
+        path,
+        role,
+        source: Box::new(source),
+    })
 }
 
 /// The tokenizer first: it is small, and a tokenizer of another vocabulary than the model's
 /// is refused before the weights are read.
-fn load_role(dir: &Path, config: ModelConfig, role: &str) -> Result<Loaded, String> {
+fn load_role(dir: &Path, config: ModelConfig, role: &'static str) -> Result<Loaded, CliError> {
     let tokenizer = checked_tokenizer(dir, &config)?;
     let model = load_weights(dir, &config, role)?;
     Ok(Loaded { model, tokenizer })
 }
 
-fn checked_tokenizer(dir: &Path, config: &ModelConfig) -> Result<Tokenizer, String> {
+/// Messages name the tokenizer by this name, wherever the config puts it.
+const TOKENIZER_NAME: &str = "tokenizer.json";
+
+fn checked_tokenizer(dir: &Path, config: &ModelConfig) -> Result<Tokenizer, CliError> {
     let tokenizer_bytes = verified(dir, config, "tokenizer")?;
-    let json = String::from_utf8(tokenizer_bytes)
-        .map_err(|_| "tokenizer.json is not UTF-8".to_string())?;
-    let tokenizer = Tokenizer::from_json(&json).map_err(|e| format!("tokenizer.json: {e}"))?;
+    let json = String::from_utf8(tokenizer_bytes).map_err(|_| CliError::NotUtf8 {
+        path: TOKENIZER_NAME.into(),
+    })?;
+    let tokenizer =
+        Tokenizer::from_json(&json).map_err(|e| CliError::in_file(TOKENIZER_NAME, e))?;
     config
         .check_vocabulary(tokenizer.vocab_size())
-        .map_err(|e| format!("tokenizer.json: {e}"))?;
+        .map_err(|e| CliError::in_file(TOKENIZER_NAME, e))?;
     Ok(tokenizer)
 }
 
 /// The checked tokenizer alone, with the SHA-256 its file has.
-pub fn load_tokenizer(dir: &Path) -> Result<(Tokenizer, String), String> {
+pub fn load_tokenizer(dir: &Path) -> Result<(Tokenizer, String), CliError> {
     let config = config(dir)?;
     let tokenizer = checked_tokenizer(dir, &config)?;
-    let hash = config
-        .file("tokenizer")
-        .map_err(|e| e.to_string())?
-        .sha256
-        .clone();
+    let hash = config.file("tokenizer")?.sha256.clone();
     Ok((tokenizer, hash))
 }
 
 /// The n-gram draft at `path`, which must have been trained with this directory's tokenizer.
-pub fn load_draft(dir: &Path, path: &Path) -> Result<ngram::NgramModel, String> {
+pub fn load_draft(dir: &Path, path: &Path) -> Result<ngram::NgramModel, CliError> {
     let config = config(dir)?;
-    let hash = &config.file("tokenizer").map_err(|e| e.to_string())?.sha256;
+    let hash = &config.file("tokenizer")?.sha256;
     let bytes = read(path)?;
-    ngram::NgramModel::from_bytes(&bytes, hash)
-        .map_err(|e| format!("the n-gram draft {}: {e}", path.display()))
+    ngram::NgramModel::from_bytes(&bytes, hash).map_err(|source| CliError::Draft {
+        path: path.to_path_buf(),
+        source,
+    })
 }

@@ -9,6 +9,8 @@ use langid::LangId;
 use observe::{DriftRule, Observation, Outcomes, Report};
 use runs_parquet::{RecordLines, Table};
 
+use crate::error::CliError;
+
 /// What `observe` was asked.
 pub struct Request<'a> {
     pub runs: &'a [PathBuf],
@@ -19,26 +21,27 @@ pub struct Request<'a> {
 }
 
 /// The shipped language identifier at `path`.
-pub fn identifier(path: &Path) -> Result<LangId, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    LangId::from_bytes(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+pub fn identifier(path: &Path) -> Result<LangId, CliError> {
+    let bytes = std::fs::read(path).map_err(CliError::read(path))?;
+    LangId::from_bytes(&bytes).map_err(|e| CliError::in_file(path, e))
 }
 
-pub fn observe(request: &Request) -> Result<Report, String> {
+pub fn observe(request: &Request) -> Result<Report, CliError> {
     if let Some(t) = request.as_of_s.filter(|t| !t.is_finite()) {
-        return Err(format!("--as-of {t}: expected a finite number of seconds"));
+        return Err(CliError::Flag {
+            flag: "--as-of",
+            value: t.to_string(),
+            why: "expected a finite number of seconds".into(),
+        });
     }
     let identifier = identifier(request.identifier)?;
     let as_of_s = request.as_of_s.unwrap_or(f64::INFINITY);
     let outcomes = match request.outcomes {
         Some(path) => match runs_parquet::parquet_path(path, Table::Outcomes) {
-            Some(parquet) => {
-                runs_parquet::read_outcomes(&parquet, as_of_s).map_err(|e| e.to_string())?
-            }
+            Some(parquet) => runs_parquet::read_outcomes(&parquet, as_of_s)?,
             None => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-                Outcomes::parse(&text, as_of_s).map_err(|e| format!("{}: {e}", path.display()))?
+                let text = std::fs::read_to_string(path).map_err(CliError::read(path))?;
+                Outcomes::parse(&text, as_of_s).map_err(|e| CliError::in_file(path, e))?
             }
         },
         None => Outcomes::default(),
@@ -51,34 +54,36 @@ pub fn observe(request: &Request) -> Result<Report, String> {
             Ok(())
         })?;
     }
-    observation
-        .finish(request.baseline, &DriftRule::default())
-        .map_err(|e| e.to_string())
+    Ok(observation.finish(request.baseline, &DriftRule::default())?)
 }
 
 /// Numbered run lines: a row's record text, or a line of JSONL.
-pub type Lines = Box<dyn Iterator<Item = Result<(usize, String), String>>>;
+pub type Lines = Box<dyn Iterator<Item = Result<(usize, String), CliError>>>;
 
 /// The run lines of a path given on the command line, and the source its rejected lines
 /// are named by: the `record` column of a Parquet runs table (a `.parquet` file, or the
 /// `runs.parquet` of an export's directory), numbered by row; else the non-blank lines of
 /// a JSONL file, numbered by line.
-pub fn run_lines(path: &Path) -> Result<(String, Lines), String> {
+pub fn run_lines(path: &Path) -> Result<(String, Lines), CliError> {
     use std::io::BufRead;
     if let Some(parquet) = runs_parquet::parquet_path(path, Table::Runs) {
-        let rows = RecordLines::open(&parquet).map_err(|e| e.to_string())?;
+        let rows = RecordLines::open(&parquet)?;
         let source = parquet.display().to_string();
-        return Ok((source, Box::new(rows.map(|r| r.map_err(|e| e.to_string())))));
+        return Ok((source, Box::new(rows.map(|r| r.map_err(CliError::from)))));
     }
     let source = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {source}: {e}"))?;
-    let shown = source.clone();
+    let file = std::fs::File::open(path).map_err(CliError::read(path))?;
+    let shown = path.to_path_buf();
     let lines = std::io::BufReader::new(file)
         .lines()
         .enumerate()
         .map(move |(i, line)| {
             line.map(|l| (i + 1, l))
-                .map_err(|e| format!("cannot read {shown} at line {}: {e}", i + 1))
+                .map_err(|source| CliError::ReadLine {
+                    path: shown.clone(),
+                    line: i + 1,
+                    source,
+                })
         })
         .filter(|l| !matches!(l, Ok((_, text)) if text.trim().is_empty()));
     Ok((source, Box::new(lines)))
@@ -89,27 +94,29 @@ pub fn run_lines(path: &Path) -> Result<(String, Lines), String> {
 const BATCH: usize = 8_192;
 
 /// Reads and checks (JSON, digest, ids: [`observe::read_run`]) a batch of lines at a time
-/// on every core, then hands each line, its text and what it read to `each`, in order.
+/// on every core, then hands each line, its text and what it read to `each`, in order. What
+/// it read is `observe::read_run`'s: the record, or the reason the line is rejected, which
+/// is no failure of the command (`observe` and `export` count and name such lines).
 pub fn check_lines(
     mut lines: Lines,
-    mut each: impl FnMut(usize, &str, Result<policy::RunRecord, String>) -> Result<(), String>,
-) -> Result<(), String> {
+    mut each: impl FnMut(usize, &str, Result<policy::RunRecord, String>) -> Result<(), CliError>,
+) -> Result<(), CliError> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     loop {
         let batch = lines
             .by_ref()
             .take(BATCH)
-            .collect::<Result<Vec<(usize, String)>, String>>()?;
+            .collect::<Result<Vec<(usize, String)>, CliError>>()?;
         if batch.is_empty() {
             return Ok(());
         }
         let chunk = batch.len().div_ceil(threads).max(1);
-        let read_part = |part: &[(usize, String)]| -> Vec<Result<policy::RunRecord, String>> {
+        let read_part = |part: &[(usize, String)]| {
             part.iter()
                 .map(|(_, line)| observe::read_run(line))
-                .collect()
+                .collect::<Vec<_>>()
         };
-        let read: Vec<Result<policy::RunRecord, String>> = std::thread::scope(|scope| {
+        let read = std::thread::scope(|scope| {
             let mut parts = batch.chunks(chunk);
             // This thread reads the first part itself, the others one part each beside it.
             let first = parts.next().unwrap_or_default();

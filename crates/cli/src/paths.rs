@@ -7,6 +7,7 @@ use std::path::Path;
 use policy::paths::{path_tree, PathTree};
 use policy::{Precision, RunConfig};
 
+use crate::error::CliError;
 use crate::model_dir;
 use crate::run::WallClock;
 
@@ -21,14 +22,14 @@ pub struct Request<'a> {
     pub depth: usize,
 }
 
-pub fn run(request: &Request) -> Result<PathTree, String> {
+pub fn run(request: &Request) -> Result<PathTree, CliError> {
     let mut loaded = model_dir::load(request.dir, request.precision)?;
     let mut config = request.config.clone();
     config
         .policy
         .eos_token
         .get_or_insert(loaded.tokenizer.end_of_text());
-    path_tree(
+    Ok(path_tree(
         &mut loaded.model,
         &loaded.tokenizer,
         &config,
@@ -36,8 +37,7 @@ pub fn run(request: &Request) -> Result<PathTree, String> {
         request.seeds,
         request.depth,
         &mut WallClock::new(),
-    )
-    .map_err(|e| e.to_string())
+    )?)
 }
 
 /// The tree for people: one line per node, indented by depth, then the mass per depth that

@@ -13,8 +13,9 @@ use policy::generate::{Observer, StepRecord};
 use policy::{Backend, Clock, ReplayReport, RunConfig, RunRecord, Vocabulary};
 use tokenizer::Tokenizer;
 
+use crate::error::CliError;
 use crate::model_dir;
-use crate::output::{self, Failure};
+use crate::output;
 
 /// The forward pass a run asks for, and the faults to inject into its GPU path.
 #[derive(Clone, Copy)]
@@ -35,7 +36,7 @@ fn start(
     precision: Precision,
     request: BackendRequest,
     promotion: Promotion,
-) -> Result<(Runtime, Tokenizer), String> {
+) -> Result<(Runtime, Tokenizer), CliError> {
     let loaded = model_dir::load(dir, precision)?;
     let baseline = match (request.choice, precision) {
         (choice, Precision::Int8) if choice.tries_gpu() => Some(model_dir::load_baseline(dir)?),
@@ -163,7 +164,7 @@ pub fn generate(
     dry_breakers: &[String],
     tags: BTreeMap<String, String>,
     json: bool,
-) -> Result<String, Failure> {
+) -> Result<String, CliError> {
     let (mut model, tokenizer) = start(dir, precision, request, Promotion::AtStep(0))?;
     if config.policy.dry_multiplier != 0.0 {
         config.policy.dry_sequence_breakers = dry_sequence_breakers(&tokenizer, dry_breakers);
@@ -201,7 +202,7 @@ pub fn generate(
         };
         let record = policy::generate(&mut model, &tokenizer, config, &mut clock, &mut streamer);
         if let Some(e) = streamer.failed {
-            return Err(Failure::Write(e));
+            return Err(CliError::Stdout(e));
         }
         if let Ok(record) = &record {
             // What was held back and survived the stop string (the printed bytes are a
@@ -213,8 +214,7 @@ pub fn generate(
             output::print_line(rest)?;
         }
         record
-    }
-    .map_err(|e| e.to_string())?
+    }?
     .labelled(Some(precision), tags);
     if json {
         // Standard output holds only the record; what ran it goes beside it.
@@ -222,7 +222,7 @@ pub fn generate(
         if request.choice == BackendChoice::Gpu {
             describe_gpu_run(&model, &record);
         }
-        return serde_json::to_string(&record).map_err(|e| Failure::Input(e.to_string()));
+        return Ok(serde_json::to_string(&record)?);
     }
     // Standard output holds only the generated text; the summary goes beside it.
     output::note(&summary(&record));
@@ -281,11 +281,14 @@ fn summary(record: &RunRecord) -> String {
 
 /// Replays every record of a JSON or JSONL file on the requested backend; true when all
 /// are identical. What ran each replay goes to standard error.
-pub fn replay(dir: &Path, request: BackendRequest, file: &Path) -> Result<(String, bool), String> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+pub fn replay(
+    dir: &Path,
+    request: BackendRequest,
+    file: &Path,
+) -> Result<(String, bool), CliError> {
+    let text = std::fs::read_to_string(file).map_err(CliError::read(file))?;
     // One record, pretty or on one line, or JSONL: one reader for the CLI and the lab.
-    let records = policy::parse_records(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let records = policy::parse_records(&text).map_err(|e| CliError::in_file(file, e))?;
     let mut lines = Vec::new();
     let mut all_identical = true;
     for record in records {
@@ -300,15 +303,13 @@ pub fn replay(dir: &Path, request: BackendRequest, file: &Path) -> Result<(Strin
         let (mut model, tokenizer) = start(dir, precision, request, promotion)?;
         if let Some(reason) = &model.backend().degraded_reason {
             if model.id() != record.model {
-                return Err(format!(
-                    "the GPU path is unavailable ({reason}) and its fallback cpu-reference runs \
-                     the f32 weights, not the recorded {}: replay with --backend cpu",
-                    precision.role()
-                ));
+                return Err(CliError::FallbackWeights {
+                    reason: reason.clone(),
+                    role: precision.role(),
+                });
             }
         }
-        let report = policy::replay(&record, &mut model, &tokenizer, &mut WallClock::new())
-            .map_err(|e| e.to_string())?;
+        let report = policy::replay(&record, &mut model, &tokenizer, &mut WallClock::new())?;
         let replayed = model.backend().clone();
         output::note(&describe_backend(&replayed));
         lines.push(match report {

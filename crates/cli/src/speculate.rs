@@ -16,6 +16,7 @@ use policy::speculative::{acceptance_rate, expected_tokens_per_verify, final_dis
 use policy::{Policy, Shortest, StageOrder, StepContext, Stepper};
 use serde::{Deserialize, Serialize};
 
+use crate::error::CliError;
 use crate::eval::SLICES;
 use crate::model_dir::{self, Loaded};
 
@@ -177,25 +178,32 @@ pub fn measure(
     policies: &[Policy],
     k: usize,
     max_tokens: usize,
-) -> Result<Measured, String> {
+) -> Result<Measured, CliError> {
     if k == 0 {
-        return Err("--k 0 drafts no token: speculative decoding needs --k of at least 1".into());
+        return Err(CliError::TooSmall {
+            flag: "--k",
+            value: 0,
+            why: "drafts no token: speculative decoding needs --k of at least 1".into(),
+        });
     }
     if max_tokens <= MIN_POSITIONS {
-        return Err(format!(
-            "--max-tokens {max_tokens} is too few: a slice needs more than {MIN_POSITIONS} \
-             held-out tokens for its acceptance rate to mean anything"
-        ));
+        return Err(CliError::TooSmall {
+            flag: "--max-tokens",
+            value: max_tokens,
+            why: format!(
+                "is too few: a slice needs more than {MIN_POSITIONS} held-out tokens for its \
+                 acceptance rate to mean anything"
+            ),
+        });
     }
     let draft = model_dir::load_draft(dir, draft_path)?;
     let mut loaded = model_dir::load(dir, model::Precision::F32)?;
     if draft.vocab() as usize != loaded.tokenizer.vocab_size() {
-        return Err(format!(
-            "the n-gram draft {} has a vocabulary of {} tokens, but the model's has {}",
-            draft_path.display(),
-            draft.vocab(),
-            loaded.tokenizer.vocab_size()
-        ));
+        return Err(CliError::DraftVocabulary {
+            path: draft_path.to_path_buf(),
+            draft: draft.vocab(),
+            model: loaded.tokenizer.vocab_size(),
+        });
     }
     let eos = loaded.tokenizer.end_of_text();
     let policies: Vec<Policy> = policies
@@ -206,24 +214,21 @@ pub fn measure(
         })
         .collect();
     for policy in &policies {
-        policy
-            .validate(loaded.tokenizer.vocab_size())
-            .map_err(|e| e.to_string())?;
+        policy.validate(loaded.tokenizer.vocab_size())?;
     }
     let mut by_policy = vec![Vec::new(); policies.len()];
     for (code, name, file) in SLICES {
         let path = corpus.join(file);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(CliError::read(&path))?;
         let tokens = loaded.tokenizer.encode(&text);
         let tokens = &tokens[..tokens.len().min(max_tokens)];
         let (sums, positions) = teacher_forced(&mut loaded, &draft, &policies, tokens)?;
         if positions < MIN_POSITIONS {
-            return Err(format!(
-                "{} is too short to measure: it gives {positions} scored positions, and a \
-                 slice needs at least {MIN_POSITIONS}",
-                path.display()
-            ));
+            return Err(CliError::TooShortToMeasure {
+                path,
+                positions,
+                needed: MIN_POSITIONS,
+            });
         }
         for (slices, sum) in by_policy.iter_mut().zip(sums) {
             // A mean of numbers in [0, 1] can round a hair past 1.
@@ -232,8 +237,7 @@ pub fn measure(
                 slice: format!("{code}: {name}"),
                 tokens: positions as u64,
                 acceptance_rate: alpha,
-                expected_tokens_per_verify: expected_tokens_per_verify(alpha, k)
-                    .map_err(|e| e.to_string())?,
+                expected_tokens_per_verify: expected_tokens_per_verify(alpha, k)?,
             });
         }
     }
@@ -250,7 +254,7 @@ fn teacher_forced(
     draft: &NgramModel,
     policies: &[Policy],
     tokens: &[u32],
-) -> Result<(Vec<f64>, usize), String> {
+) -> Result<(Vec<f64>, usize), CliError> {
     let context = loaded.model.config().context_len;
     let vocab = loaded.model.config().vocab_size;
     let mut stepper = Stepper::default();
@@ -258,26 +262,18 @@ fn teacher_forced(
     let mut sums = vec![0.0; policies.len()];
     let mut positions = 0;
     for window in tokens.chunks(context).filter(|w| w.len() > 1) {
-        let logits = loaded
-            .model
-            .prefill_all(window)
-            .map_err(|e| e.to_string())?
-            .to_vec();
+        let logits = loaded.model.prefill_all(window)?.to_vec();
         for i in 1..window.len() {
             let row = &logits[(i - 1) * vocab..i * vocab];
-            draft
-                .next_distribution(&window[..i], &mut q_raw)
-                .map_err(|e| e.to_string())?;
+            draft.next_distribution(&window[..i], &mut q_raw)?;
             // Every n-gram probability is above 0 (the uniform floor), so its log is finite.
             q_logits.clear();
             q_logits.extend(q_raw.iter().map(|x| x.ln()));
             let step_context = StepContext::new(&window[..i], 1);
             for (sum, policy) in sums.iter_mut().zip(policies) {
-                final_distribution(&mut stepper, policy, row, step_context, &mut p)
-                    .map_err(|e| e.to_string())?;
-                final_distribution(&mut stepper, policy, &q_logits, step_context, &mut q)
-                    .map_err(|e| e.to_string())?;
-                *sum += acceptance_rate(&p, &q).map_err(|e| e.to_string())?;
+                final_distribution(&mut stepper, policy, row, step_context, &mut p)?;
+                final_distribution(&mut stepper, policy, &q_logits, step_context, &mut q)?;
+                *sum += acceptance_rate(&p, &q)?;
             }
             positions += 1;
         }

@@ -21,6 +21,7 @@ use policy::{
 use serde::Serialize;
 
 use crate::continuation;
+use crate::error::CliError;
 use crate::eval::SLICES;
 use crate::model_dir;
 use crate::run::WallClock;
@@ -91,12 +92,9 @@ const MAX_OUTCOME_DELAY_S: f64 = 31_536_000.0;
 /// Seconds between progress lines on standard error.
 const PROGRESS_EVERY_S: f64 = 5.0;
 
-pub fn generate(t: &Traffic) -> Result<Generated, String> {
+pub fn generate(t: &Traffic) -> Result<Generated, CliError> {
     if t.versions.len() < 2 {
-        return Err(
-            "--version must be given at least twice (name=FLAGS): there is nothing to compare"
-                .into(),
-        );
+        return Err(CliError::TooFewVersions);
     }
     for (what, value, lo, hi) in [
         ("--canary-share", t.canary_share, 0.0, 1.0),
@@ -104,9 +102,11 @@ pub fn generate(t: &Traffic) -> Result<Generated, String> {
         ("--threshold", t.threshold, 0.0, 100.0),
     ] {
         if !(lo..=hi).contains(&value) {
-            return Err(format!(
-                "{what} {value}: expected a number from {lo} to {hi}"
-            ));
+            return Err(CliError::Flag {
+                flag: what,
+                value: value.to_string(),
+                why: format!("expected a number from {lo} to {hi}"),
+            });
         }
     }
     // Bounded so that every arrival and outcome time stays a finite number of seconds that
@@ -121,42 +121,51 @@ pub fn generate(t: &Traffic) -> Result<Generated, String> {
         ),
     ] {
         if !(lo..=hi).contains(&value) {
-            return Err(format!(
-                "{what} {}: expected a number from {} to {}",
-                Shortest(value),
-                Shortest(lo),
-                Shortest(hi)
-            ));
+            return Err(CliError::Flag {
+                flag: what,
+                value: Shortest(value).to_string(),
+                why: format!(
+                    "expected a number from {} to {}",
+                    Shortest(lo),
+                    Shortest(hi)
+                ),
+            });
         }
     }
     if t.runs == 0 {
-        return Err("--runs 0 generates nothing: give at least 1".into());
+        return Err(CliError::TooSmall {
+            flag: "--runs",
+            value: 0,
+            why: "generates nothing: give at least 1".into(),
+        });
     }
     if t.runs > MAX_RUNS {
-        return Err(format!(
-            "--runs {}: at most {MAX_RUNS} runs (each is a generation; at about 30 ms a run \
-             that is under an hour)",
-            t.runs
-        ));
+        return Err(CliError::Flag {
+            flag: "--runs",
+            value: t.runs.to_string(),
+            why: format!(
+                "at most {MAX_RUNS} runs (each is a generation; at about 30 ms a run that is \
+                 under an hour)"
+            ),
+        });
     }
     if t.prompt_bytes < 8 {
-        return Err(format!(
-            "--prompt-bytes {}: a prompt needs at least 8 bytes",
-            t.prompt_bytes
-        ));
+        return Err(CliError::Flag {
+            flag: "--prompt-bytes",
+            value: t.prompt_bytes.to_string(),
+            why: "a prompt needs at least 8 bytes".into(),
+        });
     }
     let mut slices = Vec::new();
     for (code, _, file) in SLICES {
         let path = t.corpus.join(file);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(CliError::read(&path))?;
         let found = continuation::passages(&text, t.prompt_bytes);
         if found.is_empty() {
-            return Err(format!(
-                "{} has no page long enough for --prompt-bytes {}",
-                path.display(),
-                t.prompt_bytes
-            ));
+            return Err(CliError::NoPassage {
+                path,
+                prompt_bytes: t.prompt_bytes,
+            });
         }
         slices.push((code, found));
     }
@@ -216,7 +225,11 @@ pub fn generate(t: &Traffic) -> Result<Generated, String> {
             &mut WallClock::new(),
             &mut Unobserved,
         )
-        .map_err(|e| format!("run {i} of version {}: {e}", version.name))?;
+        .map_err(|source| CliError::TrafficRun {
+            run: i,
+            version: version.name.clone(),
+            source,
+        })?;
         let tags = BTreeMap::from([
             ("slice".to_string(), code.to_string()),
             ("version".to_string(), version.name.clone()),
@@ -234,14 +247,14 @@ pub fn generate(t: &Traffic) -> Result<Generated, String> {
             outcome: if accepted { "accepted" } else { "rejected" },
             at_s: (at * 1e3).round() / 1e3,
         };
-        outcomes.push((at, serde_json::to_string(&row).map_err(|e| e.to_string())?));
+        outcomes.push((at, serde_json::to_string(&row)?));
         let cell = cells
             .entry((which, code))
             .or_insert_with(|| (record.version_id.clone().unwrap_or_default(), 0, 0, 0.0));
         cell.1 += 1;
         cell.2 += u64::from(accepted);
         cell.3 += score;
-        runs.push(serde_json::to_string(&record).map_err(|e| e.to_string())?);
+        runs.push(serde_json::to_string(&record)?);
     }
     // Outcomes arrive in the order they become known.
     outcomes.sort_by(|a, b| a.0.total_cmp(&b.0));

@@ -44,6 +44,7 @@ use serde::Serialize;
 use tokenizer::Tokenizer;
 
 use crate::continuation::{self, Passage};
+use crate::error::CliError;
 use crate::eval::{teacher_forced, SLICES};
 use crate::model_dir::{self, DRAFT_FILE};
 use crate::run::WallClock;
@@ -202,50 +203,59 @@ struct Systems {
     sizes: [(System, usize, String); 4],
 }
 
-fn read_text(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+fn read_text(path: &Path) -> Result<String, CliError> {
+    std::fs::read_to_string(path).map_err(CliError::read(path))
 }
 
-fn file_bytes(path: &Path) -> Result<usize, String> {
+fn file_bytes(path: &Path) -> Result<usize, CliError> {
     std::fs::metadata(path)
         .map(|m| m.len() as usize)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+        .map_err(CliError::read(path))
 }
 
-fn check(s: &Settings) -> Result<(), String> {
+fn check(s: &Settings) -> Result<(), CliError> {
     if s.pages == 0 {
-        return Err("--pages 0 compares nothing: give at least 1".into());
+        return Err(CliError::TooSmall {
+            flag: "--pages",
+            value: 0,
+            why: "compares nothing: give at least 1".into(),
+        });
     }
     if s.max_tokens == 0 {
-        return Err("--new-tokens 0 lets no system answer: give at least 1".into());
+        return Err(CliError::TooSmall {
+            flag: "--new-tokens",
+            value: 0,
+            why: "lets no system answer: give at least 1".into(),
+        });
     }
     if s.prompt_bytes < 8 {
-        return Err(format!(
-            "--prompt-bytes {}: a prompt needs at least 8 bytes",
-            s.prompt_bytes
-        ));
+        return Err(CliError::Flag {
+            flag: "--prompt-bytes",
+            value: s.prompt_bytes.to_string(),
+            why: "a prompt needs at least 8 bytes".into(),
+        });
     }
     if !(0.0..=100.0).contains(&s.threshold) {
-        return Err(format!(
-            "--threshold {}: expected a number from 0 to 100",
-            s.threshold
-        ));
+        return Err(CliError::Flag {
+            flag: "--threshold",
+            value: s.threshold.to_string(),
+            why: "expected a number from 0 to 100".into(),
+        });
     }
     Ok(())
 }
 
 /// `pages` passages evenly spaced through a slice's held-out passages, with their indices.
-fn held_out(s: &Settings, file: &str) -> Result<Vec<(usize, Passage)>, String> {
+fn held_out(s: &Settings, file: &str) -> Result<Vec<(usize, Passage)>, CliError> {
     let path = s.corpus.join(file);
     let all = continuation::passages(&read_text(&path)?, s.prompt_bytes);
     if all.len() < s.pages {
-        return Err(format!(
-            "--pages {}: {} has only {} pages long enough for --prompt-bytes {}",
-            s.pages,
-            path.display(),
-            all.len(),
-            s.prompt_bytes
-        ));
+        return Err(CliError::TooFewPassages {
+            pages: s.pages,
+            path,
+            found: all.len(),
+            prompt_bytes: s.prompt_bytes,
+        });
     }
     Ok((0..s.pages)
         .map(|k| k * all.len() / s.pages)
@@ -253,7 +263,7 @@ fn held_out(s: &Settings, file: &str) -> Result<Vec<(usize, Passage)>, String> {
         .collect())
 }
 
-fn build(s: &Settings) -> Result<Systems, String> {
+fn build(s: &Settings) -> Result<Systems, CliError> {
     let config = model_dir::config(s.dir)?;
     let model = model_dir::load(s.dir, model::Precision::F32)?;
     let draft_path = s.dir.join(DRAFT_FILE);
@@ -268,12 +278,9 @@ fn build(s: &Settings) -> Result<Systems, String> {
         .collect::<Result<Vec<_>, _>>()?;
     let streams: Vec<Vec<u32>> = texts.iter().map(|t| model.tokenizer.encode(t)).collect();
     let views: Vec<&[u32]> = streams.iter().map(Vec::as_slice).collect();
-    let rule = BigramRule::train(&views, model.tokenizer.vocab_size())
-        .map_err(|e| format!("the training text: {e}"))?;
+    let rule = BigramRule::train(&views, model.tokenizer.vocab_size())?;
     let index = Index::build(&texts.iter().map(String::as_str).collect::<Vec<_>>());
-    let weights = s
-        .dir
-        .join(&config.file("weights-f32").map_err(|e| e.to_string())?.path);
+    let weights = s.dir.join(&config.file("weights-f32")?.path);
     let sizes = [
         (
             System::Transformer,
@@ -326,7 +333,7 @@ fn decode<M: LanguageModel>(
     decoding: Decoding,
     seed: u64,
     max_tokens: usize,
-) -> Result<(String, usize), String> {
+) -> Result<(String, usize), CliError> {
     let config = RunConfig {
         app_version: env!("CARGO_PKG_VERSION").into(),
         prompt_template: "{prompt}".into(),
@@ -343,8 +350,7 @@ fn decode<M: LanguageModel>(
         &config,
         &mut WallClock::new(),
         &mut Unobserved,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     Ok((record.output_text, record.steps.len()))
 }
 
@@ -355,7 +361,7 @@ fn answer(
     prompt: &str,
     seed: u64,
     max_tokens: usize,
-) -> Result<(String, usize), String> {
+) -> Result<(String, usize), CliError> {
     let Systems {
         model,
         draft,
@@ -447,7 +453,7 @@ fn row(
 fn bits_per_byte(
     systems: &mut Systems,
     passages: &[(usize, Passage)],
-) -> Result<(f64, f64), String> {
+) -> Result<(f64, f64), CliError> {
     let text: Vec<String> = passages
         .iter()
         .map(|(_, p)| format!("{}{}", p.prompt, p.continuation))
@@ -456,19 +462,22 @@ fn bits_per_byte(
     let context = systems.model.model.config().context_len;
     let (predicted, _, transformer, _) = teacher_forced(&mut systems.model, &tokens)?;
     if predicted < eval::MIN_PREDICTED_TOKENS {
-        return Err(format!(
-            "--pages {}: the pages give {predicted} predicted tokens, and bits per byte needs \
-             at least {}",
-            passages.len(),
-            eval::MIN_PREDICTED_TOKENS
-        ));
+        return Err(CliError::Flag {
+            flag: "--pages",
+            value: passages.len().to_string(),
+            why: format!(
+                "the pages give {predicted} predicted tokens, and bits per byte needs at least \
+                 {}",
+                eval::MIN_PREDICTED_TOKENS
+            ),
+        });
     }
     let (_, _, ngram) =
         draft::held_out_bits(&systems.draft, &systems.model.tokenizer, &tokens, context)?;
     Ok((transformer, ngram))
 }
 
-pub fn evaluate(s: &Settings) -> Result<Report, String> {
+pub fn evaluate(s: &Settings) -> Result<Report, CliError> {
     check(s)?;
     let slices = SLICES
         .iter()
@@ -493,8 +502,14 @@ pub fn evaluate(s: &Settings) -> Result<Report, String> {
             for which in ROWS {
                 let start = Instant::now();
                 let (output, tokens) =
-                    answer(&mut systems, which, &passage.prompt, seed, s.max_tokens)
-                        .map_err(|e| format!("{} on {code} passage {i}: {e}", which.0.name()))?;
+                    answer(&mut systems, which, &passage.prompt, seed, s.max_tokens).map_err(
+                        |e| CliError::Passage {
+                            system: which.0.name(),
+                            slice: code,
+                            passage: *i,
+                            source: Box::new(e),
+                        },
+                    )?;
                 let wall_us = start.elapsed().as_secs_f64() * 1e6;
                 let outcome = continuation::outcome(&output, &passage.continuation, s.threshold);
                 results.push(PassageResult {

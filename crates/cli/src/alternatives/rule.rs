@@ -4,6 +4,8 @@
 //! rule continues a prompt by looking up its last token, then the token it gave, and so on
 //! until the budget is spent or a token that was never followed by anything is reached.
 
+use crate::error::CliError;
+
 /// The token bigram argmax table.
 #[derive(Debug)]
 pub struct BigramRule {
@@ -11,13 +13,13 @@ pub struct BigramRule {
 }
 
 impl BigramRule {
-    /// Counts the bigrams of `streams` over a vocabulary of `vocab` ids; an id at or above
-    /// `vocab` is named in the error.
-    pub fn train(streams: &[&[u32]], vocab: usize) -> Result<BigramRule, String> {
+    /// Counts the bigrams of `streams` (the training text) over a vocabulary of `vocab` ids;
+    /// an id at or above `vocab` is named in the error.
+    pub fn train(streams: &[&[u32]], vocab: usize) -> Result<BigramRule, CliError> {
         let mut counts = vec![0u32; vocab * vocab];
         for stream in streams {
-            if let Some(&id) = stream.iter().find(|&&id| id as usize >= vocab) {
-                return Err(format!("token {id} is outside the vocabulary of {vocab}"));
+            if let Some(&token) = stream.iter().find(|&&id| id as usize >= vocab) {
+                return Err(CliError::TrainingToken { token, vocab });
             }
             for pair in stream.windows(2) {
                 counts[pair[0] as usize * vocab + pair[1] as usize] += 1;
@@ -80,6 +82,7 @@ mod tests {
         assert_eq!(rule.size_bytes(), 5 * std::mem::size_of::<Option<u32>>());
         assert!(BigramRule::train(&[&[0, 7]], 5)
             .unwrap_err()
+            .to_string()
             .contains("token 7"));
     }
 }
