@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::error::CliError;
-use crate::files::{self, Named};
+use crate::files;
+use crate::named::Named;
 use capacity::{KnobKind, NamedPolicy, Plan, PlanRequest, TraceFormat, TraceSource, KNOBS};
 use clap::parser::ValueSource;
 use clap::{value_parser, Arg, ArgAction, ArgMatches, Command, ValueEnum};

@@ -9,8 +9,9 @@ use serde::Serialize;
 
 use crate::error::CliError;
 use crate::eval::SLICES;
-use crate::files::{self, Named};
+use crate::files;
 use crate::model_dir;
+use crate::named::Named;
 
 /// The training text, one stream per language (no n-gram spans the two).
 const TRAINING: [&str; 2] = ["train.en.txt", "train.eu.txt"];

@@ -20,7 +20,7 @@ use policy::{PolicyError, RecordError, TagError};
 use runs_parquet::RunsParquetError;
 use tokenizer::TokenizerError;
 
-use crate::files::Named;
+use crate::named::Named;
 
 /// Why a command did not finish.
 #[derive(Debug)]

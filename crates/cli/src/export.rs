@@ -22,7 +22,8 @@ use observe::Outcome;
 use runs_parquet::{Export, Table, Written};
 
 use crate::error::CliError;
-use crate::files::{self, Named, StagedDir};
+use crate::files::{self, StagedDir};
+use crate::named::Named;
 use crate::observe::{check_lines, identifier, run_lines};
 use crate::output;
 use crate::{model_dir, ExportArgs};

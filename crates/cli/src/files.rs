@@ -12,34 +12,11 @@
 //! Nothing else in the command line writes a file: `tests/writes.rs` fails on any other
 //! `std::fs::write`, `File::create` or rename in its source.
 
-use std::fmt;
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{CliError, OutputAction};
-
-/// A path a command reads or writes, and the flag (or what the command calls it) that named
-/// it.
-#[derive(Clone, Debug)]
-pub struct Named {
-    pub flag: String,
-    pub path: PathBuf,
-}
-
-impl Named {
-    pub fn new(flag: impl Into<String>, path: impl Into<PathBuf>) -> Named {
-        Named {
-            flag: flag.into(),
-            path: path.into(),
-        }
-    }
-}
-
-impl fmt::Display for Named {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.flag, self.path.display())
-    }
-}
+use crate::named::Named;
 
 /// Every regular file directly in `dir` as an input named by `flag` (a corpus directory,
 /// read file by file); nothing when `dir` cannot be listed (the command that reads it says

@@ -17,7 +17,8 @@ use serde::Serialize;
 
 use crate::error::CliError;
 use crate::eval::SLICES;
-use crate::files::{self, Named};
+use crate::files;
+use crate::named::Named;
 use crate::{model_dir, LangidTrainArgs};
 
 /// The prompt-sized prefixes the held-out pages are also classified by, in bytes.

@@ -29,6 +29,7 @@ mod files;
 mod langid;
 mod lengths;
 mod model_dir;
+mod named;
 mod observe;
 mod output;
 mod paths;
@@ -489,7 +490,7 @@ impl LogitsSource {
                     text
                 } else {
                     std::fs::read_to_string(path).map_err(|source| CliError::ReadInput {
-                        input: files::Named::new("--logits-file", path),
+                        input: named::Named::new("--logits-file", path),
                         source,
                     })?
                 };
@@ -1127,10 +1128,10 @@ fn run_eval(args: &EvalArgs) -> Result<String, CliError> {
         let lab_table = args
             .lab_table
             .as_ref()
-            .map(|path| files::Named::new("--lab-table", path));
+            .map(|path| named::Named::new("--lab-table", path));
         if let Some(output) = &lab_table {
             let mut inputs = model_dir::inputs(&dir);
-            inputs.push(files::Named::new(
+            inputs.push(named::Named::new(
                 "--model",
                 dir.join(model_dir::DRAFT_FILE),
             ));
@@ -1179,7 +1180,7 @@ fn run_ngram(command: &NgramCommand) -> Result<String, CliError> {
                 &dir,
                 &args.corpus,
                 args.order,
-                &files::Named::new("--out", out),
+                &named::Named::new("--out", out),
                 args.max_tokens,
             )?;
             if args.json {
@@ -1358,8 +1359,8 @@ fn run_traffic(args: &TrafficArgs) -> Result<String, CliError> {
         }
     }
     let outputs = [
-        files::Named::new("--out", &args.out),
-        files::Named::new("--outcomes", &args.outcomes),
+        named::Named::new("--out", &args.out),
+        named::Named::new("--outcomes", &args.outcomes),
     ];
     let mut inputs = model_dir::inputs(&dir);
     inputs.extend(files::files_in("--corpus", &args.corpus));

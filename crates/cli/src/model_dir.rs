@@ -9,7 +9,7 @@ use model::{ModelConfig, Precision, Transformer};
 use tokenizer::Tokenizer;
 
 use crate::error::CliError;
-use crate::files::Named;
+use crate::named::Named;
 
 /// The model that ships with the lab.
 pub const DEFAULT_MODEL: &str = "models/decode-lab-tiny-v1";
