@@ -41,10 +41,6 @@ pub fn name(model: &NgramModel) -> String {
     format!("ngram-{}", model.order())
 }
 
-fn read_text(path: &Path) -> Result<String, CliError> {
-    std::fs::read_to_string(path).map_err(CliError::read(path))
-}
-
 pub fn train(
     dir: &Path,
     corpus: &Path,
@@ -60,7 +56,7 @@ pub fn train(
     let (tokenizer, hash) = model_dir::load_tokenizer(dir)?;
     let streams = TRAINING
         .iter()
-        .map(|file| read_text(&corpus.join(file)).map(|text| tokenizer.encode(&text)))
+        .map(|file| files::read_text(&corpus.join(file)).map(|text| tokenizer.encode(&text)))
         .collect::<Result<Vec<_>, _>>()?;
     let config = TrainConfig {
         order,
@@ -75,7 +71,7 @@ pub fn train(
     let context = model_dir::config(dir)?.context_len;
     let mut slices = Vec::new();
     for (code, name, file) in SLICES {
-        let text = read_text(&corpus.join(file))?;
+        let text = files::read_text(&corpus.join(file))?;
         let all = tokenizer.encode(&text);
         let tokens = &all[..all.len().min(max_tokens)];
         let (predicted, byte_count, bits_per_byte) =

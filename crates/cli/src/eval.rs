@@ -13,6 +13,7 @@ use serde::Serialize;
 use capacity::EvalSlice;
 
 use crate::error::CliError;
+use crate::files;
 use crate::model_dir;
 use crate::run::WallClock;
 
@@ -117,7 +118,7 @@ pub fn evaluate(
         let mut loaded = model_dir::load(dir, precision)?;
         for (code, name, file) in SLICES {
             let path = corpus.join(file);
-            let text = std::fs::read_to_string(&path).map_err(CliError::read(&path))?;
+            let text = files::read_text(&path)?;
             let tokens = loaded.tokenizer.encode(&text);
             let tokens = &tokens[..tokens.len().min(max_tokens)];
             let score = teacher_forced(&mut loaded, tokens)?;

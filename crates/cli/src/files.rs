@@ -8,6 +8,7 @@
 //! through a temporary file in the same directory, renamed over the old one only once all of
 //! it is written; [`StagedDir`] does the same for a directory of files (`export`'s tables).
 //! A command that fails leaves the old file, or the old directory's files, as they were.
+//! [`read_text`] is how a command reads a text file it was given, the error naming the path.
 //!
 //! Nothing else in the command line writes a file: `tests/writes.rs` fails on any other
 //! `std::fs::write`, `File::create` or rename in its source.
@@ -17,6 +18,11 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::error::{CliError, OutputAction};
 use crate::named::Named;
+
+/// The text of the file at `path`; the error names the path.
+pub fn read_text(path: &Path) -> Result<String, CliError> {
+    std::fs::read_to_string(path).map_err(CliError::read(path))
+}
 
 /// Every regular file directly in `dir` as an input named by `flag` (a corpus directory,
 /// read file by file); nothing when `dir` cannot be listed (the command that reads it says

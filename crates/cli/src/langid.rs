@@ -72,10 +72,6 @@ pub struct TrainReport {
     pub slices: Vec<SliceReport>,
 }
 
-fn read_text(path: &Path) -> Result<String, CliError> {
-    std::fs::read_to_string(path).map_err(CliError::read(path))
-}
-
 /// Trains on `train.{code}.txt` of each slice with the shipped settings, writes the file to
 /// `out`, and classifies `valid.{code}.txt`'s pages.
 fn train(corpus: &Path, out: &Named) -> Result<TrainReport, CliError> {
@@ -87,7 +83,7 @@ fn train(corpus: &Path, out: &Named) -> Result<TrainReport, CliError> {
     files::writable(out)?;
     let training = SLICES
         .iter()
-        .map(|(code, _, _)| read_text(&corpus.join(format!("train.{code}.txt"))))
+        .map(|(code, _, _)| files::read_text(&corpus.join(format!("train.{code}.txt"))))
         .collect::<Result<Vec<_>, _>>()?;
     let slices: Vec<(&str, &str)> = SLICES
         .iter()
@@ -101,7 +97,7 @@ fn train(corpus: &Path, out: &Named) -> Result<TrainReport, CliError> {
 
     let valid = SLICES
         .iter()
-        .map(|(_, _, file)| read_text(&corpus.join(file)))
+        .map(|(_, _, file)| files::read_text(&corpus.join(file)))
         .collect::<Result<Vec<_>, _>>()?;
     let valid: Vec<(&str, &str)> = SLICES
         .iter()

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::error::CliError;
 use crate::eval::SLICES;
+use crate::files;
 use crate::model_dir;
 use crate::run::WallClock;
 
@@ -103,7 +104,7 @@ pub fn measure(
     };
     for (code, name, file_name) in SLICES {
         let path = corpus.join(file_name);
-        let text = std::fs::read_to_string(&path).map_err(CliError::read(&path))?;
+        let text = files::read_text(&path)?;
         // Pages are separated by one blank line; a page's first line is its title.
         let titles: Vec<&str> = text
             .split("\n\n")

@@ -10,6 +10,7 @@ use observe::{DriftRule, Observation, Outcomes, Report};
 use runs_parquet::{RecordLines, Table};
 
 use crate::error::CliError;
+use crate::files;
 
 /// What `observe` was asked.
 pub struct Request<'a> {
@@ -40,7 +41,7 @@ pub fn observe(request: &Request) -> Result<Report, CliError> {
         Some(path) => match runs_parquet::parquet_path(path, Table::Outcomes) {
             Some(parquet) => runs_parquet::read_outcomes(&parquet, as_of_s)?,
             None => {
-                let text = std::fs::read_to_string(path).map_err(CliError::read(path))?;
+                let text = files::read_text(path)?;
                 Outcomes::parse(&text, as_of_s).map_err(|e| CliError::in_file(path, e))?
             }
         },

@@ -14,6 +14,7 @@ use policy::{Backend, Clock, ReplayReport, RunConfig, RunRecord, Vocabulary};
 use tokenizer::Tokenizer;
 
 use crate::error::CliError;
+use crate::files;
 use crate::model_dir;
 use crate::output;
 
@@ -286,7 +287,7 @@ pub fn replay(
     request: BackendRequest,
     file: &Path,
 ) -> Result<(String, bool), CliError> {
-    let text = std::fs::read_to_string(file).map_err(CliError::read(file))?;
+    let text = files::read_text(file)?;
     // One record, pretty or on one line, or JSONL: one reader for the CLI and the lab.
     let records = policy::parse_records(&text).map_err(|e| CliError::in_file(file, e))?;
     let mut lines = Vec::new();

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::CliError;
 use crate::eval::SLICES;
+use crate::files;
 use crate::model_dir::{self, Loaded};
 
 /// Fewer scored positions than this in a slice give an acceptance rate that measures
@@ -219,7 +220,7 @@ pub fn measure(
     let mut by_policy = vec![Vec::new(); policies.len()];
     for (code, name, file) in SLICES {
         let path = corpus.join(file);
-        let text = std::fs::read_to_string(&path).map_err(CliError::read(&path))?;
+        let text = files::read_text(&path)?;
         let tokens = loaded.tokenizer.encode(&text);
         let tokens = &tokens[..tokens.len().min(max_tokens)];
         let (sums, positions) = teacher_forced(&mut loaded, &draft, &policies, tokens)?;

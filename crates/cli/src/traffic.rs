@@ -23,6 +23,7 @@ use serde::Serialize;
 use crate::continuation;
 use crate::error::CliError;
 use crate::eval::SLICES;
+use crate::files;
 use crate::model_dir;
 use crate::run::WallClock;
 
@@ -159,7 +160,7 @@ pub fn generate(t: &Traffic) -> Result<Generated, CliError> {
     let mut slices = Vec::new();
     for (code, _, file) in SLICES {
         let path = t.corpus.join(file);
-        let text = std::fs::read_to_string(&path).map_err(CliError::read(&path))?;
+        let text = files::read_text(&path)?;
         let found = continuation::passages(&text, t.prompt_bytes);
         if found.is_empty() {
             return Err(CliError::NoPassage {

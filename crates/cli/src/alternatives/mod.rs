@@ -46,6 +46,7 @@ use tokenizer::Tokenizer;
 use crate::continuation::{self, Passage};
 use crate::error::CliError;
 use crate::eval::{teacher_forced, SLICES};
+use crate::files;
 use crate::model_dir::{self, DRAFT_FILE};
 use crate::run::WallClock;
 use crate::{draft, eval};
@@ -203,10 +204,6 @@ struct Systems {
     sizes: [(System, usize, String); 4],
 }
 
-fn read_text(path: &Path) -> Result<String, CliError> {
-    std::fs::read_to_string(path).map_err(CliError::read(path))
-}
-
 fn file_bytes(path: &Path) -> Result<usize, CliError> {
     std::fs::metadata(path)
         .map(|m| m.len() as usize)
@@ -248,7 +245,7 @@ fn check(s: &Settings) -> Result<(), CliError> {
 /// `pages` passages evenly spaced through a slice's held-out passages, with their indices.
 fn held_out(s: &Settings, file: &str) -> Result<Vec<(usize, Passage)>, CliError> {
     let path = s.corpus.join(file);
-    let all = continuation::passages(&read_text(&path)?, s.prompt_bytes);
+    let all = continuation::passages(&files::read_text(&path)?, s.prompt_bytes);
     if all.len() < s.pages {
         return Err(CliError::TooFewPassages {
             pages: s.pages,
@@ -274,7 +271,7 @@ fn build(s: &Settings) -> Result<Systems, CliError> {
     };
     let texts = TRAINING
         .iter()
-        .map(|file| read_text(&s.corpus.join(file)))
+        .map(|file| files::read_text(&s.corpus.join(file)))
         .collect::<Result<Vec<_>, _>>()?;
     let streams: Vec<Vec<u32>> = texts.iter().map(|t| model.tokenizer.encode(t)).collect();
     let views: Vec<&[u32]> = streams.iter().map(Vec::as_slice).collect();
