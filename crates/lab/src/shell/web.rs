@@ -3,9 +3,9 @@
 //! plain data in the panels' view models.
 
 use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
 
 use crate::js::js_text;
-use wasm_bindgen_futures::JsFuture;
 
 fn window() -> Result<web_sys::Window, String> {
     web_sys::window().ok_or_else(|| "This page has no window to fetch from.".to_string())
