@@ -327,6 +327,7 @@ fn test(root: &Path) -> Result<(), String> {
         ("langid", &POLICY_MUST_NOT_USE[..]),
         ("artifact-file", &POLICY_MUST_NOT_USE[..]),
         ("observe", &POLICY_MUST_NOT_USE[..]),
+        ("report", &POLICY_MUST_NOT_USE[..]),
         // (safetensors brings getrandom in through tempfile; the model never draws from it.)
         (
             "model",

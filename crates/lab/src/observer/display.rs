@@ -7,11 +7,11 @@
 
 use observe::table::{rate, rows, COLUMNS};
 use observe::{Report, Summary};
+use report::{Block, Cell, IntervalChart, IntervalPoint, Part, Row, Table};
 use serde::Deserialize;
 
 use crate::observer::protocol::ObserveDisplay;
-use crate::widgets::chart::{Cell, Row, Table};
-use crate::widgets::report::{html, Block, IntervalChart, IntervalPoint, Part};
+use crate::widgets::markup::html;
 
 /// The alternatives' table as `decode-lab eval --alternatives --lab-table` writes it: the
 /// CLI's own rows and conclusions, in words.

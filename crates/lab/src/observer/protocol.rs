@@ -2,7 +2,7 @@
 //! [`ObserveJob`] from the page, [`ObserverEvent`]s back, each crossing as its JSON text
 //! ([`crate::link::message::to_js`]). What an observation shows crosses as an
 //! [`ObserveDisplay`] of words and the markup of the report's parts, which the worker has
-//! already formatted and written ([`crate::widgets::report`]).
+//! already formatted and written ([`report`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -70,7 +70,7 @@ pub struct ObserveDisplay {
     /// `stop`, `continue` or `insufficient-data`, the worst of the candidates' (empty
     /// without a baseline).
     pub decision: String,
-    /// The report's parts, as the markup [`crate::widgets::report::html`] writes.
+    /// The report's parts, as the markup `widgets::markup::html` writes.
     pub parts_html: String,
 }
 

@@ -13,15 +13,14 @@ use capacity::{
     figure, CapacityError, DecisionKind, Fleet, NamedPolicy, Plan, PlanInputs, PlanReport,
     RolloutReport, SweepRow,
 };
+use policy::figure_short;
+use report::{Block, Cell, ChartPoint, Part, Row, Table, TimelineChart};
 
 use crate::planner::form::{field, CapacityForm, PLAN_ID};
-use policy::figure_short;
-
 use crate::planner::protocol::{PlanDisplay, ReportFile, SweepChart};
-use crate::widgets::chart::{Cell, Row, Table};
 use crate::widgets::form::{Form, Problems};
+use crate::widgets::markup::html;
 use crate::widgets::number::sentence;
-use crate::widgets::report::{html, Block, ChartPoint, Part, TimelineChart};
 
 /// The plan the URL pairs `form` describe, degrading to `known_good` (the JSON of a
 /// known-good plan) before the baseline, as the page shows it; or the problems, each at its

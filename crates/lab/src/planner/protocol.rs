@@ -6,11 +6,10 @@
 //! bytes of page wasm), and draws every table with one renderer
 //! ([`crate::widgets::chart::data_table`]).
 
+use report::{ChartPoint, Part, Table};
 use serde::{Deserialize, Serialize};
 
 use crate::link::Protocol;
-use crate::widgets::chart::Table;
-use crate::widgets::report::{ChartPoint, Part};
 
 /// A job for the planner: check or plan the form these URL pairs describe
 /// (`CapacityForm::to_pairs`).

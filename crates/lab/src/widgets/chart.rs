@@ -11,7 +11,7 @@
 //! `scope="row"`.
 
 use leptos::prelude::*;
-use serde::{Deserialize, Serialize};
+use report::{Cell, Row, Table};
 
 use crate::widgets::walk;
 
@@ -28,32 +28,6 @@ const END_TEXT: f64 = 70.0;
 const FILL: f64 = 0.7;
 /// The most ticks a column chart labels; with more columns, every n-th is labelled.
 const MOST_TICKS: usize = 16;
-
-/// One table cell after the row's header.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Cell {
-    pub text: String,
-    /// The number in full, for the cell's `data-value`.
-    pub value: Option<String>,
-}
-
-impl Cell {
-    /// Words, or a number with no exact value to give.
-    pub fn text(text: impl Into<String>) -> Cell {
-        Cell {
-            text: text.into(),
-            value: None,
-        }
-    }
-
-    /// A number shown as `text`, written in full in the cell's `data-value`.
-    pub fn number(text: impl Into<String>, value: impl ToString) -> Cell {
-        Cell {
-            text: text.into(),
-            value: Some(value.to_string()),
-        }
-    }
-}
 
 /// One row: a bar of the chart and the table row that states it.
 #[derive(Clone, Debug, PartialEq)]
@@ -372,26 +346,6 @@ macro_rules! latency_terms {
         "<dt>TTFT</dt><dd>Time to first token: from a request's arrival to its first output token.</dd>\
          <dt>p99</dt><dd>The value that 99 % of requests come within.</dd>"
     };
-}
-
-/// One body row of a table: its class, its header cell and its other cells.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    pub class: Option<String>,
-    pub header: String,
-    pub cells: Vec<Cell>,
-}
-
-/// A whole table as data, for results built away from the page (the capacity planner's, in
-/// its worker): the page draws any such table with [`data_table`], so a new one costs the
-/// page's wasm nothing.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Table {
-    pub class: String,
-    pub id: Option<String>,
-    pub caption: String,
-    pub headers: Vec<String>,
-    pub rows: Vec<Row>,
 }
 
 /// The body rows of a table, every table's: the header cell is `scope="row"`, and a number

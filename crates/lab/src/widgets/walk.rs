@@ -1,6 +1,6 @@
 //! Walking a chart with the keyboard, the same way for every chart of the lab: the page's
 //! own ([`BarChart`](crate::widgets::chart::BarChart), the sweep, Your turn's, the draw
-//! strip) and the ones a worker writes as markup ([`report`](crate::widgets::report)).
+//! strip) and the ones a worker writes as markup (`widgets::markup`).
 //!
 //! A chart takes part by its markup alone, so one key handler serves them all:
 //! - an element marked `data-walk` holds the chart and its mirror table;

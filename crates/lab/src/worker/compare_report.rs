@@ -1,15 +1,15 @@
 //! The Compare panel's report, formatted in the model worker from
 //! [`policy::compare::Comparison`] and two [`PathTree`]s, the same values
 //! `decode-lab compare --json` and `decode-lab paths --json` print: a part per measure,
-//! each a chart with its table ([`crate::widgets::report`]), so the page only sets the
+//! each a chart with its table ([`report`], drawn by [`crate::widgets::markup`]), so the page only sets the
 //! markup.
 
 use policy::compare::{Comparison, RunShape};
 use policy::paths::PathTree;
 use policy::{Policy, RunRecord};
+use report::{Block, Cell, ChartRow, Part, Row, RowsChart, Table};
 
-use crate::widgets::chart::{Cell, Row, Table};
-use crate::widgets::report::{html, Block, ChartRow, Part, RowsChart};
+use crate::widgets::markup::html;
 
 /// A tree chart draws at most this many nodes; its table lists them all.
 const MOST_TREE_ROWS: usize = 60;

@@ -238,7 +238,7 @@ mod tests {
     use crate::planner::form::tests::small;
     use crate::planner::form::PLAN_ID;
     use crate::planner::protocol::{ReportFile, SweepChart};
-    use crate::widgets::chart::Table;
+    use report::Table;
 
     /// A display with only what the status line and the known-good path read.
     fn shown(configurations: usize, verdict: &str, released: Option<&str>) -> PlanDisplay {

@@ -4,8 +4,9 @@
 
 use leptos::prelude::*;
 use policy::generate::StepRecord;
+use report::Cell;
 
-use crate::widgets::chart::{Bar, BarChart, Cell, Layout, Mark};
+use crate::widgets::chart::{Bar, BarChart, Layout, Mark};
 
 /// One bar and one table row: a step's model and policy time, in milliseconds.
 #[derive(Clone, Debug, PartialEq)]

@@ -3,14 +3,14 @@
 //! The arithmetic is [`crate::panels::kv_cache::view_model`]; the URL keys are listed there.
 
 use leptos::prelude::*;
+use policy::figure_short;
+use report::Cell;
 
 use crate::panels::kv_cache::view_model::{
     allocation_note, chart_rows, compute, grouped, ChartRow, KvForm, KvView, Preset,
 };
-use policy::figure_short;
-
 use crate::shell::url;
-use crate::widgets::chart::{Bar, BarChart, Cell, Layout};
+use crate::widgets::chart::{Bar, BarChart, Layout};
 use crate::widgets::controls::hidden;
 use crate::widgets::field::Field;
 use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};

@@ -4,10 +4,11 @@
 //! there.
 
 use leptos::prelude::*;
+use report::Cell;
 
 use crate::panels::memory::view_model::{compute, gb, LedgerForm, LedgerView, VERDICT};
 use crate::shell::url;
-use crate::widgets::chart::{Bar, BarChart, Cell, Layout, Mark};
+use crate::widgets::chart::{Bar, BarChart, Layout, Mark};
 use crate::widgets::controls::hidden;
 use crate::widgets::field::Field;
 use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};

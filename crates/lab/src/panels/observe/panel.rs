@@ -1,7 +1,7 @@
 //! The Observe panel: run logs (JSONL, or gzipped JSONL) and their mature outcomes in, or the
 //! shipped demo; the observation worker ([`crate::observer`]) reads them with progress and
 //! sends back the verdict and the report's parts, which this file only draws (with
-//! [`crate::widgets::report`], every chart with its table). The baseline version is a select
+//! [`report`], every chart with its table). The baseline version is a select
 //! of the versions observed; it and the demo live in the URL.
 
 use std::sync::Arc;

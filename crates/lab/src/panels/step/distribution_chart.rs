@@ -7,9 +7,10 @@
 //! and the rest as one bar, and lists every token in a table under a disclosure.
 
 use leptos::prelude::*;
+use report::{Cell, Row};
 
 use crate::panels::step::view_model::{Row as TokenRow, StageView};
-use crate::widgets::chart::{body_rows, mirror_table, Bar, BarChart, Cell, Layout, Mark, Row};
+use crate::widgets::chart::{body_rows, mirror_table, Bar, BarChart, Layout, Mark};
 
 const HEADERS: &[&str] = &[
     "Token",

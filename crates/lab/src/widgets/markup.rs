@@ -1,153 +1,16 @@
-//! A report built away from the page, drawn by it: the parts (a heading and its tables,
-//! sentences, lists and charts) that a worker formats, and [`html`], their markup, which the
-//! worker writes too. The page only sets it (`inner_html`), so a report's sections and
+//! A report built away from the page, drawn by it: [`html`] is the markup of a report's
+//! parts ([`report::Part`]: a heading and its tables, sentences, lists and charts), which
+//! a worker writes (only the workers' builds have this module). The page only sets it (`inner_html`), so a report's sections and
 //! charts cost the page's wasm nothing: the capacity planner's report and the Observe
 //! panel's are such parts, and every chart keeps its table. Every text and attribute is
 //! escaped here ([`escape`]); file names and reasons in an observation come from the
 //! learner's files.
 
-use serde::{Deserialize, Serialize};
-
-use crate::widgets::chart::Table;
-
-/// One point of a chart: a configuration of the capacity sweep, or a window of the canary.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ChartPoint {
-    /// The row of the chart's table that states it (`data-point`, for the keyboard walk).
-    pub row: usize,
-    pub x: f64,
-    pub y: f64,
-    /// The figure its height draws, in the y axis's units: what it sounds as.
-    pub value: f64,
-    pub passes: bool,
-    pub chosen: bool,
-    /// Its tooltip: the configuration and its figures.
-    pub title: String,
-}
-
-/// One part of the report: a heading and what it holds.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Part {
-    /// The heading's id, which the part's `aria-labelledby` names.
-    pub id: String,
-    pub title: String,
-    pub blocks: Vec<Block>,
-}
-
-/// What a part holds, in order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Block {
-    Table(Table),
-    Text(String),
-    List { class: String, items: Vec<String> },
-    Timeline(Box<TimelineChart>),
-    Intervals(Box<IntervalChart>),
-    Rows(Box<RowsChart>),
-}
-
-/// One or two figures per row, drawn as bars across a shared scale, each row labelled on
-/// the left and indented by its level: a comparison's measures step by step, a tree of
-/// paths node by node. A value past the scale (an infinite KL) is drawn full length in the
-/// class `past`. The table holds the same rows.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RowsChart {
-    pub caption: String,
-    /// The picture in a sentence: its `aria-label`.
-    pub summary: String,
-    /// The value at the scale's far end, and the axis's label.
-    pub scale: f64,
-    pub axis_label: String,
-    /// Each series' class (`cmp-a`, `cmp-b`); a row has one value per series.
-    pub series: Vec<String>,
-    pub rows: Vec<ChartRow>,
-    pub legend: String,
-    pub table: Table,
-}
-
-/// One row of a [`RowsChart`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ChartRow {
-    pub label: String,
-    /// Its level, from 0: how far its label is indented.
-    pub level: usize,
-    pub values: Vec<f64>,
-    /// Written past the longest bar.
-    pub end_text: String,
-    /// Its tooltip.
-    pub title: String,
-}
-
-/// A figure over time, window by window, against a level, with one span marked: the
-/// canary's p99 TTFT per detector window against the SLO, the detection window marked.
-/// The table holds the same windows.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TimelineChart {
-    pub width: f64,
-    pub height: f64,
-    pub left: f64,
-    pub right: f64,
-    pub top: f64,
-    pub bottom: f64,
-    pub caption: String,
-    /// The picture in a sentence: its `aria-label`.
-    pub summary: String,
-    pub x_label: String,
-    pub y_label: String,
-    pub x_ticks: Vec<(f64, String)>,
-    pub y_ticks: Vec<(f64, String)>,
-    /// The line through the windows, broken where a window had nothing to measure.
-    pub lines: Vec<Vec<(f64, f64)>>,
-    /// Every measured window; `passes` is false where it breached a gate.
-    pub points: Vec<ChartPoint>,
-    /// y of the level (the SLO), and its label.
-    pub level_y: f64,
-    pub level_label: String,
-    /// The marked span's x from and to, and its label.
-    pub marked: Option<(f64, f64, String)>,
-    pub table: Table,
-}
-
-/// A figure for each of a few named groups, side by side, each with its 95 % interval when
-/// it has one: the Observe panel's p99 TTFT and outcome rate per version and slice. Groups
-/// that breached a detector are marked. The table holds the same groups.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct IntervalChart {
-    pub width: f64,
-    pub height: f64,
-    pub left: f64,
-    pub right: f64,
-    pub top: f64,
-    pub bottom: f64,
-    pub caption: String,
-    /// The picture in a sentence: its `aria-label`.
-    pub summary: String,
-    pub y_label: String,
-    pub y_ticks: Vec<(f64, String)>,
-    pub points: Vec<IntervalPoint>,
-    pub legend: String,
-    pub table: Table,
-}
-
-/// One group of an [`IntervalChart`], in the chart's viewBox units; the table's row of the
-/// same index states it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct IntervalPoint {
-    pub x: f64,
-    pub y: f64,
-    /// The figure y draws, in the axis's units: what it sounds as.
-    pub value: f64,
-    /// y of the interval's two ends.
-    pub interval: Option<(f64, f64)>,
-    /// Under the axis.
-    pub label: String,
-    /// Its tooltip: the group and its figure in words.
-    pub title: String,
-    /// Whether a detector fired on this group.
-    pub flagged: bool,
-}
+use report::{Block, Part, RowsChart, Table};
+#[cfg(any(feature = "planner", feature = "observer"))]
+use report::{IntervalChart, TimelineChart};
 
 /// The markup of `parts`, in order: each a focusable section labelled by its heading.
-#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
 pub fn html(parts: &[Part]) -> String {
     let mut out = String::new();
     for part in parts {
@@ -192,7 +55,6 @@ pub fn html(parts: &[Part]) -> String {
 }
 
 /// `text` safe inside an element or a double-quoted attribute.
-#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -210,7 +72,6 @@ pub fn escape(text: &str) -> String {
 
 /// A table: its caption, one row of column headers, then each row's header cell
 /// (`scope="row"`) and cells, a number written in full in its cell's `data-value`.
-#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
 pub fn table_html(table: &Table) -> String {
     let id = table
         .id
@@ -300,7 +161,6 @@ fn figure_html(
 
 /// A walkable chart's takeaway caption and its SVG's opening tag, as
 /// [`BarChart`](crate::widgets::chart::BarChart) draws them ([`walk`](crate::widgets::walk)).
-#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
 fn walk_open(width: f64, height: f64, summary: &str) -> String {
     let summary = escape(summary);
     format!(
@@ -311,7 +171,6 @@ fn walk_open(width: f64, height: f64, summary: &str) -> String {
 
 /// The keys and the live region after a walkable chart, as
 /// [`walk_notes`](crate::widgets::chart::walk_notes) draws them.
-#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
 fn walk_notes() -> String {
     format!(
         "<div class=\"walk-notes\">{}</div>",
@@ -440,7 +299,6 @@ fn intervals_html(c: &IntervalChart) -> String {
 }
 
 /// A tick's number: three decimals at most, without trailing zeros.
-#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
 fn tick(value: f64) -> String {
     let text = format!("{value:.3}");
     let text = text.trim_end_matches('0').trim_end_matches('.');
@@ -452,7 +310,6 @@ fn tick(value: f64) -> String {
 }
 
 /// A [`RowsChart`]: a bar per series in each row, labels indented by level on the left.
-#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
 fn rows_html(c: &RowsChart) -> String {
     const WIDTH: f64 = 640.0;
     const NAMES: f64 = 190.0;
@@ -537,7 +394,7 @@ fn rows_html(c: &RowsChart) -> String {
 #[cfg(all(test, any(feature = "planner", feature = "observer")))]
 mod tests {
     use super::*;
-    use crate::widgets::chart::{Cell, Row};
+    use report::{Cell, Row};
 
     #[test]
     fn text_from_a_file_cannot_become_markup() {
