@@ -1,6 +1,6 @@
 //! How the planner writes numbers: [`shortest`] for values in messages (exact, read back to
-//! the same f64), [`figure`] for the report's figures (four significant figures) and `pct`
-//! for signed shares. [`figure`] is `policy`'s, which every lab panel writes with too.
+//! the same f64), [`figure`] for the report's figures (four significant figures),
+//! [`percent`] for shares, `pct` for signed ones, and [`seconds`] for times. [`figure`] is `policy`'s, which every lab panel writes with too.
 
 /// `x` in its shortest round-trip form ([`policy::Shortest`]: `0.25`, `1e-300` (never 300
 /// digits), `1.5e308`, `inf`, `NaN`), except that up to six characters the plain form is
@@ -16,6 +16,23 @@ pub fn shortest(x: f64) -> String {
 }
 
 pub use policy::figure;
+
+/// A share as a percentage with one decimal: "12.5 %".
+pub fn percent(share: f64) -> String {
+    format!("{:.1} %", share * 100.0)
+}
+
+/// A time in the unit that reads best, to four significant figures at most: "1 ms",
+/// "10 s", "100 µs".
+pub fn seconds(t: f64) -> String {
+    if t >= 1.0 {
+        format!("{} s", policy::figure_short(t))
+    } else if t >= 1e-3 {
+        format!("{} ms", policy::figure_short(t * 1e3))
+    } else {
+        format!("{} µs", policy::figure_short(t * 1e6))
+    }
+}
 
 /// A signed percentage; small ones keep three decimals so that they do not read as 0.
 pub(crate) fn pct(share: f64) -> String {

@@ -30,10 +30,10 @@ mod gates;
 mod lengths;
 mod metrics;
 mod plan;
+mod plan_report;
 mod prefix_cache;
 mod profile;
 mod quality;
-mod report;
 mod request;
 mod rollout;
 mod sim;
@@ -45,7 +45,7 @@ pub use cost::{
     Phase, Residual, Roofline,
 };
 pub use error::{shown, CapacityError};
-pub use figures::{figure, shortest};
+pub use figures::{figure, percent, seconds, shortest};
 pub use fleet::{
     Fleet, Router, DEFAULT_KV_LINK_GBPS, MAX_KV_LINK_GBPS, MAX_REPLICAS, MAX_ROUTER_STALENESS_S,
     MAX_SPECULATIVE_K,
@@ -61,6 +61,10 @@ pub use plan::{
     NamedPolicy, Plan, PlanInputs, PlanReport, QualityRow, SpeculationReport, Sweep, SweepRow,
     TraceSlice, TraceSource, MAX_LOAD_SCALE, MAX_PLAN_WORK, MAX_SLO_S, MAX_TRACE_RATE_PER_S,
     MIN_LOAD_SCALE, MIN_SLO_S,
+};
+pub use plan_report::{
+    detection_window, elapsed, rollout_table, rollout_words, sweep_table, window_name,
+    ROLLOUT_TABLE_ID, SWEEP_TABLE_ID,
 };
 pub use profile::{HardwareProfile, ModelProfile, WeightPath};
 pub use quality::{

@@ -207,6 +207,18 @@ pub struct IntervalPoint {
     pub flagged: bool,
 }
 
+/// `text` as a sentence: its first letter a capital, ending in one full stop (a message
+/// from an error, which ends in none, becomes one the page or a report can print).
+pub fn sentence(text: impl Into<String>) -> String {
+    let text = text.into();
+    let trimmed = text.trim_end().trim_end_matches('.');
+    let mut chars = trimmed.chars();
+    match chars.next() {
+        Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
+        None => text,
+    }
+}
+
 impl Block {
     /// The table every block but a sentence or a list holds: a chart's is the one that
     /// states its points.

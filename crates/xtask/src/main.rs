@@ -261,7 +261,7 @@ fn lint(args: &[&str]) -> Result<(), String> {
 /// the presets and bounds it reads). Only the planner worker links them.
 const PLANNING: [&str; 3] = [
     "8capacity3sim20simulate_speculative",
-    "8capacity6report",
+    "8capacity11plan_report",
     "CapacityForm$u20$as$u20$lab..widgets..form..Form$GT$5check",
 ];
 
@@ -398,6 +398,8 @@ fn test(root: &Path) -> Result<(), String> {
         "langid",
         "-p",
         "observe",
+        "-p",
+        "report",
         "--target",
         WASM_TARGET,
     ]))?;
@@ -437,7 +439,7 @@ mod tests {
         assert!(names(section, PLANNING[0]));
         assert!(!names(section, PLANNING[1]));
         assert!(names(
-            b"_ZN8capacity6report13quality_gates17h10f1E",
+            b"_ZN8capacity11plan_report12profile_part17h10f1E",
             PLANNING[1]
         ));
         assert!(!names(b"_ZN8capacity3sim3Slo8validate17hE", PLANNING[0]));

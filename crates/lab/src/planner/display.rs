@@ -10,17 +10,17 @@
 //! timeline (p99 TTFT per detector window against the SLO, the detection window marked).
 
 use capacity::{
-    figure, CapacityError, DecisionKind, Fleet, NamedPolicy, Plan, PlanInputs, PlanReport,
-    RolloutReport, SweepRow,
+    detection_window, elapsed, figure, rollout_table, seconds, window_name, CapacityError,
+    DecisionKind, NamedPolicy, Plan, PlanInputs, PlanReport, RolloutReport, SweepRow,
+    ROLLOUT_TABLE_ID, SWEEP_TABLE_ID,
 };
 use policy::figure_short;
-use report::{Block, Cell, ChartPoint, Part, Row, Table, TimelineChart};
+use report::{sentence, Block, ChartPoint, Table, TimelineChart};
 
 use crate::planner::form::{field, CapacityForm, PLAN_ID};
 use crate::planner::protocol::{PlanDisplay, ReportFile, SweepChart};
 use crate::widgets::form::{Form, Problems};
 use crate::widgets::markup::html;
-use crate::widgets::number::sentence;
 
 /// The plan the URL pairs `form` describe, degrading to `known_good` (the JSON of a
 /// known-good plan) before the baseline, as the page shows it; or the problems, each at its
@@ -36,11 +36,6 @@ pub fn plan_display(
         .transpose()
         .map_err(|e| plan_problem(&e))?;
     Ok(display(&plan(&form, known, progress)?))
-}
-
-/// A share as a percentage with one decimal.
-pub fn percent(share: f64) -> String {
-    format!("{:.1} %", share * 100.0)
 }
 
 /// One point of the sweep as the chart and its table both read it.
@@ -154,19 +149,12 @@ pub fn view(report: PlanReport) -> PlanView {
         .sweep
         .iter()
         .map(|row| SweepPoint {
-            chosen: released
-                && row.error.is_none()
-                && row.policy == report.decision.policy
-                && row.load_scale == report.decision.load_scale,
+            chosen: report.is_released(row),
             at: row
                 .error
                 .is_none()
                 .then(|| (x_of(row.ttft_p99_s), y_of(row.output_tokens_per_s))),
-            gates: match &row.error {
-                Some(e) => format!("cannot run: {e}"),
-                None if row.passes_gates => "all gates pass".into(),
-                None => format!("fails: {}", row.failed_gates),
-            },
+            gates: row.gates_text(),
             row: row.clone(),
         })
         .collect();
@@ -220,135 +208,6 @@ fn nice_ceiling(x: f64) -> f64 {
         .unwrap_or(10.0 * p)
 }
 
-/// A time in the unit that reads best: "1 ms", "10 s", "100 µs".
-pub fn seconds(t: f64) -> String {
-    if t >= 1.0 {
-        format!("{} s", figure_short(t))
-    } else if t >= 1e-3 {
-        format!("{} ms", figure_short(t * 1e3))
-    } else {
-        format!("{} µs", figure_short(t * 1e6))
-    }
-}
-
-/// The decision in words: the verdict, then the crate's reason, then each failed gate.
-pub fn decision_words(report: &PlanReport) -> (String, String, Vec<String>) {
-    let d = &report.decision;
-    let verdict = match d.kind {
-        DecisionKind::Release => format!("Release: {}.", d.name),
-        DecisionKind::DegradeToLastKnownGood => format!(
-            "Degrade to the last known-good plan: {} ({}).",
-            d.name,
-            d.policy.label()
-        ),
-        DecisionKind::DegradeToBaseline => format!(
-            "Degrade to the named baseline: {} ({}).",
-            d.name,
-            d.policy.label()
-        ),
-    };
-    let failed = d.failed_gates.iter().map(ToString::to_string).collect();
-    (verdict, sentence(&d.reason), failed)
-}
-
-/// The benchmark contract as (input, value) rows.
-pub fn contract_rows(report: &PlanReport) -> Vec<(String, String)> {
-    let c = &report.contract;
-    let h = &c.hardware;
-    let m = &c.model;
-    let mut rows = vec![
-        (
-            "hardware".to_string(),
-            format!(
-                "{}: {} GiB, {} GB/s × {} efficiency, {} TFLOP/s × {} efficiency, {} per hour{}",
-                h.name,
-                figure(h.memory_bytes / (1u64 << 30) as f64),
-                figure(h.bandwidth_bytes_per_s / 1e9),
-                figure(h.bandwidth_efficiency),
-                figure(h.peak_flops / 1e12),
-                figure(h.flops_efficiency),
-                figure(h.cost_per_hour),
-                if c.calibration.is_some() {
-                    " (calibrated to the lab CPU's measured forward pass)"
-                } else {
-                    ""
-                }
-            ),
-        ),
-        (
-            "model".to_string(),
-            format!(
-                "{}: {} parameters, {} layers, {} heads, {} KV heads, context {}, full precision {}",
-                m.name,
-                figure(m.parameters),
-                m.layers,
-                m.heads,
-                m.kv_heads,
-                m.context_len,
-                m.full_precision
-            ),
-        ),
-        (
-            "trace".to_string(),
-            format!(
-                "{}{}: {} requests at {} requests/s, mean prompt {} tokens, mean output {} tokens",
-                c.trace_name,
-                c.trace_seed.map_or(String::new(), |s| format!(" (seed {s})")),
-                c.requests,
-                figure(c.offered_rate_per_s),
-                figure(c.mean_prompt_tokens),
-                figure(c.mean_output_tokens)
-            ),
-        ),
-    ];
-    for s in &c.slices {
-        rows.push((
-            format!("slice {}", s.slice),
-            format!(
-                "{} requests ({}), mean prompt {} tokens",
-                s.requests,
-                percent(s.requests as f64 / c.requests.max(1) as f64),
-                figure(s.mean_prompt_tokens)
-            ),
-        ));
-    }
-    rows.push((
-        "SLOs".to_string(),
-        format!(
-            "p99 TTFT ≤ {}, p99 time per output token ≤ {}, on all traffic and on every slice",
-            seconds(c.slo.ttft_p99_s),
-            seconds(c.slo.tpot_p99_s)
-        ),
-    ));
-    for f in &c.quality_floors {
-        rows.push((
-            format!("quality floor {}", f.slice),
-            format!("≤ {} bits/byte", figure(f.max_bits_per_byte)),
-        ));
-    }
-    rows.push((
-        "sweep".to_string(),
-        format!(
-            "load scales {:?} × {}",
-            c.sweep.load_scales,
-            c.sweep.configurations()
-        ),
-    ));
-    rows
-}
-
-/// Where the shipped configuration's time went: (what, share) rows.
-pub fn bottleneck_rows(report: &PlanReport) -> Vec<(&'static str, f64)> {
-    let b = &report.chosen.metrics.bottleneck;
-    vec![
-        ("compute-bound iterations", b.compute_share),
-        ("memory-bound iterations", b.memory_share),
-        ("per-iteration overhead", b.overhead_share),
-        ("idle", b.idle_share),
-        ("queueing, of request latency", b.queueing_share_of_latency),
-    ]
-}
-
 /// What a later plan may degrade to: the configuration this one released, if it did.
 pub fn known_good(report: &PlanReport) -> Option<NamedPolicy> {
     (report.decision.kind == DecisionKind::Release).then(|| NamedPolicy {
@@ -387,19 +246,38 @@ pub fn file_name(report: &PlanReport, extension: &str) -> String {
     )
 }
 
-/// What the page shows of a placed plan.
+/// What the page shows of a placed plan: the report's parts, but for the sweep's table,
+/// which the page draws under the sweep chart as its mirror, and the canary's windows,
+/// drawn as its timeline.
 pub fn display(view: &PlanView) -> PlanDisplay {
     let report = &view.report;
-    let (verdict, reason, failed_gates) = decision_words(report);
-    let parts = parts(report);
+    let mut parts = report.parts();
+    let mut sweep_table = None;
+    for part in &mut parts {
+        part.blocks.retain_mut(|block| match block {
+            Block::Table(t) if t.id.as_deref() == Some(SWEEP_TABLE_ID) => {
+                sweep_table = Some(mirror_of_chart(t.clone()));
+                false
+            }
+            Block::Table(t) if t.id.as_deref() == Some(ROLLOUT_TABLE_ID) => {
+                if let Some(r) = &report.rollout {
+                    let chart = rollout_chart(r, report.contract.slo.ttft_p99_s);
+                    *block = Block::Timeline(Box::new(chart));
+                }
+                true
+            }
+            _ => true,
+        });
+    }
+    let d = &report.decision;
     PlanDisplay {
         configurations: view.points.len(),
         kind: view.kind.to_string(),
-        verdict,
-        reason,
-        failed_gates,
+        verdict: report.verdict(),
+        reason: sentence(&d.reason),
+        failed_gates: d.failed_gates.iter().map(ToString::to_string).collect(),
         chart: sweep_chart(view),
-        sweep_table: sweep_table(view),
+        sweep_table: sweep_table.unwrap_or_else(|| mirror_of_chart(capacity::sweep_table(report))),
         parts_html: html(&parts),
         parts,
         markdown: report_file(report, true),
@@ -408,29 +286,10 @@ pub fn display(view: &PlanView) -> PlanDisplay {
     }
 }
 
-/// A table of the capacity panel (left-aligned first columns: `cap-keyed`).
-fn table(class: &str, id: &str, caption: String, headers: &[&str], rows: Vec<Row>) -> Table {
-    Table {
-        class: class.to_string(),
-        id: Some(id.to_string()),
-        caption,
-        headers: headers.iter().map(|h| h.to_string()).collect(),
-        rows,
-    }
-}
-
-/// A row with no class.
-fn row(header: impl Into<String>, cells: Vec<Cell>) -> Row {
-    Row {
-        class: None,
-        header: header.into(),
-        cells,
-    }
-}
-
-/// A duration in milliseconds, shown to four figures and given in seconds in full.
-fn ms_cell(t: f64) -> Cell {
-    Cell::number(figure(t * 1e3), t)
+/// A table of the report as the mirror of the chart drawn from its rows.
+fn mirror_of_chart(mut table: Table) -> Table {
+    table.caption += ": the chart's points";
+    table
 }
 
 /// The sweep: tokens/s against p99 TTFT with the SLO line.
@@ -534,465 +393,6 @@ fn sweep_takeaway(view: &PlanView, slo: f64, passing: usize) -> String {
     )
 }
 
-/// The chart's table mirror: every configuration of the sweep, one row each; with fleets
-/// (replicas, prefix caches, a queue cap), also each row's replicas, router, prefix-cache
-/// hit rate and rejected requests, as the Markdown's sweep table has them.
-fn sweep_table(view: &PlanView) -> Table {
-    let passing = view.points.iter().filter(|p| p.row.passes_gates).count();
-    let fleets = has_fleets(&view.report);
-    let rows = view.points.iter().map(|p| sweep_row(p, fleets)).collect();
-    let fleet_headers: &[&str] = if fleets {
-        &["Replicas", "Router", "Prefix hits", "Rejected"]
-    } else {
-        &[]
-    };
-    let headers: Vec<&str> = std::iter::once("Configuration")
-        .chain(fleet_headers.iter().copied())
-        .chain(SWEEP_HEADERS)
-        .collect();
-    table(
-        "mirror",
-        "cap-sweep-table",
-        format!(
-            "Every configuration of the sweep ({} rows; {passing} pass every gate): the chart's points",
-            view.points.len()
-        ),
-        &headers,
-        rows,
-    )
-}
-
-/// Whether the sweep serves any configuration on more than the single engine.
-fn has_fleets(report: &PlanReport) -> bool {
-    report.sweep.iter().any(|r| r.fleet != Fleet::single())
-}
-
-/// The sweep table's columns after the configuration and its fleet.
-const SWEEP_HEADERS: [&str; 11] = [
-    "Policy",
-    "Batch limit",
-    "Weights",
-    "Load",
-    "Offered (requests/s)",
-    "Tokens/s",
-    "p99 TTFT (ms)",
-    "p99 time per token (ms)",
-    "Goodput (requests/s)",
-    "Cost per M tokens",
-    "Gates",
-];
-
-fn sweep_row(p: &SweepPoint, fleets: bool) -> Row {
-    let r = &p.row;
-    // A configuration that could not run has no figures to show, only its value (zero).
-    let number = |x: f64, scale: f64| {
-        let shown = if r.error.is_some() {
-            "—".to_string()
-        } else {
-            figure(x * scale)
-        };
-        Cell::number(shown, x)
-    };
-    let class = match (p.chosen, r.passes_gates) {
-        (true, _) => "cap-chosen-row",
-        (false, true) => "cap-pass-row",
-        (false, false) => "cap-fail-row",
-    };
-    let header = if p.chosen {
-        format!("{} (released)", r.label)
-    } else {
-        r.label.clone()
-    };
-    let fleet = [
-        Cell::number(r.replicas.to_string(), r.replicas),
-        Cell::text(r.router.clone()),
-        Cell::number(percent(r.prefix_cache_hit_rate), r.prefix_cache_hit_rate),
-        Cell::number(r.rejected.to_string(), r.rejected),
-    ];
-    let fleet = if fleets { &fleet[..] } else { &[] };
-    Row {
-        class: Some(class.to_string()),
-        header,
-        cells: fleet
-            .iter()
-            .cloned()
-            .chain([
-                Cell::text(r.batching.clone()),
-                Cell::number(r.max_sequences.to_string(), r.max_sequences),
-                Cell::text(r.weights.clone()),
-                Cell::number(format!("{}x", r.load_scale), r.load_scale),
-                number(r.offered_rate_per_s, 1.0),
-                number(r.output_tokens_per_s, 1.0),
-                number(r.ttft_p99_s, 1e3),
-                number(r.tpot_p99_s, 1e3),
-                number(r.goodput_per_s, 1.0),
-                number(r.cost_per_million_output_tokens, 1.0),
-                Cell::text(p.gates.clone()),
-            ])
-            .collect(),
-    }
-}
-
-/// The chapter's four parts: contract, profiler and bottlenecks, quality gates, capacity
-/// and cost.
-fn parts(report: &PlanReport) -> Vec<Part> {
-    let chosen = &report.chosen;
-    let m = &chosen.metrics;
-    let contract = contract_rows(report)
-        .into_iter()
-        .map(|(k, v)| row(k, vec![Cell::text(v)]))
-        .collect();
-    let latency = std::iter::once(&m.all)
-        .chain(&m.by_slice)
-        .map(|s| {
-            row(
-                s.slice.clone(),
-                vec![
-                    Cell::number(s.requests.to_string(), s.requests),
-                    ms_cell(s.ttft.p50),
-                    ms_cell(s.ttft.p99),
-                    ms_cell(s.tpot.p50),
-                    ms_cell(s.tpot.p99),
-                    ms_cell(s.e2e.p99),
-                    Cell::number(figure(s.goodput_per_s), s.goodput_per_s),
-                    Cell::number(percent(s.slo_attainment), s.slo_attainment),
-                ],
-            )
-        })
-        .collect();
-    let shares = bottleneck_rows(report)
-        .into_iter()
-        .map(|(what, share)| row(what, vec![Cell::number(percent(share), share)]))
-        .collect();
-    let b = &m.bottleneck;
-    let kv = &m.kv;
-    let bottleneck = format!(
-        "Bottleneck: {}. {} iterations of {} tokens on average, {} preemptions; KV cache of {} blocks of {} tokens, peak use {} blocks, minimum headroom {}.",
-        b.dominant,
-        b.iterations,
-        figure(b.mean_tokens_per_iteration),
-        b.preemptions,
-        kv.blocks,
-        kv.block_size,
-        kv.peak_used_blocks,
-        percent(kv.min_headroom)
-    );
-    let quality = report
-        .quality
-        .iter()
-        .map(|q| Row {
-            class: (!q.passed).then(|| "over".to_string()),
-            header: format!("{} ({})", q.slice, q.name),
-            cells: vec![
-                Cell::text(q.weights.clone()),
-                Cell::number(format!("{:.5}", q.bits_per_byte), q.bits_per_byte),
-                Cell::number(format!("{:.5}", q.max_bits_per_byte), q.max_bits_per_byte),
-                Cell::text(if q.passed { "pass" } else { "fail" }),
-            ],
-        })
-        .collect();
-    let gates = chosen
-        .gates
-        .iter()
-        .map(|g| format!("{}{g}", if g.passed { "pass: " } else { "fail: " }))
-        .collect();
-    let d = &report.decision;
-    let cost = vec![
-        row("configuration", vec![Cell::text(d.policy.label())]),
-        row(
-            "sustained load per replica (requests/s)",
-            vec![Cell::number(
-                figure(d.sustained_rate_per_s),
-                d.sustained_rate_per_s,
-            )],
-        ),
-        row(
-            "load scale per replica",
-            vec![Cell::number(format!("{}x", d.load_scale), d.load_scale)],
-        ),
-        row(
-            "replicas for the trace",
-            vec![Cell::number(d.replicas.to_string(), d.replicas)],
-        ),
-        row(
-            "cost per hour",
-            vec![Cell::number(figure(d.cost_per_hour), d.cost_per_hour)],
-        ),
-        row(
-            "cost per million output tokens",
-            vec![Cell::number(
-                figure(m.cost_per_million_output_tokens),
-                m.cost_per_million_output_tokens,
-            )],
-        ),
-        row(
-            "output tokens/s",
-            vec![Cell::number(
-                figure(m.output_tokens_per_s),
-                m.output_tokens_per_s,
-            )],
-        ),
-    ];
-    let mut cost_part = vec![Block::Table(table(
-        "mirror cap-keyed",
-        "cap-cost-table",
-        format!("What the decision ships: {}", d.name),
-        &["Figure", "Value"],
-        cost,
-    ))];
-    if let Some(t) = &d.max_throughput {
-        let verdict = if t.passes_gates {
-            "it passes every gate.".to_string()
-        } else {
-            format!("it fails: {}.", t.failed_gates)
-        };
-        cost_part.push(Block::Text(format!(
-            "Maximising tokens/s alone would pick {} ({} tokens/s, p99 TTFT {}, goodput {} requests/s): {verdict}",
-            t.label,
-            figure(t.output_tokens_per_s),
-            seconds(t.ttft_p99_s),
-            figure(t.goodput_per_s)
-        )));
-    }
-    let mut parts = vec![Part {
-        id: "cap-contract-title".into(),
-        title: "1. Benchmark contract".into(),
-        blocks: vec![Block::Table(table(
-            "mirror cap-keyed",
-            "cap-contract-table",
-            "What was simulated, under which assumptions".into(),
-            &["Input", "Value"],
-            contract,
-        ))],
-    }];
-    parts.extend(speculation_part(report));
-    parts.extend(lengths_part(report));
-    parts.extend([
-        Part {
-            id: "cap-profile-title".into(),
-            title: format!("2. Profiler and bottleneck report: {}", chosen.name),
-            blocks: vec![
-                Block::Table(table(
-                    "mirror",
-                    "cap-latency-table",
-                    "Latency and goodput of the shipped configuration, on all traffic and per slice".into(),
-                    &[
-                        "Slice",
-                        "Requests",
-                        "TTFT p50 (ms)",
-                        "TTFT p99 (ms)",
-                        "Time per token p50 (ms)",
-                        "Time per token p99 (ms)",
-                        "End to end p99 (ms)",
-                        "Goodput (requests/s)",
-                        "SLO attainment",
-                    ],
-                    latency,
-                )),
-                Block::Table(table(
-                    "mirror cap-keyed",
-                    "cap-bottleneck-table",
-                    "Where the time went (shares of the simulated wall time; queueing as a share of request latency)".into(),
-                    &["Time spent in", "Share"],
-                    shares,
-                )),
-                Block::Text(bottleneck),
-            ],
-        },
-        Part {
-            id: "cap-quality-title".into(),
-            title: "3. Quality gates".into(),
-            blocks: vec![
-                Block::Table(table(
-                    "mirror",
-                    "cap-quality-table",
-                    "Held-out bits per byte of the tiny model per slice and weight path (lower is better), against each slice's floor; eu is the rare slice".into(),
-                    &["Slice", "Weights", "Bits/byte", "Floor", "Verdict"],
-                    quality,
-                )),
-                Block::Text(format!("Gates of {}:", chosen.name)),
-                Block::List {
-                    class: "cap-gates-list".into(),
-                    items: gates,
-                },
-            ],
-        },
-        Part {
-            id: "cap-cost-title".into(),
-            title: "4. Capacity and cost recommendation".into(),
-            blocks: cost_part,
-        },
-        operations_part(report),
-    ]);
-    parts
-}
-
-/// When the sweep speculates: α and E per decoding policy and slice, the plan's policy
-/// first, as the crate measured them.
-fn speculation_part(report: &PlanReport) -> Option<Part> {
-    let s = report.contract.speculation.as_ref()?;
-    let rows = s
-        .acceptance
-        .iter()
-        .map(|a| Row {
-            class: (a.policy == s.decoding).then(|| "cap-chosen-row".to_string()),
-            header: a.policy.clone(),
-            cells: vec![
-                Cell::text(a.slice.clone()),
-                Cell::number(figure(a.acceptance_rate), a.acceptance_rate),
-                Cell::number(
-                    figure(a.expected_tokens_per_step),
-                    a.expected_tokens_per_step,
-                ),
-            ],
-        })
-        .collect();
-    Some(Part {
-        id: "cap-speculation-title".into(),
-        title: "Speculative decoding".into(),
-        blocks: vec![Block::Table(table(
-            "mirror",
-            "cap-speculation-table",
-            format!(
-                "Acceptance rate α of the {} draft, measured per decoding policy and slice, and the expected tokens per verification step E = (1 − α^(k+1)) / (1 − α) at k = {}; the plan serves {} ({} µs per drafted token)",
-                s.draft,
-                s.k,
-                s.decoding,
-                figure(s.draft_s_per_token * 1e6)
-            ),
-            &["Decoding policy", "Slice", "α", "E (tokens per step)"],
-            rows,
-        ))],
-    })
-}
-
-/// When output lengths come from the decoding policy: per slice, how often the measured
-/// runs chose end-of-text, the share of its budget a request keeps, and the mean output
-/// the trace asked for against the one served.
-fn lengths_part(report: &PlanReport) -> Option<Part> {
-    let l = report.contract.lengths.as_ref()?;
-    let rows = l
-        .slices
-        .iter()
-        .map(|sl| {
-            row(
-                sl.slice.clone(),
-                vec![
-                    Cell::number(sl.runs.to_string(), sl.runs as f64),
-                    Cell::number(format!("{:.1} %", sl.eos_share * 100.0), sl.eos_share),
-                    Cell::number(
-                        format!("{:.1} %", sl.mean_budget_share * 100.0),
-                        sl.mean_budget_share,
-                    ),
-                    Cell::number(figure(sl.mean_budget_tokens), sl.mean_budget_tokens),
-                    Cell::number(figure(sl.mean_output_tokens), sl.mean_output_tokens),
-                ],
-            )
-        })
-        .collect();
-    Some(Part {
-        id: "cap-lengths-title".into(),
-        title: "Output lengths from the decoding policy".into(),
-        blocks: vec![Block::Table(table(
-            "mirror",
-            "cap-lengths-table",
-            format!(
-                "Where {} stopped in the tiny model's measured runs (at most {} tokens each), and the output each slice's requests were served with: a request keeps the share of its trace length that one measured run used",
-                l.decoding, l.max_new_tokens
-            ),
-            &[
-                "Slice",
-                "Measured runs",
-                "Chose end-of-text",
-                "Mean share of budget",
-                "Trace's mean output (tokens)",
-                "Served mean output (tokens)",
-            ],
-            rows,
-        ))],
-    })
-}
-
-/// Part 5: a detector, owner, mitigation and stop condition for every gate of what ships,
-/// and the canary when one was simulated.
-fn operations_part(report: &PlanReport) -> Part {
-    let rows = report
-        .playbook
-        .iter()
-        .map(|p| {
-            row(
-                p.detector.clone(),
-                vec![
-                    Cell::text(p.owner.clone()),
-                    Cell::text(p.mitigation.clone()),
-                    Cell::text(p.stop_condition.clone()),
-                ],
-            )
-        })
-        .collect();
-    let mut blocks = vec![Block::Table(table(
-        "mirror cap-keyed",
-        "cap-playbook-table",
-        "The failure playbook: a detector for every gate of the shipped configuration".into(),
-        &["Detector", "Owner", "Mitigation", "Stop condition"],
-        rows,
-    ))];
-    if let Some(r) = &report.rollout {
-        blocks.push(Block::Text(rollout_words(r)));
-        blocks.push(Block::Timeline(Box::new(rollout_chart(
-            r,
-            report.contract.slo.ttft_p99_s,
-        ))));
-    }
-    Part {
-        id: "cap-playbook-title".into(),
-        title: "5. Failure playbook and rollout".into(),
-        blocks,
-    }
-}
-
-/// The canary in a paragraph: whether it stopped, when the detector fired and on what,
-/// and the requests that missed the SLO, overall and per slice.
-pub fn rollout_words(r: &RolloutReport) -> String {
-    let after = |t: f64| seconds(t - r.start_s);
-    let opening = format!(
-        "Canary: {} took {} of the requests from t0 = {}, judged over {} windows; the fallback is {}.",
-        r.candidate,
-        percent(r.fraction),
-        seconds(r.start_s),
-        seconds(r.window_s),
-        r.fallback
-    );
-    let per_slice = r
-        .missed_by_slice
-        .iter()
-        .map(|(slice, missed, of)| format!("{slice} {missed} of {of}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let outcome = match (&r.detector, r.detected_at_s, r.stopped_at_s) {
-        (Some(d), Some(detected), Some(stopped)) => format!(
-            "Stopped: the detector fired {} after t0 ({d}); the canary's traffic returned to {} {} after t0. {} of its {} requests missed the SLO ({per_slice}); after the stop the fallback served {} of its share and missed {}.",
-            after(detected),
-            r.fallback,
-            after(stopped),
-            r.missed_slo,
-            r.canary_requests,
-            r.after_stop_requests,
-            r.after_stop_missed
-        ),
-        _ => format!(
-            "Completed: no detector fired; {} of the canary's {} requests missed the SLO ({per_slice}).",
-            r.missed_slo, r.canary_requests
-        ),
-    };
-    format!("{opening} {outcome}")
-}
-
-/// The detection window: the first that breached a gate.
-fn detection_window(r: &RolloutReport) -> Option<usize> {
-    r.timeline.iter().position(|w| !w.breached.is_empty())
-}
-
 /// The canary's p99 TTFT per detector window against the SLO, the detection window
 /// marked, and the windows as its table.
 fn rollout_chart(r: &RolloutReport, slo_s: f64) -> TimelineChart {
@@ -1067,32 +467,6 @@ fn rollout_chart(r: &RolloutReport, slo_s: f64) -> TimelineChart {
         let w = &r.timeline[i];
         (x_of(w.start_s), x_of(w.end_s), "detected".to_string())
     });
-    let rows = r
-        .timeline
-        .iter()
-        .enumerate()
-        .map(|(i, w)| Row {
-            class: if Some(i) == detected {
-                Some("cap-detected-row".to_string())
-            } else {
-                (!w.breached.is_empty()).then(|| "over".to_string())
-            },
-            header: window_name(r, w),
-            cells: vec![
-                Cell::number(w.canary_requests.to_string(), w.canary_requests),
-                if w.canary_requests == 0 {
-                    Cell::text("—")
-                } else {
-                    ms_cell(w.canary_ttft_p99_s)
-                },
-                Cell::text(if w.breached.is_empty() {
-                    "none".to_string()
-                } else {
-                    w.breached.join("; ")
-                }),
-            ],
-        })
-        .collect();
     let breaching = r.timeline.iter().filter(|w| !w.breached.is_empty()).count();
     TimelineChart {
         width,
@@ -1121,45 +495,15 @@ fn rollout_chart(r: &RolloutReport, slo_s: f64) -> TimelineChart {
         level_y: y_of(slo_s * 1e3),
         level_label: format!("TTFT SLO {}", seconds(slo_s)),
         marked,
-        table: table(
-            "mirror",
-            "cap-rollout-table",
-            format!(
-                "The canary's detector windows ({} rows): the chart's points",
-                r.timeline.len()
-            ),
-            &[
-                "Window (after t0)",
-                "Canary requests",
-                "p99 TTFT (ms)",
-                "Breached gates",
-            ],
-            rows,
-        ),
-    }
-}
-
-/// A window as its span after t0: "0 s – 150 ms".
-fn window_name(r: &RolloutReport, w: &capacity::RolloutWindow) -> String {
-    format!(
-        "{} – {}",
-        elapsed(w.start_s - r.start_s),
-        elapsed(w.end_s - r.start_s)
-    )
-}
-
-/// A time after t0: [`seconds`], whose "0 µs" reads better as t0 itself, "0 s".
-fn elapsed(t: f64) -> String {
-    if t <= 0.0 {
-        "0 s".into()
-    } else {
-        seconds(t)
+        table: mirror_of_chart(rollout_table(r)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use report::Row;
+
     use crate::planner::form::tests::{named, small};
     use crate::planner::form::{hardware_options, model_options, trace_options};
 
@@ -1210,15 +554,22 @@ mod tests {
         assert!(model_options()
             .iter()
             .any(|(v, _)| v == "decode-lab-tiny-v1"));
-        let (verdict, reason, failed) = decision_words(&view.report);
+        let (verdict, reason, failed) = decision_words(&view);
         assert!(verdict.starts_with("Release: "), "{verdict}");
         assert!(reason.ends_with('.') && failed.is_empty(), "{reason}");
-        let contract = contract_rows(&view.report);
+        let shown = display(&view);
+        let contract: Vec<(String, String)> = rows_of(&shown, "cap-contract-table")
+            .iter()
+            .map(|r| (r.header.clone(), r.cells[0].text.clone()))
+            .collect();
         assert!(
             contract.iter().any(|(k, _)| k == "slice eu"),
             "{contract:?}"
         );
-        let shares: f64 = bottleneck_rows(&view.report)[..4].iter().map(|r| r.1).sum();
+        let shares: f64 = rows_of(&shown, "cap-bottleneck-table")[..4]
+            .iter()
+            .map(|r| r.cells[0].value.as_deref().unwrap().parse::<f64>().unwrap())
+            .sum();
         assert!((shares - 1.0).abs() < 1e-9, "{shares}");
         assert!(view.report.to_markdown().contains("## 3. Quality gates"));
         assert_eq!(
@@ -1238,7 +589,7 @@ mod tests {
         assert!(view.points.iter().all(|p| !p.chosen));
         assert!(view.curve.is_empty() && known_good(&view.report).is_none());
         assert_eq!(view.kind, "degrade-to-baseline");
-        let (verdict, _, failed) = decision_words(&view.report);
+        let (verdict, _, failed) = decision_words(&view);
         assert!(verdict.contains("named baseline"), "{verdict}");
         assert!(failed.iter().any(|g| g.contains("p99 TTFT")), "{failed:?}");
         assert!(failed.iter().any(|g| g.contains("over")), "{failed:?}");
@@ -1408,6 +759,12 @@ mod tests {
             )),
             "{takeaway}"
         );
+    }
+
+    /// The decision as the page shows it: the verdict, the reason and the failed gates.
+    fn decision_words(view: &PlanView) -> (String, String, Vec<String>) {
+        let shown = display(view);
+        (shown.verdict, shown.reason, shown.failed_gates)
     }
 
     /// The rows of a table of the display, by its id.
@@ -1639,7 +996,7 @@ mod tests {
         assert_eq!(chart.points.len(), measured);
         assert_eq!(chart.lines.iter().map(Vec::len).sum::<usize>(), measured);
         assert_eq!(chart.marked.is_some(), r.detected_at_s.is_some());
-        let words = rollout_words(r);
+        let words = capacity::rollout_words(r);
         assert!(
             words.contains(if r.stop_condition_fired {
                 "Stopped: "
@@ -1675,7 +1032,7 @@ mod tests {
         let chart = rollout_chart(r, report.contract.slo.ttft_p99_s);
         // The chat-prefix trace's longer prompts breach the TTFT SLO the plan's own trace met.
         let (Some(t), Some(i)) = (r.detected_at_s, detection_window(r)) else {
-            panic!("the canary should stop: {}", rollout_words(r));
+            panic!("the canary should stop: {}", capacity::rollout_words(r));
         };
         assert!(r.stop_condition_fired);
         assert_eq!(r.timeline[i].end_s, t);
@@ -1690,7 +1047,7 @@ mod tests {
             .map(|(j, _)| j)
             .collect();
         assert_eq!(shaded, [i]);
-        let words = rollout_words(r);
+        let words = capacity::rollout_words(r);
         assert!(words.contains("Stopped: the detector fired"), "{words}");
         assert!(words.contains(r.detector.as_deref().unwrap()), "{words}");
     }
