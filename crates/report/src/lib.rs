@@ -62,7 +62,7 @@ impl Row {
 
 /// A whole table: its class and id (for the page's styles and tests), its caption, one row
 /// of column headers, and the body rows.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Table {
     pub class: String,
     pub id: Option<String>,

@@ -20,7 +20,7 @@ use report::{sentence, Block, ChartPoint, Table, TimelineChart};
 use crate::planner::form::{field, CapacityForm, PLAN_ID};
 use crate::planner::protocol::{PlanDisplay, ReportFile, SweepChart};
 use crate::widgets::form::{Form, Problems};
-use crate::widgets::markup::html;
+use crate::widgets::markup::{escape, figure_html, html, point};
 
 /// The plan the URL pairs `form` describe, degrading to `known_good` (the JSON of a
 /// known-good plan) before the baseline, as the page shows it; or the problems, each at its
@@ -269,6 +269,8 @@ pub fn display(view: &PlanView) -> PlanDisplay {
             _ => true,
         });
     }
+    let sweep_table = sweep_table.unwrap_or_else(|| mirror_of_chart(capacity::sweep_table(report)));
+    let chart = sweep_chart(view);
     let d = &report.decision;
     PlanDisplay {
         configurations: view.points.len(),
@@ -276,8 +278,9 @@ pub fn display(view: &PlanView) -> PlanDisplay {
         verdict: report.verdict(),
         reason: sentence(&d.reason),
         failed_gates: d.failed_gates.iter().map(ToString::to_string).collect(),
-        chart: sweep_chart(view),
-        sweep_table: sweep_table.unwrap_or_else(|| mirror_of_chart(capacity::sweep_table(report))),
+        sweep_html: sweep_html(&chart, &sweep_table),
+        chart,
+        sweep_table,
         parts_html: html(&parts),
         parts,
         markdown: report_file(report, true),
@@ -335,6 +338,53 @@ fn sweep_chart(view: &PlanView) -> SweepChart {
         points,
         curve: view.curve.clone(),
     }
+}
+
+/// The sweep chart's markup: the scatter of tokens/s against p99 TTFT (log scale), the
+/// SLO's line, the released configuration's curve over the loads and a ring round it, and
+/// the table whose rows the points are.
+fn sweep_html(c: &SweepChart, table: &Table) -> String {
+    let (x0, x1) = (c.left, c.width - c.right);
+    let (y0, y1) = (c.top, c.height - c.bottom);
+    let curve: Vec<String> = c
+        .curve
+        .iter()
+        .map(|(x, y)| format!("{x:.2},{y:.2}"))
+        .collect();
+    let mut inside = format!(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"axis-label\">p99 time to first token</text>\
+         <line x1=\"{slo}\" y1=\"{y0}\" x2=\"{slo}\" y2=\"{y1}\" class=\"cap-slo\"></line>\
+         <text x=\"{}\" y=\"{}\" class=\"axis-label\">{}</text>\
+         <polyline points=\"{}\" class=\"cap-curve\"></polyline>",
+        (x0 + x1) / 2.0,
+        c.height - 6.0,
+        c.slo_x + 4.0,
+        y0 + 10.0,
+        escape(&c.slo_label),
+        curve.join(" "),
+        slo = c.slo_x,
+    );
+    for p in &c.points {
+        inside += &point(p.row, (p.x, p.y, p.value), 3.5, !p.passes, &p.title);
+        if p.chosen {
+            inside += &format!(
+                "<circle cx=\"{}\" cy=\"{}\" r=\"8\" class=\"cap-chosen\"></circle>",
+                p.x, p.y
+            );
+        }
+    }
+    figure_html(
+        "cap-sweep",
+        (c.width, c.height, c.left, c.right, c.top, c.bottom),
+        "The sweep: output tokens/s against p99 time to first token (log scale)",
+        &c.summary,
+        &c.x_ticks,
+        &c.y_ticks,
+        "output tokens/s",
+        &inside,
+        "● passes every gate; × fails a gate; ring: the released configuration, its line: the same configuration at each load; dashed: the TTFT SLO.",
+        table,
+    )
 }
 
 /// The sweep chart's takeaway, from its points: the released configuration against the TTFT
@@ -843,14 +893,31 @@ mod tests {
             NamedPolicy::from_known_good_json(&released).ok(),
             known_good(&report)
         );
-        // What crosses to the page reads back as it was sent; the parts cross as markup.
+        // What crosses to the page reads back as it was sent; the chart, its table and the
+        // parts cross as markup.
         let text = serde_json::to_string(&display).unwrap();
         let crossed = PlanDisplay {
             parts: Vec::new(),
+            chart: SweepChart::default(),
+            sweep_table: Table::default(),
             ..display.clone()
         };
         assert_eq!(serde_json::from_str::<PlanDisplay>(&text).unwrap(), crossed);
         assert_eq!(display.parts_html, html(&display.parts));
+        for p in &display.chart.points {
+            assert!(
+                display
+                    .sweep_html
+                    .contains(&format!("data-point=\"{}\"", p.row)),
+                "a mark for row {}",
+                p.row
+            );
+        }
+        assert!(display.sweep_html.contains("id=\"cap-sweep-table\""));
+        assert_eq!(
+            display.sweep_html.matches("class=\"cap-chosen\"").count(),
+            1
+        );
 
         // An SLO nothing meets degrades to the configuration released above.
         let strict: Vec<(String, String)> = pairs

@@ -1,10 +1,10 @@
 //! The one typed protocol between the Capacity panel and the planner worker: a
 //! [`PlannerJob`] from the page (check the form, or plan it), [`PlannerEvent`]s back, each crossing as its JSON text
 //! ([`crate::link::message::to_js`]). What a plan shows crosses as a [`PlanDisplay`]:
-//! words, chart positions and table rows the worker has already formatted, so the page
-//! deserialises text and numbers, never a `capacity::PlanReport` (which measured +28,800
-//! bytes of page wasm), and draws every table with one renderer
-//! ([`crate::widgets::chart::data_table`]).
+//! the decision in words and the markup of the sweep chart and of the report's parts,
+//! which the worker has already written, so the page deserialises text, never a
+//! `capacity::PlanReport` (which measured +28,800 bytes of page wasm), and draws no chart
+//! or table of a plan itself.
 
 use report::{ChartPoint, Part, Table};
 use serde::{Deserialize, Serialize};
@@ -97,11 +97,16 @@ pub struct PlanDisplay {
     pub reason: String,
     /// The best candidate's failed gates, each with how far it is over (when it degrades).
     pub failed_gates: Vec<String>,
+    /// The sweep chart and its table, which stay in the worker (its tests read them); the
+    /// page gets their markup, `sweep_html`.
+    #[serde(skip)]
     pub chart: SweepChart,
     /// The chart's table mirror: one row per point.
+    #[serde(skip)]
     pub sweep_table: Table,
-    /// The report's parts after the sweep, in order. They stay in the worker (its tests
-    /// read them); the page gets their markup, `parts_html`.
+    pub sweep_html: String,
+    /// The report's parts after the sweep, in order; the page gets their markup,
+    /// `parts_html`.
     #[serde(skip)]
     pub parts: Vec<Part>,
     pub parts_html: String,
@@ -112,7 +117,7 @@ pub struct PlanDisplay {
 }
 
 /// The sweep as a scatter: positions in the chart's viewBox units, labels in words.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct SweepChart {
     pub width: f64,
     pub height: f64,

@@ -11,7 +11,7 @@
 //! `scope="row"`.
 
 use leptos::prelude::*;
-use report::{Cell, Row, Table};
+use report::{Cell, Row};
 
 use crate::widgets::walk;
 
@@ -366,24 +366,6 @@ fn body_row(r: Row, group: Option<String>) -> impl IntoView {
             <th scope="row">{r.header}</th>
             {cells}
         </tr>
-    }
-}
-
-/// A [`Table`], drawn as [`mirror_table`] draws one.
-pub fn data_table(table: Table) -> impl IntoView {
-    let head = table
-        .headers
-        .into_iter()
-        .map(|c| view! { <th scope="col">{c}</th> })
-        .collect_view();
-    view! {
-        <table class=table.class id=table.id>
-            <caption>{table.caption}</caption>
-            <thead>
-                <tr>{head}</tr>
-            </thead>
-            <tbody>{body_rows(table.rows)}</tbody>
-        </table>
     }
 }
 

@@ -110,7 +110,7 @@ pub fn table_html(table: &Table) -> String {
 /// the legend and the table follow.
 #[cfg(any(feature = "planner", feature = "observer"))]
 #[allow(clippy::too_many_arguments)]
-fn figure_html(
+pub(crate) fn figure_html(
     class: &str,
     frame: (f64, f64, f64, f64, f64, f64),
     caption: &str,
@@ -182,7 +182,7 @@ fn walk_notes() -> String {
 /// tooltip: a dot (`cap-pass`), or a cross (`cap-breach`) where it breached, so that a breach
 /// differs in shape and not only in colour (the capacity sweep's failures are crosses too).
 #[cfg(any(feature = "planner", feature = "observer"))]
-fn point(
+pub(crate) fn point(
     row: usize,
     (x, y, value): (f64, f64, f64),
     r: f64,

@@ -24,7 +24,6 @@ use crate::planner::form::{
 use crate::planner::protocol::{PlanDisplay, Planner, PlannerEvent, PlannerJob};
 use crate::shell::url;
 use crate::shell::web::download;
-use crate::widgets::chart::{data_table, walk_notes};
 use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, Choice, Field};
 use crate::widgets::form::{problem_at, problem_id, Form, ProblemSummary, Problems};
@@ -347,103 +346,7 @@ fn CapacityResult(display: Arc<PlanDisplay>) -> impl IntoView {
             </p>
             {move || download_error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
         </div>
-        {sweep_chart(&display)}
+        <div class="cap-sweep-chart" inner_html=display.sweep_html.clone()></div>
         <div class="cap-parts" inner_html=parts></div>
     }
-}
-
-/// The sweep: tokens/s against p99 TTFT with the SLO line, and the table from the same rows.
-fn sweep_chart(display: &PlanDisplay) -> impl IntoView {
-    let c = &display.chart;
-    let (x0, x1) = (c.left, c.width - c.right);
-    let (y0, y1) = (c.top, c.height - c.bottom);
-    let ticks = axis_ticks(&c.x_ticks, &c.y_ticks, x0, y1);
-    let curve: String = c
-        .curve
-        .iter()
-        .map(|(x, y)| format!("{x:.2},{y:.2}"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let marks = c
-        .points
-        .iter()
-        .map(|p| {
-            let (x, y, row, value) = (p.x, p.y, p.row, p.value);
-            let title = p.title.clone();
-            let mark = if p.passes {
-                view! { <circle cx=x cy=y r="3.5" class="cap-pass" data-point=row data-sound=value><title>{title}</title></circle> }
-                    .into_any()
-            } else {
-                let d = format!(
-                    "M{} {} L{} {} M{} {} L{} {}",
-                    x - 3.0,
-                    y - 3.0,
-                    x + 3.0,
-                    y + 3.0,
-                    x - 3.0,
-                    y + 3.0,
-                    x + 3.0,
-                    y - 3.0
-                );
-                view! { <path d=d class="cap-fail" data-point=row data-sound=value><title>{title}</title></path> }.into_any()
-            };
-            let ring = p
-                .chosen
-                .then(|| view! { <circle cx=x cy=y r="8" class="cap-chosen"></circle> });
-            view! { {mark}{ring} }
-        })
-        .collect_view();
-    view! {
-        // Focusable, so a keyboard can scroll a table wider than the page (axe-core's
-        // scrollable-region-focusable).
-        <figure class="stage cap-sweep" data-walk="">
-            <figcaption>"The sweep: output tokens/s against p99 time to first token (log scale)"</figcaption>
-            <p class="takeaway">{c.summary.clone()}</p>
-            <svg class="chart" viewBox=format!("0 0 {} {}", c.width, c.height) tabindex="0" role="application" aria-label=c.summary.clone() data-walk-chart="">
-                <line x1=x0 y1=y1 x2=x1 y2=y1 class="axis"></line>
-                <line x1=x0 y1=y0 x2=x0 y2=y1 class="axis"></line>
-                {ticks}
-                <text x=(x0 + x1) / 2.0 y=c.height - 6.0 text-anchor="middle" class="axis-label">"p99 time to first token"</text>
-                <text x="10" y=(y0 + y1) / 2.0 text-anchor="middle" class="axis-label" transform=format!("rotate(-90 10 {})", (y0 + y1) / 2.0)>"output tokens/s"</text>
-                <line x1=c.slo_x y1=y0 x2=c.slo_x y2=y1 class="cap-slo"></line>
-                <text x=c.slo_x + 4.0 y=y0 + 10.0 class="axis-label">{c.slo_label.clone()}</text>
-                <polyline points=curve class="cap-curve"></polyline>
-                {marks}
-            </svg>
-            {walk_notes()}
-            <p class="cap-legend chart-only">
-                "● passes every gate; × fails a gate; ring: the released configuration, its line: the same configuration at each load; dashed: the TTFT SLO."
-            </p>
-            {data_table(display.sweep_table.clone())}
-        </figure>
-    }
-}
-
-/// The tick marks and labels of a chart's axes: x's below the plot's bottom edge `y1`, y's
-/// left of its left edge `x0`.
-fn axis_ticks(
-    x_ticks: &[(f64, String)],
-    y_ticks: &[(f64, String)],
-    x0: f64,
-    y1: f64,
-) -> impl IntoView {
-    let x = x_ticks
-        .iter()
-        .map(|(x, label)| {
-            view! {
-                <line x1=*x y1=y1 x2=*x y2=y1 + 4.0 class="axis"></line>
-                <text x=*x y=y1 + 15.0 text-anchor="middle" class="axis-label">{label.clone()}</text>
-            }
-        })
-        .collect_view();
-    let y = y_ticks
-        .iter()
-        .map(|(y, label)| {
-            view! {
-                <line x1=x0 - 4.0 y1=*y x2=x0 y2=*y class="axis"></line>
-                <text x=x0 - 6.0 y=*y + 3.0 text-anchor="end" class="axis-label">{label.clone()}</text>
-            }
-        })
-        .collect_view();
-    view! { {x} {y} }
 }
