@@ -6,7 +6,7 @@
 //! words come from the `observe` crate ([`observe::table`]), as the CLI's do.
 
 use observe::table::{rate, rows, COLUMNS};
-use observe::{Report, Summary};
+use observe::{Report, RunLineError, Summary};
 use serde::Deserialize;
 
 use crate::observer::protocol::ObserveDisplay;
@@ -25,7 +25,7 @@ pub struct AlternativesTable {
 
 /// Splits a stream of bytes into lines, numbered from 1, as the chunks arrive: a line may
 /// span chunks. Blank lines are counted and skipped; a line that is not UTF-8 is handed on
-/// as the reason it cannot be read.
+/// as the reason it cannot be read ([`RunLineError::NotUtf8`]).
 #[derive(Default)]
 pub struct LineSplitter {
     pending: Vec<u8>,
@@ -33,7 +33,7 @@ pub struct LineSplitter {
 }
 
 impl LineSplitter {
-    pub fn feed(&mut self, chunk: &[u8], line: &mut dyn FnMut(u64, Result<&str, String>)) {
+    pub fn feed(&mut self, chunk: &[u8], line: &mut dyn FnMut(u64, Result<&str, RunLineError>)) {
         let mut start = 0;
         for (i, _) in chunk.iter().enumerate().filter(|(_, b)| **b == b'\n') {
             if self.pending.is_empty() {
@@ -49,7 +49,7 @@ impl LineSplitter {
     }
 
     /// The last line, when the stream does not end with a newline.
-    pub fn finish(&mut self, line: &mut dyn FnMut(u64, Result<&str, String>)) {
+    pub fn finish(&mut self, line: &mut dyn FnMut(u64, Result<&str, RunLineError>)) {
         if !self.pending.is_empty() {
             let last = std::mem::take(&mut self.pending);
             self.emit(&last, line);
@@ -61,13 +61,13 @@ impl LineSplitter {
         self.read
     }
 
-    fn emit(&mut self, bytes: &[u8], line: &mut dyn FnMut(u64, Result<&str, String>)) {
+    fn emit(&mut self, bytes: &[u8], line: &mut dyn FnMut(u64, Result<&str, RunLineError>)) {
         self.read += 1;
         let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
         match std::str::from_utf8(bytes) {
             Ok(text) if text.trim().is_empty() => {}
             Ok(text) => line(self.read, Ok(text)),
-            Err(e) => line(self.read, Err(format!("the line is not UTF-8 text: {e}"))),
+            Err(e) => line(self.read, Err(RunLineError::NotUtf8(e))),
         }
     }
 }
@@ -589,7 +589,9 @@ mod tests {
     fn lines(chunks: &[&[u8]]) -> Vec<(u64, Result<String, String>)> {
         let mut out = Vec::new();
         let mut splitter = LineSplitter::default();
-        let mut take = |n: u64, l: Result<&str, String>| out.push((n, l.map(str::to_string)));
+        let mut take = |n: u64, l: Result<&str, RunLineError>| {
+            out.push((n, l.map(str::to_string).map_err(|e| e.to_string())))
+        };
         for chunk in chunks {
             splitter.feed(chunk, &mut take);
         }

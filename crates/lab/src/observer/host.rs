@@ -6,7 +6,7 @@
 //! [`ObserverEvent::Panicked`] before the worker dies.
 
 use langid::LangId;
-use observe::{DriftRule, Observation, Outcomes};
+use observe::{DriftRule, Observation, Outcomes, RunLineError};
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -137,7 +137,7 @@ async fn observe(job: ObserveJob) -> Result<ObserveDisplay, String> {
     for source in &runs {
         let mut lines = LineSplitter::default();
         let mut next_report = PROGRESS_LINES;
-        let add = |observation: &mut Observation, number: u64, line: Result<&str, String>| {
+        let add = |observation: &mut Observation, number: u64, line: Result<&str, RunLineError>| {
             let read = line.and_then(observe::read_run);
             observation.add_read(&source.name, number as usize, read);
         };
