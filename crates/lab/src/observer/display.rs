@@ -9,6 +9,7 @@ use observe::table::{rate, rows, COLUMNS};
 use observe::{Report, RunLineError, Summary};
 use serde::Deserialize;
 
+use crate::observer::error::ObserverError;
 use crate::observer::protocol::ObserveDisplay;
 use crate::widgets::chart::{Cell, Row, Table};
 use crate::widgets::report::{html, Block, IntervalChart, IntervalPoint, Part};
@@ -75,7 +76,7 @@ impl LineSplitter {
 /// The report, formatted; `alternatives` is the shipped table, or why it could not be read.
 pub fn observe_display(
     report: &Report,
-    alternatives: Result<AlternativesTable, String>,
+    alternatives: Result<AlternativesTable, ObserverError>,
 ) -> ObserveDisplay {
     let candidates = report.drift.as_ref().map_or(&[][..], |d| &d.candidates[..]);
     let decision = ["stop", "insufficient-data", "continue"]
@@ -555,7 +556,7 @@ fn rejected_part(report: &Report) -> Part {
     )
 }
 
-fn alternatives_part(alternatives: Result<AlternativesTable, String>) -> Part {
+fn alternatives_part(alternatives: Result<AlternativesTable, ObserverError>) -> Part {
     let blocks = match alternatives {
         Ok(a) => {
             let headers: Vec<&str> = a.columns.iter().map(String::as_str).collect();
@@ -573,7 +574,7 @@ fn alternatives_part(alternatives: Result<AlternativesTable, String>) -> Part {
                 },
             ]
         }
-        Err(why) => vec![Block::Text(why)],
+        Err(why) => vec![Block::Text(why.to_string())],
     };
     part(
         "obs-part-alternatives",

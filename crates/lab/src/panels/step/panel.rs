@@ -133,7 +133,7 @@ pub fn StepPanel() -> impl IntoView {
         asked.set_value(prompt.clone());
         model_status.set(Some((true, "Starting the model worker…".to_string())));
         if let Err(message) = worker.send(&Job::PromptLogits { prompt }, on_event) {
-            model_status.set(Some((false, message)));
+            model_status.set(Some((false, message.to_string())));
         }
     };
 
