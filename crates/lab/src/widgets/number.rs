@@ -33,6 +33,10 @@ pub enum FieldError {
     Policy(PolicyError),
     /// A first seed so large that `seeds` consecutive seeds from it overflow a u64.
     NoRoomForSeeds { first: u64, seeds: u64 },
+    /// A logit (`text`) in the Step panel's list that is not a number.
+    Logit { text: String },
+    /// The Step panel's list of logits, empty.
+    NoLogits,
     /// A token id field (`label`) whose `text` is not a whole number.
     TokenId { label: String, text: String },
     /// A token id (`label`) not among the `vocab` logits.
@@ -85,6 +89,10 @@ impl fmt::Display for FieldError {
                 f,
                 "First seed {first} leaves no room for {seeds} consecutive seeds; use a smaller one."
             ),
+            FieldError::Logit { text } => write!(f, "Logit \"{text}\" is not a number."),
+            FieldError::NoLogits => {
+                f.write_str("Type at least one logit, for example 1.2, 0.1, 2.4, 1.7.")
+            }
             FieldError::TokenId { label, text } => {
                 write!(f, "{label} \"{text}\" is not a token id (a whole number).")
             }

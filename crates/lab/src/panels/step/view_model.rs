@@ -497,17 +497,18 @@ pub fn logits_text(logits: &[f32]) -> String {
 }
 
 /// Parses a comma- or space-separated list of logits.
-pub fn parse_logits(text: &str) -> Result<Vec<f64>, String> {
+pub fn parse_logits(text: &str) -> Result<Vec<f64>, FieldError> {
     let logits = text
         .split(|c: char| c == ',' || c.is_whitespace())
         .filter(|s| !s.is_empty())
         .map(|s| {
-            s.parse::<f64>()
-                .map_err(|_| format!("Logit \"{s}\" is not a number."))
+            s.parse::<f64>().map_err(|_| FieldError::Logit {
+                text: s.to_string(),
+            })
         })
-        .collect::<Result<Vec<f64>, String>>()?;
+        .collect::<Result<Vec<f64>, FieldError>>()?;
     if logits.is_empty() {
-        return Err("Type at least one logit, for example 1.2, 0.1, 2.4, 1.7.".into());
+        return Err(FieldError::NoLogits);
     }
     Ok(logits)
 }
