@@ -13,7 +13,7 @@ use capacity::CapacityError;
 use langid::LangIdError;
 use model::ModelError;
 use ngram::NgramError;
-use observe::ObserveError;
+use observe::{ObserveError, OutcomeError};
 use policy::generate::{GenerateError, StopReason};
 use policy::paths::PathsError;
 use policy::{PolicyError, RecordError, TagError};
@@ -99,11 +99,11 @@ pub enum CliError {
         path: PathBuf,
         source: Box<CliError>,
     },
-    /// An outcome row of `path` that is not one (the `observe` crate's `reason`).
+    /// An outcome row of `path` that is not one, and why (the `observe` crate's reason).
     OutcomeLine {
         path: PathBuf,
         line: usize,
-        reason: String,
+        reason: OutcomeError,
     },
     /// A run record names weights by a SHA-256 that the model directory does not hold.
     NoWeightsWithHash { dir: PathBuf, hash: String },

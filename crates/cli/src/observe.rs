@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use langid::LangId;
-use observe::{DriftRule, Observation, Outcomes, Report};
+use observe::{DriftRule, Observation, Outcomes, Report, RunLineError};
 use runs_parquet::{RecordLines, Table};
 
 use crate::error::CliError;
@@ -100,7 +100,7 @@ const BATCH: usize = 8_192;
 /// is no failure of the command (`observe` and `export` count and name such lines).
 pub fn check_lines(
     mut lines: Lines,
-    mut each: impl FnMut(usize, &str, Result<policy::RunRecord, String>) -> Result<(), CliError>,
+    mut each: impl FnMut(usize, &str, Result<policy::RunRecord, RunLineError>) -> Result<(), CliError>,
 ) -> Result<(), CliError> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     loop {
@@ -130,7 +130,7 @@ pub fn check_lines(
                 read.extend(
                     handle
                         .join()
-                        .unwrap_or_else(|_| vec![Err("the line's reader failed".to_string()); n]),
+                        .unwrap_or_else(|_| vec![Err(RunLineError::ReaderFailed); n]),
                 );
             }
             read

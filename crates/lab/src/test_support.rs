@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use gpu::Runtime;
 use policy::{BackendChoice, Clock, Precision};
 
+use crate::link::fetch::{FetchError, FetchFailure};
 use crate::worker::browser::MODEL_DIR;
+use crate::worker::error::WorkerError;
 use crate::worker::generation::{load_model, ModelFiles, Start};
 
 fn model_dir() -> PathBuf {
@@ -17,8 +19,13 @@ fn model_dir() -> PathBuf {
 }
 
 /// A model file's bytes, as `load_model` and `ensure_weights` fetch them.
-pub async fn read(path: &str) -> Result<Vec<u8>, String> {
-    std::fs::read(model_dir().join(path)).map_err(|e| format!("{path}: {e}"))
+pub async fn read(path: &str) -> Result<Vec<u8>, WorkerError> {
+    std::fs::read(model_dir().join(path)).map_err(|e| {
+        WorkerError::Fetch(FetchError {
+            name: path.to_string(),
+            why: FetchFailure::Thrown(e.to_string()),
+        })
+    })
 }
 
 /// A clock that advances 100 µs each time it is read, from the value it holds.

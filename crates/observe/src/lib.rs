@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 pub use drift::{
     newcombe, Breach, Drift, DriftRule, SliceDrift, Verdict as DriftVerdict, LATENCY_DETECTOR,
 };
-pub use error::ObserveError;
+pub use error::{ObserveError, OutcomeError, RunLineError};
 pub use group::{Group, Summary};
 pub use outcome::{Outcome, OutcomeRows, Outcomes, Verdict};
 pub use seen::{Duplicate, Seen, SeenRuns};
@@ -138,10 +138,10 @@ impl<'a> Observation<'a> {
     /// with threads reads lines in parallel and adds them in order). A run that arrived
     /// after the cut-off is left out and counted; a run already counted is a
     /// [`Duplicate`], and one whose id repeats with other timings is rejected ([`SeenRuns`]).
-    pub fn add_read(&mut self, source: &str, line: usize, read: Result<RunRecord, String>) {
+    pub fn add_read(&mut self, source: &str, line: usize, read: Result<RunRecord, RunLineError>) {
         let record = match read {
             Ok(record) => record,
-            Err(reason) => return self.reject(source, line, reason),
+            Err(reason) => return self.reject(source, line, reason.to_string()),
         };
         let at_s = at_s_of(&record);
         if let Some(at) = at_s {
@@ -159,7 +159,7 @@ impl<'a> Observation<'a> {
                     self.duplicates.push(duplicate);
                 }
             }
-            Seen::Conflict(reason) => self.reject(source, line, reason),
+            Seen::Conflict(reason) => self.reject(source, line, reason.to_string()),
         }
     }
 
@@ -283,14 +283,16 @@ pub fn at_s_of(record: &RunRecord) -> Option<f64> {
 }
 
 /// A run line as a checked record: JSON, an unaltered digest, ids its content gives, and
-/// a record a run could have written; else the reason, in words.
-pub fn read_run(text: &str) -> Result<RunRecord, String> {
-    let mut records = policy::parse_records(text).map_err(|e| e.to_string())?;
+/// a record a run could have written; else the reason the line is rejected.
+pub fn read_run(text: &str) -> Result<RunRecord, RunLineError> {
+    let mut records = policy::parse_records(text)?;
     if records.len() != 1 {
-        return Err(format!("the line holds {} records, not one", records.len()));
+        return Err(RunLineError::Records {
+            count: records.len(),
+        });
     }
     let record = records.remove(0);
-    record.audit().map_err(|e| e.to_string())?;
+    record.audit().map_err(RunLineError::Audit)?;
     Ok(record)
 }
 

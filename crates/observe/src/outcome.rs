@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::ObserveError;
+use crate::error::{ObserveError, OutcomeError};
 
 /// What happened to a run's answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,17 +43,17 @@ impl Verdict {
 }
 
 impl Outcome {
-    /// One JSON outcome row, checked; else the reason, in words.
-    pub fn parse(line: &str) -> Result<Outcome, String> {
+    /// One JSON outcome row, checked; else the reason.
+    pub fn parse(line: &str) -> Result<Outcome, OutcomeError> {
         serde_json::from_str::<Outcome>(line)
-            .map_err(|e| e.to_string())?
+            .map_err(OutcomeError::Row)?
             .checked()
     }
 
     /// An outcome row of a table, its verdict by name (the names a JSON row uses), checked.
-    pub fn from_fields(run_id: String, outcome: &str, at_s: f64) -> Result<Outcome, String> {
+    pub fn from_fields(run_id: String, outcome: &str, at_s: f64) -> Result<Outcome, OutcomeError> {
         let outcome = serde_json::from_value(serde_json::Value::String(outcome.to_string()))
-            .map_err(|e| e.to_string())?;
+            .map_err(OutcomeError::Verdict)?;
         Outcome {
             run_id,
             outcome,
@@ -62,14 +62,11 @@ impl Outcome {
         .checked()
     }
 
-    fn checked(self) -> Result<Outcome, String> {
+    fn checked(self) -> Result<Outcome, OutcomeError> {
         if self.at_s.is_finite() {
             Ok(self)
         } else {
-            Err(format!(
-                "at_s {} is not a finite number of seconds",
-                self.at_s
-            ))
+            Err(OutcomeError::NotFinite { at_s: self.at_s })
         }
     }
 }
@@ -224,10 +221,14 @@ mod tests {
             Outcome::from_fields("a".into(), "rejected", 2.5).unwrap(),
             json
         );
-        let unknown = Outcome::from_fields("a".into(), "maybe", 1.0).unwrap_err();
+        let unknown = Outcome::from_fields("a".into(), "maybe", 1.0)
+            .unwrap_err()
+            .to_string();
         assert!(unknown.starts_with("unknown variant `maybe`"), "{unknown}");
         assert_eq!(
-            Outcome::from_fields("a".into(), "accepted", f64::INFINITY).unwrap_err(),
+            Outcome::from_fields("a".into(), "accepted", f64::INFINITY)
+                .unwrap_err()
+                .to_string(),
             "at_s inf is not a finite number of seconds"
         );
     }

@@ -10,6 +10,8 @@ use std::hash::{Hash, Hasher};
 use policy::RunRecord;
 use serde::{Deserialize, Serialize};
 
+use crate::error::RunLineError;
+
 /// A run line that repeats a run already counted.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Duplicate {
@@ -27,8 +29,9 @@ pub enum Seen {
     First,
     /// The same run again, timings and all.
     Again(Duplicate),
-    /// The same run id with other timings: the reason to reject the line.
-    Conflict(String),
+    /// The same run id with other timings: the reason to reject the line
+    /// ([`RunLineError::Conflict`]).
+    Conflict(RunLineError),
 }
 
 /// Where a run was first seen, and its timings' fingerprint.
@@ -66,11 +69,11 @@ impl SeenRuns {
                     first_line: first.line,
                 })
             } else {
-                Seen::Conflict(format!(
-                    "run_id {run_id} was read at {first_source} line {} with other timings; a \
-                     run happens once",
-                    first.line
-                ))
+                Seen::Conflict(RunLineError::Conflict {
+                    run_id,
+                    first_source,
+                    first_line: first.line,
+                })
             };
         }
         if self.sources.last().is_none_or(|s| s != source) {

@@ -232,3 +232,15 @@ impl Block {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sentence_has_one_capital_and_one_full_stop() {
+        assert_eq!(sentence("top-p 2 is invalid."), "Top-p 2 is invalid.");
+        assert_eq!(sentence("min-p 3 is invalid"), "Min-p 3 is invalid.");
+        assert_eq!(sentence(""), "");
+    }
+}

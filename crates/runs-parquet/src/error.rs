@@ -41,6 +41,14 @@ pub enum RunsParquetError {
         row: usize,
         reason: String,
     },
+    /// Row `line` of an outcomes table that is not an outcome: a field of another type, or
+    /// a row `observe` refuses ([`observe::OutcomeError`]), in words.
+    #[error("{path}: outcomes line {line}: {reason}")]
+    OutcomeRow {
+        path: String,
+        line: usize,
+        reason: String,
+    },
     #[error("{path}: {source}")]
     Outcomes {
         path: String,

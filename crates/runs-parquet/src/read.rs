@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::path::Path;
 
-use observe::{ObserveError, Outcome, OutcomeRows, Outcomes};
+use observe::{Outcome, OutcomeRows, Outcomes};
 use parquet::file::reader::FileReader;
 use parquet::file::serialized_reader::SerializedFileReader;
 use parquet::record::reader::RowIter;
@@ -122,9 +122,10 @@ pub fn read_outcomes(path: &Path, as_of_s: f64) -> Result<Outcomes, RunsParquetE
             path: shown.clone(),
             source,
         })?;
-        let outcome = outcome(&row).map_err(|reason| RunsParquetError::Outcomes {
+        let outcome = outcome(&row).map_err(|reason| RunsParquetError::OutcomeRow {
             path: shown.clone(),
-            source: ObserveError::Outcome { line, reason },
+            line,
+            reason,
         })?;
         gathered
             .add(line, outcome)
@@ -144,4 +145,5 @@ fn outcome(row: &Row) -> Result<Outcome, String> {
         Some(other) => return Err(format!("at_s is {other}, not a double")),
     };
     Outcome::from_fields(text(row, 0, "run_id")?, &text(row, 1, "outcome")?, at_s)
+        .map_err(|e| e.to_string())
 }

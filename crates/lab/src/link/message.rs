@@ -5,20 +5,20 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use wasm_bindgen::JsValue;
 
+use crate::link::error::LinkError;
+
 /// A job or an event as the message that carries it: its JSON text (for the model worker's
 /// protocol and the planner's alike). Every binary already links `serde_json` (run records
 /// and reports are read and written as JSON), so a protocol adds no second encoder to any;
 /// u64 seeds and f64 probabilities cross exactly.
-pub(crate) fn to_js<T: Serialize>(value: &T) -> Result<JsValue, String> {
+pub(crate) fn to_js<T: Serialize>(value: &T) -> Result<JsValue, LinkError> {
     serde_json::to_string(value)
         .map(|text| JsValue::from_str(&text))
-        .map_err(|e| e.to_string())
+        .map_err(LinkError::Encode)
 }
 
 /// The job or event a message carries (the inverse of [`to_js`]).
-pub(crate) fn from_js<T: DeserializeOwned>(message: &JsValue) -> Result<T, String> {
-    let text = message
-        .as_string()
-        .ok_or_else(|| "the message is not text".to_string())?;
-    serde_json::from_str(&text).map_err(|e| e.to_string())
+pub(crate) fn from_js<T: DeserializeOwned>(message: &JsValue) -> Result<T, LinkError> {
+    let text = message.as_string().ok_or(LinkError::NotText)?;
+    serde_json::from_str(&text).map_err(LinkError::Decode)
 }

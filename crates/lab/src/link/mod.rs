@@ -5,9 +5,10 @@
 //! worker. On the page, [`WorkerLink`] starts a worker, sends it jobs and hands its events to
 //! the panel as typed values; dropping the handle ends the worker. [`PanelLink`] is the
 //! handle a panel keeps. [`message`] is the encoding both sides use (JSON text); [`scope`]
-//! is a worker's own side of the link, and [`fetch`] streams a file from the page's origin
-//! into a worker.
+//! is a worker's own side of the link, [`fetch`] streams a file from the page's origin
+//! into a worker, and [`error`] says why something did not cross.
 
+pub(crate) mod error;
 #[cfg(any(feature = "worker", feature = "observer"))]
 pub(crate) mod fetch;
 pub(crate) mod message;
@@ -25,6 +26,7 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
+use crate::link::error::LinkError;
 use crate::link::message::{from_js, to_js};
 
 /// One worker's typed seam, as the page sees it.
@@ -56,9 +58,13 @@ pub struct WorkerLink<P: Protocol> {
 impl<P: Protocol> WorkerLink<P> {
     /// Starts the worker; `on_event` receives each event it posts, and a failure to load it
     /// as [`Protocol::failed`].
-    pub fn start(on_event: impl Fn(P::Event) + Clone + 'static) -> Result<WorkerLink<P>, String> {
-        let worker = web_sys::Worker::new(P::SCRIPT)
-            .map_err(|e| format!("The {} could not start: {e:?}.", P::NAME))?;
+    pub fn start(
+        on_event: impl Fn(P::Event) + Clone + 'static,
+    ) -> Result<WorkerLink<P>, LinkError> {
+        let worker = web_sys::Worker::new(P::SCRIPT).map_err(|e| LinkError::Start {
+            name: P::NAME,
+            thrown: format!("{e:?}"),
+        })?;
         let deliver = on_event.clone();
         let waiting = Rc::new(RefCell::new(Some(Vec::new())));
         let (held, target) = (waiting.clone(), worker.clone());
@@ -98,16 +104,21 @@ impl<P: Protocol> WorkerLink<P> {
         })
     }
 
-    pub fn send(&self, job: &P::Job) -> Result<(), String> {
-        let value =
-            to_js(job).map_err(|e| format!("A job could not be sent to the {}: {e}.", P::NAME))?;
+    pub fn send(&self, job: &P::Job) -> Result<(), LinkError> {
+        let value = to_js(job).map_err(|e| LinkError::Send {
+            name: P::NAME,
+            source: Box::new(e),
+        })?;
         if let Some(held) = self.waiting.borrow_mut().as_mut() {
             held.push(value);
             return Ok(());
         }
         self.worker
             .post_message(&value)
-            .map_err(|e| format!("The {} did not take the job: {e:?}.", P::NAME))
+            .map_err(|e| LinkError::Refused {
+                name: P::NAME,
+                thrown: format!("{e:?}"),
+            })
     }
 }
 
@@ -145,7 +156,7 @@ impl<P: Protocol> PanelLink<P> {
         self,
         job: &P::Job,
         on_event: impl Fn(P::Event) + Clone + 'static,
-    ) -> Result<(), String> {
+    ) -> Result<(), LinkError> {
         if self.0.with_value(Option::is_none) {
             let started = WorkerLink::start(on_event)?;
             self.0.set_value(Some(started));
@@ -153,7 +164,7 @@ impl<P: Protocol> PanelLink<P> {
         self.0
             .try_with_value(|w| w.as_ref().map(|w| w.send(job)))
             .flatten()
-            .unwrap_or_else(|| Err(format!("The {} is not running.", P::NAME)))
+            .unwrap_or(Err(LinkError::NotRunning { name: P::NAME }))
     }
 
     /// Sends `job` to the worker if one is running, and starts none: a word about the job

@@ -6,10 +6,11 @@
 //! words come from the `observe` crate ([`observe::table`]), as the CLI's do.
 
 use observe::table::{rate, rows, COLUMNS};
-use observe::{Report, Summary};
+use observe::{Report, RunLineError, Summary};
 use report::{Block, Cell, IntervalChart, IntervalPoint, Part, Row, Table};
 use serde::Deserialize;
 
+use crate::observer::error::ObserverError;
 use crate::observer::protocol::ObserveDisplay;
 use crate::widgets::markup::html;
 
@@ -25,7 +26,7 @@ pub struct AlternativesTable {
 
 /// Splits a stream of bytes into lines, numbered from 1, as the chunks arrive: a line may
 /// span chunks. Blank lines are counted and skipped; a line that is not UTF-8 is handed on
-/// as the reason it cannot be read.
+/// as the reason it cannot be read ([`RunLineError::NotUtf8`]).
 #[derive(Default)]
 pub struct LineSplitter {
     pending: Vec<u8>,
@@ -33,7 +34,7 @@ pub struct LineSplitter {
 }
 
 impl LineSplitter {
-    pub fn feed(&mut self, chunk: &[u8], line: &mut dyn FnMut(u64, Result<&str, String>)) {
+    pub fn feed(&mut self, chunk: &[u8], line: &mut dyn FnMut(u64, Result<&str, RunLineError>)) {
         let mut start = 0;
         for (i, _) in chunk.iter().enumerate().filter(|(_, b)| **b == b'\n') {
             if self.pending.is_empty() {
@@ -49,7 +50,7 @@ impl LineSplitter {
     }
 
     /// The last line, when the stream does not end with a newline.
-    pub fn finish(&mut self, line: &mut dyn FnMut(u64, Result<&str, String>)) {
+    pub fn finish(&mut self, line: &mut dyn FnMut(u64, Result<&str, RunLineError>)) {
         if !self.pending.is_empty() {
             let last = std::mem::take(&mut self.pending);
             self.emit(&last, line);
@@ -61,13 +62,13 @@ impl LineSplitter {
         self.read
     }
 
-    fn emit(&mut self, bytes: &[u8], line: &mut dyn FnMut(u64, Result<&str, String>)) {
+    fn emit(&mut self, bytes: &[u8], line: &mut dyn FnMut(u64, Result<&str, RunLineError>)) {
         self.read += 1;
         let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
         match std::str::from_utf8(bytes) {
             Ok(text) if text.trim().is_empty() => {}
             Ok(text) => line(self.read, Ok(text)),
-            Err(e) => line(self.read, Err(format!("the line is not UTF-8 text: {e}"))),
+            Err(e) => line(self.read, Err(RunLineError::NotUtf8(e))),
         }
     }
 }
@@ -75,7 +76,7 @@ impl LineSplitter {
 /// The report, formatted; `alternatives` is the shipped table, or why it could not be read.
 pub fn observe_display(
     report: &Report,
-    alternatives: Result<AlternativesTable, String>,
+    alternatives: Result<AlternativesTable, ObserverError>,
 ) -> ObserveDisplay {
     let candidates = report.drift.as_ref().map_or(&[][..], |d| &d.candidates[..]);
     let decision = ["stop", "insufficient-data", "continue"]
@@ -555,7 +556,7 @@ fn rejected_part(report: &Report) -> Part {
     )
 }
 
-fn alternatives_part(alternatives: Result<AlternativesTable, String>) -> Part {
+fn alternatives_part(alternatives: Result<AlternativesTable, ObserverError>) -> Part {
     let blocks = match alternatives {
         Ok(a) => {
             let headers: Vec<&str> = a.columns.iter().map(String::as_str).collect();
@@ -573,7 +574,7 @@ fn alternatives_part(alternatives: Result<AlternativesTable, String>) -> Part {
                 },
             ]
         }
-        Err(why) => vec![Block::Text(why)],
+        Err(why) => vec![Block::Text(why.to_string())],
     };
     part(
         "obs-part-alternatives",
@@ -589,7 +590,9 @@ mod tests {
     fn lines(chunks: &[&[u8]]) -> Vec<(u64, Result<String, String>)> {
         let mut out = Vec::new();
         let mut splitter = LineSplitter::default();
-        let mut take = |n: u64, l: Result<&str, String>| out.push((n, l.map(str::to_string)));
+        let mut take = |n: u64, l: Result<&str, RunLineError>| {
+            out.push((n, l.map(str::to_string).map_err(|e| e.to_string())))
+        };
         for chunk in chunks {
             splitter.feed(chunk, &mut take);
         }

@@ -6,7 +6,7 @@
 //! [`ObserverEvent::Panicked`] before the worker dies.
 
 use langid::LangId;
-use observe::{DriftRule, Observation, Outcomes};
+use observe::{DriftRule, Observation, Outcomes, RunLineError};
 use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -15,6 +15,7 @@ use crate::link::fetch::{fetch_chunks, MODEL_DIR};
 use crate::link::message::from_js;
 use crate::link::scope::{post, report_panics, scope};
 use crate::observer::display::{observe_display, AlternativesTable, LineSplitter};
+use crate::observer::error::ObserverError;
 use crate::observer::protocol::{Input, ObserveDisplay, ObserveJob, ObserverEvent, Source};
 
 /// Run lines between two progress reports.
@@ -60,9 +61,9 @@ pub fn start() {
                         id,
                         display: Box::new(display),
                     },
-                    Err(message) => ObserverEvent::Failed {
+                    Err(e) => ObserverEvent::Failed {
                         id: Some(id),
-                        message,
+                        message: e.to_string(),
                     },
                 });
             });
@@ -73,7 +74,7 @@ pub fn start() {
 }
 
 /// A file of the model's folder, whole.
-async fn model_file(name: &str) -> Result<Vec<u8>, String> {
+async fn model_file(name: &str) -> Result<Vec<u8>, ObserverError> {
     let mut bytes = Vec::new();
     fetch_chunks(
         &format!("{MODEL_DIR}/{name}"),
@@ -86,7 +87,7 @@ async fn model_file(name: &str) -> Result<Vec<u8>, String> {
 }
 
 /// A source's text, whole (outcome rows are small beside the runs).
-async fn text(source: &Source) -> Result<String, String> {
+async fn text(source: &Source) -> Result<String, ObserverError> {
     let mut bytes = Vec::new();
     fetch_chunks(
         &source.url,
@@ -95,7 +96,10 @@ async fn text(source: &Source) -> Result<String, String> {
         &mut |chunk, _| bytes.extend_from_slice(chunk),
     )
     .await?;
-    String::from_utf8(bytes).map_err(|e| format!("{} is not UTF-8 text: {e}.", source.name))
+    String::from_utf8(bytes).map_err(|e| ObserverError::NotUtf8 {
+        name: source.name.clone(),
+        source: e,
+    })
 }
 
 fn gzipped(source: &Source) -> bool {
@@ -103,14 +107,14 @@ fn gzipped(source: &Source) -> bool {
 }
 
 /// The observation `job` asks for, formatted.
-async fn observe(job: ObserveJob) -> Result<ObserveDisplay, String> {
+async fn observe(job: ObserveJob) -> Result<ObserveDisplay, ObserverError> {
     let id = job.id;
     let (runs, outcomes, baseline) = match job.input {
         Input::Files { runs, outcomes } => (runs, outcomes, job.baseline),
         Input::Demo => {
             let manifest = model_file(DEMO).await?;
             let demo: Demo = serde_json::from_slice(&manifest)
-                .map_err(|e| format!("{DEMO} does not read: {e}."))?;
+                .map_err(|source| ObserverError::Json { file: DEMO, source })?;
             let beside = |name: &str| Source {
                 name: name.to_string(),
                 url: format!("{MODEL_DIR}/demo/{name}"),
@@ -122,22 +126,28 @@ async fn observe(job: ObserveJob) -> Result<ObserveDisplay, String> {
             )
         }
     };
-    let identifier = LangId::from_bytes(&model_file(LANGID).await?)
-        .map_err(|e| format!("{LANGID} does not read: {e}."))?;
+    let identifier =
+        LangId::from_bytes(&model_file(LANGID).await?).map_err(|source| ObserverError::LangId {
+            file: LANGID,
+            source,
+        })?;
     let mut outcome_text = String::new();
     for source in &outcomes {
         outcome_text += &text(source).await?;
         outcome_text.push('\n');
     }
-    let outcomes = Outcomes::parse(&outcome_text, f64::INFINITY).map_err(|e| {
+    let outcomes = Outcomes::parse(&outcome_text, f64::INFINITY).map_err(|source| {
         let names: Vec<&str> = outcomes.iter().map(|s| s.name.as_str()).collect();
-        format!("The outcomes ({}) do not read: {e}.", names.join(", "))
+        ObserverError::Outcomes {
+            names: names.join(", "),
+            source,
+        }
     })?;
     let mut observation = Observation::new(&identifier, outcomes, None);
     for source in &runs {
         let mut lines = LineSplitter::default();
         let mut next_report = PROGRESS_LINES;
-        let add = |observation: &mut Observation, number: u64, line: Result<&str, String>| {
+        let add = |observation: &mut Observation, number: u64, line: Result<&str, RunLineError>| {
             let read = line.and_then(observe::read_run);
             observation.add_read(&source.name, number as usize, read);
         };
@@ -162,10 +172,12 @@ async fn observe(job: ObserveJob) -> Result<ObserveDisplay, String> {
     }
     let report = observation
         .finish(baseline.as_deref(), &DriftRule::default())
-        .map_err(|e| format!("{e}."))?;
+        .map_err(ObserverError::Report)?;
     let alternatives = model_file(ALTERNATIVES).await.and_then(|bytes| {
-        serde_json::from_slice::<AlternativesTable>(&bytes)
-            .map_err(|e| format!("{ALTERNATIVES} does not read: {e}."))
+        serde_json::from_slice::<AlternativesTable>(&bytes).map_err(|source| ObserverError::Json {
+            file: ALTERNATIVES,
+            source,
+        })
     });
     Ok(observe_display(&report, alternatives))
 }

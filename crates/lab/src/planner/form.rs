@@ -51,9 +51,10 @@ use capacity::{
 };
 
 use policy::figure_short;
+use report::sentence;
 
 use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
-use crate::widgets::number::{number, number_in, sentence, whole_in};
+use crate::widgets::number::{number, number_in, whole_in, FieldError};
 
 /// Most requests one trace of the panel may hold.
 pub const MAX_REQUESTS: u64 = 20_000;
@@ -464,7 +465,7 @@ impl Form for CapacityForm {
         let mut knob = |problems: &mut Problems,
                         field: &FieldSpec,
                         name,
-                        read: Result<Option<String>, String>| {
+                        read: Result<Option<String>, FieldError>| {
             if let Some(Some(value)) = problems.field(field.id, read) {
                 pairs.push((name, value));
             }
@@ -491,7 +492,7 @@ impl Form for CapacityForm {
             count(&self.chunk_budget, field::CHUNK.name),
         ) {
             (names, Err(e)) => {
-                problems.add(field::CHUNK.id, e);
+                problems.add(field::CHUNK.id, e.to_string());
                 names.map(|_| None)
             }
             (names, Ok(budget)) => names.map(|names| {
@@ -731,24 +732,22 @@ fn not_offered(spec: &FieldSpec, asked: &str, names: &[&str]) -> String {
 
 /// `both`, the lab's name for sweeping both paths, or one of the crate's weight paths, as
 /// the knob's list.
-fn weight_paths(text: &str, name: &str) -> Result<String, String> {
+fn weight_paths(text: &str, name: &str) -> Result<String, FieldError> {
     match text.trim() {
         "both" => Ok("full,int8".into()),
         other => other
             .parse::<WeightPath>()
             .map(|w| w.to_string())
-            .map_err(|_| {
-                format!(
-                    "The {name} must be both, {}, but they are \"{other}\".",
-                    WeightPath::EXPECTED
-                )
+            .map_err(|_| FieldError::WeightPaths {
+                label: name.to_string(),
+                text: other.to_string(),
             }),
     }
 }
 
 /// The request count, within the lab's bound; its digits may be grouped with underscores
 /// as Rust writes them ("20_000"), as the panel has always read them.
-fn request_count(text: &str, name: &str) -> Result<u64, String> {
+fn request_count(text: &str, name: &str) -> Result<u64, FieldError> {
     whole_in(&text.trim().replace('_', ""), name, 1, MAX_REQUESTS)
         // The message quotes the text as it was typed.
         .or_else(|_| whole_in(text, name, 1, MAX_REQUESTS))
@@ -756,40 +755,40 @@ fn request_count(text: &str, name: &str) -> Result<u64, String> {
 
 /// A count the crate holds in a u32 (a token budget): a whole number of at least 1, since
 /// with none no prompt token ever runs.
-fn count(text: &str, name: &str) -> Result<u32, String> {
+fn count(text: &str, name: &str) -> Result<u32, FieldError> {
     // Within u32's range, so the conversion is exact.
     whole_in(text, name, 1, u32::MAX.into()).map(|n| n as u32)
 }
 
 /// A p99 SLO typed in milliseconds, above zero, as the seconds the knob takes; the crate
 /// holds it to its range.
-fn milliseconds(text: &str, name: &str) -> Result<Option<String>, String> {
+fn milliseconds(text: &str, name: &str) -> Result<Option<String>, FieldError> {
     let above_zero = (Bound::Excluded(0.0), Bound::Unbounded);
     number_in(text, name, above_zero).map(|ms| Some(shortest(ms / 1e3)))
 }
 
 /// The ticked batchings, as [`BATCHINGS`]' names, each once.
-fn batching_names(text: &str) -> Result<Vec<&'static str>, String> {
+fn batching_names(text: &str) -> Result<Vec<&'static str>, FieldError> {
     let mut names = Vec::new();
     for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         match BATCHINGS.iter().find(|(n, _)| n.eq_ignore_ascii_case(item)) {
             Some((n, _)) if !names.contains(n) => names.push(*n),
             Some(_) => {}
             None => {
-                return Err(format!(
-                    "The batching \"{item}\" is not one of static, continuous or chunked."
-                ))
+                return Err(FieldError::Batching {
+                    text: item.to_string(),
+                })
             }
         }
     }
     if names.is_empty() {
-        return Err("Choose at least one batching to sweep.".into());
+        return Err(FieldError::NoBatching);
     }
     Ok(names)
 }
 
 /// An optional field: empty text is no knob.
-fn optional(text: &str) -> Result<Option<String>, String> {
+fn optional(text: &str) -> Result<Option<String>, FieldError> {
     Ok(Some(text.trim().to_string()).filter(|t| !t.is_empty()))
 }
 

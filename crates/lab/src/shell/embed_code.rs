@@ -6,6 +6,8 @@
 //! region; the snippet is also on screen, to select by hand where the browser refuses the
 //! clipboard.
 
+use std::fmt;
+
 use leptos::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
@@ -80,13 +82,31 @@ fn lab_address() -> (String, String) {
     (here, dir)
 }
 
+/// Why the clipboard did not take the embed code.
+#[derive(Clone, Debug, PartialEq)]
+enum CopyError {
+    /// No window: not a page.
+    NoWindow,
+    /// What the browser threw, as its text.
+    Refused(String),
+}
+
+impl fmt::Display for CopyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CopyError::NoWindow => f.write_str("the page has no window"),
+            CopyError::Refused(thrown) => f.write_str(thrown),
+        }
+    }
+}
+
 /// Puts `text` on the clipboard.
-async fn copy(text: String) -> Result<(), String> {
-    let window = web_sys::window().ok_or("the page has no window")?;
+async fn copy(text: String) -> Result<(), CopyError> {
+    let window = web_sys::window().ok_or(CopyError::NoWindow)?;
     JsFuture::from(window.navigator().clipboard().write_text(&text))
         .await
         .map(|_| ())
-        .map_err(js_text)
+        .map_err(|e| CopyError::Refused(js_text(e)))
 }
 
 /// The frame's title: the panel, and what the lesson varies.

@@ -1,14 +1,66 @@
 //! The page's side of the browser: focus, the theme, downloads, reading a chosen file and
-//! the page's panic report. These only work in a browser; what they feed is
+//! the page's panic report, and why a download or a read failed ([`PageError`]: what the
+//! browser threw is kept as its text). These only work in a browser; what they feed is
 //! plain data in the panels' view models.
+
+use std::error::Error;
+use std::fmt;
 
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
 use crate::js::js_text;
 
-fn window() -> Result<web_sys::Window, String> {
-    web_sys::window().ok_or_else(|| "This page has no window to fetch from.".to_string())
+/// Why a download or the read of a chosen file failed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PageError {
+    /// No window: not a page.
+    NoWindow,
+    /// The download of `filename` failed, and why.
+    Save { filename: String, why: SaveFailure },
+    /// No file chosen.
+    NoFile,
+    /// The chosen file `name` could not be read; `thrown` is what the browser threw.
+    Read { name: String, thrown: String },
+    /// The chosen file `name` is not text.
+    NotText { name: String },
+}
+
+/// Why a download failed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SaveFailure {
+    /// What the browser threw, as its text.
+    Thrown(String),
+    NoDocument,
+    NoLink,
+}
+
+impl fmt::Display for PageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PageError::NoWindow => f.write_str("This page has no window to fetch from."),
+            PageError::Save { filename, why } => write!(f, "Saving {filename} failed: {why}."),
+            PageError::NoFile => f.write_str("Choose a file first."),
+            PageError::Read { name, thrown } => write!(f, "Reading {name} failed: {thrown}."),
+            PageError::NotText { name } => write!(f, "{name} is not a text file."),
+        }
+    }
+}
+
+impl fmt::Display for SaveFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SaveFailure::Thrown(text) => f.write_str(text),
+            SaveFailure::NoDocument => f.write_str("the page has no document"),
+            SaveFailure::NoLink => f.write_str("no link could be made"),
+        }
+    }
+}
+
+impl Error for PageError {}
+
+fn window() -> Result<web_sys::Window, PageError> {
+    web_sys::window().ok_or(PageError::NoWindow)
 }
 
 /// Moves the keyboard focus to the first of `ids` that names an enabled element: after a
@@ -42,22 +94,26 @@ pub fn set_theme(name: &str) {
 }
 
 /// Offers `text` to the learner as a file download named `filename`.
-pub fn download(filename: &str, mime: &str, text: &str) -> Result<(), String> {
-    let failed = |why: String| format!("Saving {filename} failed: {why}.");
+pub fn download(filename: &str, mime: &str, text: &str) -> Result<(), PageError> {
+    let failed = |why: SaveFailure| PageError::Save {
+        filename: filename.to_string(),
+        why,
+    };
+    let thrown = |e: JsValue| failed(SaveFailure::Thrown(js_text(e)));
     let parts = js_sys::Array::of1(&JsValue::from_str(text));
     let options = web_sys::BlobPropertyBag::new();
     options.set_type(mime);
-    let blob = web_sys::Blob::new_with_str_sequence_and_options(&parts, &options)
-        .map_err(|e| failed(js_text(e)))?;
-    let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(|e| failed(js_text(e)))?;
+    let blob =
+        web_sys::Blob::new_with_str_sequence_and_options(&parts, &options).map_err(thrown)?;
+    let url = web_sys::Url::create_object_url_with_blob(&blob).map_err(thrown)?;
     let document = window()?
         .document()
-        .ok_or_else(|| failed("the page has no document".into()))?;
+        .ok_or_else(|| failed(SaveFailure::NoDocument))?;
     let anchor: web_sys::HtmlAnchorElement = document
         .create_element("a")
-        .map_err(|e| failed(js_text(e)))?
+        .map_err(thrown)?
         .dyn_into()
-        .map_err(|_| failed("no link could be made".into()))?;
+        .map_err(|_| failed(SaveFailure::NoLink))?;
     anchor.set_href(&url);
     anchor.set_download(filename);
     anchor.click();
@@ -66,17 +122,19 @@ pub fn download(filename: &str, mime: &str, text: &str) -> Result<(), String> {
 }
 
 /// The text of the first file chosen in a file input.
-pub async fn chosen_file_text(input: &web_sys::HtmlInputElement) -> Result<String, String> {
+pub async fn chosen_file_text(input: &web_sys::HtmlInputElement) -> Result<String, PageError> {
     let file = input
         .files()
         .and_then(|files| files.get(0))
-        .ok_or_else(|| "Choose a file first.".to_string())?;
+        .ok_or(PageError::NoFile)?;
     let name = file.name();
     let text = JsFuture::from(file.text())
         .await
-        .map_err(|e| format!("Reading {name} failed: {}.", js_text(e)))?;
-    text.as_string()
-        .ok_or_else(|| format!("{name} is not a text file."))
+        .map_err(|e| PageError::Read {
+            name: name.clone(),
+            thrown: js_text(e),
+        })?;
+    text.as_string().ok_or(PageError::NotText { name })
 }
 
 /// Shows a panic on the page, outside Leptos (whose state the panic may have left

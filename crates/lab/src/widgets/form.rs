@@ -5,6 +5,8 @@
 //! `aria-describedby` pointing at its message) and list them all above the results
 //! ([`ProblemSummary`]), as WCAG 3.3.1 and 3.3.3 ask.
 
+use std::fmt;
+
 use leptos::prelude::*;
 
 /// What a panel's form is.
@@ -50,9 +52,13 @@ impl Problems {
         });
     }
 
-    /// `result`'s value, or `None` with its error kept against `field`.
-    pub fn field<T>(&mut self, field: &'static str, result: Result<T, String>) -> Option<T> {
-        result.map_err(|message| self.add(field, message)).ok()
+    /// `result`'s value, or `None` with its error's sentence kept against `field`.
+    pub fn field<T, E: fmt::Display>(
+        &mut self,
+        field: &'static str,
+        result: Result<T, E>,
+    ) -> Option<T> {
+        result.map_err(|e| self.add(field, e.to_string())).ok()
     }
 
     /// The problems of another part of the form, after these.
@@ -223,7 +229,7 @@ mod tests {
         let mut problems = Problems::default();
         assert_eq!(problems.field("seed", Ok::<_, String>(7)), Some(7));
         assert_eq!(
-            problems.field::<u64>("top-k", Err("Top-k is bad.".into())),
+            problems.field::<u64, String>("top-k", Err("Top-k is bad.".into())),
             None
         );
         problems.add("logits", "Logit \"zz\" is not a number.");

@@ -7,8 +7,8 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
 use crate::js::now_ms;
-use crate::link::fetch::fetch_chunks;
 pub use crate::link::fetch::MODEL_DIR;
+use crate::link::fetch::{fetch_chunks, FetchError};
 
 /// The bytes of one model file, fetched from [`MODEL_DIR`] beside the page, telling
 /// `progress` the bytes received so far and the total the server announced (if it did) as
@@ -16,7 +16,7 @@ pub use crate::link::fetch::MODEL_DIR;
 pub async fn fetch_model_file_with_progress(
     path: &str,
     progress: &dyn Fn(f64, Option<f64>),
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, FetchError> {
     let url = format!("{MODEL_DIR}/{path}");
     let mut bytes = Vec::new();
     fetch_chunks(&url, &url, false, &mut |chunk, total| {

@@ -10,8 +10,8 @@ use policy::paths::{tree_run, PathTree};
 use policy::{Clock, StopReason};
 use tokenizer::Tokenizer;
 
-use crate::widgets::number::sentence;
 use crate::worker::compare_report::report;
+use crate::worker::error::WorkerError;
 use crate::worker::generation::{generate, with_eos};
 use crate::worker::protocol::{CompareReport, CompareRequest};
 
@@ -26,7 +26,7 @@ pub async fn run_compare(
     cancelled: &dyn Fn() -> bool,
     progress: &mut impl FnMut(String),
     pause: &impl AsyncFn(),
-) -> Result<Option<CompareReport>, String> {
+) -> Result<Option<CompareReport>, WorkerError> {
     let a = with_eos(request.a.clone(), tokenizer);
     let b = with_eos(request.b.clone(), tokenizer);
     progress("Running both policies on the same draws…".to_string());
@@ -49,7 +49,7 @@ pub async fn run_compare(
     }
     let (run_b, run_a) = (runs.pop(), runs.pop());
     let (Some(run_a), Some(run_b)) = (run_a, run_b) else {
-        return Err("The two runs did not both finish.".to_string());
+        return Err(WorkerError::RunsUnfinished);
     };
     // The model's logits along a's path, for both policies to read.
     let mut logits = Vec::with_capacity(run_a.steps.len());
@@ -59,10 +59,9 @@ pub async fn run_compare(
         } else {
             runtime.decode_step(run_a.steps[t - 1].token).await
         };
-        logits.push(row.map_err(|e| sentence(e.to_string()))?.to_vec());
+        logits.push(row.map_err(WorkerError::Model)?.to_vec());
     }
-    let comparison = policy::compare::comparison(&a, &b, run_a, run_b, &logits)
-        .map_err(|e| sentence(e.to_string()))?;
+    let comparison = policy::compare::comparison(&a, &b, run_a, run_b, &logits)?;
     let mut trees = Vec::with_capacity(2);
     for (name, config) in [("a", &a), ("b", &b)] {
         let mut records = Vec::with_capacity(request.seeds);
@@ -93,9 +92,7 @@ pub async fn run_compare(
             }
             records.push(record);
         }
-        trees.push(
-            PathTree::from_records(&records, request.depth).map_err(|e| sentence(e.to_string()))?,
-        );
+        trees.push(PathTree::from_records(&records, request.depth).map_err(WorkerError::Paths)?);
     }
     let (html, summary) = report(&comparison, [&trees[0], &trees[1]]);
     Ok(Some(CompareReport { html, summary }))

@@ -5,6 +5,7 @@ use gpu::Runtime;
 use policy::{Clock, Policy, RunConfig, RunRecord, SeedSource, StopConfig, StopReason};
 use tokenizer::Tokenizer;
 
+use crate::worker::error::WorkerError;
 use crate::worker::generation::{generate, with_eos};
 use crate::worker::protocol::{Exercise, Finished, RunProgress, Sample, TEMPERATURES, TOP_K};
 
@@ -79,7 +80,7 @@ pub async fn run_exercise(
     cancelled: &dyn Fn() -> bool,
     on_run: &mut impl FnMut(RunProgress),
     pause: &impl AsyncFn(),
-) -> Result<Finished, String> {
+) -> Result<Finished, WorkerError> {
     let plan = exercise.plan();
     let total = plan.len();
     let mut samples: [Vec<Sample>; 2] = [Vec::new(), Vec::new()];

@@ -15,7 +15,7 @@ use policy::{
 };
 use tokenizer::Tokenizer;
 
-use crate::widgets::number::sentence;
+use crate::worker::error::WorkerError;
 use crate::worker::protocol::GenerateRequest;
 
 /// What decides which runtime a run starts: the backend, the weights and the faults.
@@ -29,24 +29,23 @@ pub struct Start {
 impl Start {
     /// What a Generate request starts; its fault names are read here, where the GPU runtime
     /// that knows them is.
-    pub fn of(request: &GenerateRequest) -> Result<Start, String> {
+    pub fn of(request: &GenerateRequest) -> Result<Start, WorkerError> {
         Ok(Start {
             backend: request.backend,
             precision: request.precision,
-            faults: Faults::parse(&request.faults)
-                .map_err(|e| sentence(format!("the URL's fault: {e}")))?,
+            faults: Faults::parse(&request.faults).map_err(WorkerError::Fault)?,
         })
     }
 }
 
 /// A run record read from an exported file (the first, when a JSONL export holds several),
-/// or what is wrong with it in words. `decode-lab replay` reads files the same way.
-pub fn parse_record(text: &str) -> Result<RunRecord, String> {
+/// or what is wrong with it. `decode-lab replay` reads files the same way.
+pub fn parse_record(text: &str) -> Result<RunRecord, WorkerError> {
     policy::parse_records(text)
-        .map_err(|e| format!("This file is not a run record the lab can read: {e}."))?
+        .map_err(WorkerError::RecordFile)?
         .into_iter()
         .next()
-        .ok_or_else(|| "This file holds no run record.".to_string())
+        .ok_or(WorkerError::NoRecord)
 }
 /// A replay's verdict in words: identical, or the first step that differs.
 pub fn replay_verdict(recorded: &RunRecord, replayed: &RunRecord) -> (bool, String) {
@@ -75,7 +74,7 @@ pub fn replay_request(
     record: &RunRecord,
     config: &ModelConfig,
     backend: BackendChoice,
-) -> Result<(RunConfig, Start), String> {
+) -> Result<(RunConfig, Start), WorkerError> {
     let shipped = |precision: Precision| {
         config
             .file(precision.role())
@@ -84,12 +83,9 @@ pub fn replay_request(
     let precision = Precision::ALL
         .into_iter()
         .find(|&p| shipped(p))
-        .ok_or_else(|| {
-            format!(
-                "This record was made with model {}, which is not one of the weights this lab ships ({}); it cannot be replayed here.",
-                record.model,
-                config.name
-            )
+        .ok_or_else(|| WorkerError::NotShipped {
+            model: record.model.clone(),
+            lab: config.name.clone(),
         })?;
     let start = Start {
         backend,
@@ -121,23 +117,23 @@ pub struct ModelFiles {
 /// gets a path relative to [`MODEL_DIR`](crate::worker::browser::MODEL_DIR) and returns the file's bytes; `progress` hears
 /// each step in words.
 pub async fn load_model(
-    fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, String>,
+    fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, WorkerError>,
     progress: &mut impl FnMut(String),
-) -> Result<ModelFiles, String> {
+) -> Result<ModelFiles, WorkerError> {
     progress("Fetching config.json…".to_string());
     let config_bytes = fetch("config.json").await?;
-    let text = String::from_utf8(config_bytes)
-        .map_err(|_| "config.json is not UTF-8 text.".to_string())?;
-    let config =
-        ModelConfig::from_json(&text).map_err(|e| sentence(format!("config.json: {e}")))?;
+    let text = String::from_utf8(config_bytes).map_err(|_| WorkerError::NotUtf8 {
+        file: "config.json",
+    })?;
+    let config = ModelConfig::from_json(&text).map_err(WorkerError::Config)?;
     let tokenizer_bytes = fetch_verified(&config, "tokenizer", fetch, progress).await?;
-    let json = String::from_utf8(tokenizer_bytes)
-        .map_err(|_| "tokenizer.json is not UTF-8 text.".to_string())?;
-    let tokenizer =
-        Tokenizer::from_json(&json).map_err(|e| sentence(format!("tokenizer.json: {e}")))?;
+    let json = String::from_utf8(tokenizer_bytes).map_err(|_| WorkerError::NotUtf8 {
+        file: "tokenizer.json",
+    })?;
+    let tokenizer = Tokenizer::from_json(&json).map_err(WorkerError::Tokenizer)?;
     config
         .check_vocabulary(tokenizer.vocab_size())
-        .map_err(|e| sentence(format!("tokenizer.json: {e}")))?;
+        .map_err(WorkerError::Vocabulary)?;
     Ok(ModelFiles {
         config,
         tokenizer,
@@ -149,16 +145,14 @@ pub async fn load_model(
 async fn fetch_verified(
     config: &ModelConfig,
     role: &str,
-    fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, String>,
+    fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, WorkerError>,
     progress: &mut impl FnMut(String),
-) -> Result<Vec<u8>, String> {
-    let file = config.file(role).map_err(|e| sentence(e.to_string()))?;
+) -> Result<Vec<u8>, WorkerError> {
+    let file = config.file(role).map_err(WorkerError::File)?;
     progress(format!("Fetching {}…", file.path));
     let bytes = fetch(&file.path).await?;
     progress(format!("Checking the SHA-256 of {}…", file.path));
-    config
-        .verify(role, &bytes)
-        .map_err(|e| sentence(e.to_string()))?;
+    config.verify(role, &bytes).map_err(WorkerError::File)?;
     Ok(bytes)
 }
 
@@ -169,9 +163,9 @@ impl ModelFiles {
         &mut self,
         precision: Precision,
         backend: BackendChoice,
-        fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, String>,
+        fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, WorkerError>,
         progress: &mut impl FnMut(String),
-    ) -> Result<(), String> {
+    ) -> Result<(), WorkerError> {
         let need_f32 = precision == Precision::F32 || backend.tries_gpu();
         if need_f32 && self.f32.is_none() {
             self.f32 =
@@ -184,22 +178,26 @@ impl ModelFiles {
         Ok(())
     }
 
-    fn transformer(&self, precision: Precision) -> Result<Transformer, String> {
+    fn transformer(&self, precision: Precision) -> Result<Transformer, WorkerError> {
         let bytes = match precision {
             Precision::F32 => &self.f32,
             Precision::Int8 => &self.int8,
         }
         .as_ref()
-        .ok_or_else(|| format!("The {precision} weights are not loaded yet."))?;
-        Transformer::from_safetensors(self.config.clone(), bytes)
-            .map_err(|e| sentence(format!("{}: {e}", precision.role())))
+        .ok_or(WorkerError::NotLoaded { precision })?;
+        Transformer::from_safetensors(self.config.clone(), bytes).map_err(|source| {
+            WorkerError::Weights {
+                role: precision.role(),
+                source,
+            }
+        })
     }
 
     /// Starts the runtime a request asks for (after [`ensure_weights`](Self::ensure_weights)),
     /// without waiting: on the GPU the device, the upload and the canary run beside the
     /// runs, which decode on `cpu-reference` until the canary passes (see
     /// [`gpu::Runtime::start_beside`]); a failed start stays on the CPU and says why.
-    pub fn start(&self, start: Start) -> Result<Runtime, String> {
+    pub fn start(&self, start: Start) -> Result<Runtime, WorkerError> {
         let reference = self.transformer(start.precision)?;
         let baseline = match (start.precision, start.backend) {
             (Precision::Int8, backend) if backend.tries_gpu() => {
@@ -221,12 +219,12 @@ impl ModelFiles {
 pub async fn prompt_logits(
     files: &mut ModelFiles,
     prompt: &str,
-    fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, String>,
+    fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, WorkerError>,
     progress: &mut impl FnMut(String),
-) -> Result<Vec<f32>, String> {
+) -> Result<Vec<f32>, WorkerError> {
     let tokens = files.tokenizer.encode(prompt);
     if tokens.is_empty() {
-        return Err("Type a prompt: the model needs at least one token to start from.".to_string());
+        return Err(WorkerError::EmptyPrompt);
     }
     files
         .ensure_weights(Precision::F32, BackendChoice::Cpu, fetch, progress)
@@ -234,15 +232,15 @@ pub async fn prompt_logits(
     let mut model = files.transformer(Precision::F32)?;
     let context = model.config().context_len;
     if tokens.len() > context {
-        return Err(format!(
-            "The prompt is {} tokens long, more than the model's context of {context}.",
-            tokens.len()
-        ));
+        return Err(WorkerError::PromptTooLong {
+            tokens: tokens.len(),
+            context,
+        });
     }
     model
         .prefill(&tokens)
         .map(<[f32]>::to_vec)
-        .map_err(|e| sentence(format!("the model failed: {e}")))
+        .map_err(WorkerError::Model)
 }
 /// Asks the page whether the learner pressed Stop.
 struct Cancel<'a>(&'a dyn Fn() -> bool);
@@ -265,7 +263,7 @@ pub async fn generate(
     cancelled: &dyn Fn() -> bool,
     on_step: &mut dyn FnMut(&StepRecord, &Runtime),
     pause: &impl AsyncFn(),
-) -> Result<RunRecord, String> {
+) -> Result<RunRecord, WorkerError> {
     let start = clock.now_us();
     let mut run = Generation::new(
         runtime.vocab_size(),
@@ -273,8 +271,7 @@ pub async fn generate(
         tokenizer,
         config,
         start,
-    )
-    .map_err(|e| sentence(e.to_string()))?;
+    )?;
     let mut observer = Cancel(cancelled);
     loop {
         let draw = run.peek_draw();
@@ -293,7 +290,7 @@ pub async fn generate(
             .await
         {
             Some(outcome) => {
-                let outcome = outcome.map_err(|e| sentence(format!("the model failed: {e}")))?;
+                let outcome = outcome.map_err(WorkerError::Gpu)?;
                 run.accept_outcome(outcome, started, clock, &mut observer)
             }
             None => {
@@ -301,11 +298,10 @@ pub async fn generate(
                     Some(prompt) => runtime.prefill(prompt).await,
                     None => runtime.decode_step(token).await,
                 }
-                .map_err(|e| sentence(format!("the model failed: {e}")))?;
+                .map_err(WorkerError::Model)?;
                 run.accept(logits, started, clock, &mut observer)
             }
-        }
-        .map_err(|e| sentence(e.to_string()))?;
+        }?;
         on_step(step, runtime);
         pause().await;
     }
@@ -488,8 +484,11 @@ mod tests {
             foreign.model.hash = "0".repeat(64);
             assert!(replay_request(&foreign, &files.config, BackendChoice::Cpu)
                 .unwrap_err()
+                .to_string()
                 .contains("not one of the weights this lab ships"));
-            let error = parse_record("{\"not\": \"a record\"}").unwrap_err();
+            let error = parse_record("{\"not\": \"a record\"}")
+                .unwrap_err()
+                .to_string();
             assert!(
                 error.starts_with("This file is not a run record the lab can read"),
                 "{error}"
@@ -526,6 +525,7 @@ mod tests {
             assert!(prompt_logits(&mut files, "", &read, &mut |_| {})
                 .await
                 .unwrap_err()
+                .to_string()
                 .starts_with("Type a prompt"));
         });
     }
@@ -533,14 +533,18 @@ mod tests {
     #[test]
     fn a_bad_file_is_named() {
         pollster::block_on(async {
-            let tampered = async |path: &str| -> Result<Vec<u8>, String> {
+            let tampered = async |path: &str| -> Result<Vec<u8>, WorkerError> {
                 let mut bytes = read(path).await?;
                 if path == "tokenizer.json" {
                     bytes.push(b' ');
                 }
                 Ok(bytes)
             };
-            let error = load_model(&tampered, &mut |_| {}).await.err().unwrap();
+            let error = load_model(&tampered, &mut |_| {})
+                .await
+                .err()
+                .unwrap()
+                .to_string();
             assert!(
                 error.starts_with("The tokenizer file has SHA-256"),
                 "{error}"

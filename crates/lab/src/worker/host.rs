@@ -47,8 +47,8 @@ pub fn start() {
             let (engine, cancel) = (engine.clone(), cancel.clone());
             wasm_bindgen_futures::spawn_local(async move {
                 let result = run(&mut state, job, &|e| post(&e), &|| cancel.get()).await;
-                if let Err(message) = result {
-                    post(&Event::Failed(message));
+                if let Err(e) = result {
+                    post(&Event::Failed(e.to_string()));
                 }
                 *engine.borrow_mut() = Some(state);
             });

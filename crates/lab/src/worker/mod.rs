@@ -3,8 +3,8 @@
 //! alone, built only with the `worker` feature (which brings the model, the tokenizer and the
 //! GPU runtime): [`host`] is its global scope (jobs in, events posted out), [`runner`] runs
 //! one job, [`generation`] and [`exercise`] drive the model, [`comparison`] runs the Compare
-//! panel's two policies and trees and [`compare_report`] formats what that panel shows, and
-//! [`browser`] is its clock and yield.
+//! panel's two policies and trees and [`compare_report`] formats what that panel shows,
+//! [`browser`] is its clock and yield, and [`error`] says why a job did not finish.
 
 #[cfg(feature = "worker")]
 pub(crate) mod browser;
@@ -12,6 +12,8 @@ pub(crate) mod browser;
 pub(crate) mod compare_report;
 #[cfg(feature = "worker")]
 pub(crate) mod comparison;
+#[cfg(feature = "worker")]
+pub(crate) mod error;
 #[cfg(feature = "worker")]
 pub(crate) mod exercise;
 #[cfg(feature = "worker")]

@@ -17,6 +17,7 @@ use crate::worker::browser::{
     adapter_info, fetch_model_file_with_progress, yield_to_events, WorkerClock,
 };
 use crate::worker::comparison::run_compare;
+use crate::worker::error::WorkerError;
 use crate::worker::exercise::run_exercise;
 use crate::worker::generation::{
     generate, load_model, parse_record, prompt_logits, replay_request, replay_verdict, speed,
@@ -44,7 +45,7 @@ async fn runtime_for<'a>(
     started: &'a mut Option<Started>,
     start: Start,
     progress: &mut impl FnMut(String),
-) -> Result<&'a mut Runtime, String> {
+) -> Result<&'a mut Runtime, WorkerError> {
     let reusable = started
         .as_ref()
         .is_some_and(|s| s.start == start && s.runtime.backend().degraded_reason.is_none());
@@ -64,7 +65,7 @@ async fn runtime_for<'a>(
     started
         .as_mut()
         .map(|s| &mut s.runtime)
-        .ok_or_else(|| "The backend did not start.".to_string())
+        .ok_or(WorkerError::NotStarted)
 }
 
 /// The f32 CPU reference, with its weights loaded: what the jobs that run many seeds
@@ -72,9 +73,9 @@ async fn runtime_for<'a>(
 async fn reference_runtime<'a>(
     files: &mut ModelFiles,
     started: &'a mut Option<Started>,
-    fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, String>,
+    fetch: &impl AsyncFn(&str) -> Result<Vec<u8>, WorkerError>,
     progress: &mut impl FnMut(String),
-) -> Result<&'a mut Runtime, String> {
+) -> Result<&'a mut Runtime, WorkerError> {
     let start = Start {
         backend: BackendChoice::Cpu,
         precision: Precision::F32,
@@ -94,7 +95,7 @@ pub async fn run(
     job: Job,
     emit: &dyn Fn(Event),
     cancelled: &dyn Fn() -> bool,
-) -> Result<(), String> {
+) -> Result<(), WorkerError> {
     let fetch = async |path: &str| {
         let shown = |got, total| {
             emit(Event::Download {
@@ -103,7 +104,9 @@ pub async fn run(
                 total,
             })
         };
-        fetch_model_file_with_progress(path, &shown).await
+        fetch_model_file_with_progress(path, &shown)
+            .await
+            .map_err(WorkerError::Fetch)
     };
     let mut progress = |what: String| emit(Event::Working(what));
     // Awaited after every step of every job, so a Cancel that arrived during a step is seen
@@ -124,7 +127,7 @@ pub async fn run(
         state.files = Some(load_model(&fetch, &mut progress).await?);
     }
     let Some(files) = state.files.as_mut() else {
-        return Err("The model files are not loaded.".to_string());
+        return Err(WorkerError::FilesNotLoaded);
     };
     let (config, start) = match job {
         Job::Generate(request) => {
@@ -135,7 +138,7 @@ pub async fn run(
         }
         Job::Replay { backend, .. } => match &recorded {
             Some(recorded) => replay_request(recorded, &files.config, backend)?,
-            None => return Err("The record to replay was not read.".to_string()),
+            None => return Err(WorkerError::RecordNotRead),
         },
         Job::PromptLogits { prompt } => {
             let logits = prompt_logits(files, &prompt, &fetch, &mut progress).await?;
@@ -176,7 +179,7 @@ pub async fn run(
             emit(Event::Compared(report.map(Box::new)));
             return Ok(());
         }
-        Job::Cancel => return Err("Nothing to run.".to_string()),
+        Job::Cancel => return Err(WorkerError::NothingToRun),
     };
     files
         .ensure_weights(start.precision, start.backend, &fetch, &mut progress)
@@ -261,7 +264,7 @@ pub async fn run(
                     .steps
                     .last()
                     .cloned()
-                    .ok_or("A run with no steps left text over.")?
+                    .ok_or(WorkerError::TailWithoutSteps)?
             }),
             text: tail,
         });

@@ -148,7 +148,7 @@ pub fn CapacityPanel() -> impl IntoView {
     };
     let send = move |job: PlannerJob| {
         if let Err(message) = planner.send(&job, on_event) {
-            if let Some(news) = run.try_update_value(|r| r.could_not_send(message)) {
+            if let Some(news) = run.try_update_value(|r| r.could_not_send(message.to_string())) {
                 show(news);
             }
         }
@@ -324,7 +324,11 @@ fn CapacityResult(display: Arc<PlanDisplay>) -> impl IntoView {
             } else {
                 &display.json
             };
-            download_error.set(download(&file.name, &file.mime, &file.text).err());
+            download_error.set(
+                download(&file.name, &file.mime, &file.text)
+                    .err()
+                    .map(|e| e.to_string()),
+            );
         }
     };
     let save_json = save.clone();

@@ -3,39 +3,65 @@
 //! (see [`crate::panels::checkpoint::view_model`] for the format; a blocked or missing storage only means the
 //! answers last as long as the page).
 
+use std::fmt;
+
 use leptos::prelude::*;
 
 use crate::panels::checkpoint::view_model::{
     restore, Progress, PASS_PERCENT, QUESTIONS, STORAGE_KEY,
 };
 
-fn storage() -> Result<web_sys::Storage, String> {
-    web_sys::window()
-        .ok_or("this page has no window")?
-        .local_storage()
-        .map_err(|_| "the browser blocks localStorage here")?
-        .ok_or_else(|| "this browser has no localStorage".to_string())
+/// Why the progress could not be kept in (or read from, or cleared from) localStorage.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum StorageError {
+    NoWindow,
+    Blocked,
+    NoStorage,
+    Read,
+    Write,
+    Clear,
 }
 
-fn load() -> Result<Option<String>, String> {
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StorageError::NoWindow => "this page has no window",
+            StorageError::Blocked => "the browser blocks localStorage here",
+            StorageError::NoStorage => "this browser has no localStorage",
+            StorageError::Read => "localStorage could not be read",
+            StorageError::Write => "localStorage refused to store it (full or blocked)",
+            StorageError::Clear => "localStorage could not be cleared",
+        })
+    }
+}
+
+fn storage() -> Result<web_sys::Storage, StorageError> {
+    web_sys::window()
+        .ok_or(StorageError::NoWindow)?
+        .local_storage()
+        .map_err(|_| StorageError::Blocked)?
+        .ok_or(StorageError::NoStorage)
+}
+
+fn load() -> Result<Option<String>, StorageError> {
     storage()?
         .get_item(STORAGE_KEY)
-        .map_err(|_| "localStorage could not be read".to_string())
+        .map_err(|_| StorageError::Read)
 }
 
-fn save(progress: &Progress) -> Result<(), String> {
+fn save(progress: &Progress) -> Result<(), StorageError> {
     storage()?
         .set_item(STORAGE_KEY, &progress.to_storage())
-        .map_err(|_| "localStorage refused to store it (full or blocked)".to_string())
+        .map_err(|_| StorageError::Write)
 }
 
-fn forget() -> Result<(), String> {
+fn forget() -> Result<(), StorageError> {
     storage()?
         .remove_item(STORAGE_KEY)
-        .map_err(|_| "localStorage could not be cleared".to_string())
+        .map_err(|_| StorageError::Clear)
 }
 
-fn unsaved(why: String) -> String {
+fn unsaved(why: StorageError) -> String {
     format!("Progress is not saved in this browser ({why}); answers last until the page closes.")
 }
 

@@ -13,6 +13,8 @@
 //! URL. What can be wrong is the saved text, which is not a field the learner can fix:
 //! [`restore`] turns it into one notice and a fresh start.
 
+use std::fmt;
+
 use serde_json::{json, Map, Value};
 
 /// Where progress is saved.
@@ -192,32 +194,84 @@ impl Progress {
     }
 
     /// Progress from saved text, or why it cannot be read (the caller starts afresh).
-    pub fn from_storage(text: &str) -> Result<Progress, String> {
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| format!("it is not JSON ({e})"))?;
+    pub fn from_storage(text: &str) -> Result<Progress, SavedError> {
+        let value: Value = serde_json::from_str(text).map_err(SavedError::NotJson)?;
         if value.get("version") != Some(&json!(1)) {
-            return Err("it is not version 1 of the checkpoint's progress".to_string());
+            return Err(SavedError::NotVersion1);
         }
         let Some(answers) = value.get("answers").and_then(Value::as_object) else {
-            return Err("it has no answers object".to_string());
+            return Err(SavedError::NoAnswers);
         };
         let mut progress = Progress::default();
         for (id, choice) in answers {
             let Some(i) = QUESTIONS.iter().position(|q| q.id == id) else {
-                return Err(format!(
-                    "it answers a question \"{id}\" the checkpoint does not have"
-                ));
+                return Err(SavedError::UnknownQuestion { id: id.clone() });
             };
             let option = choice
                 .as_u64()
                 .and_then(|o| usize::try_from(o).ok())
                 .filter(|&o| o < QUESTIONS[i].options.len());
             let Some(option) = option else {
-                return Err(format!("its answer to \"{id}\" is {choice}, not an option"));
+                return Err(SavedError::NotAnOption {
+                    id: id.clone(),
+                    choice: choice.clone(),
+                });
             };
             progress.answers[i] = Some(option);
         }
         Ok(progress)
+    }
+}
+
+/// Why saved progress cannot be read; `Display` is the reason the panel gives in brackets.
+#[derive(Debug)]
+pub enum SavedError {
+    NotJson(serde_json::Error),
+    NotVersion1,
+    NoAnswers,
+    /// An answer to a question (`id`) the checkpoint does not have.
+    UnknownQuestion {
+        id: String,
+    },
+    /// An answer (`choice`) to question `id` that is not one of its options.
+    NotAnOption {
+        id: String,
+        choice: Value,
+    },
+}
+
+impl fmt::Display for SavedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SavedError::NotJson(e) => write!(f, "it is not JSON ({e})"),
+            SavedError::NotVersion1 => {
+                f.write_str("it is not version 1 of the checkpoint's progress")
+            }
+            SavedError::NoAnswers => f.write_str("it has no answers object"),
+            SavedError::UnknownQuestion { id } => write!(
+                f,
+                "it answers a question \"{id}\" the checkpoint does not have"
+            ),
+            SavedError::NotAnOption { id, choice } => {
+                write!(f, "its answer to \"{id}\" is {choice}, not an option")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SavedError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SavedError::NotJson(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Two reasons are equal when they say the same: serde's error has no `PartialEq`.
+impl PartialEq for SavedError {
+    fn eq(&self, other: &SavedError) -> bool {
+        self.to_string() == other.to_string()
     }
 }
 

@@ -95,7 +95,7 @@ pub fn ComparePanel() -> impl IntoView {
         report.set(None);
         phase.set(Phase::Working("Starting the model worker…".to_string()));
         if let Err(message) = worker.send(&Job::Compare(Box::new(request)), on_event) {
-            phase.set(Phase::Failed(message));
+            phase.set(Phase::Failed(message.to_string()));
         }
     };
 

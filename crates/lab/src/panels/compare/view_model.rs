@@ -5,7 +5,7 @@
 use policy::{Engine, Policy, RunConfig, SeedSource, StopConfig};
 
 use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
-use crate::widgets::number::{engine_number, whole, whole_in};
+use crate::widgets::number::{engine_number, whole, whole_in, FieldError};
 use crate::worker::protocol::CompareRequest;
 
 /// The most seeds a tree in the lab takes (the CLI takes more).
@@ -152,17 +152,17 @@ impl CompareForm {
         let engine = match self.text(&key("engine")).parse::<Engine>() {
             Ok(engine) => Some(engine),
             Err(e) => {
-                problems.add(
-                    id("engine"),
-                    crate::widgets::number::sentence(e.to_string()),
-                );
+                problems.add(id("engine"), report::sentence(e.to_string()));
                 None
             }
         };
         let e = engine.unwrap_or(Engine::Lab);
+        let of_side = |source| FieldError::Side {
+            side: side.to_string(),
+            source: Box::new(source),
+        };
         let knob = |name: &'static str, label: &str, set: fn(&mut Policy, f64)| {
-            engine_number(self.text(&key(name)), label, e, set)
-                .map_err(|message| format!("Policy {side}: {message}"))
+            engine_number(self.text(&key(name)), label, e, set).map_err(of_side)
         };
         let temperature = problems.field(
             id("temperature"),
@@ -170,8 +170,7 @@ impl CompareForm {
         );
         let top_k = problems.field(
             id("top_k"),
-            whole(self.text(&key("top_k")), "Top-k")
-                .map_err(|message| format!("Policy {side}: {message}")),
+            whole(self.text(&key("top_k")), "Top-k").map_err(of_side),
         );
         let top_p = problems.field(id("top_p"), knob("top_p", "Top-p", |p, v| p.top_p = v));
         let min_p = problems.field(id("min_p"), knob("min_p", "Min-p", |p, v| p.min_p = v));

@@ -100,7 +100,7 @@ pub fn GeneratePanel() -> impl IntoView {
     let send = move |job: Option<Job>| {
         if let Some(job) = job {
             if let Err(message) = worker.send(&job, on_event) {
-                run.update(|r| r.could_not_start(message));
+                run.update(|r| r.could_not_start(message.to_string()));
             }
         }
     };
@@ -405,12 +405,20 @@ fn RecordTools(
         };
         let text = serde_json::to_string_pretty(&r).unwrap_or_default();
         let name = format!("decode-lab-run-seed{}.json", r.config.seed);
-        file_message.set(download(&name, "application/json", &text).err());
+        file_message.set(
+            download(&name, "application/json", &text)
+                .err()
+                .map(|e| e.to_string()),
+        );
     };
     let export_all = move |_| {
         let mut text = run.with_untracked(|r| r.all_runs.join("\n"));
         text.push('\n');
-        file_message.set(download("decode-lab-runs.jsonl", "application/x-ndjson", &text).err());
+        file_message.set(
+            download("decode-lab-runs.jsonl", "application/x-ndjson", &text)
+                .err()
+                .map(|e| e.to_string()),
+        );
     };
     let import = move |ev: leptos::ev::Event| {
         let Some(input) = ev
@@ -427,7 +435,7 @@ fn RecordTools(
                     file_message.set(None);
                     replay.run(text);
                 }
-                Err(message) => file_message.set(Some(message)),
+                Err(e) => file_message.set(Some(e.to_string())),
             }
         });
     };

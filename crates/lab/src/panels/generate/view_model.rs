@@ -7,7 +7,7 @@ use policy::{
 };
 
 use crate::widgets::form::{Form, Problems};
-use crate::widgets::number::{policy_number, whole, whole_in};
+use crate::widgets::number::{policy_number, whole, whole_in, FieldError};
 use crate::worker::protocol::GenerateRequest;
 
 /// The Generate form, as the learner typed it (or as the URL gave it).
@@ -226,12 +226,14 @@ fn unescape(line: &str) -> String {
 
 /// Stop token ids, `5, 17`; whether they exist is checked against the vocabulary when the
 /// run starts.
-fn stop_tokens(text: &str) -> Result<Vec<u32>, String> {
+fn stop_tokens(text: &str) -> Result<Vec<u32>, FieldError> {
     text.split(|c: char| c == ',' || c.is_whitespace())
         .filter(|s| !s.is_empty())
         .map(|s| {
-            s.parse::<u32>()
-                .map_err(|_| format!("Stop token \"{s}\" is not a token id (a whole number)."))
+            s.parse::<u32>().map_err(|_| FieldError::TokenId {
+                label: "Stop token".to_string(),
+                text: s.to_string(),
+            })
         })
         .collect()
 }

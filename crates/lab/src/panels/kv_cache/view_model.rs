@@ -11,10 +11,12 @@
 //! (layers), `kv_b` (batch), `kv_s` (sequence length), `kv_hkv` (KV heads), `kv_dh` (head
 //! dimension), `kv_q` (bytes per value).
 
+use std::fmt;
+
 use policy::figure_short;
 
 use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
-use crate::widgets::number::whole_in;
+use crate::widgets::number::{whole_in, FieldError};
 
 /// The lab's model as `build.rs` read it: its shapes and the bytes a `model::KvCache` built
 /// from its `config.json` allocates.
@@ -97,7 +99,7 @@ const FIELDS: [FieldSpec; 6] = [
 
 /// Every dimension is a whole number of at least 1: a cache with no layers, tokens or bytes
 /// holds nothing to estimate.
-fn dimension(text: &str, spec: &FieldSpec) -> Result<u64, String> {
+fn dimension(text: &str, spec: &FieldSpec) -> Result<u64, FieldError> {
     whole_in(text, spec.name, 1, u64::MAX)
 }
 
@@ -399,9 +401,8 @@ const PUBLISHED: [(&str, &str, u64, u64, u64, u64); 5] = [
 /// The lab's own model: its shapes from `config.json`, at its whole context, in f32 (q = 4,
 /// what `model::KvCache` stores), with the bytes a cache built from that configuration
 /// really allocates. No weights are needed to build the cache.
-pub fn tiny_model() -> Result<Preset, String> {
-    let model =
-        TINY_MODEL.map_err(|e| format!("The lab's model configuration could not be read: {e}."))?;
+pub fn tiny_model() -> Result<Preset, NoTinyModel> {
+    let model = TINY_MODEL.map_err(NoTinyModel)?;
     Ok(Preset {
         slug: "tiny",
         name: "decode-lab-tiny-v1 (this lab)",
@@ -414,6 +415,23 @@ pub fn tiny_model() -> Result<Preset, String> {
         allocated: Some(model.allocated as u64),
     })
 }
+
+/// The lab's model configuration could not be read when the lab was built (`build.rs`'s
+/// reason).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NoTinyModel(&'static str);
+
+impl fmt::Display for NoTinyModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "The lab's model configuration could not be read: {}.",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for NoTinyModel {}
 
 /// For a preset whose cache the lab really allocates: the allocated bytes beside the
 /// formula's at the preset's own B, S and q.
@@ -440,7 +458,7 @@ pub fn presets() -> (Vec<Preset>, Option<String>) {
             all.push(p);
             None
         }
-        Err(e) => Some(e),
+        Err(e) => Some(e.to_string()),
     };
     all.extend(
         PUBLISHED

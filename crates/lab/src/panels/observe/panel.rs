@@ -104,7 +104,7 @@ pub fn ObservePanel() -> impl IntoView {
         error.set(None);
         status.set("Observing…".into());
         if let Err(message) = link.send(&job, on_event) {
-            if let Some(news) = run.try_update_value(|r| r.could_not_start(message)) {
+            if let Some(news) = run.try_update_value(|r| r.could_not_start(message.to_string())) {
                 show(news);
             }
         }

@@ -133,7 +133,7 @@ pub fn StepPanel() -> impl IntoView {
         asked.set_value(prompt.clone());
         model_status.set(Some((true, "Starting the model worker…".to_string())));
         if let Err(message) = worker.send(&Job::PromptLogits { prompt }, on_event) {
-            model_status.set(Some((false, message)));
+            model_status.set(Some((false, message.to_string())));
         }
     };
 
@@ -142,7 +142,7 @@ pub fn StepPanel() -> impl IntoView {
             set_seed_error.set(None);
             set_seed.set(s.to_string());
         }
-        Err(e) => set_seed_error.set(Some(e)),
+        Err(e) => set_seed_error.set(Some(e.to_string())),
     };
 
     // The one sentence a screen reader hears when the result changes: the region stays in

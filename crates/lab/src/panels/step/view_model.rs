@@ -6,11 +6,14 @@
 //!
 //! Everything here is plain data, so it is tested natively and the components only draw.
 
+use std::fmt;
+
 use policy::chapter::{self, Argpartition};
 use policy::{Engine, NumpyRng, Policy, PolicyError, Sampler, Snapshots, StageOrder, StepContext};
+use report::sentence;
 
 use crate::widgets::form::{Form, Problems};
-use crate::widgets::number::{engine_number, sentence, whole};
+use crate::widgets::number::{engine_number, whole, FieldError};
 
 /// The decoding-step form, as the learner typed it.
 #[derive(Clone, Debug, PartialEq)]
@@ -315,7 +318,7 @@ pub fn run_conformance(form: &StepForm) -> Option<policy::Conformance> {
 }
 
 /// Parses forbidden token ids: `3, 7`.
-fn parse_forbidden(text: &str, vocab: usize) -> Result<Vec<u32>, String> {
+fn parse_forbidden(text: &str, vocab: usize) -> Result<Vec<u32>, FieldError> {
     text.split(|c: char| c == ',' || c.is_whitespace())
         .filter(|s| !s.is_empty())
         .map(|s| token_id(s, vocab, "Forbidden token"))
@@ -324,29 +327,31 @@ fn parse_forbidden(text: &str, vocab: usize) -> Result<Vec<u32>, String> {
 
 /// Parses a logit bias (`2:-1.5, 0:+3`, the syntax of [`policy::parse_logit_bias`]) whose
 /// ids are all among the logits.
-fn parse_bias(text: &str, vocab: usize) -> Result<Vec<(u32, f64)>, String> {
-    let bias = policy::parse_logit_bias(text).map_err(|e| sentence(e.to_string()))?;
+fn parse_bias(text: &str, vocab: usize) -> Result<Vec<(u32, f64)>, FieldError> {
+    let bias = policy::parse_logit_bias(text).map_err(FieldError::Policy)?;
     for &(id, _) in &bias {
         in_vocab(id, vocab, "Logit bias token")?;
     }
     Ok(bias)
 }
 
-fn token_id(text: &str, vocab: usize, name: &str) -> Result<u32, String> {
-    let id = text
-        .parse::<u32>()
-        .map_err(|_| format!("{name} \"{text}\" is not a token id (a whole number)."))?;
+fn token_id(text: &str, vocab: usize, name: &str) -> Result<u32, FieldError> {
+    let id = text.parse::<u32>().map_err(|_| FieldError::TokenId {
+        label: name.to_string(),
+        text: text.to_string(),
+    })?;
     in_vocab(id, vocab, name)
 }
 
-fn in_vocab(id: u32, vocab: usize, name: &str) -> Result<u32, String> {
+fn in_vocab(id: u32, vocab: usize, name: &str) -> Result<u32, FieldError> {
     if (id as usize) < vocab {
         Ok(id)
     } else {
-        Err(format!(
-            "{name} {id} is not a token here: the logits have ids 0 to {}.",
-            vocab - 1
-        ))
+        Err(FieldError::NotInVocab {
+            label: name.to_string(),
+            id,
+            vocab,
+        })
     }
 }
 
@@ -493,17 +498,18 @@ pub fn logits_text(logits: &[f32]) -> String {
 }
 
 /// Parses a comma- or space-separated list of logits.
-pub fn parse_logits(text: &str) -> Result<Vec<f64>, String> {
+pub fn parse_logits(text: &str) -> Result<Vec<f64>, FieldError> {
     let logits = text
         .split(|c: char| c == ',' || c.is_whitespace())
         .filter(|s| !s.is_empty())
         .map(|s| {
-            s.parse::<f64>()
-                .map_err(|_| format!("Logit \"{s}\" is not a number."))
+            s.parse::<f64>().map_err(|_| FieldError::Logit {
+                text: s.to_string(),
+            })
         })
-        .collect::<Result<Vec<f64>, String>>()?;
+        .collect::<Result<Vec<f64>, FieldError>>()?;
     if logits.is_empty() {
-        return Err("Type at least one logit, for example 1.2, 0.1, 2.4, 1.7.".into());
+        return Err(FieldError::NoLogits);
     }
     Ok(logits)
 }
@@ -684,9 +690,22 @@ fn engine_field(knob: &str) -> &'static str {
         .map_or("engine", |&(_, field)| field)
 }
 
+/// The browser (or the OS) gave no entropy for a fresh seed.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NoFreshSeed(getrandom::Error);
+
+impl fmt::Display for NoFreshSeed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "No fresh seed could be drawn: {}.", self.0)
+    }
+}
+
+// getrandom's error is no `std::error::Error` without its `std` feature: no source.
+impl std::error::Error for NoFreshSeed {}
+
 /// A fresh seed from the browser's (or the OS's) entropy, for the "New seed" button.
-pub fn fresh_seed() -> Result<u64, String> {
-    getrandom::u64().map_err(|e| format!("No fresh seed could be drawn: {e}."))
+pub fn fresh_seed() -> Result<u64, NoFreshSeed> {
+    getrandom::u64().map_err(NoFreshSeed)
 }
 
 #[cfg(test)]

@@ -168,7 +168,7 @@ pub fn YourTurnPanel() -> impl IntoView {
         announced_at.set_value(f64::NEG_INFINITY);
         phase.set(Phase::Loading("Starting the model worker…".to_string()));
         if let Err(message) = worker.send(&Job::Exercise(Box::new(exercise)), on_event) {
-            phase.set(Phase::Failed(message));
+            phase.set(Phase::Failed(message.to_string()));
         }
     };
 

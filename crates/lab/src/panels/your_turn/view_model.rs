@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::widgets::form::{Form, Problems};
-use crate::widgets::number::{whole, whole_in};
+use crate::widgets::number::{whole, whole_in, FieldError};
 use crate::worker::protocol::{Exercise, Sample, TEMPERATURES};
 
 /// The most seeds a run may take, and the most new tokens per output.
@@ -146,11 +146,10 @@ impl Form for ExerciseForm {
             "yt-seed",
             whole(&self.first_seed, "First seed").and_then(|first| {
                 let n = seeds.unwrap_or(1);
-                first.checked_add(n - 1).map(|_| first).ok_or_else(|| {
-                    format!(
-                        "First seed {first} leaves no room for {n} consecutive seeds; use a smaller one."
-                    )
-                })
+                first
+                    .checked_add(n - 1)
+                    .map(|_| first)
+                    .ok_or(FieldError::NoRoomForSeeds { first, seeds: n })
             }),
         );
         problems.or(|| {
