@@ -71,6 +71,30 @@ pub struct Table {
     pub rows: Vec<Row>,
 }
 
+/// A chart's viewBox (`width` × `height`) and the margins round its plot, all in the
+/// viewBox's units.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Frame {
+    pub width: f64,
+    pub height: f64,
+    pub left: f64,
+    pub right: f64,
+    pub top: f64,
+    pub bottom: f64,
+}
+
+impl Frame {
+    /// The plot's left and right edges.
+    pub fn x_span(&self) -> (f64, f64) {
+        (self.left, self.width - self.right)
+    }
+
+    /// The plot's top and bottom edges (y grows downwards).
+    pub fn y_span(&self) -> (f64, f64) {
+        (self.top, self.height - self.bottom)
+    }
+}
+
 /// One point of a chart: a configuration of the capacity sweep, or a window of the canary.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ChartPoint {
@@ -143,12 +167,7 @@ pub struct ChartRow {
 /// The table holds the same windows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimelineChart {
-    pub width: f64,
-    pub height: f64,
-    pub left: f64,
-    pub right: f64,
-    pub top: f64,
-    pub bottom: f64,
+    pub frame: Frame,
     pub caption: String,
     /// The picture in a sentence: its `aria-label`.
     pub summary: String,
@@ -173,12 +192,7 @@ pub struct TimelineChart {
 /// that breached a detector are marked. The table holds the same groups.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IntervalChart {
-    pub width: f64,
-    pub height: f64,
-    pub left: f64,
-    pub right: f64,
-    pub top: f64,
-    pub bottom: f64,
+    pub frame: Frame,
     pub caption: String,
     /// The picture in a sentence: its `aria-label`.
     pub summary: String,

@@ -7,7 +7,7 @@
 
 use observe::table::{rate, rows, COLUMNS};
 use observe::{Report, RunLineError, Summary};
-use report::{Block, Cell, IntervalChart, IntervalPoint, Part, Row, Table};
+use report::{Block, Cell, Frame, IntervalChart, IntervalPoint, Part, Row, Table};
 use serde::Deserialize;
 
 use crate::observer::error::ObserverError;
@@ -196,12 +196,14 @@ fn breached(report: &Report, version: &str, slice: &str, detector: &str) -> bool
     })
 }
 
-const WIDTH: f64 = 640.0;
-const HEIGHT: f64 = 240.0;
-const LEFT: f64 = 56.0;
-const RIGHT: f64 = 16.0;
-const TOP: f64 = 12.0;
-const BOTTOM: f64 = 36.0;
+const FRAME: Frame = Frame {
+    width: 640.0,
+    height: 240.0,
+    left: 56.0,
+    right: 16.0,
+    top: 12.0,
+    bottom: 36.0,
+};
 
 /// A round top for an axis from 0 that holds `max`, and its ticks: 1, 2 or 5 times a power
 /// of ten, four or five steps.
@@ -242,7 +244,7 @@ fn interval_chart(s: Series) -> IntervalChart {
         .map(|p| p.3.map_or(p.2, |(_, hi)| hi.max(p.2)))
         .fold(0.0, f64::max);
     let (top, ticks) = axis(max * s.scale);
-    let (x0, x1, y0, y1) = (LEFT, WIDTH - RIGHT, TOP, HEIGHT - BOTTOM);
+    let ((x0, x1), (y0, y1)) = (FRAME.x_span(), FRAME.y_span());
     // Enough decimals to tell the ticks apart: none from a step of 1 up.
     let step = ticks.get(1).copied().unwrap_or(1.0);
     let decimals = (-step.log10().floor()).max(0.0) as usize;
@@ -309,12 +311,7 @@ fn interval_chart(s: Series) -> IntervalChart {
         _ => format!("{}: nothing to show.", s.caption),
     };
     IntervalChart {
-        width: WIDTH,
-        height: HEIGHT,
-        left: LEFT,
-        right: RIGHT,
-        top: TOP,
-        bottom: BOTTOM,
+        frame: FRAME,
         caption: s.caption.to_string(),
         summary,
         y_label: s.y_label.to_string(),

@@ -15,7 +15,7 @@ use capacity::{
     ROLLOUT_TABLE_ID, SWEEP_TABLE_ID,
 };
 use policy::figure_short;
-use report::{sentence, Block, ChartPoint, Table, TimelineChart};
+use report::{sentence, Block, ChartPoint, Frame, Table, TimelineChart};
 
 use crate::planner::form::{field, CapacityForm, PLAN_ID};
 use crate::planner::protocol::{PlanDisplay, ReportFile, SweepChart};
@@ -53,12 +53,7 @@ pub struct SweepPoint {
 /// The chart's frame: a log-scale x (p99 TTFT) and a linear y (tokens/s).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChartFrame {
-    pub width: f64,
-    pub height: f64,
-    pub left: f64,
-    pub right: f64,
-    pub top: f64,
-    pub bottom: f64,
+    pub frame: Frame,
     /// x positions and labels of the decade ticks (seconds).
     pub x_ticks: Vec<(f64, String)>,
     /// y positions and labels of the ticks (tokens/s).
@@ -80,8 +75,15 @@ pub struct PlanView {
     pub kind: &'static str,
 }
 
-pub const CHART_WIDTH: f64 = 560.0;
-pub const CHART_HEIGHT: f64 = 300.0;
+/// The sweep chart's frame; the canary's timeline is as wide and shorter.
+pub const SWEEP_FRAME: Frame = Frame {
+    width: 560.0,
+    height: 300.0,
+    left: 64.0,
+    right: 16.0,
+    top: 12.0,
+    bottom: 44.0,
+};
 
 /// Runs the plan the form describes, degrading to `last_known_good` before the baseline and
 /// calling `progress(done, total)` after each configuration; or every field's problem; or
@@ -125,7 +127,6 @@ fn field_of(error: &CapacityError) -> &'static str {
 
 /// The chart's rows and frame from a report; the same rows make the table.
 pub fn view(report: PlanReport) -> PlanView {
-    let (left, right, top, bottom) = (64.0, 16.0, 12.0, 44.0);
     let runs = || report.sweep.iter().filter(|r| r.error.is_none());
     let slo = report.contract.slo.ttft_p99_s;
     // The x range covers every point and the SLO, in whole decades.
@@ -137,13 +138,13 @@ pub fn view(report: PlanReport) -> PlanView {
         .ceil()
         .max(lo + 1.0);
     let y_max = nice_ceiling(runs().map(|r| r.output_tokens_per_s).fold(0.0, f64::max));
-    let plot_w = CHART_WIDTH - left - right;
-    let plot_h = CHART_HEIGHT - top - bottom;
+    let ((x0, x1), (y0, y1)) = (SWEEP_FRAME.x_span(), SWEEP_FRAME.y_span());
+    let (plot_w, plot_h) = (x1 - x0, y1 - y0);
     let x_of = |t: f64| {
         let decade = t.max(10f64.powf(lo)).log10();
-        left + (decade - lo) / (hi - lo) * plot_w
+        x0 + (decade - lo) / (hi - lo) * plot_w
     };
-    let y_of = |v: f64| top + plot_h - v / y_max * plot_h;
+    let y_of = |v: f64| y1 - v / y_max * plot_h;
     let released = report.decision.kind == DecisionKind::Release;
     let points: Vec<SweepPoint> = report
         .sweep
@@ -180,12 +181,7 @@ pub fn view(report: PlanReport) -> PlanView {
         curve: curve.into_iter().map(|(_, x, y)| (x, y)).collect(),
         kind: report.decision.kind.name(),
         frame: ChartFrame {
-            width: CHART_WIDTH,
-            height: CHART_HEIGHT,
-            left,
-            right,
-            top,
-            bottom,
+            frame: SWEEP_FRAME,
             x_ticks,
             y_ticks,
             slo_x: x_of(slo),
@@ -324,12 +320,7 @@ fn sweep_chart(view: &PlanView) -> SweepChart {
         })
         .collect();
     SweepChart {
-        width: f.width,
-        height: f.height,
-        left: f.left,
-        right: f.right,
-        top: f.top,
-        bottom: f.bottom,
+        frame: f.frame,
         summary: sweep_takeaway(view, slo, passing),
         x_ticks: f.x_ticks.clone(),
         y_ticks: f.y_ticks.clone(),
@@ -344,8 +335,7 @@ fn sweep_chart(view: &PlanView) -> SweepChart {
 /// SLO's line, the released configuration's curve over the loads and a ring round it, and
 /// the table whose rows the points are.
 fn sweep_html(c: &SweepChart, table: &Table) -> String {
-    let (x0, x1) = (c.left, c.width - c.right);
-    let (y0, y1) = (c.top, c.height - c.bottom);
+    let ((x0, x1), (y0, y1)) = (c.frame.x_span(), c.frame.y_span());
     let curve: Vec<String> = c
         .curve
         .iter()
@@ -357,7 +347,7 @@ fn sweep_html(c: &SweepChart, table: &Table) -> String {
          <text x=\"{}\" y=\"{}\" class=\"axis-label\">{}</text>\
          <polyline points=\"{}\" class=\"cap-curve\"></polyline>",
         (x0 + x1) / 2.0,
-        c.height - 6.0,
+        c.frame.height - 6.0,
         c.slo_x + 4.0,
         y0 + 10.0,
         escape(&c.slo_label),
@@ -375,7 +365,7 @@ fn sweep_html(c: &SweepChart, table: &Table) -> String {
     }
     figure_html(
         "cap-sweep",
-        (c.width, c.height, c.left, c.right, c.top, c.bottom),
+        &c.frame,
         "The sweep: output tokens/s against p99 time to first token (log scale)",
         &c.summary,
         &c.x_ticks,
@@ -446,8 +436,10 @@ fn sweep_takeaway(view: &PlanView, slo: f64, passing: usize) -> String {
 /// The canary's p99 TTFT per detector window against the SLO, the detection window
 /// marked, and the windows as its table.
 fn rollout_chart(r: &RolloutReport, slo_s: f64) -> TimelineChart {
-    let (width, height) = (CHART_WIDTH, 220.0);
-    let (left, right, top, bottom) = (64.0, 16.0, 12.0, 44.0);
+    let frame = Frame {
+        height: 220.0,
+        ..SWEEP_FRAME
+    };
     let end = r.timeline.last().map_or(r.window_s, |w| w.end_s) - r.start_s;
     let end = if end > 0.0 { end } else { 1.0 };
     let measured = |w: &&capacity::RolloutWindow| w.canary_requests > 0;
@@ -458,9 +450,10 @@ fn rollout_chart(r: &RolloutReport, slo_s: f64) -> TimelineChart {
             .map(|w| w.canary_ttft_p99_s * 1e3)
             .fold(slo_s * 1e3, f64::max),
     );
-    let (plot_w, plot_h) = (width - left - right, height - top - bottom);
-    let x_of = |t: f64| left + (t - r.start_s) / end * plot_w;
-    let y_of = |ms: f64| top + plot_h - ms / y_max * plot_h;
+    let ((x0, x1), (y0, y1)) = (frame.x_span(), frame.y_span());
+    let (plot_w, plot_h) = (x1 - x0, y1 - y0);
+    let x_of = |t: f64| x0 + (t - r.start_s) / end * plot_w;
+    let y_of = |ms: f64| y1 - ms / y_max * plot_h;
     let detected = detection_window(r);
     let mut lines: Vec<Vec<(f64, f64)>> = Vec::new();
     let mut points = Vec::new();
@@ -519,12 +512,7 @@ fn rollout_chart(r: &RolloutReport, slo_s: f64) -> TimelineChart {
     });
     let breaching = r.timeline.iter().filter(|w| !w.breached.is_empty()).count();
     TimelineChart {
-        width,
-        height,
-        left,
-        right,
-        top,
-        bottom,
+        frame,
         caption: "The canary: p99 time to first token of its requests per detector window".into(),
         summary: format!(
             "The canary ran for {} windows of {}. In {breaching} of them, a gate broke. 99 % of first tokens should come within {}.{}",
@@ -574,6 +562,7 @@ mod tests {
             assert_eq!(&p.row, r);
             let (x, y) = p.at.unwrap();
             let f = &view.frame;
+            let f = &f.frame;
             assert!(x >= f.left - 1e-9 && x <= f.width - f.right + 1e-9, "{x}");
             assert!(y >= f.top - 1e-9 && y <= f.height - f.bottom + 1e-9, "{y}");
         }
@@ -1104,7 +1093,7 @@ mod tests {
         assert!(r.stop_condition_fired);
         assert_eq!(r.timeline[i].end_s, t);
         let (from, to, _) = chart.marked.clone().unwrap();
-        assert!(from < to && to <= chart.width - chart.right + 1e-9);
+        assert!(from < to && to <= chart.frame.width - chart.frame.right + 1e-9);
         let shaded: Vec<usize> = chart
             .table
             .rows

@@ -6,7 +6,7 @@
 //! `capacity::PlanReport` (which measured +28,800 bytes of page wasm), and draws no chart
 //! or table of a plan itself.
 
-use report::{ChartPoint, Part, Table};
+use report::{ChartPoint, Frame, Part, Table};
 use serde::{Deserialize, Serialize};
 
 use crate::link::Protocol;
@@ -119,12 +119,7 @@ pub struct PlanDisplay {
 /// The sweep as a scatter: positions in the chart's viewBox units, labels in words.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SweepChart {
-    pub width: f64,
-    pub height: f64,
-    pub left: f64,
-    pub right: f64,
-    pub top: f64,
-    pub bottom: f64,
+    pub frame: Frame,
     /// The picture in a sentence: its `aria-label`.
     pub summary: String,
     /// x positions and labels of the decade ticks of p99 TTFT.

@@ -6,7 +6,7 @@
 //! escaped here ([`escape`]); file names and reasons in an observation come from the
 //! learner's files.
 
-use report::{Block, Part, RowsChart, Table};
+use report::{Block, Frame, Part, RowsChart, Table};
 #[cfg(any(feature = "planner", feature = "observer"))]
 use report::{IntervalChart, TimelineChart};
 
@@ -112,7 +112,7 @@ pub fn table_html(table: &Table) -> String {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn figure_html(
     class: &str,
-    frame: (f64, f64, f64, f64, f64, f64),
+    frame: &Frame,
     caption: &str,
     summary: &str,
     x_ticks: &[(f64, String)],
@@ -122,9 +122,7 @@ pub(crate) fn figure_html(
     legend: &str,
     table: &Table,
 ) -> String {
-    let (width, height, left, right, top, bottom) = frame;
-    let (x0, x1) = (left, width - right);
-    let (y0, y1) = (top, height - bottom);
+    let ((x0, x1), (y0, y1)) = (frame.x_span(), frame.y_span());
     let mut ticks = String::new();
     for (x, label) in x_ticks {
         ticks += &format!(
@@ -151,7 +149,7 @@ pub(crate) fn figure_html(
          <text x=\"10\" y=\"{middle}\" text-anchor=\"middle\" class=\"axis-label\" transform=\"rotate(-90 10 {middle})\">{}</text>\
          {inside}</svg>{}<p class=\"cap-legend chart-only\">{}</p>{}</figure>",
         escape(caption),
-        walk_open(width, height, summary),
+        walk_open(frame.width, frame.height, summary),
         escape(y_label),
         walk_notes(),
         escape(legend),
@@ -220,8 +218,7 @@ pub(crate) fn point(
 /// A figure over time against a level, one span marked, and the table from the same rows.
 #[cfg(any(feature = "planner", feature = "observer"))]
 fn timeline_html(c: &TimelineChart) -> String {
-    let (x0, x1) = (c.left, c.width - c.right);
-    let (y0, y1) = (c.top, c.height - c.bottom);
+    let ((x0, x1), (y0, y1)) = (c.frame.x_span(), c.frame.y_span());
     let mut inside = String::new();
     if let Some((from, to, label)) = &c.marked {
         inside += &format!(
@@ -236,7 +233,7 @@ fn timeline_html(c: &TimelineChart) -> String {
     inside += &format!(
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" class=\"axis-label\">{}</text>",
         (x0 + x1) / 2.0,
-        c.height - 6.0,
+        c.frame.height - 6.0,
         escape(&c.x_label)
     );
     inside += &format!(
@@ -258,7 +255,7 @@ fn timeline_html(c: &TimelineChart) -> String {
     }
     figure_html(
         "cap-timeline",
-        (c.width, c.height, c.left, c.right, c.top, c.bottom),
+        &c.frame,
         &c.caption,
         &c.summary,
         &c.x_ticks,
@@ -286,7 +283,7 @@ fn intervals_html(c: &IntervalChart) -> String {
     }
     figure_html(
         "cap-timeline",
-        (c.width, c.height, c.left, c.right, c.top, c.bottom),
+        &c.frame,
         &c.caption,
         &c.summary,
         &x_ticks,
