@@ -1,14 +1,14 @@
 //! A report built away from the page, drawn by it: [`html`] is the markup of a report's
 //! parts ([`report::Part`]: a heading and its tables, sentences, lists and charts), which
-//! a worker writes (only the workers' builds have this module). The page only sets it (`inner_html`), so a report's sections and
-//! charts cost the page's wasm nothing: the capacity planner's report and the Observe
-//! panel's are such parts, and every chart keeps its table. Every text and attribute is
-//! escaped here ([`escape`]); file names and reasons in an observation come from the
-//! learner's files.
+//! a worker writes (only the workers' builds have this module). The page only sets it
+//! (`inner_html`), so a report's sections and charts cost the page's wasm nothing: the
+//! capacity planner's report and sweep and the Observe panel's are such parts, and every
+//! chart keeps its table. Every text and attribute is escaped here ([`escape`]); file
+//! names and reasons in an observation come from the learner's files.
 
-use report::{Block, Frame, Part, RowsChart, Table};
+use report::{Block, Part, RowsChart, Table};
 #[cfg(any(feature = "planner", feature = "observer"))]
-use report::{IntervalChart, TimelineChart};
+use report::{Frame, IntervalChart, TimelineChart};
 
 /// The markup of `parts`, in order: each a focusable section labelled by its heading.
 pub fn html(parts: &[Part]) -> String {
