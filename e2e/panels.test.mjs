@@ -407,6 +407,27 @@ test('the planner worker checks the capacity fields: a bad one is marked at its 
   await context.close();
 });
 
+test('every plan knob the CLI takes is a Capacity field: the further ones open from the URL, plan, and a bad one is named at its field', async () => {
+  const { context, page, errors } = await open('?panel=capacity&cap_n=300&cap_seed=11&cap_queue=7&cap_owner_latency=SRE&cap_datasheet=on&cap_block=0');
+  await page.locator('#cap-block-problem').waitFor();
+  assert.ok(await page.locator('details.cap-more').evaluate((d) => d.open), 'a URL that sets one opens them');
+  assert.equal(await page.locator('#cap-seed').inputValue(), '11');
+  assert.equal(await page.locator('#cap-queue').inputValue(), '7');
+  assert.ok(await page.locator('#cap-datasheet').isChecked());
+  assert.equal(await page.locator('#cap-block').getAttribute('aria-invalid'), 'true');
+  assert.match(await page.locator('#cap-block-problem').textContent(), /KV block size/);
+  await assertAccessible(page, 'capacity with its further knobs open');
+  // Mended, the plan runs with them: the playbook names the latency owner from the URL.
+  await page.locator('#cap-block').fill('32');
+  await page.locator('#cap-block-problem').waitFor({ state: 'detached' });
+  await page.locator('#cap-plan').click();
+  await page.locator('.cap-decision').waitFor({ timeout: RUN_TIMEOUT });
+  assert.ok((await page.locator('#cap-playbook-table').textContent()).includes('SRE'));
+  assert.ok(new URL(page.url()).searchParams.get('cap_block') === '32', 'the mended value is in the URL');
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test('a URL with three bad values names all three, each marked at its own field', async () => {
   const { context, page, errors } = await open('?panel=step&temperature=abc&top_k=-3&logits=1,2,zz');
   const summary = page.getByTestId('problem-summary');

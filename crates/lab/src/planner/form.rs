@@ -46,7 +46,7 @@
 use std::ops::Bound;
 
 use capacity::{
-    shortest, Arrivals, CapacityError, HardwareProfile, Knob, ModelProfile, PlanInputs,
+    shortest, Arrivals, CapacityError, HardwareProfile, Knob, KnobKind, ModelProfile, PlanInputs,
     PlanRequest, TraceSpec, WeightPath,
 };
 
@@ -101,11 +101,14 @@ pub struct CapacityForm {
     pub canary: String,
     pub rollout_trace: String,
     pub detector_windows: String,
+    /// The knobs of [`MORE`], as `decode-lab capacity` takes them, in that order.
+    pub more: [String; MORE_KNOBS],
 }
 
 /// One field: its URL key, its input's id, its name in messages and its default text.
+#[derive(Clone, Copy)]
 pub(crate) struct FieldSpec {
-    key: &'static str,
+    pub(crate) key: &'static str,
     pub(crate) id: &'static str,
     name: &'static str,
     default: &'static str,
@@ -258,10 +261,53 @@ pub(crate) mod field {
         name: "Detector windows",
         default: "20",
     };
+
+    /// A field that takes a knob's value as the CLI does: its key is the knob's URL key,
+    /// its name the knob's label, and it is empty (the plan's own default) until set.
+    const fn knob(key: &'static str, id: &'static str, name: &'static str) -> FieldSpec {
+        FieldSpec {
+            key,
+            id,
+            name,
+            default: "",
+        }
+    }
+
+    /// The fields of [`super::MORE`], in its order.
+    pub const MORE: [FieldSpec; super::MORE_KNOBS] = [
+        knob("cap_seed", "cap-seed", "Seed"),
+        knob("cap_datasheet", "cap-datasheet", "Datasheet figures"),
+        knob("cap_block", "cap-block", "KV block size (tokens)"),
+        knob("cap_staleness", "cap-staleness", "Router staleness (s)"),
+        knob("cap_queue", "cap-queue", "Queue cap"),
+        knob("cap_kv_link", "cap-kv-link", "KV link (Gbit/s)"),
+        knob("cap_floors", "cap-floors", "Slice floor"),
+        knob("cap_mitigation", "cap-mitigation", "Mitigation delay (s)"),
+        knob("cap_owner_latency", "cap-owner-latency", "Latency owner"),
+        knob("cap_owner_quality", "cap-owner-quality", "Quality owner"),
+    ];
 }
 
-/// In the order of [`CapacityForm::texts`].
-const FIELDS: [FieldSpec; 24] = [
+/// The plan's knobs that the panel offers under "More plan inputs", each a field that takes
+/// the knob's value as `decode-lab capacity` takes its flag (a repeated flag as a comma
+/// list, a switch as a box), labelled and explained by the knob table
+/// ([`capacity::KNOBS`]); the check hands each to [`PlanRequest`] under the knob's name.
+pub const MORE: [&str; MORE_KNOBS] = [
+    "seed",
+    "no-calibration",
+    "block-size",
+    "router-staleness",
+    "queue-cap",
+    "kv-link-gbps",
+    "floor",
+    "mitigation-delay",
+    "owner-latency",
+    "owner-quality",
+];
+pub const MORE_KNOBS: usize = 10;
+
+/// In the order of [`CapacityForm::texts`]: the panel's own fields, then [`MORE`]'s.
+const FIELDS: [FieldSpec; 34] = [
     field::HARDWARE,
     field::MODEL,
     field::WEIGHTS,
@@ -286,6 +332,16 @@ const FIELDS: [FieldSpec; 24] = [
     field::CANARY,
     field::ROLLOUT_TRACE,
     field::WINDOWS,
+    field::MORE[0],
+    field::MORE[1],
+    field::MORE[2],
+    field::MORE[3],
+    field::MORE[4],
+    field::MORE[5],
+    field::MORE[6],
+    field::MORE[7],
+    field::MORE[8],
+    field::MORE[9],
 ];
 
 /// The batching choices: the URL's name, the label in the form. `static` and `continuous`
@@ -298,8 +354,8 @@ pub const BATCHINGS: [(&str, &str); 3] = [
 ];
 
 impl CapacityForm {
-    fn from_texts(t: [String; 24]) -> CapacityForm {
-        let [hardware, model, weights, trace, requests, rate, batchings, chunk_budget, max_sequences, loads, ttft_ms, tpot_ms, floor_pct, replicas, routers, prefix_cache, attention, disaggregate, speculative_k, decoding, lengths, canary, rollout_trace, detector_windows] =
+    fn from_texts(t: [String; 34]) -> CapacityForm {
+        let [hardware, model, weights, trace, requests, rate, batchings, chunk_budget, max_sequences, loads, ttft_ms, tpot_ms, floor_pct, replicas, routers, prefix_cache, attention, disaggregate, speculative_k, decoding, lengths, canary, rollout_trace, detector_windows, m0, m1, m2, m3, m4, m5, m6, m7, m8, m9] =
             t;
         CapacityForm {
             hardware,
@@ -326,10 +382,11 @@ impl CapacityForm {
             canary,
             rollout_trace,
             detector_windows,
+            more: [m0, m1, m2, m3, m4, m5, m6, m7, m8, m9],
         }
     }
 
-    fn texts(&self) -> [&str; 24] {
+    fn texts(&self) -> [&str; 34] {
         [
             &self.hardware,
             &self.model,
@@ -355,6 +412,16 @@ impl CapacityForm {
             &self.canary,
             &self.rollout_trace,
             &self.detector_windows,
+            &self.more[0],
+            &self.more[1],
+            &self.more[2],
+            &self.more[3],
+            &self.more[4],
+            &self.more[5],
+            &self.more[6],
+            &self.more[7],
+            &self.more[8],
+            &self.more[9],
         ]
     }
 
@@ -446,9 +513,11 @@ impl Form for CapacityForm {
         (form, problems)
     }
 
-    /// The pairs to write to the URL, every field trimmed.
+    /// The pairs to write to the URL, every field trimmed; a knob of [`MORE`] only when set.
     fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        pairs_from_texts(FIELDS.map(|f| f.key), self.texts())
+        let mut pairs = pairs_from_texts(FIELDS.map(|f| f.key), self.texts());
+        pairs.retain(|(k, v)| !v.is_empty() || !field::MORE.iter().any(|f| f.key == *k));
+        pairs
     }
 
     /// The plan's inputs, or every field's problem. The fields the panel writes in its own
@@ -611,6 +680,26 @@ impl Form for CapacityForm {
                 "detector-windows",
                 text(&self.detector_windows),
             );
+        }
+        // The knobs the panel takes as the CLI does: a switch ticked is its flag, a repeated
+        // flag's comma list is one pair an entry (an empty entry is the crate's to refuse).
+        for ((name, spec), text) in MORE.iter().zip(&field::MORE).zip(&self.more) {
+            let text = text.trim();
+            let switch = Knob::named(name).is_some_and(|k| k.kind == KnobKind::Switch);
+            let repeated = Knob::named(name).is_some_and(|k| k.kind == KnobKind::Repeated);
+            match text {
+                "" => {}
+                "on" if switch => pairs.push((name, String::new())),
+                "off" if switch => {}
+                _ if switch => problems.add(
+                    spec.id,
+                    format!("{} is on or off, not \"{text}\".", spec.name),
+                ),
+                _ if repeated => {
+                    pairs.extend(text.split(',').map(|e| (*name, e.trim().to_string())))
+                }
+                _ => pairs.push((name, text.to_string())),
+            }
         }
         let inputs = loop {
             let request = PlanRequest::new(pairs.iter().map(|(k, v)| (*k, v.as_str())));
@@ -1329,6 +1418,101 @@ pub(crate) mod tests {
         );
         assert_eq!(Batching::Static.to_string(), BATCHINGS[0].0);
         assert_eq!(Batching::Continuous.to_string(), BATCHINGS[1].0);
+    }
+
+    /// The knob table walked: every knob of a plan is a field of the panel (under its URL
+    /// key, or read by a field in the panel's own form), but for the files a command line
+    /// names, which the lab does not read; and each of [`MORE`] is the field its URL key
+    /// names, labelled as the table labels it.
+    #[test]
+    fn every_knob_of_the_table_is_a_field_of_the_panel() {
+        for knob in capacity::KNOBS.iter() {
+            if knob.kind == KnobKind::File {
+                continue;
+            }
+            assert_ne!(field_of(knob.name), PLAN_ID, "{} is in no field", knob.name);
+        }
+        for (name, spec) in MORE.iter().zip(field::MORE) {
+            let knob = Knob::named(name).unwrap();
+            assert_eq!(knob.url, Some(spec.key), "{name}");
+            assert_eq!(knob.label, spec.name, "{name}");
+            assert_eq!(field_of(name), spec.id);
+        }
+    }
+
+    /// Each knob of [`MORE`] from the URL to the form, back to the URL, and into the plan's
+    /// inputs as the CLI's flag puts it there; a value the crate refuses is named at its
+    /// field.
+    #[test]
+    fn the_more_knobs_go_from_the_url_to_the_plan() {
+        let with = |pairs: &[(&str, &str)]| {
+            let (form, url) = CapacityForm::from_pairs(pairs.iter().copied());
+            assert!(url.is_empty(), "{url:?}");
+            let back: Vec<(&str, String)> = form.to_pairs();
+            for (k, v) in pairs {
+                assert!(
+                    back.contains(&(k, v.to_string())),
+                    "{k}={v} not in {back:?}"
+                );
+            }
+            form
+        };
+        let inputs = |pairs: &[(&str, &str)]| with(pairs).check().unwrap();
+        let default = CapacityForm::default().check().unwrap();
+        assert_eq!(
+            CapacityForm::default().to_pairs().len(),
+            FIELDS.len() - MORE_KNOBS
+        );
+
+        let i = inputs(&[("cap_seed", "11")]);
+        let TraceSource::Generated { spec } = &i.trace else {
+            panic!("{:?}", i.trace)
+        };
+        assert_eq!(spec.seed, 11);
+        assert!(default.calibration.is_some());
+        assert!(inputs(&[("cap_datasheet", "on")]).calibration.is_none());
+        assert!(inputs(&[("cap_datasheet", "off")]).calibration.is_some());
+        assert_eq!(inputs(&[("cap_block", "32")]).sweep.block_size, 32);
+        let fleet = inputs(&[("cap_staleness", "0.5"), ("cap_queue", "7")])
+            .sweep
+            .fleet;
+        assert_eq!((fleet.router_staleness_s, fleet.queue_cap), (0.5, Some(7)));
+        let fleet = inputs(&[("cap_pd", "1:2"), ("cap_kv_link", "100")])
+            .sweep
+            .fleet;
+        assert_eq!(fleet.kv_link_gbps, 100.0);
+        let floors = inputs(&[("cap_floors", "en=1.5, eu=2.5")]).quality_floors;
+        let floors: Vec<(&str, f64)> = floors
+            .iter()
+            .map(|f| (f.slice.as_str(), f.max_bits_per_byte))
+            .collect();
+        assert_eq!(floors, [("en", 1.5), ("eu", 2.5)]);
+        let owners = inputs(&[
+            ("cap_owner_latency", "SRE"),
+            ("cap_owner_quality", "ML lead"),
+        ])
+        .owners;
+        assert_eq!(
+            (owners.latency.as_str(), owners.quality.as_str()),
+            ("SRE", "ML lead")
+        );
+        let rollout = inputs(&[("cap_canary", "0.1"), ("cap_mitigation", "0.25")])
+            .rollout
+            .unwrap();
+        assert_eq!(rollout.mitigation_delay_s, Some(0.25));
+
+        for (key, bad, field) in [
+            ("cap_seed", "-1", "cap-seed"),
+            ("cap_datasheet", "yes", "cap-datasheet"),
+            ("cap_block", "0", "cap-block"),
+            ("cap_queue", "many", "cap-queue"),
+            ("cap_floors", "en=1.5,,eu=2", "cap-floors"),
+            ("cap_kv_link", "100", "cap-kv-link"),
+            ("cap_mitigation", "0.25", "cap-canary"),
+        ] {
+            let problems = with(&[(key, bad)]).check().unwrap_err();
+            assert!(problems.of(field).is_some(), "{key}={bad}: {problems:?}");
+        }
     }
 
     /// A field under a knob's URL key holds that knob's values as the CLI takes them, and

@@ -12,14 +12,16 @@
 
 use std::sync::Arc;
 
+use capacity::{Knob, KnobKind};
 use leptos::prelude::*;
 
 use crate::js::now_ms;
 use crate::link::PanelLink;
 use crate::panels::capacity::view_model::{shown_problems, News, Outcome, PlanRun};
 use crate::planner::form::{
-    attention_options, decoding_options, hardware_options, length_options, model_options,
-    rollout_trace_options, trace_options, weight_options, CapacityForm, BATCHINGS, PLAN_ID,
+    attention_options, decoding_options, field, hardware_options, length_options, model_options,
+    rollout_trace_options, trace_options, weight_options, CapacityForm, BATCHINGS, MORE,
+    MORE_KNOBS, PLAN_ID,
 };
 use crate::planner::protocol::{PlanDisplay, Planner, PlannerEvent, PlannerJob};
 use crate::shell::url;
@@ -71,6 +73,9 @@ pub fn CapacityPanel() -> impl IntoView {
     let (canary, set_canary) = signal(initial.canary);
     let (rollout_trace, set_rollout_trace) = signal(initial.rollout_trace);
     let (detector_windows, set_detector_windows) = signal(initial.detector_windows);
+    // The further knobs start open when the URL sets one.
+    let more_open = initial.more.iter().any(|m| !m.trim().is_empty());
+    let more = initial.more.map(RwSignal::new);
 
     let form = Memo::new(move |_| CapacityForm {
         hardware: hardware.get(),
@@ -97,6 +102,7 @@ pub fn CapacityPanel() -> impl IntoView {
         canary: canary.get(),
         rollout_trace: rollout_trace.get(),
         detector_windows: detector_windows.get(),
+        more: more.map(|m| m.get()),
     });
     // The fields in the URL whenever they change (not on creation: opening the panel
     // should not add a history entry).
@@ -279,6 +285,10 @@ pub fn CapacityPanel() -> impl IntoView {
                 <Field id="cap-canary" problem=problem("cap-canary") label="Canary fraction (empty: no rollout)" hint="The released configuration takes this share of the requests; a detector stops it at the first breached gate." value=canary.into() set=set_canary/>
                 {select("cap-rollout-trace", "Traffic the canary meets", rollout_trace, set_rollout_trace, rollout_trace_options())}
                 <Field id="cap-windows" problem=problem("cap-windows") label="Detector windows" hint="Tumbling windows over the canary trace; fewer, longer ones hold enough of a rare slice to judge it." value=detector_windows.into() set=set_detector_windows inputmode="numeric"/>
+                <details class="cap-more" open=more_open>
+                    <summary>"More plan inputs"</summary>
+                    <div class="controls">{more_fields(more, problem, url_problems)}</div>
+                </details>
                 <div class="field cap-choice" hidden=hidden("cap-known-good", "Degrade to the last released configuration", None, None)>
                     <input
                         type="checkbox"
@@ -353,4 +363,45 @@ fn CapacityResult(display: Arc<PlanDisplay>) -> impl IntoView {
         <div class="cap-sweep-chart" inner_html=display.sweep_html.clone()></div>
         <div class="cap-parts" inner_html=parts></div>
     }
+}
+
+/// The knobs of [`MORE`], each a field labelled and explained by the knob table: a switch a
+/// box, the rest text as `decode-lab capacity` takes it.
+fn more_fields(
+    more: [RwSignal<String>; MORE_KNOBS],
+    problem: impl Fn(&'static str) -> Signal<Option<String>> + Copy + 'static,
+    url_problems: RwSignal<Problems>,
+) -> impl IntoView {
+    MORE.iter()
+        .zip(field::MORE)
+        .zip(more)
+        .filter_map(|((name, spec), value)| {
+            let knob = Knob::named(name)?;
+            let id = spec.id;
+            Some(if knob.kind == KnobKind::Switch {
+                let shown = problem(id);
+                view! {
+                    <div class="field cap-choice" hidden=hidden(id, knob.label, Some(value.into()), Some(shown))>
+                        <input
+                            type="checkbox"
+                            id=id
+                            aria-invalid=move || shown.get().map(|_| "true")
+                            aria-describedby=move || shown.get().map(|_| problem_id(id))
+                            prop:checked=move || value.get() == "on"
+                            on:change=move |ev| {
+                                url_problems.update(|p| *p = p.without(id));
+                                value.set(if event_target_checked(&ev) { "on" } else { "" }.into());
+                            }
+                        />
+                        <label for=id>{knob.label}": "{knob.hint}</label>
+                        {move || shown.get().map(|m| view! { <small id=problem_id(id) class="field-problem error">{m}</small> })}
+                    </div>
+                }
+                .into_any()
+            } else {
+                view! { <Field id=id problem=problem(id) label=knob.label hint=knob.hint value=value.into() set=value.write_only()/> }
+                    .into_any()
+            })
+        })
+        .collect_view()
 }
