@@ -61,10 +61,27 @@ pub struct Faults {
     pub lose_device_after: Option<usize>,
 }
 
+/// A name [`Faults::parse`] does not know, as it was given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownFault(pub String);
+
+impl std::fmt::Display for UnknownFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown fault {:?}: expected no-webgpu, no-adapter, device-request, canary, \
+             device-lost or device-lost@N",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownFault {}
+
 impl Faults {
     /// Parses the CLI's and the URL's fault names: `no-webgpu`, `no-adapter`,
     /// `device-request`, `canary`, `device-lost` (after the prefill) or `device-lost@N`.
-    pub fn parse(names: &str) -> Result<Faults, String> {
+    pub fn parse(names: &str) -> Result<Faults, UnknownFault> {
         let mut faults = Faults::default();
         for name in names.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             match name {
@@ -75,12 +92,7 @@ impl Faults {
                 "device-lost" => faults.lose_device_after = Some(1),
                 other => match other.strip_prefix("device-lost@").map(str::parse) {
                     Some(Ok(n)) => faults.lose_device_after = Some(n),
-                    _ => {
-                        return Err(format!(
-                            "unknown fault {other:?}: expected no-webgpu, no-adapter, \
-                             device-request, canary, device-lost or device-lost@N"
-                        ))
-                    }
+                    _ => return Err(UnknownFault(other.to_string())),
                 },
             }
         }

@@ -34,7 +34,7 @@ pub mod ops;
 mod runtime;
 mod transformer;
 
-pub use device::{Faults, Gpu, GpuError};
+pub use device::{Faults, Gpu, GpuError, UnknownFault};
 pub use runtime::{
     BackendChoice, Promotion, Race, Runtime, SamplingReport, StartPhases, CANARY_PASSED,
     CANARY_RUNNING, CANARY_TOLERANCE, CHECK_EVERY,

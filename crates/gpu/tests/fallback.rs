@@ -197,7 +197,7 @@ fn fault_names_parse_and_unknown_ones_are_named() {
     let faults = Faults::parse("canary, device-lost@7").unwrap();
     assert!(faults.canary);
     assert_eq!(faults.lose_device_after, Some(7));
-    let error = Faults::parse("gremlins").unwrap_err();
+    let error = Faults::parse("gremlins").unwrap_err().to_string();
     assert!(error.contains("gremlins"), "{error}");
 }
 

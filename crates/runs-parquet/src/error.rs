@@ -4,6 +4,29 @@
 use parquet::errors::ParquetError;
 use thiserror::Error;
 
+/// A row's field that is not what its column holds.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum FieldError {
+    #[error("{column} is null")]
+    Null { column: &'static str },
+    /// `found` is the field as Parquet prints it.
+    #[error("{column} is {found}, not {expected}")]
+    WrongType {
+        column: &'static str,
+        found: String,
+        expected: &'static str,
+    },
+}
+
+/// Why a row of an outcomes table is not an outcome.
+#[derive(Debug, Error, PartialEq)]
+pub enum OutcomeRowError {
+    #[error(transparent)]
+    Field(#[from] FieldError),
+    #[error(transparent)]
+    Outcome(#[from] observe::OutcomeError),
+}
+
 #[derive(Debug, Error)]
 pub enum RunsParquetError {
     #[error("cannot write {path}: {source}")]
@@ -39,15 +62,15 @@ pub enum RunsParquetError {
     Row {
         path: String,
         row: usize,
-        reason: String,
+        reason: FieldError,
     },
     /// Row `line` of an outcomes table that is not an outcome: a field of another type, or
-    /// a row `observe` refuses ([`observe::OutcomeError`]), in words.
+    /// a row `observe` refuses.
     #[error("{path}: outcomes line {line}: {reason}")]
     OutcomeRow {
         path: String,
         line: usize,
-        reason: String,
+        reason: OutcomeRowError,
     },
     #[error("{path}: {source}")]
     Outcomes {

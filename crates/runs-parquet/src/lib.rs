@@ -58,7 +58,7 @@ mod write;
 
 use std::path::{Path, PathBuf};
 
-pub use error::RunsParquetError;
+pub use error::{FieldError, OutcomeRowError, RunsParquetError};
 pub use read::{read_outcomes, RecordLines};
 pub use write::{
     Export, GroupLimits, Written, RECORD_BYTES_PER_GROUP, ROWS_PER_GROUP, RUNS_PER_GROUP,

@@ -12,7 +12,7 @@ use parquet::record::reader::RowIter;
 use parquet::record::{Field, Row};
 use parquet::schema::types::Type;
 
-use crate::error::RunsParquetError;
+use crate::error::{FieldError, OutcomeRowError, RunsParquetError};
 use crate::Table;
 
 /// The rows of `columns` of the Parquet file at `path`, a row group at a time.
@@ -59,12 +59,16 @@ fn rows(
         .map_err(parquet)
 }
 
-/// Row `row`'s field `i` as text; else the reason, in words.
-fn text(row: &Row, i: usize, column: &str) -> Result<String, String> {
+/// Row `row`'s field `i` as text; else what it is instead.
+fn text(row: &Row, i: usize, column: &'static str) -> Result<String, FieldError> {
     match row.get_column_iter().nth(i).map(|(_, f)| f) {
         Some(Field::Str(s)) => Ok(s.clone()),
-        Some(Field::Null) | None => Err(format!("{column} is null")),
-        Some(other) => Err(format!("{column} is {other}, not text")),
+        Some(Field::Null) | None => Err(FieldError::Null { column }),
+        Some(other) => Err(FieldError::WrongType {
+            column,
+            found: other.to_string(),
+            expected: "text",
+        }),
     }
 }
 
@@ -138,12 +142,23 @@ pub fn read_outcomes(path: &Path, as_of_s: f64) -> Result<Outcomes, RunsParquetE
 }
 
 /// An outcome row's fields (`run_id`, `outcome`, `at_s`) as a checked outcome.
-fn outcome(row: &Row) -> Result<Outcome, String> {
+fn outcome(row: &Row) -> Result<Outcome, OutcomeRowError> {
+    let column = "at_s";
     let at_s = match row.get_column_iter().nth(2).map(|(_, f)| f) {
         Some(Field::Double(x)) => *x,
-        Some(Field::Null) | None => return Err("at_s is null".into()),
-        Some(other) => return Err(format!("at_s is {other}, not a double")),
+        Some(Field::Null) | None => return Err(FieldError::Null { column }.into()),
+        Some(other) => {
+            return Err(FieldError::WrongType {
+                column,
+                found: other.to_string(),
+                expected: "a double",
+            }
+            .into())
+        }
     };
-    Outcome::from_fields(text(row, 0, "run_id")?, &text(row, 1, "outcome")?, at_s)
-        .map_err(|e| e.to_string())
+    Ok(Outcome::from_fields(
+        text(row, 0, "run_id")?,
+        &text(row, 1, "outcome")?,
+        at_s,
+    )?)
 }

@@ -22,7 +22,7 @@ pub enum WorkerError {
     /// A model file that could not be fetched.
     Fetch(FetchError),
     /// A fault name in the URL that the GPU runtime does not know (the `gpu` crate's words).
-    Fault(String),
+    Fault(gpu::UnknownFault),
     /// The file to replay is not a run record.
     RecordFile(RecordError),
     /// The file to replay holds no run record.
