@@ -5,7 +5,9 @@
 //! measured quality per language slice ([`QualityProfile`], from `decode-lab eval --json`),
 //! a workload trace ([`TraceSpec`] or a CSV/JSONL [`Trace`]) and serving policies
 //! ([`ServingPolicy`]). [`Plan::run`] sweeps the policies, gates each on SLOs and quality
-//! floors, and picks the highest-goodput configuration that passes, or degrades.
+//! floors, and picks the highest-goodput configuration that passes, or degrades. Its
+//! [`PlanReport`] is written once, as the chapter's parts ([`PlanReport::parts`], data of
+//! the `report` crate), which the CLI writes as Markdown and the lab's planner as HTML.
 //!
 //! ```
 //! let mut inputs = capacity::PlanInputs::tiny_lab("poisson").unwrap();

@@ -1,13 +1,14 @@
 //! The capacity planner's work, in its worker (built with the `planner` feature only, so the
 //! page's wasm links none of it): the form's pairs check into a plan's inputs,
 //! [`capacity::Plan::run_with_progress`] sweeps and decides, and the report becomes a
-//! [`PlanDisplay`]: the decision in words, the sweep chart's positions, every table as rows
-//! of formatted cells (each number also in full, for `data-value`), the report's sentences
-//! and its two downloads. [`plan_display`] is that whole path; [`view`] places the sweep in
-//! the chart, and [`display`] formats the rest: with fleets the sweep table gains the
-//! Markdown's replicas, router, prefix-hit and rejected columns; a speculating plan gains
-//! its α table; part 5 holds the playbook and, with a canary, its outcome in words and its
-//! timeline (p99 TTFT per detector window against the SLO, the detection window marked).
+//! [`PlanDisplay`]: the decision in words, the markup of the sweep chart and of the report's
+//! parts, and its two downloads. [`plan_display`] is that whole path. The report's content
+//! is `capacity`'s ([`PlanReport::parts`], the same parts its Markdown writes); here
+//! [`view`] places the sweep in the chart (p99 TTFT on a log scale against tokens/s, the
+//! SLO, the released configuration's curve over the loads), and [`display`] draws the
+//! pictures around the report's tables: the sweep's table becomes the chart's mirror and the
+//! canary's windows its timeline (p99 TTFT per detector window against the SLO, the
+//! detection window marked).
 
 use capacity::{
     detection_window, elapsed, figure, rollout_table, seconds, window_name, CapacityError,

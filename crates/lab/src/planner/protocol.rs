@@ -1,6 +1,6 @@
 //! The one typed protocol between the Capacity panel and the planner worker: a
-//! [`PlannerJob`] from the page (check the form, or plan it), [`PlannerEvent`]s back, each crossing as its JSON text
-//! ([`crate::link::message::to_js`]). What a plan shows crosses as a [`PlanDisplay`]:
+//! [`PlannerJob`] from the page (check the form, or plan it), [`PlannerEvent`]s back, each
+//! crossing as its JSON text ([`crate::link::message::to_js`]). What a plan shows crosses as a [`PlanDisplay`]:
 //! the decision in words and the markup of the sweep chart and of the report's parts,
 //! which the worker has already written, so the page deserialises text, never a
 //! `capacity::PlanReport` (which measured +28,800 bytes of page wasm), and draws no chart
