@@ -101,7 +101,7 @@ pub struct CapacityForm {
     pub canary: String,
     pub rollout_trace: String,
     pub detector_windows: String,
-    /// The knobs of [`MORE`], as `decode-lab capacity` takes them, in that order.
+    /// The knobs of [`field::MORE`], as `decode-lab capacity` takes them, in that order.
     pub more: [String; MORE_KNOBS],
 }
 
@@ -273,7 +273,7 @@ pub(crate) mod field {
         }
     }
 
-    /// The fields of [`super::MORE`], in its order.
+    /// The fields under "More plan inputs", each under its knob's URL key.
     pub const MORE: [FieldSpec; super::MORE_KNOBS] = [
         knob("cap_seed", "cap-seed", "Seed"),
         knob("cap_datasheet", "cap-datasheet", "Datasheet figures"),
@@ -288,25 +288,14 @@ pub(crate) mod field {
     ];
 }
 
-/// The plan's knobs that the panel offers under "More plan inputs", each a field that takes
-/// the knob's value as `decode-lab capacity` takes its flag (a repeated flag as a comma
-/// list, a switch as a box), labelled and explained by the knob table
-/// ([`capacity::KNOBS`]); the check hands each to [`PlanRequest`] under the knob's name.
-pub const MORE: [&str; MORE_KNOBS] = [
-    "seed",
-    "no-calibration",
-    "block-size",
-    "router-staleness",
-    "queue-cap",
-    "kv-link-gbps",
-    "floor",
-    "mitigation-delay",
-    "owner-latency",
-    "owner-quality",
-];
+/// How many of the plan's knobs the panel offers under "More plan inputs" ([`field::MORE`]):
+/// each a field that takes the knob's value as `decode-lab capacity` takes its flag (a
+/// repeated flag as a comma list, a switch as a box), found in the knob table
+/// ([`capacity::KNOBS`]) by its URL key, which labels and explains it; the check hands each
+/// to [`PlanRequest`] under the knob's name.
 pub const MORE_KNOBS: usize = 10;
 
-/// In the order of [`CapacityForm::texts`]: the panel's own fields, then [`MORE`]'s.
+/// In the order of [`CapacityForm::texts`]: the panel's own fields, then [`field::MORE`].
 const FIELDS: [FieldSpec; 34] = [
     field::HARDWARE,
     field::MODEL,
@@ -513,7 +502,7 @@ impl Form for CapacityForm {
         (form, problems)
     }
 
-    /// The pairs to write to the URL, every field trimmed; a knob of [`MORE`] only when set.
+    /// The pairs to write to the URL, every field trimmed; a knob of [`field::MORE`] only when set.
     fn to_pairs(&self) -> Vec<(&'static str, String)> {
         let mut pairs = pairs_from_texts(FIELDS.map(|f| f.key), self.texts());
         pairs.retain(|(k, v)| !v.is_empty() || !field::MORE.iter().any(|f| f.key == *k));
@@ -683,22 +672,22 @@ impl Form for CapacityForm {
         }
         // The knobs the panel takes as the CLI does: a switch ticked is its flag, a repeated
         // flag's comma list is one pair an entry (an empty entry is the crate's to refuse).
-        for ((name, spec), text) in MORE.iter().zip(&field::MORE).zip(&self.more) {
+        for (spec, text) in field::MORE.iter().zip(&self.more) {
+            let Some(knob) = Knob::at_url(spec.key) else {
+                continue;
+            };
             let text = text.trim();
-            let switch = Knob::named(name).is_some_and(|k| k.kind == KnobKind::Switch);
-            let repeated = Knob::named(name).is_some_and(|k| k.kind == KnobKind::Repeated);
-            match text {
-                "" => {}
-                "on" if switch => pairs.push((name, String::new())),
-                "off" if switch => {}
-                _ if switch => problems.add(
+            match (text, knob.kind) {
+                ("", _) | ("off", KnobKind::Switch) => {}
+                ("on", KnobKind::Switch) => pairs.push((knob.name, String::new())),
+                (_, KnobKind::Switch) => problems.add(
                     spec.id,
                     format!("{} is on or off, not \"{text}\".", spec.name),
                 ),
-                _ if repeated => {
-                    pairs.extend(text.split(',').map(|e| (*name, e.trim().to_string())))
+                (_, KnobKind::Repeated) => {
+                    pairs.extend(text.split(',').map(|e| (knob.name, e.trim().to_string())))
                 }
-                _ => pairs.push((name, text.to_string())),
+                _ => pairs.push((knob.name, text.to_string())),
             }
         }
         let inputs = loop {
@@ -1422,8 +1411,8 @@ pub(crate) mod tests {
 
     /// The knob table walked: every knob of a plan is a field of the panel (under its URL
     /// key, or read by a field in the panel's own form), but for the files a command line
-    /// names, which the lab does not read; and each of [`MORE`] is the field its URL key
-    /// names, labelled as the table labels it.
+    /// names, which the lab does not read; and each field of [`field::MORE`] is a knob's,
+    /// under its URL key, labelled as the table labels it.
     #[test]
     fn every_knob_of_the_table_is_a_field_of_the_panel() {
         for knob in capacity::KNOBS.iter() {
@@ -1432,15 +1421,14 @@ pub(crate) mod tests {
             }
             assert_ne!(field_of(knob.name), PLAN_ID, "{} is in no field", knob.name);
         }
-        for (name, spec) in MORE.iter().zip(field::MORE) {
-            let knob = Knob::named(name).unwrap();
-            assert_eq!(knob.url, Some(spec.key), "{name}");
-            assert_eq!(knob.label, spec.name, "{name}");
-            assert_eq!(field_of(name), spec.id);
+        for spec in field::MORE {
+            let knob = Knob::at_url(spec.key).unwrap();
+            assert_eq!(knob.label, spec.name, "{}", knob.name);
+            assert_eq!(field_of(knob.name), spec.id);
         }
     }
 
-    /// Each knob of [`MORE`] from the URL to the form, back to the URL, and into the plan's
+    /// Each knob of [`field::MORE`] from the URL to the form, back to the URL, and into the plan's
     /// inputs as the CLI's flag puts it there; a value the crate refuses is named at its
     /// field.
     #[test]

@@ -20,8 +20,8 @@ use crate::link::PanelLink;
 use crate::panels::capacity::view_model::{shown_problems, News, Outcome, PlanRun};
 use crate::planner::form::{
     attention_options, decoding_options, field, hardware_options, length_options, model_options,
-    rollout_trace_options, trace_options, weight_options, CapacityForm, BATCHINGS, MORE,
-    MORE_KNOBS, PLAN_ID,
+    rollout_trace_options, trace_options, weight_options, CapacityForm, BATCHINGS, MORE_KNOBS,
+    PLAN_ID,
 };
 use crate::planner::protocol::{PlanDisplay, Planner, PlannerEvent, PlannerJob};
 use crate::shell::url;
@@ -365,18 +365,18 @@ fn CapacityResult(display: Arc<PlanDisplay>) -> impl IntoView {
     }
 }
 
-/// The knobs of [`MORE`], each a field labelled and explained by the knob table: a switch a
+/// The knobs of [`field::MORE`], each a field labelled and explained by the knob table: a switch a
 /// box, the rest text as `decode-lab capacity` takes it.
 fn more_fields(
     more: [RwSignal<String>; MORE_KNOBS],
     problem: impl Fn(&'static str) -> Signal<Option<String>> + Copy + 'static,
     url_problems: RwSignal<Problems>,
 ) -> impl IntoView {
-    MORE.iter()
-        .zip(field::MORE)
+    field::MORE
+        .iter()
         .zip(more)
-        .filter_map(|((name, spec), value)| {
-            let knob = Knob::named(name)?;
+        .filter_map(|(spec, value)| {
+            let knob = Knob::at_url(spec.key)?;
             let id = spec.id;
             Some(if knob.kind == KnobKind::Switch {
                 let shown = problem(id);
