@@ -16,7 +16,7 @@ use ngram::NgramError;
 use observe::{ObserveError, OutcomeError};
 use policy::generate::{GenerateError, StopReason};
 use policy::paths::PathsError;
-use policy::{PolicyError, RecordError, TagError};
+use policy::{KnobError, PolicyError, RecordError, TagError};
 use runs_parquet::RunsParquetError;
 use tokenizer::TokenizerError;
 
@@ -231,6 +231,8 @@ pub enum CliError {
     NgramOrder { order: usize, source: NgramError },
     /// A policy refused by the policy crate (a knob, a list, a step).
     Policy(PolicyError),
+    /// A policy flag's value the policy crate cannot read.
+    Knob(KnobError),
     /// A run that could not be generated, replayed or compared.
     Generate(GenerateError),
     /// A run record that could not be read.
@@ -517,6 +519,7 @@ impl fmt::Display for CliError {
             }
             NgramOrder { order, source } => write!(f, "--order {order}: {source}"),
             Policy(e) => write!(f, "{e}"),
+            Knob(e) => write!(f, "--{} {}: {e}", e.knob.flag, e.text),
             Generate(e) => write!(f, "{e}"),
             Record(e) => write!(f, "{e}"),
             Paths(e) => write!(f, "{e}"),
@@ -556,6 +559,7 @@ impl Error for CliError {
             Trace { source, .. } => Some(source),
             // The domain crates' errors are shown as they are: their causes are this one's.
             Policy(e) => e.source(),
+            Knob(_) => None,
             Generate(e) => e.source(),
             Record(e) => e.source(),
             Paths(e) => e.source(),
@@ -586,6 +590,7 @@ macro_rules! from_domain {
 from_domain!(
     Tag(TagError),
     Policy(PolicyError),
+    Knob(KnobError),
     Generate(GenerateError),
     Record(RecordError),
     Paths(PathsError),

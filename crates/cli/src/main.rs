@@ -33,6 +33,7 @@ mod named;
 mod observe;
 mod output;
 mod paths;
+mod policy_args;
 mod run;
 mod speculate;
 mod traffic;
@@ -48,10 +49,8 @@ use error::CliError;
 use gpu::BackendChoice;
 use model::Precision;
 use policy::chapter::{self, Argpartition};
-use policy::{
-    Engine, NumpyRng, Policy, RunConfig, Sampler, SeedSource, Snapshots, StageOrder, StepContext,
-    StopConfig,
-};
+use policy::{NumpyRng, Policy, RunConfig, SeedSource, Snapshots, StepContext, StopConfig};
+use policy_args::PolicyArgs;
 use serde_json::json;
 
 #[derive(Parser)]
@@ -242,9 +241,7 @@ struct PathsArgs {
 }
 
 fn run_paths(args: &PathsArgs) -> Result<String, CliError> {
-    if !args.policy.dry_sequence_breaker.is_empty() {
-        return Err(CliError::BreakerElsewhere);
-    }
+    args.policy.no_breakers()?;
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     let request = paths::Request {
         dir: &dir,
@@ -284,9 +281,7 @@ fn policy_flags(name: &'static str, flags: &str) -> Result<Policy, CliError> {
     let read = || -> Result<Policy, CliError> {
         let parsed =
             PolicyFlags::try_parse_from(flags.split_whitespace()).map_err(CliError::Flags)?;
-        if !parsed.policy.dry_sequence_breaker.is_empty() {
-            return Err(CliError::BreakerElsewhere);
-        }
+        parsed.policy.no_breakers()?;
         let policy = parsed.policy.policy(policy::LAB_TEMPERATURE)?;
         // Every range but the token ids', which the model's vocabulary bounds when it runs.
         policy.validate(usize::MAX)?;
@@ -565,254 +560,6 @@ impl From<PathArg> for Argpartition {
             PathArg::X86Avx2 => Argpartition::X86Avx2,
             PathArg::Portable => Argpartition::Portable,
         }
-    }
-}
-
-/// Every knob of the policy, shared by `pipeline`, `generate`, `speculate` and `lengths`.
-#[derive(Args)]
-struct PolicyArgs {
-    /// 0 is greedy [default: 1 for pipeline, 0.7 for generate, speculate and lengths].
-    #[arg(long, allow_hyphen_values = true)]
-    temperature: Option<f64>,
-    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
-    top_k: usize,
-    #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
-    top_p: f64,
-    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
-    min_p: f64,
-    #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
-    repetition_penalty: f64,
-    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
-    frequency_penalty: f64,
-    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
-    presence_penalty: f64,
-    /// Forbidden token ids, comma-separated.
-    #[arg(long, value_name = "IDS", allow_hyphen_values = true)]
-    forbid: Option<String>,
-    /// Additive logit bias as `id:bias` pairs, comma-separated.
-    #[arg(long, value_name = "ID:BIAS,...", allow_hyphen_values = true)]
-    bias: Option<String>,
-    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
-    no_repeat_ngram: usize,
-    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
-    min_new_tokens: usize,
-    /// End-of-sequence token ids, comma-separated: any of them ends a run, and all are
-    /// masked until min-new-tokens are generated; `generate` uses the tokenizer's
-    /// end-of-text token when this is not given.
-    #[arg(long, value_name = "IDS", allow_hyphen_values = true)]
-    eos: Option<String>,
-    /// Token sequences the run must never complete, Hugging Face's bad words: ids separated
-    /// by `,`, sequences by `;` (`1,2;5`).
-    #[arg(long, value_name = "SEQUENCES", allow_hyphen_values = true)]
-    bad_words: Option<String>,
-    /// Bias added to a sequence's last token when the context ends with the rest of it,
-    /// Hugging Face's sequence bias: `1,2:-3.5;7:1.0`.
-    #[arg(long, value_name = "SEQUENCES", allow_hyphen_values = true)]
-    sequence_bias: Option<String>,
-    #[arg(long, default_value_t = StageOrder::TemperatureFirst, value_parser = named::<StageOrder>(StageOrder::ALL.map(StageOrder::name)))]
-    order: StageOrder,
-    /// The samplers in the order they run, by llama.cpp's names, separated by `;` or `,`:
-    /// penalties, top_n_sigma, top_k, typ_p, top_p, min_p, epsilon, eta, xtc, temperature.
-    /// Every set knob must be listed; without temperature in the list the temperature
-    /// defaults to 1. Replaces --order.
-    #[arg(long, value_name = "LIST", conflicts_with = "order", value_parser = parse_sampler_list)]
-    samplers: Option<SamplerList>,
-    /// Whose semantics every stage follows, and its order (which --samplers replaces); see
-    /// docs/engine-semantics.md. A preset switches no stage on.
-    #[arg(long, default_value_t = Engine::Lab, conflicts_with = "order", value_parser = named::<Engine>(Engine::ALL.map(Engine::name)))]
-    engine: Engine,
-    /// llama.cpp's penalty window: the last N tokens of prompt and output (-1: all of
-    /// them; 0: no penalty) [default: 64 under --engine llama.cpp].
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    penalty_last_n: Option<i64>,
-    /// Hugging Face's min_tokens_to_keep, llama.cpp's min_keep: each truncating stage the
-    /// engine applies it to keeps at least N tokens (0 and 1 are off).
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 0,
-        allow_hyphen_values = true
-    )]
-    min_keep: usize,
-    /// Locally typical sampling's mass (sampler typ_p; 1 is off).
-    #[arg(
-        long,
-        value_name = "P",
-        default_value_t = 1.0,
-        allow_hyphen_values = true
-    )]
-    typical: f64,
-    /// ε-cutoff: remove tokens below this probability (sampler epsilon; 0 is off).
-    #[arg(
-        long,
-        value_name = "EPS",
-        default_value_t = 0.0,
-        allow_hyphen_values = true
-    )]
-    epsilon_cutoff: f64,
-    /// η-cutoff: remove tokens below min(ε, √ε·e^−H) (sampler eta; 0 is off).
-    #[arg(
-        long,
-        value_name = "EPS",
-        default_value_t = 0.0,
-        allow_hyphen_values = true
-    )]
-    eta_cutoff: f64,
-    /// Top-nσ: remove tokens more than N standard deviations of the logits below the
-    /// largest (sampler top_n_sigma).
-    #[arg(
-        long,
-        value_name = "N",
-        alias = "top-nsigma",
-        allow_hyphen_values = true
-    )]
-    top_n_sigma: Option<f64>,
-    /// XTC: the chance that a step excludes its top choices (sampler xtc; 0 is off). The
-    /// chance is drawn from the run's seeded stream.
-    #[arg(
-        long,
-        value_name = "P",
-        default_value_t = 0.0,
-        allow_hyphen_values = true
-    )]
-    xtc_probability: f64,
-    /// XTC: the probability a token needs to count as a top choice.
-    #[arg(long, value_name = "P", default_value_t = policy::XTC_THRESHOLD, allow_hyphen_values = true)]
-    xtc_threshold: f64,
-    /// DRY: the penalty for extending a repetition one token past the allowed length
-    /// (sampler dry; 0 is off).
-    #[arg(
-        long,
-        value_name = "M",
-        default_value_t = 0.0,
-        allow_hyphen_values = true
-    )]
-    dry_multiplier: f64,
-    /// DRY: each further token of a repetition multiplies its penalty by this.
-    #[arg(long, value_name = "B", default_value_t = policy::DRY_BASE, allow_hyphen_values = true)]
-    dry_base: f64,
-    /// DRY: repetitions up to this long are free.
-    #[arg(long, value_name = "N", default_value_t = policy::DRY_ALLOWED_LENGTH)]
-    dry_allowed_length: usize,
-    /// DRY: the last N tokens of prompt and output it reads (-1: all; 0: off).
-    #[arg(long, value_name = "N", default_value_t = -1, allow_hyphen_values = true)]
-    dry_penalty_last_n: i64,
-    /// DRY: a sequence breaker, repeatable. In `pipeline` comma-separated token ids (none by
-    /// default); in `generate` a string, found in the vocabulary as llama.cpp finds it
-    /// (llama.cpp's "\n", ":", "\"" and "*" by default; "none" for none).
-    #[arg(long, value_name = "BREAKER", allow_hyphen_values = true)]
-    dry_sequence_breaker: Vec<String>,
-    /// Mirostat: 2 for mirostat 2.0, which replaces the sampler chain by temperature and
-    /// its own truncation, its μ carried from step to step and recorded (0 is off).
-    #[arg(long, value_name = "VERSION", default_value_t = 0)]
-    mirostat: u8,
-    /// Mirostat's target surprise τ, in bits (llama.cpp's --mirostat-ent).
-    #[arg(long, value_name = "TAU", alias = "mirostat-ent", default_value_t = policy::MIROSTAT_TAU, allow_hyphen_values = true)]
-    mirostat_tau: f64,
-    /// Mirostat's learning rate η (llama.cpp's --mirostat-lr).
-    #[arg(long, value_name = "ETA", alias = "mirostat-lr", default_value_t = policy::MIROSTAT_ETA, allow_hyphen_values = true)]
-    mirostat_eta: f64,
-}
-
-/// `--samplers`, one argument (clap would read a bare `Vec` as repeated values).
-#[derive(Clone)]
-struct SamplerList(Vec<Sampler>);
-
-fn parse_sampler_list(list: &str) -> Result<SamplerList, policy::PolicyError> {
-    policy::parse_samplers(list).map(SamplerList)
-}
-
-impl PolicyArgs {
-    /// `--planner` measures its own three policies: `policy` (read at the default
-    /// temperature 0.7) must be what no policy flag gives.
-    fn untouched(&self, policy: &Policy) -> Result<(), CliError> {
-        let untouched = Policy {
-            temperature: policy::LAB_TEMPERATURE,
-            ..Policy::default()
-        };
-        if self.temperature.is_some() || *policy != untouched {
-            return Err(CliError::PlannerWithPolicy);
-        }
-        Ok(())
-    }
-
-    fn policy(&self, default_temperature: f64) -> Result<Policy, CliError> {
-        let eos: Vec<u32> = match &self.eos {
-            Some(ids) => parse_list(ids, "end-of-sequence token id")?,
-            None => Vec::new(),
-        };
-        if !self.dry_sequence_breaker.is_empty() && self.dry_multiplier == 0.0 {
-            return Err(CliError::BreakerWithoutDry);
-        }
-        Ok(Policy {
-            forbidden: match &self.forbid {
-                Some(ids) => parse_list(ids, "forbidden token id")?,
-                None => Vec::new(),
-            },
-            logit_bias: match &self.bias {
-                Some(pairs) => policy::parse_logit_bias(pairs)?,
-                None => Vec::new(),
-            },
-            repetition_penalty: self.repetition_penalty,
-            frequency_penalty: self.frequency_penalty,
-            presence_penalty: self.presence_penalty,
-            no_repeat_ngram: self.no_repeat_ngram,
-            min_new_tokens: self.min_new_tokens,
-            eos_token: eos.first().copied(),
-            extra_eos_tokens: eos.get(1..).unwrap_or_default().to_vec(),
-            bad_words: match &self.bad_words {
-                Some(text) => policy::parse_bad_words(text)?,
-                None => Vec::new(),
-            },
-            sequence_bias: match &self.sequence_bias {
-                Some(text) => policy::parse_sequence_bias(text)?,
-                None => Vec::new(),
-            },
-            temperature: self.temperature.unwrap_or(match &self.samplers {
-                // A chain without temperature runs at temperature 1.
-                Some(SamplerList(chain)) if !chain.contains(&Sampler::Temperature) => 1.0,
-                _ => default_temperature,
-            }),
-            top_k: self.top_k,
-            top_p: self.top_p,
-            min_p: self.min_p,
-            order: self.order,
-            samplers: self.samplers.clone().map(|list| list.0),
-            engine: self.engine,
-            penalty_last_n: self.penalty_last_n,
-            min_keep: self.min_keep,
-            typical_p: self.typical,
-            epsilon_cutoff: self.epsilon_cutoff,
-            eta_cutoff: self.eta_cutoff,
-            top_n_sigma: self.top_n_sigma,
-            xtc_probability: self.xtc_probability,
-            xtc_threshold: self.xtc_threshold,
-            dry_multiplier: self.dry_multiplier,
-            dry_base: self.dry_base,
-            dry_allowed_length: self.dry_allowed_length,
-            dry_penalty_last_n: self.dry_penalty_last_n,
-            // Token ids for `pipeline` (`breaker_ids`), strings for `generate`.
-            dry_sequence_breakers: Vec::new(),
-            mirostat: self.mirostat,
-            mirostat_tau: self.mirostat_tau,
-            mirostat_eta: self.mirostat_eta,
-        })
-    }
-
-    /// `--dry-sequence-breaker` as `pipeline` reads it: each a list of token ids.
-    fn breaker_ids(&self) -> Result<Vec<Vec<u32>>, CliError> {
-        self.dry_sequence_breaker
-            .iter()
-            .map(|text| {
-                let ids: Vec<u32> = parse_list(text, "DRY sequence breaker token id")?;
-                if ids.is_empty() {
-                    return Err(CliError::EmptyBreaker {
-                        value: text.clone(),
-                    });
-                }
-                Ok(ids)
-            })
-            .collect()
     }
 }
 
@@ -1110,7 +857,7 @@ fn run_generate(args: &GenerateArgs) -> Result<String, CliError> {
     };
     let tags = policy::parse_tags(&args.tags)?;
     let backend = args.backend.choice()?;
-    let breakers = &args.policy.dry_sequence_breaker;
+    let breakers = &args.policy.breakers();
     run::generate(
         &dir,
         args.weights,

@@ -168,7 +168,7 @@ pub fn generate(
 ) -> Result<String, CliError> {
     let (mut model, tokenizer) = start(dir, precision, request, Promotion::AtStep(0))?;
     if config.policy.dry_multiplier != 0.0 {
-        config.policy.dry_sequence_breakers = dry_sequence_breakers(&tokenizer, dry_breakers);
+        config.policy.dry_sequence_breakers = tokenizer.dry_sequence_breakers(dry_breakers);
     }
     config
         .policy
@@ -360,29 +360,4 @@ fn ran_on(backend: &Backend) -> String {
         Some(step) => format!("webgpu until step {step}, then cpu-reference"),
         None => backend.name.to_string(),
     }
-}
-
-/// llama.cpp's default DRY sequence breakers (`common_params_sampling`).
-const DRY_BREAKERS: [&str; 4] = ["\n", ":", "\"", "*"];
-/// llama.cpp's longest breaker tail (`MAX_SEQ_LEN` in `llama_sampler_init_dry`).
-const DRY_MAX_TAIL: usize = 20;
-
-/// `generate`'s DRY sequence breakers as token sequences: the strings given (llama.cpp's
-/// defaults when none is, none for `none`), found in the vocabulary as llama.cpp finds
-/// them. A run's record keeps the sequences, so a replay needs no tokenizer rule.
-fn dry_sequence_breakers(tokenizer: &tokenizer::Tokenizer, given: &[String]) -> Vec<Vec<u32>> {
-    let strings: Vec<&str> = match given {
-        [] => DRY_BREAKERS.to_vec(),
-        [none] if none == "none" => Vec::new(),
-        given => given.iter().map(String::as_str).collect(),
-    };
-    let mut sequences: Vec<Vec<u32>> = Vec::new();
-    for text in strings {
-        for sequence in tokenizer.sequence_breakers(text, DRY_MAX_TAIL) {
-            if !sequences.contains(&sequence) {
-                sequences.push(sequence);
-            }
-        }
-    }
-    sequences
 }

@@ -157,3 +157,30 @@ fn a_fresh_seed_is_reported() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("seed: "));
 }
+
+/// Every knob of the policy's table is a flag of each command that takes a policy, with the
+/// table's hint as its help.
+#[test]
+fn every_policy_knob_is_a_flag_of_each_command_that_takes_a_policy() {
+    for command in ["pipeline", "generate", "paths", "speculate", "lengths"] {
+        let help = stdout(&[command, "--help"]);
+        for knob in &policy::KNOBS {
+            let flag = format!("--{} ", knob.flag);
+            assert!(help.contains(&flag), "{command} --help lacks {flag}");
+            let first_words: String = knob.hint.chars().take(30).collect();
+            assert!(help.contains(&first_words), "{command}: {}", knob.flag);
+        }
+    }
+}
+
+/// A knob's value is read by the policy crate's one reader: a list with an empty entry is
+/// refused at its flag, as the lab refuses it at its field.
+#[test]
+fn a_policy_list_with_an_empty_entry_is_refused_naming_the_flag() {
+    let out = decode_lab(&["pipeline", "--logits", "1,2,3", "--forbid", "1,,2"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: --forbid 1,,2: Forbidden ids must be token ids separated by commas, but \"1,,2\" has an empty entry.\n"
+    );
+}

@@ -40,6 +40,7 @@ mod error;
 mod excerpt;
 mod figure;
 pub mod generate;
+mod knobs;
 mod logit_bias;
 mod math;
 mod model_view;
@@ -62,6 +63,9 @@ pub use excerpt::{Excerpt, EXCERPT_CHARS};
 pub use figure::{figure, figure_short};
 pub use generate::{
     generate, Clock, Generation, LanguageModel, ModelCall, Observer, StopReason, Vocabulary,
+};
+pub use knobs::{
+    Knob, KnobError, KnobGroup, KnobKind, KnobProblem, PolicyRequest, KNOBS, KNOB_COUNT,
 };
 pub use logit_bias::parse_logit_bias;
 pub use model_view::{model_view, ModelView, MODEL_TOP};

@@ -70,6 +70,11 @@ struct Symbol {
     len: usize,
 }
 
+/// llama.cpp's default DRY sequence breakers (`common_params_sampling`).
+pub const DRY_BREAKERS: [&str; 4] = ["\n", ":", "\"", "*"];
+/// llama.cpp's longest breaker tail (`MAX_SEQ_LEN` in `llama_sampler_init_dry`).
+const DRY_MAX_TAIL: usize = 20;
+
 impl Tokenizer {
     /// The number of ids, `<|endoftext|>` and other added tokens included.
     pub fn vocab_size(&self) -> usize {
@@ -144,6 +149,27 @@ impl Tokenizer {
             out.extend(chunk.invalid().iter().map(|&b| self.byte_ids[b as usize]));
         }
         out
+    }
+
+    /// DRY's sequence breakers as token sequences: the strings given (llama.cpp's defaults,
+    /// [`DRY_BREAKERS`], when none is; none for `none`), each found in the vocabulary by
+    /// [`sequence_breakers`](Self::sequence_breakers), every sequence once. A run's record
+    /// keeps the sequences, so a replay needs no tokenizer rule.
+    pub fn dry_sequence_breakers(&self, given: &[String]) -> Vec<Vec<u32>> {
+        let strings: Vec<&str> = match given {
+            [] => DRY_BREAKERS.to_vec(),
+            [none] if none == "none" => Vec::new(),
+            given => given.iter().map(String::as_str).collect(),
+        };
+        let mut sequences: Vec<Vec<u32>> = Vec::new();
+        for text in strings {
+            for sequence in self.sequence_breakers(text, DRY_MAX_TAIL) {
+                if !sequences.contains(&sequence) {
+                    sequences.push(sequence);
+                }
+            }
+        }
+        sequences
     }
 
     /// A DRY sequence breaker's token sequences, as llama.cpp's

@@ -53,7 +53,7 @@ pub mod pretokenize;
 mod stream;
 mod train;
 
-pub use bpe::{Tokenizer, END_OF_TEXT};
+pub use bpe::{Tokenizer, DRY_BREAKERS, END_OF_TEXT};
 pub use byte_level::{byte_to_char, char_to_byte};
 pub use error::TokenizerError;
 pub use json::{MAX_ADDED_TOKENS, MAX_MERGES, MAX_TOKEN_BYTES, MAX_VOCAB_SIZE};

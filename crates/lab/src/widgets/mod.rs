@@ -6,6 +6,7 @@ pub mod chart;
 pub mod controls;
 pub mod field;
 pub mod form;
+pub mod knobs;
 #[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
 pub mod markup;
 pub mod number;

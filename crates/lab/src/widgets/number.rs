@@ -10,7 +10,7 @@ use std::error::Error;
 use std::fmt;
 use std::ops::{Bound, RangeBounds};
 
-use policy::{Policy, PolicyError};
+use policy::{KnobError, Policy, PolicyError};
 use report::sentence;
 
 /// What is wrong with a field's text: the field's label, what it must be, and what it holds.
@@ -32,6 +32,9 @@ pub enum FieldError {
     },
     /// A value the policy core's own rule for its parameter refuses.
     Policy(PolicyError),
+    /// A policy knob's text the policy core cannot read (a list of ids with an empty
+    /// entry), or a rule between knobs.
+    Knob(KnobError),
     /// A first seed so large that `seeds` consecutive seeds from it overflow a u64.
     NoRoomForSeeds { first: u64, seeds: u64 },
     /// A logit (`text`) in the Step panel's list that is not a number.
@@ -86,6 +89,7 @@ impl fmt::Display for FieldError {
                 "{label} must be a whole number from {min} to {max}, but it is \"{text}\"."
             ),
             FieldError::Policy(e) => f.write_str(&sentence(e.to_string())),
+            FieldError::Knob(e) => write!(f, "{e}"),
             FieldError::NoRoomForSeeds { first, seeds } => write!(
                 f,
                 "First seed {first} leaves no room for {seeds} consecutive seeds; use a smaller one."
@@ -193,19 +197,10 @@ pub fn whole_in(text: &str, label: &str, min: u64, max: u64) -> Result<u64, Fiel
     }
 }
 
-/// `text` as a decoding-policy parameter: a number that the policy core's own rule for it
-/// accepts (`Policy::validate` on a default policy with only that parameter `set`), so no
-/// panel states a range of its own.
-pub fn policy_number(
-    text: &str,
-    label: &str,
-    set: fn(&mut Policy, f64),
-) -> Result<f64, FieldError> {
-    engine_number(text, label, policy::Engine::Lab, set)
-}
-
-/// [`policy_number`] under an engine's ranges ([`policy::Engine`]): llama.cpp takes a top-p
-/// of 0, vLLM no typical sampling at all.
+/// `text` as a decoding-policy parameter under an engine's ranges ([`policy::Engine`]): a
+/// number that the policy core's own rule for it accepts (`Policy::validate` on a default
+/// policy of `engine` with only that parameter `set`), so no panel states a range of its
+/// own. llama.cpp takes a top-p of 0, vLLM no typical sampling at all.
 pub fn engine_number(
     text: &str,
     label: &str,

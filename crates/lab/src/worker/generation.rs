@@ -417,14 +417,14 @@ mod tests {
     fn an_exported_record_replays_identically() {
         pollster::block_on(async {
             let mut files = load_model(&read, &mut |_| {}).await.unwrap();
-            let form = GenerateForm {
+            let mut form = GenerateForm {
                 max_tokens: "10".into(),
                 backend: BackendChoice::Cpu,
                 precision: Precision::Int8,
                 stop: "\\n\\n\nThe end".into(),
-                min_p: "0.05".into(),
                 ..GenerateForm::default()
             };
+            form.policy[crate::widgets::knobs::at("min-p").unwrap()] = "0.05".into();
             let request = form.check().unwrap();
             assert_eq!(request.config.stop.strings, ["\n\n", "The end"]);
             files

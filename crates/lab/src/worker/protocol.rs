@@ -23,6 +23,10 @@ pub struct GenerateRequest {
     pub config: RunConfig,
     pub precision: Precision,
     pub backend: BackendChoice,
+    /// DRY's sequence breakers as typed, which the worker finds in the tokenizer's
+    /// vocabulary when DRY is on (llama.cpp's when none is given), as `decode-lab generate`
+    /// does.
+    pub dry_breakers: Vec<String>,
     /// Faults to inject, by the names `gpu::Faults::parse` reads (the URL's `fault=`, for
     /// tests of the fallback); the worker, which has the GPU runtime, reads them.
     pub faults: String,

@@ -134,7 +134,12 @@ pub async fn run(
             if request.inject_panic {
                 panic!("the URL's fault=panic asked the model worker to panic");
             }
-            (request.config.clone(), Start::of(&request)?)
+            let mut config = request.config.clone();
+            if config.policy.dry_multiplier != 0.0 {
+                config.policy.dry_sequence_breakers =
+                    files.tokenizer.dry_sequence_breakers(&request.dry_breakers);
+            }
+            (config, Start::of(&request)?)
         }
         Job::Replay { backend, .. } => match &recorded {
             Some(recorded) => replay_request(recorded, &files.config, backend)?,

@@ -19,12 +19,15 @@ use wasm_bindgen::JsCast;
 use crate::js::now_ms;
 use crate::panels::generate::latency_chart::{LatencyChart, LatencyRow};
 use crate::panels::generate::run_state::{Download, Figures, Phase, RunState, Shown};
-use crate::panels::generate::view_model::{backend_status, visible, GenerateForm};
+use crate::panels::generate::view_model::{
+    backend_status, defaults, ids, visible, GenerateForm, SHOWN,
+};
 use crate::shell::url;
 use crate::shell::web::{chosen_file_text, download};
 use crate::widgets::chart::mirror_table;
 use crate::widgets::field::{chosen, options, Choice, Field, TextArea};
 use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
+use crate::widgets::knobs::{knob_fields, more_controls};
 use crate::worker::protocol::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
 
@@ -39,11 +42,8 @@ pub fn GeneratePanel() -> impl IntoView {
 
     let (prompt, set_prompt) = signal(initial.prompt);
     let (max_tokens, set_max_tokens) = signal(initial.max_tokens);
-    let (temperature, set_temperature) = signal(initial.temperature);
-    let (top_k, set_top_k) = signal(initial.top_k);
-    let (top_p, set_top_p) = signal(initial.top_p);
-    let (min_p, set_min_p) = signal(initial.min_p);
-    let (repetition_penalty, set_repetition_penalty) = signal(initial.repetition_penalty);
+    let knob_defaults = defaults();
+    let knobs = initial.policy.map(RwSignal::new);
     let (stop, set_stop) = signal(initial.stop);
     let (stop_tokens, set_stop_tokens) = signal(initial.stop_tokens);
     let (seed, set_seed) = signal(initial.seed);
@@ -70,11 +70,7 @@ pub fn GeneratePanel() -> impl IntoView {
     let form = Memo::new(move |_| GenerateForm {
         prompt: prompt.get(),
         max_tokens: max_tokens.get(),
-        temperature: temperature.get(),
-        top_k: top_k.get(),
-        top_p: top_p.get(),
-        min_p: min_p.get(),
-        repetition_penalty: repetition_penalty.get(),
+        policy: knobs.map(|k| k.get()),
         stop: stop.get(),
         stop_tokens: stop_tokens.get(),
         seed: seed.get(),
@@ -150,17 +146,14 @@ pub fn GeneratePanel() -> impl IntoView {
             }>
                 <TextArea id="gen-prompt" problem=problem("gen-prompt") label="Prompt" hint="The text the model continues." value=prompt.into() set=set_prompt wide=true/>
                 <Field id="gen-max" problem=problem("gen-max") label="Max new tokens" hint="Stop after this many tokens (or at the end-of-text token)." value=max_tokens.into() set=set_max_tokens inputmode="numeric"/>
-                <Field id="gen-temperature" problem=problem("gen-temperature") label="Temperature" hint="0 is greedy; higher flattens." value=temperature.into() set=set_temperature/>
-                <Field id="gen-top-k" problem=problem("gen-top-k") label="Top-k" hint="Keep the k highest; 0 is off." value=top_k.into() set=set_top_k inputmode="numeric"/>
-                <Field id="gen-top-p" problem=problem("gen-top-p") label="Top-p" hint="Keep the smallest set with this much probability; 1 is off." value=top_p.into() set=set_top_p/>
-                <Field id="gen-min-p" problem=problem("gen-min-p") label="Min-p" hint="Keep tokens at least this fraction of the top probability; 0 is off." value=min_p.into() set=set_min_p/>
-                <Field id="gen-repetition" problem=problem("gen-repetition") label="Repetition penalty" hint="Divides the logits of tokens already in the text; 1 is off." value=repetition_penalty.into() set=set_repetition_penalty/>
+                {knob_fields(&SHOWN, ids(), knobs, problem)}
                 <Field id="gen-seed" problem=problem("gen-seed") label="Seed" hint="The same seed gives the same tokens." value=seed.into() set=set_seed inputmode="numeric"/>
                 <TextArea id="gen-stop" problem=problem("gen-stop") label="Stop strings" hint="One per line; write \\n for a line break. The run stops when the text contains one." value=stop.into() set=set_stop/>
                 <Field id="gen-stop-tokens" problem=problem("gen-stop-tokens") label="Stop tokens" hint="Token ids that end the run, e.g. 10, 13." value=stop_tokens.into() set=set_stop_tokens inputmode="text"/>
                 <Choice id="gen-precision" problem=problem("gen-precision") label="Precision" options=precision_options() value=Signal::derive(move || precision.get().to_string()) set=chosen("gen-precision", url_problems, set_precision)/>
                 <Choice id="gen-backend" problem=problem("gen-backend") label="Backend" options=backend_options() value=Signal::derive(move || backend_choice.get().to_string()) set=chosen("gen-backend", url_problems, set_backend_choice)/>
                 <Field id="gen-fault" label="Injected faults" hint="For testing the fallback: no-webgpu, no-adapter, device-request, canary, device-lost@N." value=fault.into() set=set_fault inputmode="text"/>
+                {more_controls(&SHOWN, ids(), knobs, &knob_defaults, problem)}
                 <div class="field buttons">
                     <button type="submit" disabled=move || phase.with(Phase::busy)>"Generate"</button>
                     <button

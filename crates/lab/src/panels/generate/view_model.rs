@@ -2,12 +2,13 @@
 //! for the worker; the backend and tokens in words.
 //! The run itself happens in the model worker ([`crate::worker::generation`]).
 
-use policy::{
-    Backend, BackendChoice, BackendKind, Policy, Precision, RunConfig, SeedSource, StopConfig,
-};
+use policy::{Backend, BackendChoice, BackendKind, Precision, RunConfig, SeedSource, StopConfig};
 
 use crate::widgets::form::{Form, Problems};
-use crate::widgets::number::{policy_number, whole, whole_in, FieldError};
+use crate::widgets::knobs::{
+    knob_defaults, knob_from_url, knob_ids, knob_pairs, read_knobs, unescape, KnobTexts,
+};
+use crate::widgets::number::{whole, whole_in, FieldError};
 use crate::worker::protocol::GenerateRequest;
 
 /// The Generate form, as the learner typed it (or as the URL gave it).
@@ -15,11 +16,8 @@ use crate::worker::protocol::GenerateRequest;
 pub struct GenerateForm {
     pub prompt: String,
     pub max_tokens: String,
-    pub temperature: String,
-    pub top_k: String,
-    pub top_p: String,
-    pub min_p: String,
-    pub repetition_penalty: String,
+    /// Every knob of the policy ([`policy::KNOBS`]), as typed.
+    pub policy: KnobTexts,
     /// Stop strings, one per line, `\n` for a line break.
     pub stop: String,
     /// Stop token ids, comma-separated.
@@ -37,11 +35,7 @@ impl Default for GenerateForm {
         GenerateForm {
             prompt: "The model".into(),
             max_tokens: "32".into(),
-            temperature: policy::LAB_TEMPERATURE.to_string(),
-            top_k: "40".into(),
-            top_p: "1".into(),
-            min_p: "0".into(),
-            repetition_penalty: "1".into(),
+            policy: defaults(),
             stop: String::new(),
             stop_tokens: String::new(),
             seed: "7".into(),
@@ -52,13 +46,35 @@ impl Default for GenerateForm {
     }
 }
 
+/// The knobs the panel shows before "More controls", in order.
+pub const SHOWN: [&str; 5] = [
+    "temperature",
+    "top-k",
+    "top-p",
+    "min-p",
+    "repetition-penalty",
+];
+
+/// Each knob's field id: `gen-top-k`.
+pub fn ids() -> &'static [&'static str; policy::KNOB_COUNT] {
+    knob_ids("gen")
+}
+
+/// The policy the panel starts from: the table's, but top-k 40.
+pub fn defaults() -> KnobTexts {
+    knob_defaults(&[("top-k", "40")])
+}
+
+/// The knobs the URL always holds, so that a link states the run's sampling.
+const ALWAYS: [&str; 3] = ["temperature", "top_k", "top_p"];
+
 impl Form for GenerateForm {
     type Checked = GenerateRequest;
 
     /// The form a URL's query asks for: `backend=gpu|cpu`, `fault=…`, `prompt`, `max`,
-    /// `temperature`, `top_k`, `top_p`, `min_p`, `repetition_penalty`, `stop`,
-    /// `stop_tokens`, `seed`, `precision=f32|int8` (and `run=1`, which the panel reads to
-    /// start a run as soon as the page loads). Missing keys keep the defaults.
+    /// every policy knob by its key (`temperature`, `top_k`, `dry_multiplier`, ...),
+    /// `stop`, `stop_tokens`, `seed`, `precision=f32|int8` (and `run=1`, which the panel
+    /// reads to start a run as soon as the page loads). Missing keys keep the defaults.
     fn from_pairs<'a>(
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> (GenerateForm, Problems) {
@@ -68,11 +84,6 @@ impl Form for GenerateForm {
             match key {
                 "prompt" => form.prompt = value.to_string(),
                 "max" | "max_tokens" => form.max_tokens = value.to_string(),
-                "temperature" => form.temperature = value.to_string(),
-                "top_k" => form.top_k = value.to_string(),
-                "top_p" => form.top_p = value.to_string(),
-                "min_p" => form.min_p = value.to_string(),
-                "repetition_penalty" => form.repetition_penalty = value.to_string(),
                 "stop" => form.stop = value.to_string(),
                 "stop_tokens" => form.stop_tokens = value.to_string(),
                 "seed" => form.seed = value.to_string(),
@@ -89,7 +100,9 @@ impl Form for GenerateForm {
                     )),
                 },
                 "fault" => form.fault = value.to_string(),
-                _ => {}
+                key => {
+                    knob_from_url(&mut form.policy, key, value);
+                }
             }
         }
         (form, problems)
@@ -102,19 +115,21 @@ impl Form for GenerateForm {
             ("precision", self.precision.to_string()),
             ("prompt", self.prompt.clone()),
             ("max", self.max_tokens.trim().to_string()),
-            ("temperature", self.temperature.trim().to_string()),
-            ("top_k", self.top_k.trim().to_string()),
-            ("top_p", self.top_p.trim().to_string()),
             ("seed", self.seed.trim().to_string()),
         ];
-        for (key, value, default) in [
-            ("min_p", &self.min_p, "0"),
-            ("repetition_penalty", &self.repetition_penalty, "1"),
-            ("stop_tokens", &self.stop_tokens, ""),
-        ] {
-            if value.trim() != default {
-                pairs.push((key, value.trim().to_string()));
+        let defaults = defaults();
+        for key in ALWAYS {
+            if let Some(i) = policy::KNOBS.iter().position(|k| k.key == key) {
+                pairs.push((key, self.policy[i].trim().to_string()));
             }
+        }
+        pairs.extend(
+            knob_pairs(&self.policy, &defaults)
+                .into_iter()
+                .filter(|(key, _)| !ALWAYS.contains(key)),
+        );
+        if !self.stop_tokens.trim().is_empty() {
+            pairs.push(("stop_tokens", self.stop_tokens.trim().to_string()));
         }
         if !self.stop.is_empty() {
             pairs.push(("stop", self.stop.clone()));
@@ -138,25 +153,7 @@ impl Form for GenerateForm {
             "gen-max",
             whole_in(&self.max_tokens, "Max new tokens", 1, u64::MAX),
         );
-        let temperature = problems.field(
-            "gen-temperature",
-            policy_number(&self.temperature, "Temperature", |p, v| p.temperature = v),
-        );
-        let top_p = problems.field(
-            "gen-top-p",
-            policy_number(&self.top_p, "Top-p", |p, v| p.top_p = v),
-        );
-        let min_p = problems.field(
-            "gen-min-p",
-            policy_number(&self.min_p, "Min-p", |p, v| p.min_p = v),
-        );
-        let repetition_penalty = problems.field(
-            "gen-repetition",
-            policy_number(&self.repetition_penalty, "Repetition penalty", |p, v| {
-                p.repetition_penalty = v
-            }),
-        );
-        let top_k = problems.field("gen-top-k", whole(&self.top_k, "Top-k"));
+        let read = read_knobs(&self.policy, ids(), &mut problems);
         let seed = problems.field("gen-seed", whole(&self.seed, "Seed"));
         let stop_tokens = problems.field("gen-stop-tokens", stop_tokens(&self.stop_tokens));
         let (panics, gpu_faults): (Vec<&str>, Vec<&str>) = self
@@ -166,19 +163,13 @@ impl Form for GenerateForm {
             .filter(|f| !f.is_empty())
             .partition(|f| *f == "panic");
         problems.or(|| {
+            let (policy, dry_breakers) = read?;
             Some(GenerateRequest {
                 config: RunConfig {
                     app_version: env!("CARGO_PKG_VERSION").into(),
                     prompt_template: "{prompt}".into(),
                     prompt: self.prompt.clone(),
-                    policy: Policy {
-                        temperature: temperature?,
-                        top_k: top_k? as usize,
-                        top_p: top_p?,
-                        min_p: min_p?,
-                        repetition_penalty: repetition_penalty?,
-                        ..Policy::default()
-                    },
+                    policy,
                     seed: seed?,
                     seed_source: SeedSource::User,
                     max_tokens: max_tokens? as usize,
@@ -194,34 +185,12 @@ impl Form for GenerateForm {
                 },
                 precision: self.precision,
                 backend: self.backend,
+                dry_breakers,
                 faults: gpu_faults.join(","),
                 inject_panic: !panics.is_empty(),
             })
         })
     }
-}
-
-/// A stop string as typed on one line: `\n` is a line break, `\t` a tab, `\\` a backslash.
-fn unescape(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('n') => out.push('\n'),
-            Some('t') => out.push('\t'),
-            Some('\\') => out.push('\\'),
-            Some(other) => {
-                out.push('\\');
-                out.push(other);
-            }
-            None => out.push('\\'),
-        }
-    }
-    out
 }
 
 /// Stop token ids, `5, 17`; whether they exist is checked against the vocabulary when the
@@ -293,6 +262,12 @@ pub fn visible(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::widgets::form::the_only_problem;
+    use policy::PolicyRequest;
+
+    /// Sets the knob `flag` of a form's policy.
+    fn knob(form: &mut GenerateForm, flag: &str, text: &str) {
+        form.policy[crate::widgets::knobs::at(flag).unwrap()] = text.into();
+    }
 
     #[test]
     fn the_default_form_checks() {
@@ -323,11 +298,11 @@ mod tests {
             "Max new tokens must be a whole number of at least 1, but it is \"0\"."
         );
         assert_eq!(
-            problem(|f| f.temperature = "-1".into(), "gen-temperature"),
+            problem(|f| knob(f, "temperature", "-1"), "gen-temperature"),
             "Temperature -1 is invalid: it must be a finite number, at least 0 (0 means greedy)."
         );
         assert_eq!(
-            problem(|f| f.top_p = "1.5".into(), "gen-top-p"),
+            problem(|f| knob(f, "top-p", "1.5"), "gen-top-p"),
             "Top-p 1.5 is invalid: it must be greater than 0 and at most 1."
         );
         assert_eq!(
@@ -339,7 +314,10 @@ mod tests {
             "Stop token \"five\" is not a token id (a whole number)."
         );
         assert_eq!(
-            problem(|f| f.repetition_penalty = "strong".into(), "gen-repetition"),
+            problem(
+                |f| knob(f, "repetition-penalty", "strong"),
+                "gen-repetition-penalty"
+            ),
             "Repetition penalty must be a number, but it is \"strong\"."
         );
         // Fault names are the GPU runtime's: the worker reads them (see worker::generation).
@@ -375,16 +353,25 @@ mod tests {
         let form = GenerateForm {
             prompt: "Once upon".into(),
             max_tokens: "16".into(),
-            temperature: "0".into(),
             backend: BackendChoice::Cpu,
             precision: Precision::Int8,
             fault: "device-lost@3".into(),
             stop: "\n\nThe end".into(),
             stop_tokens: "3".into(),
-            min_p: "0.1".into(),
-            repetition_penalty: "1.3".into(),
             ..GenerateForm::default()
         };
+        let mut form = form;
+        for (flag, text) in [
+            ("temperature", "0"),
+            ("min-p", "0.1"),
+            ("repetition-penalty", "1.3"),
+            ("engine", "llama.cpp"),
+            ("dry-multiplier", "0.8"),
+            ("dry-sequence-breaker", "\\n\n:"),
+            ("eos", "3,5"),
+        ] {
+            knob(&mut form, flag, text);
+        }
         let pairs = form.to_pairs();
         let (back, problems) =
             GenerateForm::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
@@ -397,6 +384,81 @@ mod tests {
         assert_eq!(form.precision, Precision::F32);
         assert_eq!(problems.len(), 2);
         assert!(problems.of("gen-backend").unwrap().contains("\"tpu\""));
+    }
+
+    #[test]
+    fn every_knob_goes_from_the_url_to_the_form_the_job_and_the_record() {
+        // A value each knob takes that is not its default, with what it needs beside it.
+        type Sample = (&'static str, &'static str, &'static [(&'static str, &'static str)]);
+        let samples: [Sample; policy::KNOB_COUNT] = [
+            ("engine", "hf", &[]),
+            ("order", "temperature-last", &[]),
+            ("samplers", "top_k;temperature", &[]),
+            ("temperature", "0.5", &[]),
+            ("top-k", "7", &[]),
+            ("top-p", "0.9", &[]),
+            ("min-p", "0.05", &[]),
+            ("min-keep", "2", &[]),
+            ("typical", "0.9", &[]),
+            ("epsilon-cutoff", "0.001", &[]),
+            ("eta-cutoff", "0.001", &[]),
+            ("top-n-sigma", "1.5", &[]),
+            ("xtc-probability", "0.5", &[]),
+            ("xtc-threshold", "0.2", &[]),
+            ("repetition-penalty", "1.2", &[]),
+            ("frequency-penalty", "0.5", &[]),
+            ("presence-penalty", "0.5", &[]),
+            ("penalty-last-n", "32", &[("engine", "llama.cpp")]),
+            ("no-repeat-ngram", "3", &[]),
+            ("dry-multiplier", "0.8", &[]),
+            ("dry-base", "2", &[]),
+            ("dry-allowed-length", "3", &[]),
+            ("dry-penalty-last-n", "64", &[]),
+            ("dry-sequence-breaker", "\\n", &[("dry-multiplier", "0.8")]),
+            ("mirostat", "2", &[("top-k", "0")]),
+            ("mirostat-tau", "4", &[]),
+            ("mirostat-eta", "0.2", &[]),
+            ("forbid", "4,9", &[]),
+            ("bias", "4:1.5", &[]),
+            ("bad-words", "1,2;5", &[]),
+            ("sequence-bias", "1,2:-3.5", &[]),
+            ("eos", "3,5", &[]),
+            ("min-new-tokens", "2", &[]),
+        ];
+        for (knob, (flag, text, beside)) in policy::KNOBS.iter().zip(samples) {
+            assert_eq!(knob.flag, flag, "the samples follow the table");
+            let key = |flag| policy::Knob::named(flag).unwrap().key;
+            let mut url = vec![(knob.key, text)];
+            url.extend(beside.iter().map(|(flag, text)| (key(flag), *text)));
+            let (form, problems) = GenerateForm::from_pairs(url.iter().copied());
+            assert!(problems.is_empty(), "{flag}: {problems:?}");
+            assert_eq!(form.policy[crate::widgets::knobs::at(flag).unwrap()], text);
+            let back = form.to_pairs();
+            assert!(
+                back.contains(&(knob.key, text.to_string())),
+                "{flag}: {back:?}"
+            );
+            let request = form.check().unwrap_or_else(|e| panic!("{flag}: {e:?}"));
+            let mut given = vec![("top-k", "40")];
+            given.extend(beside.iter().copied());
+            given.push((flag, text));
+            let expected = PolicyRequest::new(
+                given
+                    .iter()
+                    .filter(|(f, _)| *f != "dry-sequence-breaker")
+                    .map(|(flag, text)| (policy::Knob::named(flag).unwrap(), text.to_string())),
+            )
+            .policy(policy::LAB_TEMPERATURE)
+            .unwrap();
+            assert_eq!(request.config.policy, expected, "{flag}");
+            if flag == "dry-sequence-breaker" {
+                assert_eq!(request.dry_breakers, ["\n"]);
+            }
+            // The run record holds the configuration as JSON, and reads it back the same.
+            let json = serde_json::to_string(&request.config).unwrap();
+            let recorded: RunConfig = serde_json::from_str(&json).unwrap();
+            assert_eq!(recorded.policy, request.config.policy, "{flag}");
+        }
     }
 
     #[test]
