@@ -27,17 +27,32 @@ pub type KnobTexts = [String; KNOB_COUNT];
 /// URL key's `_` written `-` (`gen-top-k`). Made once per prefix, as the fields' ids live as
 /// long as the page.
 pub fn knob_ids(prefix: &'static str) -> &'static [&'static str; KNOB_COUNT] {
-    type Ids = &'static [&'static str; KNOB_COUNT];
-    static MADE: Mutex<Vec<(&str, Ids)>> = Mutex::new(Vec::new());
+    made(prefix, '-')
+}
+
+/// Each knob's URL key in a panel whose keys start with `prefix`: `{prefix}_{key}`
+/// (`cmp_a_top_k`), or the table's key itself for an empty prefix.
+pub fn knob_keys(prefix: &'static str) -> &'static [&'static str; KNOB_COUNT] {
+    made(prefix, '_')
+}
+
+fn made(prefix: &'static str, join: char) -> &'static [&'static str; KNOB_COUNT] {
+    type Names = &'static [&'static str; KNOB_COUNT];
+    static MADE: Mutex<Vec<(&str, char, Names)>> = Mutex::new(Vec::new());
     let mut made = MADE.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, ids)) = made.iter().find(|(p, _)| *p == prefix) {
-        return ids;
+    if let Some((.., names)) = made.iter().find(|(p, j, _)| *p == prefix && *j == join) {
+        return names;
     }
-    let ids: Ids = Box::leak(Box::new(std::array::from_fn(|i| {
-        &*Box::leak(format!("{prefix}-{}", KNOBS[i].key.replace('_', "-")).into_boxed_str())
+    let names: Names = Box::leak(Box::new(std::array::from_fn(|i| {
+        let key = KNOBS[i].key;
+        match (prefix, join) {
+            ("", '_') => key,
+            (_, '_') => Box::leak(format!("{prefix}_{key}").into_boxed_str()),
+            _ => Box::leak(format!("{prefix}-{}", key.replace('_', "-")).into_boxed_str()),
+        }
     })));
-    made.push((prefix, ids));
-    ids
+    made.push((prefix, join, names));
+    names
 }
 
 /// The position of the knob whose flag is `flag` in [`KNOBS`].
@@ -58,9 +73,15 @@ pub fn knob_defaults(overrides: &[(&str, &str)]) -> KnobTexts {
     })
 }
 
-/// Sets the knob whose URL key is `key` from a URL's pair; false when no knob has the key.
-pub fn knob_from_url(texts: &mut KnobTexts, key: &str, value: &str) -> bool {
-    match KNOBS.iter().position(|k| k.key == key) {
+/// Sets the knob whose URL key among `keys` is `key` from a URL's pair; false when no knob
+/// has the key.
+pub fn knob_from_url(
+    texts: &mut KnobTexts,
+    keys: &[&str; KNOB_COUNT],
+    key: &str,
+    value: &str,
+) -> bool {
+    match keys.iter().position(|k| *k == key) {
         Some(i) => {
             texts[i] = value.to_string();
             true
@@ -69,13 +90,16 @@ pub fn knob_from_url(texts: &mut KnobTexts, key: &str, value: &str) -> bool {
     }
 }
 
-/// The URL's pairs for the knobs whose text is not `defaults`'.
-pub fn knob_pairs(texts: &KnobTexts, defaults: &KnobTexts) -> Vec<(&'static str, String)> {
-    KNOBS
-        .iter()
+/// The URL's pairs, under `keys`, for the knobs whose text is not `defaults`'.
+pub fn knob_pairs(
+    texts: &KnobTexts,
+    defaults: &KnobTexts,
+    keys: &'static [&'static str; KNOB_COUNT],
+) -> Vec<(&'static str, String)> {
+    keys.iter()
         .zip(texts.iter().zip(defaults))
         .filter(|(_, (text, default))| text.trim() != default.trim())
-        .map(|(knob, (text, _))| (knob.key, text.trim().to_string()))
+        .map(|(key, (text, _))| (*key, text.trim().to_string()))
         .collect()
 }
 
@@ -144,18 +168,19 @@ pub fn read_knobs(
     texts: &KnobTexts,
     ids: &'static [&'static str; KNOB_COUNT],
     problems: &mut Problems,
+    wrap: &dyn Fn(FieldError) -> FieldError,
 ) -> Option<(Policy, Vec<String>)> {
     let engine_at = at("engine")?;
+    let before = problems.len();
     let engine = match texts[engine_at].trim().parse() {
         Ok(engine) => engine,
         Err(e) => {
-            problems.add(ids[engine_at], FieldError::Policy(e).to_string());
+            problems.add(ids[engine_at], wrap(FieldError::Policy(e)).to_string());
             Engine::Lab
         }
     };
-    let before = problems.len();
     for (i, knob) in KNOBS.iter().enumerate().filter(|(i, _)| *i != engine_at) {
-        problems.field(ids[i], knob_field(knob, &texts[i], engine));
+        problems.field(ids[i], knob_field(knob, &texts[i], engine).map_err(wrap));
     }
     if problems.len() > before {
         return None;
@@ -165,7 +190,7 @@ pub fn read_knobs(
         Ok(policy) => policy,
         Err(e) => {
             let i = at(e.knob.flag)?;
-            problems.add(ids[i], FieldError::Knob(e).to_string());
+            problems.add(ids[i], wrap(FieldError::Knob(e)).to_string());
             return None;
         }
     };
@@ -176,7 +201,7 @@ pub fn read_knobs(
         } else {
             chain
         };
-        problems.add(ids[i], FieldError::Policy(e).to_string());
+        problems.add(ids[i], wrap(FieldError::Policy(e)).to_string());
         return None;
     }
     let breakers = request
@@ -293,7 +318,7 @@ mod tests {
     fn the_defaults_read_as_the_default_policy() {
         let mut problems = Problems::default();
         let (policy, breakers) =
-            read_knobs(&knob_defaults(&[]), knob_ids("t"), &mut problems).unwrap();
+            read_knobs(&knob_defaults(&[]), knob_ids("t"), &mut problems, &|e| e).unwrap();
         assert_eq!(
             policy,
             Policy {
@@ -309,7 +334,7 @@ mod tests {
         let ids = knob_ids("t");
         let read = |edits: &[(&str, &str)]| {
             let mut problems = Problems::default();
-            let read = read_knobs(&knob_defaults(edits), ids, &mut problems);
+            let read = read_knobs(&knob_defaults(edits), ids, &mut problems, &|e| e);
             (read, problems)
         };
         let (none, problems) = read(&[("top-k", "-1"), ("forbid", "4,,8"), ("engine", "tgi")]);
@@ -347,11 +372,13 @@ mod tests {
     fn only_the_knobs_off_their_defaults_go_to_the_url() {
         let defaults = knob_defaults(&[("top-k", "40")]);
         let mut texts = defaults.clone();
-        assert!(knob_from_url(&mut texts, "xtc_probability", "0.5"));
-        assert!(!knob_from_url(&mut texts, "prompt", "x"));
+        let keys = knob_keys("");
+        assert!(knob_from_url(&mut texts, keys, "xtc_probability", "0.5"));
+        assert!(!knob_from_url(&mut texts, keys, "prompt", "x"));
         assert_eq!(
-            knob_pairs(&texts, &defaults),
+            knob_pairs(&texts, &defaults, keys),
             [("xtc_probability", "0.5".to_string())]
         );
+        assert_eq!(knob_keys("cmp_a")[at("top-k").unwrap()], "cmp_a_top_k");
     }
 }

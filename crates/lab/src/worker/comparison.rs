@@ -7,13 +7,25 @@
 
 use gpu::Runtime;
 use policy::paths::{tree_run, PathTree};
-use policy::{Clock, StopReason};
+use policy::{Clock, RunConfig, StopReason};
 use tokenizer::Tokenizer;
 
 use crate::worker::compare_report::report;
 use crate::worker::error::WorkerError;
-use crate::worker::generation::{generate, with_eos};
+use crate::worker::generation::{generate, with_breakers, with_eos};
 use crate::worker::protocol::{CompareReport, CompareRequest};
+
+/// Both policies' runs, each with the end of text and its DRY breakers found in the
+/// vocabulary, as a run of the Generate panel has them.
+fn configs(request: &CompareRequest, tokenizer: &Tokenizer) -> [RunConfig; 2] {
+    let [a, b] = &request.breakers;
+    [(&request.a, a), (&request.b, b)].map(|(config, breakers)| {
+        with_eos(
+            with_breakers(config.clone(), breakers, tokenizer),
+            tokenizer,
+        )
+    })
+}
 
 /// The report of `request`, or `None` when it was cancelled. `progress` hears how far each
 /// tree has got; `cancelled` is asked before every run and model call; `pause` is awaited
@@ -27,8 +39,7 @@ pub async fn run_compare(
     progress: &mut impl FnMut(String),
     pause: &impl AsyncFn(),
 ) -> Result<Option<CompareReport>, WorkerError> {
-    let a = with_eos(request.a.clone(), tokenizer);
-    let b = with_eos(request.b.clone(), tokenizer);
+    let [a, b] = configs(request, tokenizer);
     progress("Running both policies on the same draws…".to_string());
     let mut runs = Vec::with_capacity(2);
     for config in [&a, &b] {
@@ -115,8 +126,8 @@ mod tests {
             let (files, mut runtime) = cpu_runtime().await;
             let tokenizer = &files.tokenizer;
             let mut form = CompareForm::default();
-            form.0[13] = "30".into();
-            form.0[14] = "2".into();
+            form.run[3] = "30".into();
+            form.run[4] = "2".into();
             let request = form.check().unwrap();
             let done = run_compare(
                 &mut runtime,
@@ -134,8 +145,7 @@ mod tests {
             let weights = read("model.f32.safetensors").await.unwrap();
             let mut reference =
                 Transformer::from_safetensors(files.config.clone(), &weights).unwrap();
-            let a = with_eos(request.a.clone(), tokenizer);
-            let b = with_eos(request.b.clone(), tokenizer);
+            let [a, b] = configs(&request, tokenizer);
             let c = policy::compare::compare(&mut reference, tokenizer, &a, &b, &mut Ticks(0.0))
                 .unwrap();
             // Each step's KL and TV, in full, in its table cell.

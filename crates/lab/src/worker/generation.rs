@@ -105,6 +105,20 @@ pub fn with_eos(mut config: RunConfig, tokenizer: &Tokenizer) -> RunConfig {
     config
 }
 
+/// The run configuration with DRY's sequence breakers found in the tokenizer's vocabulary
+/// when DRY is on (`breakers` as typed, llama.cpp's when none is), as `decode-lab generate`
+/// finds them. A replayed record keeps its own.
+pub fn with_breakers(
+    mut config: RunConfig,
+    breakers: &[String],
+    tokenizer: &Tokenizer,
+) -> RunConfig {
+    if config.policy.dry_multiplier != 0.0 {
+        config.policy.dry_sequence_breakers = tokenizer.dry_sequence_breakers(breakers);
+    }
+    config
+}
+
 /// The model's files, fetched and checked against the SHA-256 its config records.
 pub struct ModelFiles {
     pub config: ModelConfig,

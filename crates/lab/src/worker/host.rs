@@ -14,6 +14,7 @@ use crate::link::message::from_js;
 use crate::link::scope::{post, report_panics, scope};
 use crate::worker::protocol::{Event, Job};
 use crate::worker::runner::{run, Engine};
+use crate::worker::stepping::step;
 
 /// Installs the panic report and the message handler; the worker then waits for jobs.
 pub fn start() {
@@ -36,6 +37,14 @@ pub fn start() {
             };
             if job == Job::Cancel {
                 cancel.set(true);
+                return;
+            }
+            // A decoding step is quick and needs no model: answered at once, beside a run.
+            if let Job::Step { id, input } = &job {
+                post(&Event::Stepped {
+                    id: *id,
+                    result: Box::new(step(input)),
+                });
                 return;
             }
             // One run at a time: the page disables its buttons while one is out.

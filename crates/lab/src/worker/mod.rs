@@ -2,7 +2,7 @@
 //! compile (the page reaches the worker through [`crate::link`]). The rest is the worker's
 //! alone, built only with the `worker` feature (which brings the model, the tokenizer and the
 //! GPU runtime): [`host`] is its global scope (jobs in, events posted out), [`runner`] runs
-//! one job, [`generation`] and [`exercise`] drive the model, [`comparison`] runs the Compare
+//! one job, [`generation`] and [`exercise`] drive the model, [`stepping`] takes the decoding-step panel's step, [`comparison`] runs the Compare
 //! panel's two policies and trees and [`compare_report`] formats what that panel shows,
 //! [`browser`] is its clock and yield, and [`error`] says why a job did not finish.
 
@@ -23,3 +23,5 @@ pub mod host;
 pub(crate) mod protocol;
 #[cfg(feature = "worker")]
 pub(crate) mod runner;
+#[cfg(feature = "worker")]
+pub(crate) mod stepping;

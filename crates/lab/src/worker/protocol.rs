@@ -10,7 +10,7 @@
 //! feature (the model, the tokenizer, the GPU runtime).
 
 use policy::generate::StepRecord;
-use policy::{Backend, BackendChoice, Precision, RunConfig, RunRecord};
+use policy::{Backend, BackendChoice, Engine, Policy, Precision, RunConfig, RunRecord, TokenProb};
 use serde::{Deserialize, Serialize};
 
 use crate::link::{PanelLink, Protocol};
@@ -54,6 +54,10 @@ pub enum Job {
     /// The Compare panel: two policies on the same draws, and each one's tree of paths over
     /// many seeds, on the CPU reference.
     Compare(Box<CompareRequest>),
+    /// The decoding-step panel's step: every stage's distribution, the draw and the same
+    /// settings under each engine. Answered at once, even while a run is in progress; `id`
+    /// comes back with the answer, so the page keeps only its latest.
+    Step { id: u64, input: Box<StepInput> },
     /// Stop the run in progress before its next model call.
     Cancel,
 }
@@ -135,6 +139,11 @@ pub enum Event {
     ExerciseDone(Box<Finished>),
     /// The answer to [`Job::Compare`]; `None` when it was cancelled.
     Compared(Option<Box<CompareReport>>),
+    /// The answer to [`Job::Step`] `id`: the step, or the field whose value it refused.
+    Stepped {
+        id: u64,
+        result: Box<Result<Stepped, StepRefused>>,
+    },
     Failed(String),
     /// The worker's Rust code panicked; the worker is gone and the page starts another.
     Panicked(String),
@@ -181,6 +190,8 @@ impl PanelWorker {
 pub struct CompareRequest {
     pub a: RunConfig,
     pub b: RunConfig,
+    /// Each policy's DRY breakers as typed (see [`GenerateRequest::dry_breakers`]).
+    pub breakers: [Vec<String>; 2],
     /// How many runs each tree takes, seeds counting up from the runs' seed.
     pub seeds: usize,
     /// How many tokens deep the trees go.
@@ -243,4 +254,92 @@ pub enum Finished {
     },
     /// Stopped by the learner after `done` of `total` runs.
     Cancelled { done: usize, total: usize },
+}
+
+// The decoding-step panel (`panels/step`): what the page asks, and what comes back.
+
+/// A checked decoding-step form: the logits, the policy and the seed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepInput {
+    pub logits: Vec<f64>,
+    pub policy: Policy,
+    pub seed: u64,
+}
+
+/// One row of a distribution chart and of its table: every token of the vocabulary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub id: u32,
+    /// `None` when the token was removed by an earlier stage.
+    pub logit: Option<f64>,
+    pub prob: f64,
+    /// For a token this very stage removed: the probability it would have had if kept (its
+    /// probability before the stage over the mass the stage kept), drawn as a hollow dashed bar.
+    pub unkept: Option<f64>,
+}
+
+/// The distribution after one stage.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageView {
+    pub label: String,
+    /// What the stage does, in one line.
+    pub explanation: String,
+    pub survivors: usize,
+    pub rows: Vec<Row>,
+    /// For a stage that cut by likelihood ([`policy::Stage::cuts_by_likelihood`]) and
+    /// removed something: the lowest probability it kept. Every token it removed would have
+    /// had at most this much.
+    pub cut_off: Option<f64>,
+}
+
+/// One survivor of the final distribution as the interval of [0, 1) whose draws choose it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Segment {
+    pub id: u32,
+    pub prob: f64,
+    pub from: f64,
+    pub to: f64,
+}
+
+/// Everything the decoding-step panel shows of the step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepView {
+    pub stages: Vec<StageView>,
+    pub token: u32,
+    pub prob: f64,
+    pub draw: Option<f64>,
+    /// Entropy of the final distribution, in nats; e^entropy is its effective vocabulary.
+    pub entropy: f64,
+    /// The final distribution laid along [0, 1) in ascending ids, as `Generator.choice`
+    /// reads it (`policy::rng::choice_bounds`): the draw lands in the chosen token's segment.
+    pub strip: Vec<Segment>,
+    pub seed: u64,
+    /// What the chapter's decode.py prints for the same logits, temperature, top-k and
+    /// seed, when those settings are expressible there.
+    pub chapter_line: Option<String>,
+}
+
+/// One engine's final distribution in the conformance view (ascending ids), or `None` where
+/// the engine refuses the settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EngineColumn {
+    pub engine: Engine,
+    pub kept: Option<Vec<TokenProb>>,
+}
+
+/// The step and the same settings under every engine ([`policy::conformance`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stepped {
+    pub view: StepView,
+    pub engines: Vec<EngineColumn>,
+    /// Which engines keep which tokens, in words.
+    pub summary: String,
+}
+
+/// A value the step refused when it ran (a temperature or bias that takes a logit beyond
+/// the range of a float): the field that caused it (`temperature`, `bias`, ...) and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRefused {
+    pub field: String,
+    pub message: String,
 }

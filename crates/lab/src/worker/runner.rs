@@ -21,7 +21,7 @@ use crate::worker::error::WorkerError;
 use crate::worker::exercise::run_exercise;
 use crate::worker::generation::{
     generate, load_model, parse_record, prompt_logits, replay_request, replay_verdict, speed,
-    with_eos, ModelFiles, Start,
+    with_breakers, with_eos, ModelFiles, Start,
 };
 use crate::worker::protocol::{Event, GpuTimings, Job, RunFigures};
 
@@ -134,11 +134,11 @@ pub async fn run(
             if request.inject_panic {
                 panic!("the URL's fault=panic asked the model worker to panic");
             }
-            let mut config = request.config.clone();
-            if config.policy.dry_multiplier != 0.0 {
-                config.policy.dry_sequence_breakers =
-                    files.tokenizer.dry_sequence_breakers(&request.dry_breakers);
-            }
+            let config = with_breakers(
+                request.config.clone(),
+                &request.dry_breakers,
+                &files.tokenizer,
+            );
             (config, Start::of(&request)?)
         }
         Job::Replay { backend, .. } => match &recorded {
@@ -184,7 +184,7 @@ pub async fn run(
             emit(Event::Compared(report.map(Box::new)));
             return Ok(());
         }
-        Job::Cancel => return Err(WorkerError::NothingToRun),
+        Job::Cancel | Job::Step { .. } => return Err(WorkerError::NothingToRun),
     };
     files
         .ensure_weights(start.precision, start.backend, &fetch, &mut progress)

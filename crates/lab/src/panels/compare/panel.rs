@@ -5,11 +5,11 @@
 
 use leptos::prelude::*;
 
-use crate::panels::compare::view_model::{CompareForm, DEPTH, FIELDS};
-use crate::panels::step::panel::engine_options;
+use crate::panels::compare::view_model::{CompareForm, Side, FIELDS, SHOWN};
 use crate::shell::url;
-use crate::widgets::field::{Choice, Field, TextArea};
+use crate::widgets::field::{Field, TextArea};
 use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
+use crate::widgets::knobs::{knob_fields, more_controls};
 use crate::worker::protocol::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
 
@@ -45,14 +45,20 @@ pub fn ComparePanel() -> impl IntoView {
     let pairs = url::pairs();
     // Every field is text: a bad value stays in its field and the check names it there.
     let (initial, _) = CompareForm::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let texts: [(ReadSignal<String>, WriteSignal<String>); 15] =
-        std::array::from_fn(|i| signal(initial.0[i].clone()));
+    let texts: [(ReadSignal<String>, WriteSignal<String>); 5] =
+        std::array::from_fn(|i| signal(initial.run[i].clone()));
+    let a = initial.a.map(RwSignal::new);
+    let b = initial.b.map(RwSignal::new);
 
     let phase = RwSignal::new(Phase::Idle);
     let report = RwSignal::new(None::<String>);
     let worker = PanelWorker::new();
 
-    let form = Memo::new(move |_| CompareForm(std::array::from_fn(|i| texts[i].0.get())));
+    let form = Memo::new(move |_| CompareForm {
+        run: std::array::from_fn(|i| texts[i].0.get()),
+        a: a.map(|k| k.get()),
+        b: b.map(|k| k.get()),
+    });
     Effect::new(move |written: Option<()>| {
         let pairs = form.get().to_pairs();
         if written.is_some() {
@@ -100,18 +106,23 @@ pub fn ComparePanel() -> impl IntoView {
     };
 
     let field = move |i: usize| {
-        let (key, id, label, hint, _) = FIELDS.get(i).copied().unwrap_or(DEPTH);
+        let (key, id, label, hint, _) = FIELDS[i];
         let (value, set) = texts[i];
         if key == "cmp_prompt" {
             view! { <TextArea id=id problem=problem(id) label=label hint=hint value=value.into() set=set wide=true/> }.into_any()
-        } else if key.ends_with("engine") {
-            view! { <Choice id=id problem=problem(id) label=label options=engine_options() value=value set=Callback::new(move |v: String| set.set(v))/> }.into_any()
         } else {
-            view! { <Field id=id problem=problem(id) label=label hint=hint value=value.into() set=set inputmode="decimal"/> }.into_any()
+            view! { <Field id=id problem=problem(id) label=label hint=hint value=value.into() set=set inputmode="numeric"/> }.into_any()
         }
     };
-    let group = move |range: std::ops::Range<usize>, extra: Option<usize>| {
-        range.chain(extra).map(field).collect_view()
+    let policy = move |side: Side| {
+        let knobs = match side {
+            Side::A => a,
+            Side::B => b,
+        };
+        view! {
+            <div class="controls">{knob_fields(&SHOWN, side.ids(), knobs, problem)}</div>
+            {more_controls(&SHOWN, side.ids(), knobs, &side.defaults(), problem)}
+        }
     };
 
     let status = move || match phase.get() {
@@ -138,19 +149,19 @@ pub fn ComparePanel() -> impl IntoView {
             }>
                 <fieldset>
                     <legend>"The run both policies share"</legend>
-                    <div class="controls">{group(0..3, None)}</div>
+                    <div class="controls">{(0..3).map(field).collect_view()}</div>
                 </fieldset>
                 <fieldset>
                     <legend>"Policy a"</legend>
-                    <div class="controls">{group(3..7, Some(11))}</div>
+                    {policy(Side::A)}
                 </fieldset>
                 <fieldset>
                     <legend>"Policy b"</legend>
-                    <div class="controls">{group(7..11, Some(12))}</div>
+                    {policy(Side::B)}
                 </fieldset>
                 <fieldset>
                     <legend>"Many seeds"</legend>
-                    <div class="controls">{group(13..15, None)}</div>
+                    <div class="controls">{(3..5).map(field).collect_view()}</div>
                 </fieldset>
                 <div class="field buttons">
                     <button type="submit" disabled=move || busy() || checked.with(Result::is_err)>"Compare"</button>

@@ -1,18 +1,23 @@
 //! The Compare panel's form: the URL's text in, a checked [`CompareRequest`] out for the
-//! model worker. Each policy's knobs are checked under its own engine's ranges
-//! ([`engine_number`]), as the Decoding step panel checks them.
+//! model worker. Each policy is every knob of the policy's table ([`policy::KNOBS`]),
+//! checked under its own engine's rules and named at its own fields (`cmp-a-…`,
+//! `cmp-b-…`), as Generate's are.
 
-use policy::{Engine, Policy, RunConfig, SeedSource, StopConfig};
+use policy::{RunConfig, SeedSource, StopConfig, KNOB_COUNT};
 
 use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
-use crate::widgets::number::{engine_number, whole, whole_in, FieldError};
+use crate::widgets::knobs::{
+    knob_defaults, knob_from_url, knob_ids, knob_keys, knob_pairs, read_knobs, KnobTexts,
+};
+use crate::widgets::number::{whole, whole_in, FieldError};
 use crate::worker::protocol::CompareRequest;
 
 /// The most seeds a tree in the lab takes (the CLI takes more).
 pub const MOST_SEEDS: u64 = 1000;
 
-/// The form's text fields, in order: (URL key, input id, label, hint, default).
-pub const FIELDS: [(&str, &str, &str, &str, &str); 14] = [
+/// The fields of the run both policies share, in order: (URL key, input id, label, hint,
+/// default).
+pub const FIELDS: [(&str, &str, &str, &str, &str); 5] = [
     (
         "cmp_prompt",
         "cmp-prompt",
@@ -35,101 +40,89 @@ pub const FIELDS: [(&str, &str, &str, &str, &str); 14] = [
         "16",
     ),
     (
-        "cmp_a_temperature",
-        "cmp-a-temperature",
-        "a: temperature",
-        "Policy a's temperature.",
-        policy::LAB_TEMPERATURE_TEXT,
-    ),
-    (
-        "cmp_a_top_k",
-        "cmp-a-top-k",
-        "a: top-k",
-        "0 keeps every token.",
-        "0",
-    ),
-    (
-        "cmp_a_top_p",
-        "cmp-a-top-p",
-        "a: top-p",
-        "1 keeps every token.",
-        "1",
-    ),
-    (
-        "cmp_a_min_p",
-        "cmp-a-min-p",
-        "a: min-p",
-        "0 keeps every token.",
-        "0",
-    ),
-    (
-        "cmp_b_temperature",
-        "cmp-b-temperature",
-        "b: temperature",
-        "Policy b's temperature.",
-        policy::LAB_TEMPERATURE_TEXT,
-    ),
-    (
-        "cmp_b_top_k",
-        "cmp-b-top-k",
-        "b: top-k",
-        "0 keeps every token.",
-        "0",
-    ),
-    (
-        "cmp_b_top_p",
-        "cmp-b-top-p",
-        "b: top-p",
-        "1 keeps every token.",
-        "0.8",
-    ),
-    (
-        "cmp_b_min_p",
-        "cmp-b-min-p",
-        "b: min-p",
-        "0 keeps every token.",
-        "0",
-    ),
-    ("cmp_a_engine", "cmp-a-engine", "a: engine", "", "lab"),
-    ("cmp_b_engine", "cmp-b-engine", "b: engine", "", "lab"),
-    (
         "cmp_seeds",
         "cmp-seeds",
         "Seeds per tree",
         "How many runs draw each policy's tree of paths (1 to 1000).",
         "100",
     ),
+    (
+        "cmp_depth",
+        "cmp-depth",
+        "Tree depth",
+        "How many first tokens each tree follows (1 to 4).",
+        "3",
+    ),
 ];
 
-/// The depth field, apart so that [`FIELDS`] stays one table of texts.
-pub const DEPTH: (&str, &str, &str, &str, &str) = (
-    "cmp_depth",
-    "cmp-depth",
-    "Tree depth",
-    "How many first tokens each tree follows (1 to 4).",
-    "3",
-);
+/// The knobs each policy shows before its "More controls", in order.
+pub const SHOWN: [&str; 5] = ["engine", "temperature", "top-k", "top-p", "min-p"];
 
-/// The form, every field as typed: [`FIELDS`] then [`DEPTH`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct CompareForm(pub [String; 15]);
+/// One policy of the two: `a` or `b`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    A,
+    B,
+}
 
-const KEYS: [&str; 15] = {
-    let mut keys = [""; 15];
-    let mut i = 0;
-    while i < 14 {
-        keys[i] = FIELDS[i].0;
-        i += 1;
+impl Side {
+    pub const BOTH: [Side; 2] = [Side::A, Side::B];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::A => "a",
+            Side::B => "b",
+        }
     }
-    keys[14] = DEPTH.0;
-    keys
-};
+
+    /// The side's field ids: `cmp-a-top-k`.
+    pub fn ids(self) -> &'static [&'static str; KNOB_COUNT] {
+        knob_ids(match self {
+            Side::A => "cmp-a",
+            Side::B => "cmp-b",
+        })
+    }
+
+    /// The side's URL keys: `cmp_a_top_k`.
+    pub fn keys(self) -> &'static [&'static str; KNOB_COUNT] {
+        knob_keys(match self {
+            Side::A => "cmp_a",
+            Side::B => "cmp_b",
+        })
+    }
+
+    /// The side's starting policy: the README's example, b at top-p 0.8.
+    pub fn defaults(self) -> KnobTexts {
+        match self {
+            Side::A => knob_defaults(&[]),
+            Side::B => knob_defaults(&[("top-p", "0.8")]),
+        }
+    }
+}
+
+/// The form, every field as typed: [`FIELDS`], then each policy's knobs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompareForm {
+    pub run: [String; 5],
+    pub a: KnobTexts,
+    pub b: KnobTexts,
+}
+
+const KEYS: [&str; 5] = [
+    FIELDS[0].0,
+    FIELDS[1].0,
+    FIELDS[2].0,
+    FIELDS[3].0,
+    FIELDS[4].0,
+];
 
 impl Default for CompareForm {
     fn default() -> CompareForm {
-        CompareForm(std::array::from_fn(|i| {
-            FIELDS.get(i).map_or(DEPTH.4, |f| f.4).to_string()
-        }))
+        CompareForm {
+            run: FIELDS.map(|f| f.4.to_string()),
+            a: Side::A.defaults(),
+            b: Side::B.defaults(),
+        }
     }
 }
 
@@ -137,71 +130,54 @@ impl CompareForm {
     fn text(&self, key: &str) -> &str {
         KEYS.iter()
             .position(|k| *k == key)
-            .map_or("", |i| self.0[i].as_str())
+            .map_or("", |i| self.run[i].as_str())
     }
 
-    /// One side's policy, its problems named at its own fields (`cmp-a-…` or `cmp-b-…`).
-    fn policy(&self, side: &str, problems: &mut Problems) -> Option<Policy> {
-        let key = |name: &str| format!("cmp_{side}_{name}");
-        let id = |name: &'static str| -> &'static str {
-            FIELDS
-                .iter()
-                .find(|f| f.0 == format!("cmp_{side}_{name}"))
-                .map_or("", |f| f.1)
-        };
-        let engine = match self.text(&key("engine")).parse::<Engine>() {
-            Ok(engine) => Some(engine),
-            Err(e) => {
-                problems.add(id("engine"), report::sentence(e.to_string()));
-                None
-            }
-        };
-        let e = engine.unwrap_or(Engine::Lab);
-        let of_side = |source| FieldError::Side {
-            side: side.to_string(),
-            source: Box::new(source),
-        };
-        let knob = |name: &'static str, label: &str, set: fn(&mut Policy, f64)| {
-            engine_number(self.text(&key(name)), label, e, set).map_err(of_side)
-        };
-        let temperature = problems.field(
-            id("temperature"),
-            knob("temperature", "Temperature", |p, v| p.temperature = v),
-        );
-        let top_k = problems.field(
-            id("top_k"),
-            whole(self.text(&key("top_k")), "Top-k").map_err(of_side),
-        );
-        let top_p = problems.field(id("top_p"), knob("top_p", "Top-p", |p, v| p.top_p = v));
-        let min_p = problems.field(id("min_p"), knob("min_p", "Min-p", |p, v| p.min_p = v));
-        Some(Policy {
-            engine: engine?,
-            temperature: temperature?,
-            top_k: top_k? as usize,
-            top_p: top_p?,
-            min_p: min_p?,
-            ..Policy::default()
-        })
+    /// One side's knobs.
+    pub fn side(&self, side: Side) -> &KnobTexts {
+        match side {
+            Side::A => &self.a,
+            Side::B => &self.b,
+        }
+    }
+
+    fn side_mut(&mut self, side: Side) -> &mut KnobTexts {
+        match side {
+            Side::A => &mut self.a,
+            Side::B => &mut self.b,
+        }
     }
 }
 
 impl Form for CompareForm {
     type Checked = CompareRequest;
 
-    /// The URL keys are [`FIELDS`]' and [`DEPTH`]'s; missing keys keep the defaults.
+    /// The URL keys are [`FIELDS`]' and each side's knobs' (`cmp_a_top_k`); missing keys
+    /// keep the defaults.
     fn from_pairs<'a>(
         pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
     ) -> (CompareForm, Problems) {
-        (
-            CompareForm(texts_from_pairs(KEYS, CompareForm::default().0, pairs)),
-            Problems::default(),
-        )
+        let mut form = CompareForm::default();
+        let mut run = Vec::new();
+        for (key, value) in pairs {
+            let knob = Side::BOTH
+                .into_iter()
+                .any(|side| knob_from_url(form.side_mut(side), side.keys(), key, value));
+            if !knob {
+                run.push((key, value));
+            }
+        }
+        form.run = texts_from_pairs(KEYS, form.run, run);
+        (form, Problems::default())
     }
 
     fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = pairs_from_texts(KEYS, std::array::from_fn(|i| self.0[i].as_str()));
+        let mut pairs = pairs_from_texts(KEYS, std::array::from_fn(|i| self.run[i].as_str()));
         // The prompt as typed: its spaces matter.
-        pairs[0].1 = self.0[0].clone();
+        pairs[0].1 = self.run[0].clone();
+        for side in Side::BOTH {
+            pairs.extend(knob_pairs(self.side(side), &side.defaults(), side.keys()));
+        }
         pairs
     }
 
@@ -220,8 +196,13 @@ impl Form for CompareForm {
             "cmp-max",
             whole_in(self.text("cmp_max"), "Max new tokens", 1, 256),
         );
-        let a = self.policy("a", &mut problems);
-        let b = self.policy("b", &mut problems);
+        let [a, b] = Side::BOTH.map(|side| {
+            let of_side = |source| FieldError::Side {
+                side: side.name().to_string(),
+                source: Box::new(source),
+            };
+            read_knobs(self.side(side), side.ids(), &mut problems, &of_side)
+        });
         let seeds = problems.field(
             "cmp-seeds",
             whole_in(self.text("cmp_seeds"), "Seeds per tree", 1, MOST_SEEDS),
@@ -231,7 +212,7 @@ impl Form for CompareForm {
             whole_in(self.text("cmp_depth"), "Tree depth", 1, 4),
         );
         problems.or(|| {
-            let config = |policy: Policy| -> Option<RunConfig> {
+            let config = |policy| -> Option<RunConfig> {
                 Some(RunConfig {
                     app_version: env!("CARGO_PKG_VERSION").into(),
                     prompt_template: "{prompt}".into(),
@@ -243,9 +224,11 @@ impl Form for CompareForm {
                     stop: StopConfig::default(),
                 })
             };
+            let ((a, a_breakers), (b, b_breakers)) = (a?, b?);
             Some(CompareRequest {
-                a: config(a?)?,
-                b: config(b?)?,
+                a: config(a)?,
+                b: config(b)?,
+                breakers: [a_breakers, b_breakers],
                 seeds: seeds? as usize,
                 depth: depth? as usize,
             })
@@ -257,6 +240,13 @@ impl Form for CompareForm {
 mod tests {
     use super::*;
     use crate::widgets::form::the_only_problem;
+    use crate::widgets::knobs::at;
+    use policy::Engine;
+
+    /// Sets knob `flag` of one side.
+    fn knob(form: &mut CompareForm, side: Side, flag: &str, text: &str) {
+        form.side_mut(side)[at(flag).unwrap()] = text.into();
+    }
 
     #[test]
     fn the_defaults_are_the_readmes_example() {
@@ -272,30 +262,41 @@ mod tests {
     #[test]
     fn the_url_round_trips() {
         let mut form = CompareForm::default();
-        form.0[3] = "1.3".into();
-        form.0[12] = "llama.cpp".into();
+        knob(&mut form, Side::A, "temperature", "1.3");
+        knob(&mut form, Side::B, "engine", "llama.cpp");
+        knob(&mut form, Side::B, "xtc-probability", "0.5");
         let pairs = form.to_pairs();
+        assert!(pairs.contains(&("cmp_b_xtc_probability", "0.5".to_string())));
         let (back, problems) = CompareForm::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
         assert!(problems.is_empty());
         assert_eq!(back, form);
         let request = back.check().unwrap();
         assert_eq!(request.a.policy.temperature, 1.3);
         assert_eq!(request.b.policy.engine, Engine::LlamaCpp);
+        assert_eq!(request.b.policy.xtc_probability, 0.5);
     }
 
     #[test]
     fn each_bad_value_is_named_at_its_own_field_under_its_own_engine() {
-        let edit = |i: usize, text: &'static str| move |f: &mut CompareForm| f.0[i] = text.into();
-        assert!(the_only_problem(edit(3, "-1"), "cmp-a-temperature").starts_with("Policy a: "));
-        assert!(the_only_problem(edit(9, "2"), "cmp-b-top-p").starts_with("Policy b: "));
-        assert!(the_only_problem(edit(13, "1001"), "cmp-seeds").contains("1 to 1000"));
-        assert!(the_only_problem(edit(14, "5"), "cmp-depth").contains("1 to 4"));
-        assert!(the_only_problem(edit(11, "gpt"), "cmp-a-engine").contains("gpt"));
+        let side = |side, flag: &'static str, text: &'static str| {
+            move |f: &mut CompareForm| knob(f, side, flag, text)
+        };
+        let run = |i: usize, text: &'static str| move |f: &mut CompareForm| f.run[i] = text.into();
+        assert!(
+            the_only_problem(side(Side::A, "temperature", "-1"), "cmp-a-temperature")
+                .starts_with("Policy a: ")
+        );
+        assert!(
+            the_only_problem(side(Side::B, "top-p", "2"), "cmp-b-top-p").starts_with("Policy b: ")
+        );
+        assert!(the_only_problem(run(3, "1001"), "cmp-seeds").contains("1 to 1000"));
+        assert!(the_only_problem(run(4, "5"), "cmp-depth").contains("1 to 4"));
+        assert!(the_only_problem(side(Side::A, "engine", "gpt"), "cmp-a-engine").contains("gpt"));
         // Top-p 0 is llama.cpp's "keep the top token", and refused by the lab's rules.
         let mut form = CompareForm::default();
-        form.0[9] = "0".into();
+        knob(&mut form, Side::B, "top-p", "0");
         assert!(form.check().is_err());
-        form.0[12] = "llama.cpp".into();
+        knob(&mut form, Side::B, "engine", "llama.cpp");
         assert_eq!(form.check().unwrap().b.policy.top_p, 0.0);
     }
 }

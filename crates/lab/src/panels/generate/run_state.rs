@@ -228,7 +228,8 @@ impl RunState {
             Event::Logits(_)
             | Event::ExerciseRun(_)
             | Event::ExerciseDone(_)
-            | Event::Compared(_) => {}
+            | Event::Compared(_)
+            | Event::Stepped { .. } => {}
         }
     }
 

@@ -6,7 +6,7 @@ use policy::{Backend, BackendChoice, BackendKind, Precision, RunConfig, SeedSour
 
 use crate::widgets::form::{Form, Problems};
 use crate::widgets::knobs::{
-    knob_defaults, knob_from_url, knob_ids, knob_pairs, read_knobs, unescape, KnobTexts,
+    knob_defaults, knob_from_url, knob_ids, knob_keys, knob_pairs, read_knobs, unescape, KnobTexts,
 };
 use crate::widgets::number::{whole, whole_in, FieldError};
 use crate::worker::protocol::GenerateRequest;
@@ -101,7 +101,7 @@ impl Form for GenerateForm {
                 },
                 "fault" => form.fault = value.to_string(),
                 key => {
-                    knob_from_url(&mut form.policy, key, value);
+                    knob_from_url(&mut form.policy, knob_keys(""), key, value);
                 }
             }
         }
@@ -124,7 +124,7 @@ impl Form for GenerateForm {
             }
         }
         pairs.extend(
-            knob_pairs(&self.policy, &defaults)
+            knob_pairs(&self.policy, &defaults, knob_keys(""))
                 .into_iter()
                 .filter(|(key, _)| !ALWAYS.contains(key)),
         );
@@ -153,7 +153,7 @@ impl Form for GenerateForm {
             "gen-max",
             whole_in(&self.max_tokens, "Max new tokens", 1, u64::MAX),
         );
-        let read = read_knobs(&self.policy, ids(), &mut problems);
+        let read = read_knobs(&self.policy, ids(), &mut problems, &|e| e);
         let seed = problems.field("gen-seed", whole(&self.seed, "Seed"));
         let stop_tokens = problems.field("gen-stop-tokens", stop_tokens(&self.stop_tokens));
         let (panics, gpu_faults): (Vec<&str>, Vec<&str>) = self
@@ -389,7 +389,11 @@ mod tests {
     #[test]
     fn every_knob_goes_from_the_url_to_the_form_the_job_and_the_record() {
         // A value each knob takes that is not its default, with what it needs beside it.
-        type Sample = (&'static str, &'static str, &'static [(&'static str, &'static str)]);
+        type Sample = (
+            &'static str,
+            &'static str,
+            &'static [(&'static str, &'static str)],
+        );
         let samples: [Sample; policy::KNOB_COUNT] = [
             ("engine", "hf", &[]),
             ("order", "temperature-last", &[]),

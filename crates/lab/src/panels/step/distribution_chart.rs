@@ -51,7 +51,7 @@ fn show(p: f64) -> String {
 #[component]
 pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
     let title = format!("After {}", stage.label);
-    let explanation = stage.explanation;
+    let explanation = stage.explanation.clone();
     let mut summary = stage.takeaway();
     if let Some(cut) = stage.cut_off {
         summary += &format!(

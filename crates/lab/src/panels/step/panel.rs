@@ -3,23 +3,23 @@
 //! reordered with the keyboard, and the same settings run through every engine preset
 //! beside it (the conformance view). The logits can also be the tiny model's for a
 //! prompt: a [`Job::PromptLogits`] to the model worker, one prefill on the CPU reference.
-//! The work is [`crate::panels::step::view_model`].
+//! The form is [`crate::panels::step::view_model`]; the step itself is a [`Job::Step`] to
+//! the same worker, answered at once ([`crate::worker::stepping`]), so the page links no
+//! policy step.
 
 use leptos::prelude::*;
 use policy::{Engine, StageOrder};
 
 use crate::panels::step::distribution_chart::Distribution;
 use crate::panels::step::draw_strip::DrawStrip;
-use crate::panels::step::view_model::{
-    fresh_seed, logits_text, run_conformance, run_step, StepForm,
-};
+use crate::panels::step::view_model::{fresh_seed, logits_text, step_field, StepForm};
 use crate::shell::url;
 use crate::widgets::chart::mirror_table;
 use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, options, Choice, Field};
-use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
+use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary, Problems};
 use crate::worker::protocol::PanelWorker;
-use crate::worker::protocol::{download_words, Event, Job};
+use crate::worker::protocol::{download_words, EngineColumn, Event, Job, Stepped};
 
 #[component]
 pub fn StepPanel() -> impl IntoView {
@@ -69,10 +69,21 @@ pub fn StepPanel() -> impl IntoView {
         xtc_threshold: xtc_threshold.get(),
     });
     Effect::new(move |_| url::write(&form.get().to_pairs()));
-    let result = Memo::new(move |_| run_step(&form.get()));
+    let checked = Memo::new(move |_| form.get().check());
+    // The worker's answer to the latest step asked (by its id): the step, or the field it
+    // refused.
+    let step_id = StoredValue::new(0u64);
+    let stepped = RwSignal::new(None::<Result<Stepped, (&'static str, String)>>);
+    let result = Memo::new(move |_| match checked.get() {
+        Err(problems) => Err(problems),
+        Ok(_) => match stepped.get() {
+            Some(Err((field, message))) => Err(Problems::one(field, message)),
+            Some(Ok(step)) => Ok(Some(step)),
+            None => Ok(None),
+        },
+    });
     let problems = problems_of(Some(url_problems), result);
     let problem = problem_at(problems);
-    let engines = Memo::new(move |_| run_conformance(&form.get()));
     // Moves a sampler one place, and keeps the focus on it once the list is redrawn.
     let move_sampler = move |at: usize, up: bool| {
         let now = form.get_untracked();
@@ -114,6 +125,9 @@ pub fn StepPanel() -> impl IntoView {
                 ),
             )));
         }
+        Event::Stepped { id, result } if id == step_id.get_value() => stepped.set(Some(
+            (*result).map_err(|r| (step_field(&r.field), r.message)),
+        )),
         Event::Failed(message) => model_status.set(Some((false, message))),
         Event::Panicked(message) => {
             worker.discard();
@@ -137,6 +151,21 @@ pub fn StepPanel() -> impl IntoView {
         }
     };
 
+    // Every checked form is a step for the worker; only the latest one's answer is shown.
+    Effect::new(move |_| {
+        if let Ok(input) = checked.get() {
+            let id = step_id.get_value() + 1;
+            step_id.set_value(id);
+            let job = Job::Step {
+                id,
+                input: Box::new(input),
+            };
+            if let Err(message) = worker.send(&job, on_event) {
+                model_status.set(Some((false, message.to_string())));
+            }
+        }
+    });
+
     let new_seed = move |_| match fresh_seed() {
         Ok(s) => {
             set_seed_error.set(None);
@@ -150,7 +179,7 @@ pub fn StepPanel() -> impl IntoView {
     // tables below are not live; each chart's walk says its own moves).
     let chosen_line = move || {
         result.with(|r| {
-            let view = r.as_ref().ok()?;
+            let view = &r.as_ref().ok()?.as_ref()?.view;
             let draw = view
                 .draw
                 .map(|u| format!("the uniform draw {u:.6} (seed {})", view.seed))
@@ -163,7 +192,11 @@ pub fn StepPanel() -> impl IntoView {
         })
     };
     let outcome = move || match result.get() {
-        Ok(view) => {
+        Ok(Some(Stepped {
+            view,
+            engines,
+            summary,
+        })) => {
             let strip_view = view.clone();
             let chapter = view.chapter_line.clone().map(|line| {
                 view! {
@@ -183,10 +216,11 @@ pub fn StepPanel() -> impl IntoView {
                 {chapter}
                 <div class="stages">{stages}</div>
                 <DrawStrip view=strip_view/>
-                {move || engines.get().map(|c| view! { <Conformance conformance=c/> })}
+                <Conformance engines=engines summary=summary/>
             }
             .into_any()
         }
+        Ok(None) => view! { <p>"Taking the step…"</p> }.into_any(),
         Err(_) => view! {
             <p>"The step runs once every field reads."</p>
         }
@@ -295,20 +329,18 @@ fn order_options() -> Vec<(String, String)> {
 /// The same settings through every engine preset: each engine's final distribution side by
 /// side, and in words which engines keep which tokens.
 #[component]
-fn Conformance(conformance: policy::Conformance) -> impl IntoView {
-    let vocab = conformance
-        .engines
+fn Conformance(engines: Vec<EngineColumn>, summary: String) -> impl IntoView {
+    let vocab = engines
         .iter()
-        .filter_map(|e| e.result.as_ref().ok())
+        .filter_map(|e| e.kept.as_ref())
         .flat_map(|tokens| tokens.iter().map(|t| t.id as usize + 1))
         .max()
         .unwrap_or(0);
-    let columns: Vec<Vec<Option<f64>>> = conformance
-        .engines
+    let columns: Vec<Vec<Option<f64>>> = engines
         .iter()
         .map(|e| {
             let mut column = vec![None; vocab];
-            if let Ok(tokens) = &e.result {
+            if let Some(tokens) = &e.kept {
                 for t in tokens {
                     column[t.id as usize] = Some(t.prob);
                 }
@@ -320,13 +352,13 @@ fn Conformance(conformance: policy::Conformance) -> impl IntoView {
         .map(|id| {
             let cells = columns
                 .iter()
-                .zip(&conformance.engines)
-                .map(|(column, e)| match (&e.result, column[id]) {
-                    (Err(_), _) => view! { <td>"refused"</td> }.into_any(),
-                    (Ok(_), Some(p)) => {
+                .zip(&engines)
+                .map(|(column, e)| match (&e.kept, column[id]) {
+                    (None, _) => view! { <td>"refused"</td> }.into_any(),
+                    (Some(_), Some(p)) => {
                         view! { <td data-value=p.to_string()>{format!("{p:.4}")}</td> }.into_any()
                     }
-                    (Ok(_), None) => {
+                    (Some(_), None) => {
                         view! { <td class="removed" data-value="0">"removed"</td> }.into_any()
                     }
                 })
@@ -337,7 +369,7 @@ fn Conformance(conformance: policy::Conformance) -> impl IntoView {
     view! {
         <div class="comparison" data-testid="engine-conformance">
             <h3>"The same settings under each engine"</h3>
-            <p data-testid="conformance-summary">{conformance.summary}</p>
+            <p data-testid="conformance-summary">{summary}</p>
             {mirror_table("mirror", None, None, "Final probability of each token under the lab's rules, Hugging Face, llama.cpp and vLLM (their own orders)", &["Token", "lab", "hf", "llama.cpp", "vllm"], rows)}
         </div>
     }

@@ -1,16 +1,16 @@
-//! The decoding-step panel's data: the form's text (or the URL's) in, one
-//! [`policy::step`] with every stage's snapshot, and a view model out: each stage spread
-//! over the whole vocabulary as [`StageView`] rows (a token an earlier stage removed keeps
-//! its row, at probability 0), the chosen token and its draw, and the line the chapter's
-//! `decode.py` prints for the same settings where it can express them.
+//! The decoding-step panel's data: the form's text (or the URL's) in, a checked
+//! [`StepInput`] out for the model worker, which takes the step
+//! ([`crate::worker::stepping`]); and what the charts read from the [`StepView`] that comes
+//! back (a stage's tallest bars, its takeaway, where the draw landed).
 //!
 //! Everything here is plain data, so it is tested natively and the components only draw.
 
 use std::fmt;
 
-use policy::chapter::{self, Argpartition};
-use policy::{Engine, NumpyRng, Policy, PolicyError, Sampler, Snapshots, StageOrder, StepContext};
+use policy::{Engine, Policy, Sampler, StageOrder};
 use report::sentence;
+
+pub use crate::worker::protocol::{Row, Segment, StageView, StepInput, StepView};
 
 use crate::widgets::form::{Form, Problems};
 use crate::widgets::number::{engine_number, whole, FieldError};
@@ -260,14 +260,6 @@ impl Form for StepForm {
     }
 }
 
-/// A checked decoding-step form: the logits, the policy and the seed.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StepInput {
-    pub logits: Vec<f64>,
-    pub policy: Policy,
-    pub seed: u64,
-}
-
 impl StepForm {
     /// The chain the step runs, as far as the form's knobs go: the learner's order, else
     /// the engine's, else the fixed order's.
@@ -306,17 +298,6 @@ impl StepForm {
     }
 }
 
-/// The same logits, policy and seed through every engine preset ([`policy::conformance`]).
-pub fn run_conformance(form: &StepForm) -> Option<policy::Conformance> {
-    let input = form.check().ok()?;
-    Some(policy::conformance(
-        &input.policy,
-        &input.logits,
-        StepContext::default(),
-        input.seed,
-    ))
-}
-
 /// Parses forbidden token ids: `3, 7`.
 fn parse_forbidden(text: &str, vocab: usize) -> Result<Vec<u32>, FieldError> {
     text.split(|c: char| c == ',' || c.is_whitespace())
@@ -353,32 +334,6 @@ fn in_vocab(id: u32, vocab: usize, name: &str) -> Result<u32, FieldError> {
             vocab,
         })
     }
-}
-
-/// One row of a distribution chart and of its table: every token of the vocabulary.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Row {
-    pub id: u32,
-    /// `None` when the token was removed by an earlier stage.
-    pub logit: Option<f64>,
-    pub prob: f64,
-    /// For a token this very stage removed: the probability it would have had if kept (its
-    /// probability before the stage over the mass the stage kept), drawn as a hollow dashed bar.
-    pub unkept: Option<f64>,
-}
-
-/// The distribution after one stage.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StageView {
-    pub label: &'static str,
-    /// What the stage does, in one line.
-    pub explanation: &'static str,
-    pub survivors: usize,
-    pub rows: Vec<Row>,
-    /// For a stage that cut by likelihood ([`policy::Stage::cuts_by_likelihood`]) and
-    /// removed something: the lowest probability it kept. Every token it removed would have
-    /// had at most this much.
-    pub cut_off: Option<f64>,
 }
 
 /// The most bars a stage chart draws. A larger vocabulary (the tiny model's 768 tokens)
@@ -435,7 +390,7 @@ impl StageView {
     /// share of the probability, then what the stage removed: "After top-k, token 2 has
     /// 61.2 %, and token 1 was removed."
     pub fn takeaway(&self) -> String {
-        let label = self.label;
+        let label = &self.label;
         let top = self.top();
         let removed: Vec<String> = self
             .rows
@@ -459,33 +414,6 @@ impl StageView {
         };
         text
     }
-}
-
-/// One survivor of the final distribution as the interval of [0, 1) whose draws choose it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Segment {
-    pub id: u32,
-    pub prob: f64,
-    pub from: f64,
-    pub to: f64,
-}
-
-/// Everything the decoding-step panel shows.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StepView {
-    pub stages: Vec<StageView>,
-    pub token: u32,
-    pub prob: f64,
-    pub draw: Option<f64>,
-    /// Entropy of the final distribution, in nats; e^entropy is its effective vocabulary.
-    pub entropy: f64,
-    /// The final distribution laid along [0, 1) in ascending ids, as `Generator.choice`
-    /// reads it (`policy::rng::choice_bounds`): the draw lands in the chosen token's segment.
-    pub strip: Vec<Segment>,
-    pub seed: u64,
-    /// What the chapter's decode.py prints for the same logits, temperature, top-k and
-    /// seed, when those settings are expressible there.
-    pub chapter_line: Option<String>,
 }
 
 /// Logits as the decoding-step panel's text: four decimals, comma-separated.
@@ -514,114 +442,6 @@ pub fn parse_logits(text: &str) -> Result<Vec<f64>, FieldError> {
     Ok(logits)
 }
 
-/// Runs one policy step for the form: every field's problem, or the step's stages. A
-/// problem the policy finds only when it runs (a temperature or bias that takes a logit
-/// beyond the range of a float) is the problem of the field that caused it.
-pub fn run_step(form: &StepForm) -> Result<StepView, Problems> {
-    let StepInput {
-        logits,
-        policy,
-        seed,
-    } = form.check()?;
-    let mut rng = NumpyRng::new(seed);
-    let outcome = policy::step(
-        &policy,
-        &logits,
-        StepContext::default(),
-        &mut rng,
-        Snapshots::Record,
-    )
-    .map_err(|e| Problems::one(field_of(&e), sentence(e.to_string())))?;
-    let stages = outcome.stages.unwrap_or_default();
-    let strip = stages
-        .last()
-        .map(|last| strip(&last.tokens))
-        .unwrap_or_default();
-    let mut before: Option<&policy::StageSnapshot> = None;
-    let mut views = Vec::with_capacity(stages.len());
-    for stage in &stages {
-        let mut rows: Vec<Row> = (0..logits.len() as u32)
-            .map(|id| Row {
-                id,
-                logit: None,
-                prob: 0.0,
-                unkept: None,
-            })
-            .collect();
-        for t in &stage.tokens {
-            rows[t.id as usize] = Row {
-                id: t.id,
-                logit: Some(t.logit),
-                prob: t.prob,
-                unkept: None,
-            };
-        }
-        let removed = before.is_some_and(|b| b.tokens.len() > stage.tokens.len());
-        if let (Some(before), true) = (before, removed) {
-            // Only a filter removes: the tokens it kept keep their logits, and its mass is
-            // theirs before it.
-            let kept: f64 = before
-                .tokens
-                .iter()
-                .filter(|t| rows[t.id as usize].logit.is_some())
-                .map(|t| t.prob)
-                .sum();
-            for t in &before.tokens {
-                let row = &mut rows[t.id as usize];
-                if row.logit.is_none() && kept > 0.0 {
-                    row.unkept = Some(t.prob / kept);
-                }
-            }
-        }
-        views.push(StageView {
-            label: stage.stage.label(),
-            explanation: stage.stage.explanation(),
-            survivors: stage.survivors,
-            cut_off: (removed && stage.stage.cuts_by_likelihood())
-                .then(|| {
-                    stage
-                        .tokens
-                        .iter()
-                        .map(|t| t.prob)
-                        .fold(f64::INFINITY, f64::min)
-                })
-                .filter(|p| p.is_finite()),
-            rows,
-        });
-        before = Some(stage);
-    }
-    let stages = views;
-    let chapter_line = (policy.top_p == 1.0
-        && policy.min_p == 0.0
-        && policy.engine.is_lab()
-        && policy.samplers.is_none()
-        && !policy.has_modern_sampler()
-        && policy.top_k > 0
-        && policy.forbidden.is_empty()
-        && policy.logit_bias.is_empty())
-    .then(|| {
-        chapter::choose(
-            &logits,
-            policy.temperature,
-            policy.top_k,
-            seed,
-            Argpartition::default(),
-        )
-    })
-    .and_then(Result::ok)
-    .map(|choice| choice.to_string());
-    Ok(StepView {
-        stages,
-        token: outcome.token,
-        prob: outcome.prob,
-        draw: outcome.draw,
-        entropy: outcome.entropy,
-        strip,
-        seed,
-        chapter_line,
-    })
-}
-
 impl StepView {
     /// The effective vocabulary: e^entropy, the number of equally likely tokens with the same
     /// entropy.
@@ -637,57 +457,28 @@ impl StepView {
     }
 }
 
-/// The survivors of a final distribution (ascending ids) as consecutive segments of [0, 1).
-fn strip(tokens: &[policy::TokenProb]) -> Vec<Segment> {
-    let bounds = policy::rng::choice_bounds(tokens.iter().map(|t| t.prob));
-    let mut from = 0.0;
-    tokens
-        .iter()
-        .zip(bounds)
-        .map(|(t, to)| {
-            let segment = Segment {
-                id: t.id,
-                prob: t.prob,
-                from,
-                to,
-            };
-            from = to;
-            segment
-        })
-        .collect()
-}
-
-/// The field whose value caused a policy error found while the step ran.
-fn field_of(error: &PolicyError) -> &'static str {
-    match error {
-        PolicyError::TemperatureOverflow { .. } | PolicyError::InvalidTemperature(_) => {
-            "temperature"
-        }
-        PolicyError::ConstraintOverflow { .. } => "bias",
-        PolicyError::OrderAndEngine | PolicyError::OrderAndSamplers => "order",
-        PolicyError::EngineRefuses { knob, .. } => engine_field(knob),
-        _ => "logits",
-    }
-}
-
-/// The field an engine's refusal names, from the knob's words (`top-p 0`, `typical-p 0.9`).
-fn engine_field(knob: &str) -> &'static str {
-    const FIELDS: [(&str, &str); 10] = [
-        ("temperature", "temperature"),
-        ("top-p", "top-p"),
-        ("min-p", "min-p"),
-        ("top-n-sigma", "top-n-sigma"),
-        ("typical-p", "typical"),
-        ("epsilon", "epsilon"),
-        ("eta", "eta"),
-        ("xtc-threshold", "xtc-threshold"),
-        ("xtc", "xtc-probability"),
-        ("top-k", "top-k"),
+/// The panel's field named `field` (a step's [`StepRefused`](crate::worker::protocol::StepRefused)
+/// names it as text), the logits' when no other field has the name.
+pub fn step_field(field: &str) -> &'static str {
+    const FIELDS: [&str; 16] = [
+        "logits",
+        "temperature",
+        "top-k",
+        "top-p",
+        "min-p",
+        "typical",
+        "epsilon",
+        "eta",
+        "top-n-sigma",
+        "xtc-probability",
+        "xtc-threshold",
+        "bias",
+        "forbidden",
+        "order",
+        "engine",
+        "samplers",
     ];
-    FIELDS
-        .iter()
-        .find(|(words, _)| knob.starts_with(words))
-        .map_or("engine", |&(_, field)| field)
+    FIELDS.into_iter().find(|f| *f == field).unwrap_or("logits")
 }
 
 /// The browser (or the OS) gave no entropy for a fresh seed.
@@ -708,9 +499,27 @@ pub fn fresh_seed() -> Result<u64, NoFreshSeed> {
     getrandom::u64().map_err(NoFreshSeed)
 }
 
-#[cfg(test)]
+// The step is the model worker's: these tests take it as the panel does, through it.
+#[cfg(all(test, feature = "worker"))]
 mod tests {
     use super::*;
+    use crate::widgets::form::Problems;
+    use crate::worker::protocol::Stepped;
+    use crate::worker::stepping::step;
+
+    /// The form checked, then the worker's step, its refusal at the field it names.
+    fn stepped(form: &StepForm) -> Result<Stepped, Problems> {
+        let input = form.check()?;
+        step(&input).map_err(|r| Problems::one(step_field(&r.field), r.message))
+    }
+
+    fn run_step(form: &StepForm) -> Result<StepView, Problems> {
+        stepped(form).map(|s| s.view)
+    }
+
+    fn run_conformance(form: &StepForm) -> Option<Stepped> {
+        stepped(form).ok()
+    }
 
     #[test]
     fn the_default_form_is_the_chapter_example() {

@@ -1,0 +1,194 @@
+//! The decoding-step panel's step, in the model worker ([`Job::Step`]): one
+//! [`policy::step`] with every stage's snapshot, spread over the whole vocabulary as
+//! [`StageView`] rows (a token an earlier stage removed keeps its row, at probability 0),
+//! the draw laid along [0, 1), the line the chapter's `decode.py` prints for the same
+//! settings where it can express them, and the same settings under every engine
+//! ([`policy::conformance`]). The page only checks the form and draws what comes back.
+//!
+//! [`Job::Step`]: crate::worker::protocol::Job::Step
+
+use policy::chapter::{self, Argpartition};
+use policy::{NumpyRng, PolicyError, Snapshots, StepContext};
+use report::sentence;
+
+use crate::worker::protocol::{
+    EngineColumn, Row, Segment, StageView, StepInput, StepRefused, StepView, Stepped,
+};
+
+/// Runs one policy step for the checked form. A problem the policy finds only when it runs
+/// (a temperature or bias that takes a logit beyond the range of a float) is refused at the
+/// field that caused it.
+pub fn step(input: &StepInput) -> Result<Stepped, StepRefused> {
+    let StepInput {
+        logits,
+        policy,
+        seed,
+    } = input;
+    let (logits, policy, seed) = (logits.as_slice(), policy, *seed);
+    let mut rng = NumpyRng::new(seed);
+    let outcome = policy::step(
+        policy,
+        logits,
+        StepContext::default(),
+        &mut rng,
+        Snapshots::Record,
+    )
+    .map_err(|e| StepRefused {
+        field: field_of(&e).to_string(),
+        message: sentence(e.to_string()),
+    })?;
+    let stages = outcome.stages.unwrap_or_default();
+    let strip = stages
+        .last()
+        .map(|last| strip(&last.tokens))
+        .unwrap_or_default();
+    let mut before: Option<&policy::StageSnapshot> = None;
+    let mut views = Vec::with_capacity(stages.len());
+    for stage in &stages {
+        let mut rows: Vec<Row> = (0..logits.len() as u32)
+            .map(|id| Row {
+                id,
+                logit: None,
+                prob: 0.0,
+                unkept: None,
+            })
+            .collect();
+        for t in &stage.tokens {
+            rows[t.id as usize] = Row {
+                id: t.id,
+                logit: Some(t.logit),
+                prob: t.prob,
+                unkept: None,
+            };
+        }
+        let removed = before.is_some_and(|b| b.tokens.len() > stage.tokens.len());
+        if let (Some(before), true) = (before, removed) {
+            // Only a filter removes: the tokens it kept keep their logits, and its mass is
+            // theirs before it.
+            let kept: f64 = before
+                .tokens
+                .iter()
+                .filter(|t| rows[t.id as usize].logit.is_some())
+                .map(|t| t.prob)
+                .sum();
+            for t in &before.tokens {
+                let row = &mut rows[t.id as usize];
+                if row.logit.is_none() && kept > 0.0 {
+                    row.unkept = Some(t.prob / kept);
+                }
+            }
+        }
+        views.push(StageView {
+            label: stage.stage.label().to_string(),
+            explanation: stage.stage.explanation().to_string(),
+            survivors: stage.survivors,
+            cut_off: (removed && stage.stage.cuts_by_likelihood())
+                .then(|| {
+                    stage
+                        .tokens
+                        .iter()
+                        .map(|t| t.prob)
+                        .fold(f64::INFINITY, f64::min)
+                })
+                .filter(|p| p.is_finite()),
+            rows,
+        });
+        before = Some(stage);
+    }
+    let stages = views;
+    let chapter_line = (policy.top_p == 1.0
+        && policy.min_p == 0.0
+        && policy.engine.is_lab()
+        && policy.samplers.is_none()
+        && !policy.has_modern_sampler()
+        && policy.top_k > 0
+        && policy.forbidden.is_empty()
+        && policy.logit_bias.is_empty())
+    .then(|| {
+        chapter::choose(
+            logits,
+            policy.temperature,
+            policy.top_k,
+            seed,
+            Argpartition::default(),
+        )
+    })
+    .and_then(Result::ok)
+    .map(|choice| choice.to_string());
+    let view = StepView {
+        stages,
+        token: outcome.token,
+        prob: outcome.prob,
+        draw: outcome.draw,
+        entropy: outcome.entropy,
+        strip,
+        seed,
+        chapter_line,
+    };
+    let conformance = policy::conformance(policy, logits, StepContext::default(), seed);
+    Ok(Stepped {
+        view,
+        engines: conformance
+            .engines
+            .into_iter()
+            .map(|e| EngineColumn {
+                engine: e.engine,
+                kept: e.result.ok(),
+            })
+            .collect(),
+        summary: conformance.summary,
+    })
+}
+
+/// The survivors of a final distribution (ascending ids) as consecutive segments of [0, 1).
+fn strip(tokens: &[policy::TokenProb]) -> Vec<Segment> {
+    let bounds = policy::rng::choice_bounds(tokens.iter().map(|t| t.prob));
+    let mut from = 0.0;
+    tokens
+        .iter()
+        .zip(bounds)
+        .map(|(t, to)| {
+            let segment = Segment {
+                id: t.id,
+                prob: t.prob,
+                from,
+                to,
+            };
+            from = to;
+            segment
+        })
+        .collect()
+}
+
+/// The field whose value caused a policy error found while the step ran.
+fn field_of(error: &PolicyError) -> &'static str {
+    match error {
+        PolicyError::TemperatureOverflow { .. } | PolicyError::InvalidTemperature(_) => {
+            "temperature"
+        }
+        PolicyError::ConstraintOverflow { .. } => "bias",
+        PolicyError::OrderAndEngine | PolicyError::OrderAndSamplers => "order",
+        PolicyError::EngineRefuses { knob, .. } => engine_field(knob),
+        _ => "logits",
+    }
+}
+
+/// The field an engine's refusal names, from the knob's words (`top-p 0`, `typical-p 0.9`).
+fn engine_field(knob: &str) -> &'static str {
+    const FIELDS: [(&str, &str); 10] = [
+        ("temperature", "temperature"),
+        ("top-p", "top-p"),
+        ("min-p", "min-p"),
+        ("top-n-sigma", "top-n-sigma"),
+        ("typical-p", "typical"),
+        ("epsilon", "epsilon"),
+        ("eta", "eta"),
+        ("xtc-threshold", "xtc-threshold"),
+        ("xtc", "xtc-probability"),
+        ("top-k", "top-k"),
+    ];
+    FIELDS
+        .iter()
+        .find(|(words, _)| knob.starts_with(words))
+        .map_or("engine", |&(_, field)| field)
+}
