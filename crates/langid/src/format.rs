@@ -16,14 +16,15 @@
 //! | … | per order 2..=N: the n-gram count (varint), then the n-grams in sorted order, each with C counts |
 //! | 32 | SHA-256 of every byte before it |
 //!
-//! A character is stored as its id, its place in the alphabet plus 1. An n-gram is stored as
-//! the number of ids it shares with the one before it (one byte), the first differing id as
-//! its increase over the previous id there, then the remaining ids; every number but the
-//! one-byte fields is an unsigned LEB128 varint. Only counts are stored; the probabilities are
-//! derived on reading. A reader checks, in this order: magic, length, version, checksum, then
-//! every rule of the contents (settings in range, codes valid and distinct, the alphabet
-//! increasing, ids within it, n-grams strictly increasing, every character counted, every
-//! longer n-gram counted at least the minimum), so each kind of damage has its own error.
+//! A character is stored as its id, its place in the alphabet plus 1. An n-gram is stored
+//! as the number of ids it shares with the one before it (one byte), the first differing id
+//! as its increase over the previous id there, then the remaining ids; every number but the
+//! one-byte fields is an unsigned LEB128 varint. Only counts are stored; the probabilities
+//! are derived on reading. A reader checks, in this order: magic, version and length
+//! (`artifact_file::frame`), checksum, then every rule of the contents (settings in range,
+//! codes valid and distinct, the alphabet increasing, ids within it, n-grams strictly
+//! increasing, every character counted, every longer n-gram counted at least the minimum),
+//! so each kind of damage has its own error.
 //!
 //! Unlike the n-gram draft, the file is tied to no tokenizer: the text it reads is characters.
 //! What it records instead is the SHA-256 of each slice's training text, so a test can check

@@ -14,10 +14,11 @@
 //!
 //! An n-gram is stored as the length of the prefix it shares with the one before it (one
 //! byte), the first differing id as its increase over the previous id there, the remaining
-//! ids, then its count, each an unsigned LEB128 varint: sorted neighbours share most of their
-//! ids, so an n-gram takes about three bytes. A reader checks, in this order: length,
-//! magic, version, checksum, tokenizer, then every rule of the contents (ids below V, strictly
-//! increasing n-grams, counts above 0), so each kind of damage has its own error.
+//! ids, then its count, each an unsigned LEB128 varint: sorted neighbours share most of
+//! their ids, so an n-gram takes about three bytes. A reader checks, in this order: magic,
+//! version and length (`artifact_file::frame`), checksum, tokenizer, then every rule of the
+//! contents (ids below V, strictly increasing n-grams, counts above 0), so each kind of
+//! damage has its own error.
 
 use artifact_file::{
     frame, pack, write_grams, write_varint as varint, Framing, Malformed, Reader, PREAMBLE,
