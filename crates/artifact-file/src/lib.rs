@@ -280,4 +280,96 @@ mod tests {
             (1, "the contents end in the middle of a field")
         );
     }
+
+    #[test]
+    fn the_preamble_is_checked_in_order_and_the_body_split_from_its_trailer() {
+        let file = |version: u32, length: u64, tail: &[u8]| {
+            let mut bytes = b"TESTFILE".to_vec();
+            bytes.extend_from_slice(&version.to_le_bytes());
+            bytes.extend_from_slice(&length.to_le_bytes());
+            bytes.extend_from_slice(tail);
+            bytes
+        };
+        let good = file(1, 24, b"body");
+        assert_eq!(
+            frame(&good, b"TESTFILE", 1, 2),
+            Ok((&good[..22], &b"dy"[..]))
+        );
+        let no_room = Malformed {
+            offset: PREAMBLE,
+            problem: "the recorded length leaves no room for a checksum".into(),
+        };
+        for (bytes, refused) in [
+            (
+                b"PK\x03\x04".to_vec(),
+                Framing::BadMagic {
+                    found: b"PK\x03\x04".to_vec(),
+                },
+            ),
+            (
+                good[..10].to_vec(),
+                Framing::Truncated {
+                    expected: PREAMBLE as u64,
+                    found: 10,
+                },
+            ),
+            (
+                file(2, 24, b"body"),
+                Framing::UnsupportedVersion {
+                    found: 2,
+                    supported: 1,
+                },
+            ),
+            (
+                file(1, 30, b"body"),
+                Framing::Truncated {
+                    expected: 30,
+                    found: 24,
+                },
+            ),
+            (
+                file(1, 22, b"body"),
+                Framing::TrailingBytes {
+                    expected: 22,
+                    extra: 2,
+                },
+            ),
+            (file(1, 21, b"x"), Framing::Malformed(no_room)),
+        ] {
+            assert_eq!(frame(&bytes, b"TESTFILE", 1, 2), Err(refused));
+        }
+    }
+
+    #[test]
+    fn grams_read_back_as_written_and_out_of_order_ones_are_malformed() {
+        let grams: Vec<u64> = [[1, 2], [1, 7], [3, 1], [3, 2]]
+            .iter()
+            .map(|ids| pack(ids))
+            .collect();
+        let mut bytes = Vec::new();
+        write_grams(&mut bytes, 2, &grams, |out, i| out.push(i as u8));
+        let mut reader = Reader::new(&bytes, 0);
+        assert_eq!(reader.length(3, "n-gram"), Ok(4));
+        let mut previous: Option<Vec<u16>> = None;
+        for (i, &gram) in grams.iter().enumerate() {
+            let ids = reader
+                .gram(2, previous.as_deref(), |_, id| {
+                    Ok::<_, Malformed>(id as u16)
+                })
+                .unwrap();
+            assert_eq!(pack(&ids), gram);
+            assert_eq!(reader.take(1), Ok(&[i as u8][..]));
+            previous = Some(ids);
+        }
+        assert_eq!(reader.remaining(), 0);
+
+        // A second n-gram that shares its first id and does not increase the next.
+        let mut reader = Reader::new(&[0, 1, 2, 1, 0], 0);
+        let first = reader.gram(2, None, |_, id| Ok::<_, Malformed>(id as u16));
+        assert_eq!(first, Ok(vec![1, 2]));
+        let error = reader
+            .gram(2, Some(&[1, 2]), |_, id| Ok::<_, Malformed>(id as u16))
+            .unwrap_err();
+        assert_eq!(error.problem, "n-grams are not in increasing order");
+    }
 }
