@@ -16,7 +16,7 @@ use policy::SplitMix64;
 use serde::{Deserialize, Serialize};
 
 use crate::error::CapacityError;
-use crate::speculation::{decoding_name, slice_code};
+use crate::measured::{find_policy, per_slice, policy_names, PolicyMeasure, SliceMeasure};
 use crate::trace::Trace;
 
 /// The committed measurement for the lab's tiny model.
@@ -36,18 +36,19 @@ pub struct LengthProfile {
 }
 
 /// One decoding policy's runs, per slice.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PolicyLengths {
-    /// "greedy", "temperature 0.7", "temperature 1.5".
-    pub policy: String,
-    pub slices: Vec<SliceLengths>,
-}
+pub type PolicyLengths = PolicyMeasure<SliceLengths>;
 
 /// One slice's runs ("en: English").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SliceLengths {
     pub slice: String,
     pub runs: Vec<LengthRun>,
+}
+
+impl SliceMeasure for SliceLengths {
+    fn slice(&self) -> &str {
+        &self.slice
+    }
 }
 
 /// Where one run stopped.
@@ -143,48 +144,29 @@ impl LengthProfile {
 
     /// The policies measured, for messages.
     pub fn policy_names(&self) -> String {
-        self.policies
-            .iter()
-            .map(|p| p.policy.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        policy_names(&self.policies)
     }
 
-    /// The runs of the decoding policy `decoding` ([`decoding_name`]), if measured.
+    /// The runs of the decoding policy `decoding` ([`crate::decoding_name`]), if measured.
     pub fn policy(&self, decoding: &str) -> Option<&PolicyLengths> {
-        let wanted = decoding_name(decoding.trim());
-        self.policies.iter().find(|p| p.policy == wanted)
+        find_policy(&self.policies, decoding.trim())
     }
 
     /// The measured runs of each of `slices` (trace slice codes, "en") under `decoding`
-    /// ([`decoding_name`]): an error names a policy or a slice the profile does not measure.
+    /// ([`crate::decoding_name`]): an error names a policy or a slice the profile does not measure.
     pub fn runs(
         &self,
         decoding: &str,
         slices: &[String],
     ) -> Result<Vec<&[LengthRun]>, CapacityError> {
-        let policy = self.policy(decoding).ok_or_else(|| {
-            lengths_error(format!(
-                "decoding policy {decoding:?} is not measured; the profile has {}",
-                self.policy_names()
-            ))
-        })?;
-        slices
-            .iter()
-            .map(|code| {
-                policy
-                    .slices
-                    .iter()
-                    .find(|s| slice_code(&s.slice) == code)
-                    .map(|s| s.runs.as_slice())
-                    .ok_or_else(|| {
-                        lengths_error(format!(
-                            "the trace's slice {code:?} has no measured lengths under {}",
-                            policy.policy
-                        ))
-                    })
-            })
-            .collect()
+        per_slice(
+            &self.policies,
+            decoding,
+            slices,
+            "lengths",
+            lengths_error,
+            |s| s.runs.as_slice(),
+        )
     }
 
     /// Serves `trace` under `decoding`: each request's output length becomes its budget

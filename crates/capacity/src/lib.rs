@@ -30,6 +30,7 @@ mod figures;
 mod fleet;
 mod gates;
 mod lengths;
+mod measured;
 mod metrics;
 mod plan;
 mod plan_report;
@@ -57,6 +58,7 @@ pub use lengths::{
     LengthInputs, LengthProfile, LengthRun, PolicyLengths, SliceLengthChange, SliceLengths,
     TINY_LENGTHS_JSON,
 };
+pub use measured::{decoding_name, PolicyMeasure};
 pub use metrics::{Bottleneck, KvReport, KvWindow, Metrics, Percentiles, SliceMetrics};
 pub use plan::{
     AcceptanceRow, ConfigReport, Contract, Decision, DecisionKind, FleetSweep, LengthsReport,
@@ -85,7 +87,7 @@ pub use sim::{
     SimOutcome, Slo, VLLM_DEFAULT_MAX_NUM_BATCHED_TOKENS,
 };
 pub use speculation::{
-    decoding_name, expected_tokens_per_step, PolicyAcceptance, SliceAcceptance, SpeculationInputs,
+    expected_tokens_per_step, PolicyAcceptance, SliceAcceptance, SpeculationInputs,
     SpeculationProfile, NGRAM_DRAFT_S_PER_TOKEN, TINY_SPECULATE_JSON,
 };
 pub use trace::{

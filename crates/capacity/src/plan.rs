@@ -17,6 +17,7 @@ use crate::figures::{figure, shortest};
 use crate::fleet::{Fleet, Router, DEFAULT_KV_LINK_GBPS, MAX_REPLICAS};
 use crate::gates::{FailedGates, Gate, GateResult};
 use crate::lengths::{LengthInputs, SliceLengthChange};
+use crate::measured::decoding_name;
 use crate::metrics::Metrics;
 use crate::profile::{HardwareProfile, ModelProfile, WeightPath};
 use crate::quality::{QualityFloor, QualityProfile, MAX_BITS_PER_BYTE, MIN_BITS_PER_BYTE};
@@ -24,9 +25,7 @@ use crate::rollout::{playbook, rollout, Owners, PlaybookEntry, RolloutInputs, Ro
 use crate::sim::{
     simulate_fleet, simulate_speculative, Batching, DraftModel, ServingPolicy, SimOutcome, Slo,
 };
-use crate::speculation::{
-    decoding_name, expected_tokens_per_step, PolicyAcceptance, SpeculationInputs,
-};
+use crate::speculation::{expected_tokens_per_step, PolicyAcceptance, SpeculationInputs};
 use crate::trace::{Trace, TraceSpec};
 
 /// The highest arrival rate of a trace the planner takes, requests per second (a thousand

@@ -12,6 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{in_range, CapacityError};
+use crate::measured::{find_policy, per_slice, policy_names, PolicyMeasure, SliceMeasure};
 
 /// The committed measurement for the lab's tiny model and its n-gram draft.
 pub const TINY_SPECULATE_JSON: &str =
@@ -33,12 +34,7 @@ pub struct SpeculationProfile {
 }
 
 /// The measured acceptance of one decoding policy, per slice.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PolicyAcceptance {
-    /// "greedy", "temperature 0.7", "temperature 1.5".
-    pub policy: String,
-    pub slices: Vec<SliceAcceptance>,
-}
+pub type PolicyAcceptance = PolicyMeasure<SliceAcceptance>;
 
 /// One slice's measured acceptance ("en: English").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,15 +45,10 @@ pub struct SliceAcceptance {
     pub expected_tokens_per_verify: f64,
 }
 
-/// The profile's name of a decoding policy as the CLI and the lab take it: `-` reads as a
-/// space ("temperature-0.7" is "temperature 0.7").
-pub fn decoding_name(decoding: &str) -> String {
-    decoding.replace('-', " ")
-}
-
-/// The code of a profile's slice name ("en" of "en: English"), as a trace names its slices.
-pub(crate) fn slice_code(name: &str) -> &str {
-    name.split(':').next().map_or(name, str::trim)
+impl SliceMeasure for SliceAcceptance {
+    fn slice(&self) -> &str {
+        &self.slice
+    }
 }
 
 /// E = (1 − α^(k+1)) / (1 − α): tokens a step that drafts k emits on average (k + 1 at
@@ -101,47 +92,26 @@ impl SpeculationProfile {
 
     /// The policies measured, for messages.
     pub fn policy_names(&self) -> String {
-        self.policies
-            .iter()
-            .map(|p| p.policy.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        policy_names(&self.policies)
     }
 
-    /// The measurement of the decoding policy `decoding` ([`decoding_name`]), if any.
+    /// The measurement of the decoding policy `decoding` ([`crate::decoding_name`]), if any.
     pub fn policy(&self, decoding: &str) -> Option<&PolicyAcceptance> {
-        let wanted = decoding_name(decoding);
-        self.policies.iter().find(|p| p.policy == wanted)
+        find_policy(&self.policies, decoding)
     }
 
     /// α of each of `slices` (trace slice codes, "en") under `decoding` ("greedy",
     /// "temperature 0.7"; `-` reads as a space): an error names a policy or a slice the
     /// profile does not measure.
     pub fn acceptance(&self, decoding: &str, slices: &[String]) -> Result<Vec<f64>, CapacityError> {
-        let policy = self
-            .policy(decoding.trim())
-            .ok_or_else(|| CapacityError::Speculation {
-                reason: format!(
-                    "decoding policy {decoding:?} is not measured; the profile has {}",
-                    self.policy_names()
-                ),
-            })?;
-        slices
-            .iter()
-            .map(|code| {
-                policy
-                    .slices
-                    .iter()
-                    .find(|s| slice_code(&s.slice) == code)
-                    .map(|s| s.acceptance_rate)
-                    .ok_or_else(|| CapacityError::Speculation {
-                        reason: format!(
-                            "the trace's slice {code:?} has no measured acceptance under {}",
-                            policy.policy
-                        ),
-                    })
-            })
-            .collect()
+        per_slice(
+            &self.policies,
+            decoding,
+            slices,
+            "acceptance",
+            |reason| CapacityError::Speculation { reason },
+            |s| s.acceptance_rate,
+        )
     }
 }
 

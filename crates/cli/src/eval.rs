@@ -6,8 +6,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use model::Precision;
-use policy::generate::Unobserved;
-use policy::{Policy, RunConfig, SeedSource, StopConfig};
+use policy::Policy;
 use serde::Serialize;
 
 use capacity::EvalSlice;
@@ -15,7 +14,6 @@ use capacity::EvalSlice;
 use crate::error::CliError;
 use crate::files;
 use crate::model_dir;
-use crate::run::WallClock;
 
 /// The slices: language code, name, held-out file under the corpus directory.
 pub const SLICES: [(&str, &str, &str); 2] = [
@@ -145,25 +143,17 @@ pub fn evaluate(
             let (mut repeated, mut fourgrams) = (0usize, 0usize);
             for prompt in PROMPTS {
                 for seed in SEEDS {
-                    let config = RunConfig {
-                        app_version: env!("CARGO_PKG_VERSION").into(),
-                        prompt_template: "{prompt}".into(),
-                        prompt: prompt.into(),
-                        policy: Policy {
+                    let record = model_dir::generate(
+                        &mut loaded.model,
+                        &loaded.tokenizer,
+                        "{prompt}",
+                        prompt.into(),
+                        Policy {
                             eos_token: Some(eos),
                             ..policy.clone()
                         },
                         seed,
-                        seed_source: SeedSource::User,
-                        max_tokens: new_tokens,
-                        stop: StopConfig::default(),
-                    };
-                    let record = policy::generate(
-                        &mut loaded.model,
-                        &loaded.tokenizer,
-                        &config,
-                        &mut WallClock::new(),
-                        &mut Unobserved,
+                        new_tokens,
                     )?;
                     let ids: Vec<u32> = record.steps.iter().map(|s| s.token).collect();
                     bigrams.extend(ids.windows(2).map(|w| (w[0], w[1])));

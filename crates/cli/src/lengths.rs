@@ -9,15 +9,14 @@
 use std::path::Path;
 
 use capacity::{LengthRun, SliceLengths};
-use policy::generate::{StopReason, Unobserved};
-use policy::{Policy, RunConfig, SeedSource, StopConfig};
+use policy::generate::StopReason;
+use policy::Policy;
 use serde::Serialize;
 
 use crate::error::CliError;
 use crate::eval::SLICES;
 use crate::files;
 use crate::model_dir;
-use crate::run::WallClock;
 
 /// What the planner's file and `--json` hold: `capacity`'s own types.
 pub use capacity::{LengthProfile as PlannerFile, PolicyLengths};
@@ -122,25 +121,17 @@ pub fn measure(
         for ((_, policy), out) in policies.iter().zip(&mut file.policies) {
             let mut runs = Vec::with_capacity(pages);
             for (page, title) in titles.iter().enumerate() {
-                let config = RunConfig {
-                    app_version: env!("CARGO_PKG_VERSION").into(),
-                    prompt_template: TEMPLATE.into(),
-                    prompt: format!("{title}\n"),
-                    policy: Policy {
+                let record = model_dir::generate(
+                    &mut loaded.model,
+                    &loaded.tokenizer,
+                    TEMPLATE,
+                    format!("{title}\n"),
+                    Policy {
                         eos_token: Some(eos),
                         ..policy.clone()
                     },
-                    seed: page as u64,
-                    seed_source: SeedSource::User,
-                    max_tokens: budget_cap as usize,
-                    stop: StopConfig::default(),
-                };
-                let record = policy::generate(
-                    &mut loaded.model,
-                    &loaded.tokenizer,
-                    &config,
-                    &mut WallClock::new(),
-                    &mut Unobserved,
+                    page as u64,
+                    budget_cap as usize,
                 )
                 .map_err(|source| CliError::Page {
                     page,

@@ -1,15 +1,19 @@
 //! A released model directory: `config.json`, the f32 and int8 weights and `tokenizer.json`,
 //! each file checked against the SHA-256 the config records before it is used; and beside
 //! them the speculative draft `draft.ngram`, which records the SHA-256 of its tokenizer, and
-//! the language identifier `langid.bin`.
+//! the language identifier `langid.bin`. A batch command's run of a loaded model is
+//! [`generate`].
 
 use std::path::{Path, PathBuf};
 
 use model::{ModelConfig, Precision, Transformer};
+use policy::generate::{GenerateError, Unobserved};
+use policy::{LanguageModel, Policy, RunConfig, RunRecord, SeedSource, StopConfig};
 use tokenizer::Tokenizer;
 
 use crate::error::CliError;
 use crate::named::Named;
+use crate::run::WallClock;
 
 /// The model that ships with the lab.
 pub const DEFAULT_MODEL: &str = "models/decode-lab-tiny-v1";
@@ -25,6 +29,37 @@ pub const LANGID_FILE: &str = "langid.bin";
 pub struct Loaded {
     pub model: Transformer,
     pub tokenizer: Tokenizer,
+}
+
+/// A run of `model` on `prompt` set in `template` under `policy`, with the caller's seed (a
+/// user's, to the record), no stop strings, timed by the wall clock and observed by no one:
+/// how the batch commands (eval, lengths, traffic, alternatives) generate.
+pub fn generate<M: LanguageModel>(
+    model: &mut M,
+    tokenizer: &Tokenizer,
+    template: &str,
+    prompt: String,
+    policy: Policy,
+    seed: u64,
+    max_tokens: usize,
+) -> Result<RunRecord, GenerateError> {
+    let config = RunConfig {
+        app_version: env!("CARGO_PKG_VERSION").into(),
+        prompt_template: template.into(),
+        prompt,
+        policy,
+        seed,
+        seed_source: SeedSource::User,
+        max_tokens,
+        stop: StopConfig::default(),
+    };
+    policy::generate(
+        model,
+        tokenizer,
+        &config,
+        &mut WallClock::new(),
+        &mut Unobserved,
+    )
 }
 
 /// `DEFAULT_MODEL` under the current directory, or else under this workspace.

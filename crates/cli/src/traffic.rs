@@ -14,10 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use policy::generate::Unobserved;
-use policy::{
-    Policy, Precision, RunConfig, RunRecord, SeedSource, Shortest, SplitMix64, StopConfig,
-};
+use policy::{Policy, Precision, RunRecord, Shortest, SplitMix64};
 use serde::Serialize;
 
 use crate::continuation;
@@ -25,7 +22,6 @@ use crate::error::CliError;
 use crate::eval::SLICES;
 use crate::files;
 use crate::model_dir;
-use crate::run::WallClock;
 
 /// One version of the service: a name and what its flags set.
 #[derive(Clone, Debug)]
@@ -206,25 +202,17 @@ pub fn generate(t: &Traffic) -> Result<Generated, CliError> {
             .get_mut(&version.precision.name())
             .expect("every version's weights were loaded above");
         let eos = loaded.tokenizer.end_of_text();
-        let config = RunConfig {
-            app_version: env!("CARGO_PKG_VERSION").into(),
-            prompt_template: "{prompt}".into(),
-            prompt: passage.prompt.clone(),
-            policy: Policy {
+        let record: RunRecord = model_dir::generate(
+            &mut loaded.model,
+            &loaded.tokenizer,
+            "{prompt}",
+            passage.prompt.clone(),
+            Policy {
                 eos_token: version.policy.eos_token.or(Some(eos)),
                 ..version.policy.clone()
             },
-            seed: t.seed.wrapping_add(i as u64),
-            seed_source: SeedSource::User,
-            max_tokens: version.max_tokens,
-            stop: StopConfig::default(),
-        };
-        let record: RunRecord = policy::generate(
-            &mut loaded.model,
-            &loaded.tokenizer,
-            &config,
-            &mut WallClock::new(),
-            &mut Unobserved,
+            t.seed.wrapping_add(i as u64),
+            version.max_tokens,
         )
         .map_err(|source| CliError::TrafficRun {
             run: i,

@@ -16,20 +16,23 @@
 //! | … | per order 2..=N: the n-gram count (varint), then the n-grams in sorted order, each with C counts |
 //! | 32 | SHA-256 of every byte before it |
 //!
-//! A character is stored as its id, its place in the alphabet plus 1. An n-gram is stored as
-//! the number of ids it shares with the one before it (one byte), the first differing id as
-//! its increase over the previous id there, then the remaining ids; every number but the
-//! one-byte fields is an unsigned LEB128 varint. Only counts are stored; the probabilities are
-//! derived on reading. A reader checks, in this order: magic, length, version, checksum, then
-//! every rule of the contents (settings in range, codes valid and distinct, the alphabet
-//! increasing, ids within it, n-grams strictly increasing, every character counted, every
-//! longer n-gram counted at least the minimum), so each kind of damage has its own error.
+//! A character is stored as its id, its place in the alphabet plus 1. An n-gram is stored
+//! as the number of ids it shares with the one before it (one byte), the first differing id
+//! as its increase over the previous id there, then the remaining ids; every number but the
+//! one-byte fields is an unsigned LEB128 varint. Only counts are stored; the probabilities
+//! are derived on reading. A reader checks, in this order: magic, version and length
+//! (`artifact_file::frame`), checksum, then every rule of the contents (settings in range,
+//! codes valid and distinct, the alphabet increasing, ids within it, n-grams strictly
+//! increasing, every character counted, every longer n-gram counted at least the minimum),
+//! so each kind of damage has its own error.
 //!
 //! Unlike the n-gram draft, the file is tied to no tokenizer: the text it reads is characters.
 //! What it records instead is the SHA-256 of each slice's training text, so a test can check
 //! that the shipped file was trained on the committed corpus.
 
-use artifact_file::{write_varint as varint, Malformed, Reader};
+use artifact_file::{
+    frame, write_grams, write_varint as varint, Framing, Malformed, Reader, PREAMBLE,
+};
 use policy::hex;
 use sha2::{Digest, Sha256};
 
@@ -39,8 +42,6 @@ use crate::{
 
 pub const MAGIC: [u8; 8] = *b"DLLANGID";
 pub const VERSION: u32 = 1;
-/// Magic, version and length: what must be there before anything else can be judged.
-const PREAMBLE: usize = 8 + 4 + 8;
 const TRAILER: usize = 32;
 
 impl LangId {
@@ -70,27 +71,11 @@ impl LangId {
             varint(&mut out, u64::from(count));
         }
         for (i, table) in self.tables.iter().enumerate().skip(1) {
-            let n = i + 1;
-            varint(&mut out, table.grams.len() as u64);
-            let mut previous: Option<Vec<u16>> = None;
-            for (&gram, counts) in table.grams.iter().zip(table.counts.chunks(classes)) {
-                let ids = unpack(gram, n);
-                let shared = previous.as_ref().map_or(0, |p| {
-                    p.iter().zip(&ids).take_while(|(a, b)| a == b).count()
-                });
-                out.push(shared as u8);
-                for (j, &id) in ids.iter().enumerate().skip(shared) {
-                    let base = match &previous {
-                        Some(p) if j == shared => p[j],
-                        _ => 0,
-                    };
-                    varint(&mut out, u64::from(id - base));
+            write_grams(&mut out, i + 1, &table.grams, |out, g| {
+                for &count in &table.counts[g * classes..(g + 1) * classes] {
+                    varint(out, u64::from(count));
                 }
-                for &count in counts {
-                    varint(&mut out, u64::from(count));
-                }
-                previous = Some(ids);
-            }
+            });
         }
         let length = (out.len() + TRAILER) as u64;
         out[12..20].copy_from_slice(&length.to_le_bytes());
@@ -101,43 +86,7 @@ impl LangId {
 
     /// Reads a file written by [`LangId::to_bytes`].
     pub fn from_bytes(bytes: &[u8]) -> Result<LangId, LangIdError> {
-        if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
-            return Err(LangIdError::BadMagic {
-                found: bytes[..bytes.len().min(MAGIC.len())].to_vec(),
-            });
-        }
-        if bytes.len() < PREAMBLE {
-            return Err(LangIdError::Truncated {
-                expected: PREAMBLE as u64,
-                found: bytes.len() as u64,
-            });
-        }
-        let mut reader = Reader::new(bytes, 8);
-        let version = reader.u32()?;
-        if version != VERSION {
-            return Err(LangIdError::UnsupportedVersion {
-                found: version,
-                supported: VERSION,
-            });
-        }
-        let expected = reader.u64()?;
-        let found = bytes.len() as u64;
-        if found < expected {
-            return Err(LangIdError::Truncated { expected, found });
-        }
-        if found > expected {
-            return Err(LangIdError::TrailingBytes {
-                expected,
-                extra: found - expected,
-            });
-        }
-        if bytes.len() < PREAMBLE + TRAILER {
-            return Err(malformed(
-                &reader,
-                "the recorded length leaves no room for a checksum",
-            ));
-        }
-        let (body, trailer) = bytes.split_at(bytes.len() - TRAILER);
+        let (body, trailer) = frame(bytes, &MAGIC, VERSION, TRAILER)?;
         let computed = Sha256::digest(body);
         if computed[..] != trailer[..] {
             return Err(LangIdError::ChecksumMismatch {
@@ -186,13 +135,13 @@ impl LangId {
                 training_sha256: String::from_utf8_lossy(hash).into_owned(),
             });
         }
-        let alphabet = reader.alphabet()?;
+        let alphabet = read_alphabet(&mut reader)?;
         let mut unigrams = Table {
             grams: (1..=alphabet.len() as u16).map(u64::from).collect(),
             counts: Vec::with_capacity(alphabet.len() * classes),
         };
         for _ in 0..alphabet.len() {
-            let counts = reader.counts(classes)?;
+            let counts = read_counts(&mut reader, classes)?;
             if counts.iter().all(|&c| c == 0) {
                 return Err(malformed(
                     &reader,
@@ -203,7 +152,13 @@ impl LangId {
         }
         let mut tables = vec![unigrams];
         for n in 2..=config.order {
-            tables.push(reader.table(n, alphabet.len(), classes, config.min_count)?);
+            tables.push(read_table(
+                &mut reader,
+                n,
+                alphabet.len(),
+                classes,
+                config.min_count,
+            )?);
         }
         if reader.at != body.len() {
             return Err(malformed(
@@ -215,8 +170,20 @@ impl LangId {
     }
 }
 
-fn unpack(key: u64, n: usize) -> Vec<u16> {
-    artifact_file::unpack(key, n).collect()
+impl From<Framing> for LangIdError {
+    fn from(f: Framing) -> LangIdError {
+        match f {
+            Framing::BadMagic { found } => LangIdError::BadMagic { found },
+            Framing::Truncated { expected, found } => LangIdError::Truncated { expected, found },
+            Framing::UnsupportedVersion { found, supported } => {
+                LangIdError::UnsupportedVersion { found, supported }
+            }
+            Framing::TrailingBytes { expected, extra } => {
+                LangIdError::TrailingBytes { expected, extra }
+            }
+            Framing::Malformed(m) => m.into(),
+        }
+    }
 }
 
 impl From<Malformed> for LangIdError {
@@ -233,122 +200,81 @@ fn malformed(reader: &Reader, problem: &str) -> LangIdError {
     reader.malformed(problem).into()
 }
 
-/// The identifier's own parts of the format, read at the shared cursor.
-trait ReadParts {
-    fn length(&mut self, min_bytes: usize, what: &str) -> Result<usize, LangIdError>;
-    fn alphabet(&mut self) -> Result<Vec<char>, LangIdError>;
-    fn counts(&mut self, classes: usize) -> Result<Vec<u32>, LangIdError>;
-    fn table(
-        &mut self,
-        n: usize,
-        alphabet: usize,
-        classes: usize,
-        min_count: u32,
-    ) -> Result<Table, LangIdError>;
+/// The alphabet: its size, then each character as its increase over the one before.
+fn read_alphabet(reader: &mut Reader) -> Result<Vec<char>, LangIdError> {
+    let len = reader.length(1, "character")?;
+    if len == 0 || len > MAX_ALPHABET {
+        return Err(malformed(
+            reader,
+            "the alphabet is empty or larger than 65,535 characters",
+        ));
+    }
+    let mut alphabet = Vec::with_capacity(len);
+    let mut previous: Option<u32> = None;
+    for _ in 0..len {
+        let step = reader.varint()?;
+        let value = u64::from(previous.unwrap_or(0)).saturating_add(step);
+        let c = u32::try_from(value).ok().and_then(char::from_u32);
+        match c {
+            Some(c) if previous.is_none() || step > 0 => {
+                alphabet.push(c);
+                previous = Some(u32::from(c));
+            }
+            _ => {
+                return Err(malformed(
+                    reader,
+                    "the alphabet is not increasing Unicode scalar values",
+                ))
+            }
+        }
+    }
+    Ok(alphabet)
 }
 
-impl ReadParts for Reader<'_> {
-    /// A length that must not size an allocation beyond what the rest of the file can hold,
-    /// at `min_bytes` per item.
-    fn length(&mut self, min_bytes: usize, what: &str) -> Result<usize, LangIdError> {
-        let len = self.varint()?;
-        if len > (self.remaining() / min_bytes) as u64 {
+/// One count per class.
+fn read_counts(reader: &mut Reader, classes: usize) -> Result<Vec<u32>, LangIdError> {
+    (0..classes)
+        .map(|_| {
+            let count = reader.varint()?;
+            u32::try_from(count).map_err(|_| malformed(reader, "a count is beyond 32 bits"))
+        })
+        .collect()
+}
+
+/// The `n`-grams of order `n` and their counts, each n-gram's ids within the alphabet and its
+/// total count at least `min_count`.
+fn read_table(
+    reader: &mut Reader,
+    n: usize,
+    alphabet: usize,
+    classes: usize,
+    min_count: u32,
+) -> Result<Table, LangIdError> {
+    // An n-gram takes at least 2 + C bytes (shared length, one id, its counts).
+    let len = reader.length(2 + classes, "n-gram")?;
+    let mut table = Table {
+        grams: Vec::with_capacity(len),
+        counts: Vec::with_capacity(len * classes),
+    };
+    let mut previous: Option<Vec<u16>> = None;
+    for _ in 0..len {
+        let ids = reader.gram(n, previous.as_deref(), |reader, id| {
+            if id == 0 || id > alphabet as u64 {
+                return Err(malformed(reader, "a character id is outside the alphabet"));
+            }
+            Ok(id as u16)
+        })?;
+        let counts = read_counts(reader, classes)?;
+        let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+        if total < u64::from(min_count) {
             return Err(malformed(
-                self,
-                &format!("the {what} count exceeds what the file can hold"),
+                reader,
+                "an n-gram is counted less than the minimum count",
             ));
         }
-        Ok(len as usize)
+        table.grams.push(pack(&ids));
+        table.counts.extend_from_slice(&counts);
+        previous = Some(ids);
     }
-
-    fn alphabet(&mut self) -> Result<Vec<char>, LangIdError> {
-        let len = self.length(1, "character")?;
-        if len == 0 || len > MAX_ALPHABET {
-            return Err(malformed(
-                self,
-                "the alphabet is empty or larger than 65,535 characters",
-            ));
-        }
-        let mut alphabet = Vec::with_capacity(len);
-        let mut previous: Option<u32> = None;
-        for _ in 0..len {
-            let step = self.varint()?;
-            let value = u64::from(previous.unwrap_or(0)).saturating_add(step);
-            let c = u32::try_from(value).ok().and_then(char::from_u32);
-            match c {
-                Some(c) if previous.is_none() || step > 0 => {
-                    alphabet.push(c);
-                    previous = Some(u32::from(c));
-                }
-                _ => {
-                    return Err(malformed(
-                        self,
-                        "the alphabet is not increasing Unicode scalar values",
-                    ))
-                }
-            }
-        }
-        Ok(alphabet)
-    }
-
-    fn counts(&mut self, classes: usize) -> Result<Vec<u32>, LangIdError> {
-        (0..classes)
-            .map(|_| {
-                let count = self.varint()?;
-                u32::try_from(count).map_err(|_| malformed(self, "a count is beyond 32 bits"))
-            })
-            .collect()
-    }
-
-    fn table(
-        &mut self,
-        n: usize,
-        alphabet: usize,
-        classes: usize,
-        min_count: u32,
-    ) -> Result<Table, LangIdError> {
-        // An n-gram takes at least 2 + C bytes (shared length, one id, its counts).
-        let len = self.length(2 + classes, "n-gram")?;
-        let mut table = Table {
-            grams: Vec::with_capacity(len),
-            counts: Vec::with_capacity(len * classes),
-        };
-        let mut previous: Option<Vec<u16>> = None;
-        for _ in 0..len {
-            let shared = usize::from(self.take(1)?[0]);
-            if shared >= n || (previous.is_none() && shared != 0) {
-                return Err(malformed(self, "an n-gram shares more ids than it has"));
-            }
-            let mut ids = previous.clone().unwrap_or_default();
-            ids.truncate(shared);
-            for j in shared..n {
-                let raw = self.varint()?;
-                let id = match &previous {
-                    Some(p) if j == shared => {
-                        if raw == 0 {
-                            return Err(malformed(self, "n-grams are not in increasing order"));
-                        }
-                        u64::from(p[j]).saturating_add(raw)
-                    }
-                    _ => raw,
-                };
-                if id == 0 || id > alphabet as u64 {
-                    return Err(malformed(self, "a character id is outside the alphabet"));
-                }
-                ids.push(id as u16);
-            }
-            let counts = self.counts(classes)?;
-            let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
-            if total < u64::from(min_count) {
-                return Err(malformed(
-                    self,
-                    "an n-gram is counted less than the minimum count",
-                ));
-            }
-            table.grams.push(pack(&ids));
-            table.counts.extend_from_slice(&counts);
-            previous = Some(ids);
-        }
-        Ok(table)
-    }
+    Ok(table)
 }

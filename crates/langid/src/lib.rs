@@ -214,9 +214,7 @@ pub(crate) fn share(part: usize, whole: usize) -> f64 {
 
 /// Packs ids (each 1 to 2^16 − 1), the first in the highest bits, so that sorting keys sorts
 /// n-grams of one order lexicographically and keys of different orders never collide.
-pub(crate) fn pack(ids: &[u16]) -> u64 {
-    ids.iter().fold(0, |key, &id| (key << 16) | u64::from(id))
-}
+pub(crate) use artifact_file::pack;
 
 /// The number of ids in a packed key.
 fn key_order(key: u64) -> usize {

@@ -14,20 +14,21 @@
 //!
 //! An n-gram is stored as the length of the prefix it shares with the one before it (one
 //! byte), the first differing id as its increase over the previous id there, the remaining
-//! ids, then its count, each an unsigned LEB128 varint: sorted neighbours share most of their
-//! ids, so an n-gram takes about three bytes. A reader checks, in this order: length,
-//! magic, version, checksum, tokenizer, then every rule of the contents (ids below V, strictly
-//! increasing n-grams, counts above 0), so each kind of damage has its own error.
+//! ids, then its count, each an unsigned LEB128 varint: sorted neighbours share most of
+//! their ids, so an n-gram takes about three bytes. A reader checks, in this order: magic,
+//! version and length (`artifact_file::frame`), checksum, tokenizer, then every rule of the
+//! contents (ids below V, strictly increasing n-grams, counts above 0), so each kind of
+//! damage has its own error.
 
-use artifact_file::{write_varint as varint, Malformed, Reader};
+use artifact_file::{
+    frame, pack, write_grams, write_varint as varint, Framing, Malformed, Reader, PREAMBLE,
+};
 
 use crate::crc32::crc32;
 use crate::{check_hash, NgramError, NgramModel, Table, MAX_ORDER, MAX_VOCAB};
 
 pub const MAGIC: [u8; 8] = *b"DLNGRAM\0";
 pub const VERSION: u32 = 1;
-/// Magic, version and length: what must be there before anything else can be judged.
-const PREAMBLE: usize = 8 + 4 + 8;
 
 impl NgramModel {
     /// The model file's bytes.
@@ -43,25 +44,9 @@ impl NgramModel {
             out.extend_from_slice(&d.to_le_bytes());
         }
         for (i, table) in self.tables.iter().enumerate() {
-            let n = i + 1;
-            varint(&mut out, table.grams.len() as u64);
-            let mut previous: Option<Vec<u32>> = None;
-            for (&g, &c) in table.grams.iter().zip(&table.counts) {
-                let ids = unpack(g, n);
-                let shared = previous.as_ref().map_or(0, |p| {
-                    p.iter().zip(&ids).take_while(|(a, b)| a == b).count()
-                });
-                out.push(shared as u8);
-                for (j, &id) in ids.iter().enumerate().skip(shared) {
-                    let base = match &previous {
-                        Some(p) if j == shared => p[j],
-                        _ => 0,
-                    };
-                    varint(&mut out, u64::from(id - base));
-                }
-                varint(&mut out, u64::from(c));
-                previous = Some(ids);
-            }
+            write_grams(&mut out, i + 1, &table.grams, |out, g| {
+                varint(out, u64::from(table.counts[g]));
+            });
         }
         let length = (out.len() + 4) as u64;
         out[12..20].copy_from_slice(&length.to_le_bytes());
@@ -74,42 +59,7 @@ impl NgramModel {
     /// SHA-256 is `tokenizer_sha256`.
     pub fn from_bytes(bytes: &[u8], tokenizer_sha256: &str) -> Result<NgramModel, NgramError> {
         check_hash(tokenizer_sha256)?;
-        if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
-            return Err(NgramError::BadMagic {
-                found: bytes[..bytes.len().min(MAGIC.len())].to_vec(),
-            });
-        }
-        if bytes.len() < PREAMBLE {
-            return Err(NgramError::Truncated {
-                expected: PREAMBLE as u64,
-                found: bytes.len() as u64,
-            });
-        }
-        let mut reader = Reader::new(bytes, 8);
-        let version = reader.u32()?;
-        if version != VERSION {
-            return Err(NgramError::UnsupportedVersion {
-                found: version,
-                supported: VERSION,
-            });
-        }
-        let expected = reader.u64()?;
-        let found = bytes.len() as u64;
-        if found < expected {
-            return Err(NgramError::Truncated { expected, found });
-        }
-        if found > expected {
-            return Err(NgramError::TrailingBytes {
-                expected,
-                extra: found - expected,
-            });
-        }
-        if bytes.len() < PREAMBLE + 4 {
-            return Err(reader
-                .malformed("the recorded length leaves no room for a checksum")
-                .into());
-        }
-        let (body, tail) = bytes.split_at(bytes.len() - 4);
+        let (body, tail) = frame(bytes, &MAGIC, VERSION, 4)?;
         let stored = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]);
         let computed = crc32(body);
         if stored != computed {
@@ -136,7 +86,7 @@ impl NgramModel {
             .collect::<Result<Vec<_>, _>>()?;
         let mut tables = Vec::with_capacity(order);
         for n in 1..=order {
-            tables.push(reader.table(n, vocab)?);
+            tables.push(read_table(&mut reader, n, vocab)?);
         }
         if reader.at != body.len() {
             return Err(reader
@@ -147,8 +97,20 @@ impl NgramModel {
     }
 }
 
-fn unpack(key: u64, n: usize) -> Vec<u32> {
-    artifact_file::unpack(key, n).map(u32::from).collect()
+impl From<Framing> for NgramError {
+    fn from(f: Framing) -> NgramError {
+        match f {
+            Framing::BadMagic { found } => NgramError::BadMagic { found },
+            Framing::Truncated { expected, found } => NgramError::Truncated { expected, found },
+            Framing::UnsupportedVersion { found, supported } => {
+                NgramError::UnsupportedVersion { found, supported }
+            }
+            Framing::TrailingBytes { expected, extra } => {
+                NgramError::TrailingBytes { expected, extra }
+            }
+            Framing::Malformed(m) => m.into(),
+        }
+    }
 }
 
 impl From<Malformed> for NgramError {
@@ -160,68 +122,38 @@ impl From<Malformed> for NgramError {
     }
 }
 
-/// The draft's own part of the format, read at the shared cursor.
-trait ReadTable {
-    fn table(&mut self, n: usize, vocab: u32) -> Result<Table, NgramError>;
-}
-
-impl ReadTable for Reader<'_> {
-    fn table(&mut self, n: usize, vocab: u32) -> Result<Table, NgramError> {
-        let len = self.varint()?;
-        // Each n-gram takes at least three bytes (shared length, one id, count), so a count
-        // beyond that is a lie that must not size an allocation.
-        if len > self.remaining() as u64 / 3 {
-            return Err(self
-                .malformed("the n-gram count exceeds what the file can hold")
+/// The draft's own part of the format, read at the shared cursor: the `n`-grams of order `n`,
+/// their ids below `vocab`, and their counts.
+fn read_table(reader: &mut Reader, n: usize, vocab: u32) -> Result<Table, NgramError> {
+    // Each n-gram takes at least three bytes (shared length, one id, count), so a count
+    // beyond that is a lie that must not size an allocation.
+    let len = reader.length(3, "n-gram")?;
+    let mut table = Table {
+        grams: Vec::with_capacity(len),
+        counts: Vec::with_capacity(len),
+    };
+    let mut previous: Option<Vec<u16>> = None;
+    for _ in 0..len {
+        let ids = reader.gram(n, previous.as_deref(), |_, id| {
+            if id >= u64::from(vocab) {
+                return Err(NgramError::TokenOutOfRange {
+                    id: id.min(u64::from(u32::MAX)) as u32,
+                    vocab,
+                });
+            }
+            Ok(id as u16)
+        })?;
+        let count = reader.varint()?;
+        if count == 0 || count > u64::from(u32::MAX) {
+            return Err(reader
+                .malformed("an n-gram count is 0 or beyond 32 bits")
                 .into());
         }
-        let mut table = Table {
-            grams: Vec::with_capacity(len as usize),
-            counts: Vec::with_capacity(len as usize),
-        };
-        let mut previous: Option<Vec<u32>> = None;
-        for _ in 0..len {
-            let shared = usize::from(self.take(1)?[0]);
-            if shared >= n || (previous.is_none() && shared != 0) {
-                return Err(self
-                    .malformed("an n-gram shares more ids than it has")
-                    .into());
-            }
-            let mut ids = previous.clone().unwrap_or_default();
-            ids.truncate(shared);
-            for j in shared..n {
-                let raw = self.varint()?;
-                let id = match &previous {
-                    Some(p) if j == shared => {
-                        if raw == 0 {
-                            return Err(self
-                                .malformed("n-grams are not in increasing order")
-                                .into());
-                        }
-                        u64::from(p[j]) + raw
-                    }
-                    _ => raw,
-                };
-                if id >= u64::from(vocab) {
-                    return Err(NgramError::TokenOutOfRange {
-                        id: id.min(u64::from(u32::MAX)) as u32,
-                        vocab,
-                    });
-                }
-                ids.push(id as u32);
-            }
-            let count = self.varint()?;
-            if count == 0 || count > u64::from(u32::MAX) {
-                return Err(self
-                    .malformed("an n-gram count is 0 or beyond 32 bits")
-                    .into());
-            }
-            table.grams.push(crate::pack(&ids));
-            table.counts.push(count as u32);
-            previous = Some(ids);
-        }
-        Ok(table)
+        table.grams.push(pack(&ids));
+        table.counts.push(count as u32);
+        previous = Some(ids);
     }
+    Ok(table)
 }
 
 #[cfg(test)]

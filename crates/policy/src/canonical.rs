@@ -200,6 +200,33 @@ fn wrap(out: &mut Vec<u8>, name: &str, body: &[u8]) {
     out.extend_from_slice(body);
 }
 
+/// Serializer methods that widen a narrow integer to 64 bits and write it with `$write`.
+macro_rules! widen {
+    ($($method:ident($narrow:ty) => $write:ident),* $(,)?) => {
+        $(fn $method(self, v: $narrow) -> Result<Written, CanonicalError> {
+            self.$write(v.into())
+        })*
+    };
+}
+
+/// The key serializer's methods for what a key may be: written as its string.
+macro_rules! written_as_string {
+    ($($method:ident($value:ty)),* $(,)?) => {
+        $(fn $method(self, v: $value) -> Result<String, CanonicalError> {
+            Ok(v.to_string())
+        })*
+    };
+}
+
+/// The key serializer's methods for what a key may not be (see [`key_error`]).
+macro_rules! refused {
+    ($($method:ident($($arg:ty),*) -> $ok:ty),* $(,)?) => {
+        $(fn $method(self, $(_: $arg),*) -> Result<$ok, CanonicalError> {
+            Err(key_error())
+        })*
+    };
+}
+
 impl<'a> ser::Serializer for Canon<'a> {
     type Ok = Written;
     type Error = CanonicalError;
@@ -216,32 +243,17 @@ impl<'a> ser::Serializer for Canon<'a> {
         Ok(Written::Value)
     }
 
-    fn serialize_i8(self, v: i8) -> Result<Written, CanonicalError> {
-        self.signed(v.into())
-    }
-
-    fn serialize_i16(self, v: i16) -> Result<Written, CanonicalError> {
-        self.signed(v.into())
-    }
-
-    fn serialize_i32(self, v: i32) -> Result<Written, CanonicalError> {
-        self.signed(v.into())
+    widen! {
+        serialize_i8(i8) => signed,
+        serialize_i16(i16) => signed,
+        serialize_i32(i32) => signed,
+        serialize_u8(u8) => unsigned,
+        serialize_u16(u16) => unsigned,
+        serialize_u32(u32) => unsigned,
     }
 
     fn serialize_i64(self, v: i64) -> Result<Written, CanonicalError> {
         self.signed(v)
-    }
-
-    fn serialize_u8(self, v: u8) -> Result<Written, CanonicalError> {
-        self.unsigned(v.into())
-    }
-
-    fn serialize_u16(self, v: u16) -> Result<Written, CanonicalError> {
-        self.unsigned(v.into())
-    }
-
-    fn serialize_u32(self, v: u32) -> Result<Written, CanonicalError> {
-        self.unsigned(v.into())
     }
 
     fn serialize_u64(self, v: u64) -> Result<Written, CanonicalError> {
@@ -370,63 +382,31 @@ impl<'a> ser::Serializer for Canon<'a> {
     }
 }
 
-impl ser::SerializeSeq for Seq<'_> {
-    type Ok = Written;
-    type Error = CanonicalError;
+/// An array's four serde faces (a sequence, a tuple, a tuple struct, a tuple variant): each
+/// adds an item with `$add` and ends the array.
+macro_rules! array {
+    ($($face:ident::$add:ident),* $(,)?) => {
+        $(impl ser::$face for Seq<'_> {
+            type Ok = Written;
+            type Error = CanonicalError;
 
-    fn serialize_element<T: Serialize + ?Sized>(
-        &mut self,
-        value: &T,
-    ) -> Result<(), CanonicalError> {
-        self.item(value)
-    }
+            fn $add<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), CanonicalError> {
+                self.item(value)
+            }
 
-    fn end(self) -> Result<Written, CanonicalError> {
-        Seq::end(self)
-    }
+            fn end(self) -> Result<Written, CanonicalError> {
+                Seq::end(self)
+            }
+        })*
+    };
 }
 
-impl ser::SerializeTuple for Seq<'_> {
-    type Ok = Written;
-    type Error = CanonicalError;
-
-    fn serialize_element<T: Serialize + ?Sized>(
-        &mut self,
-        value: &T,
-    ) -> Result<(), CanonicalError> {
-        self.item(value)
-    }
-
-    fn end(self) -> Result<Written, CanonicalError> {
-        Seq::end(self)
-    }
-}
-
-impl ser::SerializeTupleStruct for Seq<'_> {
-    type Ok = Written;
-    type Error = CanonicalError;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), CanonicalError> {
-        self.item(value)
-    }
-
-    fn end(self) -> Result<Written, CanonicalError> {
-        Seq::end(self)
-    }
-}
-
-impl ser::SerializeTupleVariant for Seq<'_> {
-    type Ok = Written;
-    type Error = CanonicalError;
-
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), CanonicalError> {
-        self.item(value)
-    }
-
-    fn end(self) -> Result<Written, CanonicalError> {
-        Seq::end(self)
-    }
-}
+array!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field,
+);
 
 /// A map key as `serde_json::to_value` accepts one: a string, or an integer written as one.
 struct Key;
@@ -442,11 +422,17 @@ impl ser::Serializer for Key {
     type SerializeStruct = ser::Impossible<String, CanonicalError>;
     type SerializeStructVariant = ser::Impossible<String, CanonicalError>;
 
-    fn serialize_str(self, v: &str) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
-    }
-    fn serialize_char(self, v: char) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
+    written_as_string! {
+        serialize_str(&str),
+        serialize_char(char),
+        serialize_i8(i8),
+        serialize_i16(i16),
+        serialize_i32(i32),
+        serialize_i64(i64),
+        serialize_u8(u8),
+        serialize_u16(u16),
+        serialize_u32(u32),
+        serialize_u64(u64),
     }
     fn serialize_unit_variant(
         self,
@@ -463,52 +449,23 @@ impl ser::Serializer for Key {
     ) -> Result<String, CanonicalError> {
         v.serialize(self)
     }
-    fn serialize_i8(self, v: i8) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
-    }
-    fn serialize_i16(self, v: i16) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
-    }
-    fn serialize_i32(self, v: i32) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
-    }
-    fn serialize_i64(self, v: i64) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
-    }
-    fn serialize_u8(self, v: u8) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
-    }
-    fn serialize_u16(self, v: u16) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
-    }
-    fn serialize_u32(self, v: u32) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
-    }
-    fn serialize_u64(self, v: u64) -> Result<String, CanonicalError> {
-        Ok(v.to_string())
-    }
-    fn serialize_bool(self, _: bool) -> Result<String, CanonicalError> {
-        Err(key_error())
-    }
-    fn serialize_f32(self, _: f32) -> Result<String, CanonicalError> {
-        Err(key_error())
-    }
-    fn serialize_f64(self, _: f64) -> Result<String, CanonicalError> {
-        Err(key_error())
-    }
-    fn serialize_bytes(self, _: &[u8]) -> Result<String, CanonicalError> {
-        Err(key_error())
-    }
-    fn serialize_none(self) -> Result<String, CanonicalError> {
-        Err(key_error())
+    refused! {
+        serialize_bool(bool) -> String,
+        serialize_f32(f32) -> String,
+        serialize_f64(f64) -> String,
+        serialize_bytes(&[u8]) -> String,
+        serialize_none() -> String,
+        serialize_unit() -> String,
+        serialize_unit_struct(&'static str) -> String,
+        serialize_seq(Option<usize>) -> Self::SerializeSeq,
+        serialize_tuple(usize) -> Self::SerializeTuple,
+        serialize_tuple_struct(&'static str, usize) -> Self::SerializeTupleStruct,
+        serialize_tuple_variant(&'static str, u32, &'static str, usize) -> Self::SerializeTupleVariant,
+        serialize_map(Option<usize>) -> Self::SerializeMap,
+        serialize_struct(&'static str, usize) -> Self::SerializeStruct,
+        serialize_struct_variant(&'static str, u32, &'static str, usize) -> Self::SerializeStructVariant,
     }
     fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<String, CanonicalError> {
-        Err(key_error())
-    }
-    fn serialize_unit(self) -> Result<String, CanonicalError> {
-        Err(key_error())
-    }
-    fn serialize_unit_struct(self, _: &'static str) -> Result<String, CanonicalError> {
         Err(key_error())
     }
     fn serialize_newtype_variant<T: Serialize + ?Sized>(
@@ -518,47 +475,6 @@ impl ser::Serializer for Key {
         _: &'static str,
         _: &T,
     ) -> Result<String, CanonicalError> {
-        Err(key_error())
-    }
-    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, CanonicalError> {
-        Err(key_error())
-    }
-    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, CanonicalError> {
-        Err(key_error())
-    }
-    fn serialize_tuple_struct(
-        self,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleStruct, CanonicalError> {
-        Err(key_error())
-    }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleVariant, CanonicalError> {
-        Err(key_error())
-    }
-    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, CanonicalError> {
-        Err(key_error())
-    }
-    fn serialize_struct(
-        self,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStruct, CanonicalError> {
-        Err(key_error())
-    }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStructVariant, CanonicalError> {
         Err(key_error())
     }
 }
@@ -589,39 +505,29 @@ impl ser::SerializeMap for Object<'_> {
     }
 }
 
-impl ser::SerializeStruct for Object<'_> {
-    type Ok = Written;
-    type Error = CanonicalError;
+/// A struct's two serde faces (a struct, a struct variant): each field by its name.
+macro_rules! object {
+    ($($face:ident),* $(,)?) => {
+        $(impl ser::$face for Object<'_> {
+            type Ok = Written;
+            type Error = CanonicalError;
 
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), CanonicalError> {
-        self.field(FieldKey::Static(key), value)
-    }
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), CanonicalError> {
+                self.field(FieldKey::Static(key), value)
+            }
 
-    fn end(self) -> Result<Written, CanonicalError> {
-        Object::end(self)
-    }
+            fn end(self) -> Result<Written, CanonicalError> {
+                Object::end(self)
+            }
+        })*
+    };
 }
 
-impl ser::SerializeStructVariant for Object<'_> {
-    type Ok = Written;
-    type Error = CanonicalError;
-
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), CanonicalError> {
-        self.field(FieldKey::Static(key), value)
-    }
-
-    fn end(self) -> Result<Written, CanonicalError> {
-        Object::end(self)
-    }
-}
+object!(SerializeStruct, SerializeStructVariant);
 
 #[cfg(test)]
 mod tests {

@@ -478,6 +478,25 @@ impl StepOutcome {
     pub fn logprob(&self) -> f64 {
         math::ln(self.prob)
     }
+
+    /// A greedy step's outcome: the argmax `id`, at `logit`, taken with certainty.
+    fn greedy(id: u32, logit: f64, stages: Option<Vec<StageSnapshot>>) -> StepOutcome {
+        StepOutcome {
+            token: id,
+            prob: 1.0,
+            draw: None,
+            survivors: 1,
+            entropy: 0.0,
+            top: vec![TokenProb {
+                id,
+                logit,
+                prob: 1.0,
+            }],
+            stages,
+            model: None,
+            mirostat: None,
+        }
+    }
 }
 
 /// A logit as a model hands it over: f32 from a model, f64 from NumPy.
@@ -881,10 +900,7 @@ impl Stepper {
 
         // Stage 1: constraints. Every logit is read here: validated, and filtered by top-k
         // when it is on (two passes: chunk maxima, then the chunks that can hold a survivor).
-        let live = vocab - self.overrides.iter().filter(|o| o.1.is_none()).count();
-        if live == 0 {
-            return Err(PolicyError::AllTokensMasked { vocab });
-        }
+        let live = self.live(vocab)?;
         let greedy = policy.is_greedy();
         let use_top_k = policy.top_k > 0 && policy.top_k < live && !greedy;
         // Top-p over the whole vocabulary with no constraint in force: the weights are
@@ -942,12 +958,7 @@ impl Stepper {
 
         // Stage 2, greedy: the argmax, ties to the lowest id; the filters cannot remove it.
         if greedy {
-            let mut best = self.candidates[0];
-            for &c in &self.candidates[1..] {
-                if c.0 > best.0 {
-                    best = c;
-                }
-            }
+            let best = argmax(&self.candidates);
             let only = TokenProb {
                 id: best.1,
                 logit: best.0,
@@ -960,17 +971,7 @@ impl Stepper {
                     tokens: vec![only],
                 });
             }
-            return Ok(StepOutcome {
-                token: best.1,
-                prob: 1.0,
-                draw: None,
-                survivors: 1,
-                entropy: 0.0,
-                top: vec![only],
-                stages,
-                model: None,
-                mirostat: None,
-            });
+            return Ok(StepOutcome::greedy(best.1, best.0, stages));
         }
 
         // Stage 3: top-k (done above), top-p (done above when dense) and min-p at the filter
@@ -1023,6 +1024,15 @@ impl Stepper {
         self.choose(draw, total, policy.temperature, stages)
     }
 
+    /// How many of `vocab` tokens no constraint masks: an error when none is left.
+    fn live(&self, vocab: usize) -> Result<usize, PolicyError> {
+        let live = vocab - self.overrides.iter().filter(|o| o.1.is_none()).count();
+        if live == 0 {
+            return Err(PolicyError::AllTokensMasked { vocab });
+        }
+        Ok(live)
+    }
+
     /// A step through an explicit chain ([`chain`](crate::chain)): every live token is a
     /// candidate, and each listed sampler in turn filters the candidates or changes their
     /// logits. Candidates keep their unscaled logits and stay in ascending id order; the
@@ -1040,10 +1050,7 @@ impl Stepper {
         let vocab = logits.len();
         let penalties_first = chain.first() == Some(&Sampler::Penalties);
         self.build_overrides(policy, logits, context, penalties_first)?;
-        let live = vocab - self.overrides.iter().filter(|o| o.1.is_none()).count();
-        if live == 0 {
-            return Err(PolicyError::AllTokensMasked { vocab });
-        }
+        self.live(vocab)?;
         self.candidates.clear();
         let candidates = &mut self.candidates;
         scan_live(logits, &self.overrides, |id, logit| {
@@ -1094,12 +1101,7 @@ impl Stepper {
                 }
                 Sampler::Temperature => {
                     if greedy {
-                        let mut best = self.candidates[0];
-                        for &c in &self.candidates[1..] {
-                            if c.0 > best.0 {
-                                best = c;
-                            }
-                        }
+                        let best = argmax(&self.candidates);
                         self.candidates.clear();
                         self.candidates.push(best);
                     } else {
@@ -1241,22 +1243,7 @@ impl Stepper {
 
         if greedy {
             let (logit, id) = self.candidates[0];
-            let only = TokenProb {
-                id,
-                logit,
-                prob: 1.0,
-            };
-            return Ok(StepOutcome {
-                token: id,
-                prob: 1.0,
-                draw: None,
-                survivors: 1,
-                entropy: 0.0,
-                top: vec![only],
-                stages,
-                model: None,
-                mirostat: None,
-            });
+            return Ok(StepOutcome::greedy(id, logit, stages));
         }
         let mut mirostat = None;
         if policy.mirostat != 0 {
@@ -1996,6 +1983,17 @@ fn select_cutoff(weights: &mut [f64], mut above: f64, target: f64) -> f64 {
 fn median_of_three(s: &[f64]) -> f64 {
     let (a, b, c) = (s[0], s[s.len() / 2], s[s.len() - 1]);
     a.max(b).min(a.min(b).max(c))
+}
+
+/// The highest-logit of `candidates`, ties to the earlier (in id order, the lower id).
+fn argmax(candidates: &[(f64, u32)]) -> (f64, u32) {
+    let mut best = candidates[0];
+    for &c in &candidates[1..] {
+        if c.0 > best.0 {
+            best = c;
+        }
+    }
+    best
 }
 
 /// The distribution of `candidates` (ascending ids) at temperature `t`.

@@ -60,8 +60,10 @@ pub(crate) trait Buffer: Default {
 
     fn columns(&mut self) -> Vec<&mut dyn Column>;
 
-    /// Whether the group is full and should be written.
-    fn full(&self, limits: &GroupLimits) -> bool;
+    /// Whether the group is full and should be written: by default, at the limit's rows.
+    fn full(&self, limits: &GroupLimits) -> bool {
+        self.rows() >= limits.rows
+    }
 
     fn rows(&self) -> usize;
 
@@ -616,10 +618,6 @@ impl Buffer for Steps {
         ]
     }
 
-    fn full(&self, limits: &GroupLimits) -> bool {
-        self.rows >= limits.rows
-    }
-
     fn rows(&self) -> usize {
         self.rows
     }
@@ -672,10 +670,6 @@ impl Buffer for Outcomes {
 
     fn columns(&mut self) -> Vec<&mut dyn Column> {
         vec![&mut self.run_id, &mut self.outcome, &mut self.at_s]
-    }
-
-    fn full(&self, limits: &GroupLimits) -> bool {
-        self.rows >= limits.rows
     }
 
     fn rows(&self) -> usize {

@@ -38,8 +38,7 @@ use std::time::Instant;
 
 use observe::group::wilson;
 use observe::newcombe;
-use policy::generate::Unobserved;
-use policy::{ArtifactId, LanguageModel, Policy, RunConfig, SeedSource, StopConfig, Vocabulary};
+use policy::{ArtifactId, LanguageModel, Policy, Vocabulary};
 use serde::Serialize;
 use tokenizer::Tokenizer;
 
@@ -48,7 +47,6 @@ use crate::error::CliError;
 use crate::eval::{teacher_forced, SLICES};
 use crate::files;
 use crate::model_dir::{self, DRAFT_FILE};
-use crate::run::WallClock;
 use crate::{draft, eval};
 
 use ngram_lm::NgramLm;
@@ -331,22 +329,14 @@ fn decode<M: LanguageModel>(
     seed: u64,
     max_tokens: usize,
 ) -> Result<(String, usize), CliError> {
-    let config = RunConfig {
-        app_version: env!("CARGO_PKG_VERSION").into(),
-        prompt_template: "{prompt}".into(),
-        prompt: prompt.into(),
-        policy: decoding.policy(tokenizer.end_of_text()),
-        seed,
-        seed_source: SeedSource::User,
-        max_tokens,
-        stop: StopConfig::default(),
-    };
-    let record = policy::generate(
+    let record = model_dir::generate(
         model,
         tokenizer,
-        &config,
-        &mut WallClock::new(),
-        &mut Unobserved,
+        "{prompt}",
+        prompt.into(),
+        decoding.policy(tokenizer.end_of_text()),
+        seed,
+        max_tokens,
     )?;
     Ok((record.output_text, record.steps.len()))
 }

@@ -126,6 +126,16 @@ fn field_of(error: &CapacityError) -> &'static str {
     }
 }
 
+/// Five ticks on a chart's linear y axis, from 0 to `y_max`, placed by `y_of`.
+fn y_ticks(y_max: f64, y_of: impl Fn(f64) -> f64) -> Vec<(f64, String)> {
+    (0..=4)
+        .map(|i| {
+            let v = y_max * i as f64 / 4.0;
+            (y_of(v), figure_short(v))
+        })
+        .collect()
+}
+
 /// The chart's rows and frame from a report; the same rows make the table.
 pub fn view(report: PlanReport) -> PlanView {
     let runs = || report.sweep.iter().filter(|r| r.error.is_none());
@@ -166,12 +176,7 @@ pub fn view(report: PlanReport) -> PlanView {
             (x_of(t), seconds(t))
         })
         .collect();
-    let y_ticks = (0..=4)
-        .map(|i| {
-            let v = y_max * i as f64 / 4.0;
-            (y_of(v), figure_short(v))
-        })
-        .collect();
+    let y_ticks = y_ticks(y_max, y_of);
     let mut curve: Vec<(f64, f64, f64)> = points
         .iter()
         .filter(|p| released && p.row.policy == report.decision.policy)
@@ -501,12 +506,7 @@ fn rollout_chart(r: &RolloutReport, slo_s: f64) -> TimelineChart {
             (x_of(r.start_s + t), elapsed(t))
         })
         .collect();
-    let y_ticks = (0..=4)
-        .map(|i| {
-            let v = y_max * i as f64 / 4.0;
-            (y_of(v), figure_short(v))
-        })
-        .collect();
+    let y_ticks = y_ticks(y_max, y_of);
     let marked = detected.map(|i| {
         let w = &r.timeline[i];
         (x_of(w.start_s), x_of(w.end_s), "detected".to_string())

@@ -7,7 +7,7 @@
 
 use gpu::Runtime;
 use policy::paths::{tree_run, PathTree};
-use policy::{Clock, RunConfig, StopReason};
+use policy::{Clock, RunConfig, RunRecord, StopReason};
 use tokenizer::Tokenizer;
 
 use crate::worker::compare_report::report;
@@ -43,19 +43,10 @@ pub async fn run_compare(
     progress("Running both policies on the same draws…".to_string());
     let mut runs = Vec::with_capacity(2);
     for config in [&a, &b] {
-        let record = generate(
-            runtime,
-            tokenizer,
-            config,
-            clock,
-            cancelled,
-            &mut |_, _| {},
-            pause,
-        )
-        .await?;
-        if record.stop_reason == StopReason::Cancelled {
+        let Some(record) = whole_run(runtime, tokenizer, config, clock, cancelled, pause).await?
+        else {
             return Ok(None);
-        }
+        };
         runs.push(record);
     }
     let (run_b, run_a) = (runs.pop(), runs.pop());
@@ -88,25 +79,38 @@ pub async fn run_compare(
                 ));
             }
             let run = tree_run(config, config.seed.wrapping_add(i as u64), request.depth);
-            let record = generate(
-                runtime,
-                tokenizer,
-                &run,
-                clock,
-                cancelled,
-                &mut |_, _| {},
-                pause,
-            )
-            .await?;
-            if record.stop_reason == StopReason::Cancelled {
+            let Some(record) = whole_run(runtime, tokenizer, &run, clock, cancelled, pause).await?
+            else {
                 return Ok(None);
-            }
+            };
             records.push(record);
         }
         trees.push(PathTree::from_records(&records, request.depth).map_err(WorkerError::Paths)?);
     }
     let (html, summary) = report(&comparison, [&trees[0], &trees[1]]);
     Ok(Some(CompareReport { html, summary }))
+}
+
+/// One run of `config` with no one watching its steps, or `None` when it was cancelled.
+async fn whole_run(
+    runtime: &mut Runtime,
+    tokenizer: &Tokenizer,
+    config: &RunConfig,
+    clock: &mut dyn Clock,
+    cancelled: &dyn Fn() -> bool,
+    pause: &impl AsyncFn(),
+) -> Result<Option<RunRecord>, WorkerError> {
+    let record = generate(
+        runtime,
+        tokenizer,
+        config,
+        clock,
+        cancelled,
+        &mut |_, _| {},
+        pause,
+    )
+    .await?;
+    Ok((record.stop_reason != StopReason::Cancelled).then_some(record))
 }
 
 #[cfg(test)]
