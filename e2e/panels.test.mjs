@@ -428,6 +428,37 @@ test('every plan knob the CLI takes is a Capacity field: the further ones open f
   await context.close();
 });
 
+test('every policy knob is a Generate and a Compare field: the further ones open from the URL, a bad one is named at its field, and the run records them', async () => {
+  const { context, page, errors } = await open('?panel=generate&backend=cpu&max=6&engine=llama.cpp&typical=0.9&forbidden=4,,8&dry_multiplier=0.8');
+  await page.locator('#gen-forbidden-problem').waitFor();
+  assert.ok(await page.locator('#generate details.more-controls').evaluate((d) => d.open), 'a URL that sets one opens them');
+  assert.equal(await page.locator('#gen-engine').inputValue(), 'llama.cpp');
+  assert.equal(await page.locator('#gen-typical').inputValue(), '0.9');
+  assert.equal(await page.locator('#gen-forbidden').getAttribute('aria-invalid'), 'true');
+  assert.match(await page.locator('#gen-forbidden-problem').textContent(), /empty entry/);
+  await assertAccessible(page, 'generate with its further controls open');
+  // Mended, the run takes every knob: the record holds them, DRY's breakers found in the
+  // vocabulary (llama.cpp's defaults).
+  await page.locator('#gen-forbidden').fill('4,8');
+  await page.locator('#gen-forbidden-problem').waitFor({ state: 'detached' });
+  await page.getByRole('button', { name: 'Generate', exact: true }).click();
+  const record = await generated(page);
+  const policy = record.config.policy;
+  assert.equal(policy.engine, 'llama.cpp');
+  assert.equal(policy.typical_p, 0.9);
+  assert.deepEqual(policy.forbidden, [4, 8]);
+  assert.equal(policy.dry_multiplier, 0.8);
+  assert.ok(policy.dry_sequence_breakers.length > 0, JSON.stringify(policy));
+  assert.equal(new URL(page.url()).searchParams.get('forbidden'), '4,8', 'the mended value is in the URL');
+  await page.goto(`${url}?panel=compare&cmp_b_xtc_probability=0.5&cmp_a_engine=vllm&cmp_a_typical=0.9`);
+  await page.locator('#cmp-a-typical-problem').waitFor();
+  assert.match(await page.locator('#cmp-a-typical-problem').textContent(), /^Policy a: /);
+  assert.equal(await page.locator('#cmp-b-xtc-probability').inputValue(), '0.5');
+  assert.ok(await page.locator('#compare details.more-controls').nth(1).evaluate((d) => d.open));
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
 test('a URL with three bad values names all three, each marked at its own field', async () => {
   const { context, page, errors } = await open('?panel=step&temperature=abc&top_k=-3&logits=1,2,zz');
   const summary = page.getByTestId('problem-summary');

@@ -137,6 +137,8 @@ for (const mode of MODES) {
       await page.waitForFunction((want) => document.documentElement.dataset.theme === want, mode.dataTheme, { timeout: 5_000 })
         .catch(() => {});
       assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), mode.dataTheme, `${label}: data-theme`);
+      // The decoding step's charts come from the model worker's answer.
+      if (slug === 'step') await page.locator('figure.stage').first().waitFor();
       if (slug === 'capacity') {
         await page.getByRole('button', { name: 'Plan', exact: true }).click();
         await page.locator('.cap-decision').waitFor({ timeout: PLAN_TIMEOUT });

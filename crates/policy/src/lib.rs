@@ -70,10 +70,10 @@ pub use knobs::{
 pub use logit_bias::parse_logit_bias;
 pub use model_view::{model_view, ModelView, MODEL_TOP};
 pub use pipeline::{
-    step, ConstraintTable, Logit, MirostatMu, Policy, Snapshots, Stage, StageOrder, StageSnapshot,
-    StepContext, StepOutcome, Stepper, TokenProb, DEVICE_CONSTRAINT_LIMIT, DRY_ALLOWED_LENGTH,
-    DRY_BASE, LAB_TEMPERATURE, LAB_TEMPERATURE_TEXT, MIROSTAT_ETA, MIROSTAT_TAU, POLICY_VERSION,
-    XTC_THRESHOLD,
+    check_logits, step, ConstraintTable, Logit, MirostatMu, Policy, Snapshots, Stage, StageOrder,
+    StageSnapshot, StepContext, StepOutcome, Stepper, TokenProb, DEVICE_CONSTRAINT_LIMIT,
+    DRY_ALLOWED_LENGTH, DRY_BASE, LAB_TEMPERATURE, LAB_TEMPERATURE_TEXT, MIROSTAT_ETA,
+    MIROSTAT_TAU, POLICY_VERSION, XTC_THRESHOLD,
 };
 pub use rank::nearest_rank;
 pub use record::{

@@ -1657,6 +1657,16 @@ fn visit_chunk<L: Logit>(
     }
 }
 
+/// Whether a step can read `logits`: at least one, and every one finite. The step checks
+/// the same; a caller that must refuse them before (a form, a message that cannot carry
+/// NaN) asks here.
+pub fn check_logits<L: Logit>(logits: &[L]) -> Result<(), PolicyError> {
+    if logits.is_empty() {
+        return Err(PolicyError::EmptyVocabulary);
+    }
+    max_logit(logits).map(drop)
+}
+
 /// The largest of `logits`, from the maxima of chunks of [`CHUNK`]; fails on the first
 /// logit that is not finite.
 pub(crate) fn max_logit<L: Logit>(logits: &[L]) -> Result<f64, PolicyError> {

@@ -265,10 +265,33 @@ const PLANNING: [&str; 3] = [
     "CapacityForm$u20$as$u20$lab..widgets..form..Form$GT$5check",
 ];
 
-/// The page does not plan: in Trunk's release build, the page's wasm (before wasm-opt, with
-/// its name section) names no function of the capacity simulator or report, nor the form's
-/// check, which the planner worker runs for it. The planner's
-/// wasm must name them, or the scan could not see them in the page's either.
+/// Symbols of the decoding step (the step with its snapshots, and the conformance view that
+/// runs it under every engine), which only the model worker links since the panel's step
+/// moved there.
+const STEPPING: [&str; 2] = ["6policy8pipeline4step", "6policy6engine11conformance"];
+
+/// What only a worker links: its Trunk profile and binary, the symbols, and what must run
+/// there.
+const WORKER_ONLY: [(&str, &str, &[&str], &str); 2] = [
+    (
+        "wasm-planner",
+        "planner",
+        &PLANNING,
+        "the capacity plan and the form's check must run in the planner worker",
+    ),
+    (
+        "wasm-worker",
+        "worker",
+        &STEPPING,
+        "the decoding step and its conformance view must run in the model worker",
+    ),
+];
+
+/// The page only renders: in Trunk's release build, the page's wasm (before wasm-opt, with
+/// its name section) names no function of the capacity simulator or report, nor the
+/// capacity form's check, which the planner worker runs for it, nor the decoding step,
+/// which the model worker takes. Each worker's wasm must name its symbols, or the scan
+/// could not see them in the page's either.
 fn check_page_does_not_plan(target: &Path) -> Result<(), String> {
     let read = |profile: &str, bin: &str| {
         let path = target
@@ -278,17 +301,17 @@ fn check_page_does_not_plan(target: &Path) -> Result<(), String> {
         std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
     };
     let page = read("wasm-release", "lab")?;
-    let planner = read("wasm-planner", "planner")?;
-    for symbol in PLANNING {
-        if !names(&planner, symbol) {
-            return Err(format!(
-                "the planner's wasm names no {symbol}: without names, the page's cannot be checked"
-            ));
-        }
-        if names(&page, symbol) {
-            return Err(format!(
-                "the page's wasm links {symbol}: the capacity plan and the form's check must run in the planner worker"
-            ));
+    for (profile, bin, symbols, why) in WORKER_ONLY {
+        let worker = read(profile, bin)?;
+        for symbol in symbols {
+            if !names(&worker, symbol) {
+                return Err(format!(
+                    "the {bin}'s wasm names no {symbol}: without names, the page's cannot be checked"
+                ));
+            }
+            if names(&page, symbol) {
+                return Err(format!("the page's wasm links {symbol}: {why}"));
+            }
         }
     }
     Ok(())
@@ -451,5 +474,8 @@ mod tests {
         assert!(names(check, PLANNING[2]));
         let from_pairs = b"_ZN92_$LT$lab..panels..capacity..view_model..CapacityForm$u20$as$u20$lab..widgets..form..Form$GT$10from_pairs17h0123E";
         assert!(!names(from_pairs, PLANNING[2]));
+        // The step, not the stepper's methods the page's form check never calls either.
+        assert!(names(b"_ZN6policy8pipeline4step17h3c59E", STEPPING[0]));
+        assert!(!names(b"_ZN6policy8pipeline7Stepper4new17hE", STEPPING[0]));
     }
 }

@@ -23,6 +23,12 @@ use crate::widgets::number::{number, whole, FieldError};
 /// Every knob's text in a form, in [`KNOBS`]' order.
 pub type KnobTexts = [String; KNOB_COUNT];
 
+/// Each knob's field id and label in a panel ([`knob_ids`], [`knob_labels`]).
+pub type KnobNames = (
+    &'static [&'static str; KNOB_COUNT],
+    &'static [&'static str; KNOB_COUNT],
+);
+
 /// Each knob's field id in the panel whose ids start with `prefix`: `{prefix}-{key}`, the
 /// URL key's `_` written `-` (`gen-top-k`). Made once per prefix, as the fields' ids live as
 /// long as the page.
@@ -36,6 +42,13 @@ pub fn knob_keys(prefix: &'static str) -> &'static [&'static str; KNOB_COUNT] {
     made(prefix, '_')
 }
 
+/// Each knob's label in a form that names a side by `prefix` (`a: `): `a: top-p` (the
+/// label's first letter in lower case unless the word is an acronym: `a: XTC probability`),
+/// or the table's label itself for an empty prefix.
+pub fn knob_labels(prefix: &'static str) -> &'static [&'static str; KNOB_COUNT] {
+    made(prefix, ' ')
+}
+
 fn made(prefix: &'static str, join: char) -> &'static [&'static str; KNOB_COUNT] {
     type Names = &'static [&'static str; KNOB_COUNT];
     static MADE: Mutex<Vec<(&str, char, Names)>> = Mutex::new(Vec::new());
@@ -47,12 +60,25 @@ fn made(prefix: &'static str, join: char) -> &'static [&'static str; KNOB_COUNT]
         let key = KNOBS[i].key;
         match (prefix, join) {
             ("", '_') => key,
+            ("", _) => KNOBS[i].label,
+            (_, ' ') => Box::leak(format!("{prefix}{}", lowered(KNOBS[i].label)).into_boxed_str()),
             (_, '_') => Box::leak(format!("{prefix}_{key}").into_boxed_str()),
             _ => Box::leak(format!("{prefix}-{}", key.replace('_', "-")).into_boxed_str()),
         }
     })));
     made.push((prefix, join, names));
     names
+}
+
+/// `label` with its first letter in lower case, unless its first word is an acronym.
+fn lowered(label: &str) -> String {
+    let mut chars = label.chars();
+    match (chars.next(), chars.next()) {
+        (Some(first), Some(second)) if !second.is_uppercase() => {
+            first.to_lowercase().chain(label.chars().skip(1)).collect()
+        }
+        _ => label.to_string(),
+    }
 }
 
 /// The position of the knob whose flag is `flag` in [`KNOBS`].
@@ -215,7 +241,7 @@ pub fn read_knobs(
 /// line), a text field otherwise.
 fn knob_view(
     i: usize,
-    id: &'static str,
+    (id, label): (&'static str, &'static str),
     value: RwSignal<String>,
     problem: Signal<Option<String>>,
 ) -> AnyView {
@@ -228,11 +254,11 @@ fn knob_view(
                 .map(|name| (name.to_string(), name.to_string()))
                 .collect();
             let set = Callback::new(move |chosen| value.set(chosen));
-            view! { <Choice id=id problem=problem label=knob.label options=options value=value set=set/> }
+            view! { <Choice id=id problem=problem label=label options=options value=value set=set/> }
                 .into_any()
         }
         KnobKind::Texts => view! {
-            <TextArea id=id problem=problem label=knob.label hint=knob.hint value=value.into() set=value.write_only()/>
+            <TextArea id=id problem=problem label=label hint=knob.hint value=value.into() set=value.write_only()/>
         }
         .into_any(),
         kind => {
@@ -242,7 +268,7 @@ fn knob_view(
                 _ => "text",
             };
             view! {
-                <Field id=id problem=problem label=knob.label hint=knob.hint value=value.into() set=value.write_only() inputmode=inputmode/>
+                <Field id=id problem=problem label=label hint=knob.hint value=value.into() set=value.write_only() inputmode=inputmode/>
             }
             .into_any()
         }
@@ -253,14 +279,15 @@ fn knob_view(
 /// row.
 pub fn knob_fields(
     shown: &[&str],
-    ids: &'static [&'static str; KNOB_COUNT],
+    names: KnobNames,
     values: [RwSignal<String>; KNOB_COUNT],
     problem: impl Fn(&'static str) -> Signal<Option<String>>,
 ) -> impl IntoView {
+    let (ids, labels) = names;
     shown
         .iter()
         .filter_map(|flag| at(flag))
-        .map(|i| knob_view(i, ids[i], values[i], problem(ids[i])))
+        .map(|i| knob_view(i, (ids[i], labels[i]), values[i], problem(ids[i])))
         .collect_view()
 }
 
@@ -268,7 +295,7 @@ pub fn knob_fields(
 /// disclosure, open from the start when one of them is not at `defaults` (the URL set it).
 pub fn more_controls(
     shown: &[&str],
-    ids: &'static [&'static str; KNOB_COUNT],
+    (ids, labels): KnobNames,
     values: [RwSignal<String>; KNOB_COUNT],
     defaults: &KnobTexts,
     problem: impl Fn(&'static str) -> Signal<Option<String>>,
@@ -283,7 +310,7 @@ pub fn more_controls(
             let fields = (0..KNOB_COUNT)
                 .filter(more)
                 .filter(|&i| KNOBS[i].group == group)
-                .map(|i| knob_view(i, ids[i], values[i], problem(ids[i])))
+                .map(|i| knob_view(i, (ids[i], labels[i]), values[i], problem(ids[i])))
                 .collect_view();
             view! {
                 <fieldset class="knob-group">
@@ -380,5 +407,9 @@ mod tests {
             [("xtc_probability", "0.5".to_string())]
         );
         assert_eq!(knob_keys("cmp_a")[at("top-k").unwrap()], "cmp_a_top_k");
+        let labels = knob_labels("a: ");
+        assert_eq!(labels[at("top-p").unwrap()], "a: top-p");
+        assert_eq!(labels[at("xtc-probability").unwrap()], "a: XTC probability");
+        assert_eq!(knob_labels("")[at("top-p").unwrap()], "Top-p");
     }
 }

@@ -120,8 +120,8 @@ pub fn ComparePanel() -> impl IntoView {
             Side::B => b,
         };
         view! {
-            <div class="controls">{knob_fields(&SHOWN, side.ids(), knobs, problem)}</div>
-            {more_controls(&SHOWN, side.ids(), knobs, &side.defaults(), problem)}
+            <div class="controls">{knob_fields(&SHOWN, side.names(), knobs, problem)}</div>
+            {more_controls(&SHOWN, side.names(), knobs, &side.defaults(), problem)}
         }
     };
 

@@ -7,7 +7,8 @@ use policy::{RunConfig, SeedSource, StopConfig, KNOB_COUNT};
 
 use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
 use crate::widgets::knobs::{
-    knob_defaults, knob_from_url, knob_ids, knob_keys, knob_pairs, read_knobs, KnobTexts,
+    knob_defaults, knob_from_url, knob_ids, knob_keys, knob_labels, knob_pairs, read_knobs,
+    KnobNames, KnobTexts,
 };
 use crate::widgets::number::{whole, whole_in, FieldError};
 use crate::worker::protocol::CompareRequest;
@@ -81,6 +82,15 @@ impl Side {
             Side::A => "cmp-a",
             Side::B => "cmp-b",
         })
+    }
+
+    /// The side's field ids and labels (`a: top-p`).
+    pub fn names(self) -> KnobNames {
+        let labels = knob_labels(match self {
+            Side::A => "a: ",
+            Side::B => "b: ",
+        });
+        (self.ids(), labels)
     }
 
     /// The side's URL keys: `cmp_a_top_k`.

@@ -27,7 +27,7 @@ use crate::shell::web::{chosen_file_text, download};
 use crate::widgets::chart::mirror_table;
 use crate::widgets::field::{chosen, options, Choice, Field, TextArea};
 use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
-use crate::widgets::knobs::{knob_fields, more_controls};
+use crate::widgets::knobs::{knob_fields, knob_labels, more_controls};
 use crate::worker::protocol::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
 
@@ -146,14 +146,14 @@ pub fn GeneratePanel() -> impl IntoView {
             }>
                 <TextArea id="gen-prompt" problem=problem("gen-prompt") label="Prompt" hint="The text the model continues." value=prompt.into() set=set_prompt wide=true/>
                 <Field id="gen-max" problem=problem("gen-max") label="Max new tokens" hint="Stop after this many tokens (or at the end-of-text token)." value=max_tokens.into() set=set_max_tokens inputmode="numeric"/>
-                {knob_fields(&SHOWN, ids(), knobs, problem)}
+                {knob_fields(&SHOWN, (ids(), knob_labels("")), knobs, problem)}
                 <Field id="gen-seed" problem=problem("gen-seed") label="Seed" hint="The same seed gives the same tokens." value=seed.into() set=set_seed inputmode="numeric"/>
                 <TextArea id="gen-stop" problem=problem("gen-stop") label="Stop strings" hint="One per line; write \\n for a line break. The run stops when the text contains one." value=stop.into() set=set_stop/>
                 <Field id="gen-stop-tokens" problem=problem("gen-stop-tokens") label="Stop tokens" hint="Token ids that end the run, e.g. 10, 13." value=stop_tokens.into() set=set_stop_tokens inputmode="text"/>
                 <Choice id="gen-precision" problem=problem("gen-precision") label="Precision" options=precision_options() value=Signal::derive(move || precision.get().to_string()) set=chosen("gen-precision", url_problems, set_precision)/>
                 <Choice id="gen-backend" problem=problem("gen-backend") label="Backend" options=backend_options() value=Signal::derive(move || backend_choice.get().to_string()) set=chosen("gen-backend", url_problems, set_backend_choice)/>
                 <Field id="gen-fault" label="Injected faults" hint="For testing the fallback: no-webgpu, no-adapter, device-request, canary, device-lost@N." value=fault.into() set=set_fault inputmode="text"/>
-                {more_controls(&SHOWN, ids(), knobs, &knob_defaults, problem)}
+                {more_controls(&SHOWN, (ids(), knob_labels("")), knobs, &knob_defaults, problem)}
                 <div class="field buttons">
                     <button type="submit" disabled=move || phase.with(Phase::busy)>"Generate"</button>
                     <button

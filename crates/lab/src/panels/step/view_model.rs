@@ -439,6 +439,8 @@ pub fn parse_logits(text: &str) -> Result<Vec<f64>, FieldError> {
     if logits.is_empty() {
         return Err(FieldError::NoLogits);
     }
+    // A logit that is not finite cannot cross to the worker (its messages are JSON).
+    policy::check_logits(&logits).map_err(FieldError::Policy)?;
     Ok(logits)
 }
 
