@@ -8,7 +8,7 @@ use policy::{Policy, Precision, RunConfig, SeedSource, StopConfig};
 
 use crate::error::CliError;
 use crate::model_dir;
-use crate::run::WallClock;
+use crate::model_dir::WallClock;
 
 /// What `compare` was asked: the shared run settings and the two policies (each with the
 /// flags it was read from, for the report).

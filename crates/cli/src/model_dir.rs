@@ -5,15 +5,15 @@
 //! [`generate`].
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use model::{ModelConfig, Precision, Transformer};
 use policy::generate::{GenerateError, Unobserved};
-use policy::{LanguageModel, Policy, RunConfig, RunRecord, SeedSource, StopConfig};
+use policy::{Clock, LanguageModel, Policy, RunConfig, RunRecord, SeedSource, StopConfig};
 use tokenizer::Tokenizer;
 
 use crate::error::CliError;
 use crate::named::Named;
-use crate::run::WallClock;
 
 /// The model that ships with the lab.
 pub const DEFAULT_MODEL: &str = "models/decode-lab-tiny-v1";
@@ -197,4 +197,19 @@ pub fn load_draft(dir: &Path, path: &Path) -> Result<ngram::NgramModel, CliError
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// Microseconds since the run started.
+pub struct WallClock(Instant);
+
+impl WallClock {
+    pub fn new() -> WallClock {
+        WallClock(Instant::now())
+    }
+}
+
+impl Clock for WallClock {
+    fn now_us(&mut self) -> f64 {
+        self.0.elapsed().as_secs_f64() * 1e6
+    }
 }

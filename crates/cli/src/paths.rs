@@ -9,7 +9,7 @@ use policy::{Precision, RunConfig};
 
 use crate::error::CliError;
 use crate::model_dir;
-use crate::run::WallClock;
+use crate::model_dir::WallClock;
 
 /// What `paths` was asked.
 pub struct Request<'a> {

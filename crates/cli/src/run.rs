@@ -5,17 +5,16 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use std::time::Instant;
 
 use gpu::{BackendChoice, Faults, Promotion, Runtime};
 use model::Precision;
 use policy::generate::{Observer, StepRecord};
-use policy::{Backend, Clock, ReplayReport, RunConfig, RunRecord, Vocabulary};
+use policy::{Backend, ReplayReport, RunConfig, RunRecord, Vocabulary};
 use tokenizer::Tokenizer;
 
 use crate::error::CliError;
 use crate::files;
-use crate::model_dir;
+use crate::model_dir::{self, WallClock};
 use crate::output;
 
 /// The forward pass a run asks for, and the faults to inject into its GPU path.
@@ -91,21 +90,6 @@ fn segments(backend: &Backend) -> String {
         })
         .collect();
     words.join(", ")
-}
-
-/// Microseconds since the run started.
-pub struct WallClock(Instant);
-
-impl WallClock {
-    pub fn new() -> WallClock {
-        WallClock(Instant::now())
-    }
-}
-
-impl Clock for WallClock {
-    fn now_us(&mut self) -> f64 {
-        self.0.elapsed().as_secs_f64() * 1e6
-    }
 }
 
 /// Prints generated text as it arrives, holding back what a stop string could still claim
