@@ -246,6 +246,9 @@ test('the decoding step takes the model\'s logits for a prompt; greedy picks the
   assert.equal(logits.length, config.vocab_size);
   const expected = JSON.parse(execFileSync(CLI, ['generate', '--prompt', 'Once upon a time', '--max-tokens', '1', '--temperature', '0', '--json'],
     { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }));
+  // The step on the model's logits comes from the worker a moment after they arrive.
+  await page.waitForFunction((token) => document.querySelector('#chosen strong')?.dataset.token === String(token),
+    expected.steps[0].token, { timeout: 10_000 }).catch(() => {});
   assert.equal(Number(await page.locator('#chosen strong').getAttribute('data-token')), expected.steps[0].token);
   await page.waitForFunction(() => (new URLSearchParams(location.search).get('logits') ?? '').split(',').length > 100);
   assert.deepEqual(errors, []);

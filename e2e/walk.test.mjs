@@ -36,9 +36,16 @@ const finished = (id) => async (page) => {
 };
 
 // Each panel with charts, in the state that draws them all.
+/** Waits for the decoding step's answer: its stages and its conformance table drawn. */
+const stepped = async (page) => {
+  await page.locator('figure.stage').first().waitFor();
+  await page.getByTestId('engine-conformance').waitFor();
+};
+
 const SCENES = [
-  { panel: 'step', search: '?panel=step&logits=1.2,0.1,2.4,1.7,0.3,2.0&temperature=0.7&top_k=3&seed=7' },
-  { panel: 'step', search: `?panel=step&logits=${MANY}&temperature=1&top_k=25&top_p=1&seed=7` },
+  // The step's charts come from the model worker's answer.
+  { panel: 'step', search: '?panel=step&logits=1.2,0.1,2.4,1.7,0.3,2.0&temperature=0.7&top_k=3&seed=7', ready: stepped },
+  { panel: 'step', search: `?panel=step&logits=${MANY}&temperature=1&top_k=25&top_p=1&seed=7`, ready: stepped },
   { panel: 'generate', search: '?panel=generate&backend=cpu&max=6&temperature=0&run=1', ready: finished('generate') },
   {
     panel: 'your-turn', search: '?panel=your-turn&yt_prompt=Once%20upon%20a%20time&yt_n=2&yt_max=4&yt_seed=7',
