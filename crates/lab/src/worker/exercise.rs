@@ -6,8 +6,8 @@ use policy::{Clock, Policy, RunConfig, RunRecord, SeedSource, StopConfig, StopRe
 use tokenizer::Tokenizer;
 
 use crate::worker::error::WorkerError;
-use crate::worker::generation::{generate, with_eos};
-use crate::worker::protocol::{Exercise, Finished, RunProgress, Sample, TEMPERATURES, TOP_K};
+use crate::worker::generation::{generate, with_breakers, with_eos};
+use crate::worker::protocol::{Exercise, Finished, RunProgress, Sample, TEMPERATURES};
 
 /// One of the exercise's runs: which setting (an index into [`TEMPERATURES`]) and what to run.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,7 +22,8 @@ impl Exercise {
         (0..self.seeds as u64).map(|i| self.first_seed + i)
     }
 
-    /// What one setting runs with one seed: the chapter's top-k, nothing else filtered.
+    /// What one setting runs with one seed: the exercise's policy (the chapter's top-k,
+    /// nothing else filtered, unless the learner added knobs) at the setting's temperature.
     pub fn config(&self, temperature: f64, seed: u64) -> RunConfig {
         RunConfig {
             app_version: env!("CARGO_PKG_VERSION").into(),
@@ -30,8 +31,7 @@ impl Exercise {
             prompt: self.prompt.clone(),
             policy: Policy {
                 temperature,
-                top_k: TOP_K,
-                ..Policy::default()
+                ..self.policy.clone()
             },
             seed,
             seed_source: SeedSource::User,
@@ -94,7 +94,10 @@ pub async fn run_exercise(
             temperature: run.config.policy.temperature,
             seed: run.config.seed,
         });
-        let config = with_eos(run.config, tokenizer);
+        let config = with_eos(
+            with_breakers(run.config, &exercise.dry_breakers, tokenizer),
+            tokenizer,
+        );
         let record = generate(
             runtime,
             tokenizer,

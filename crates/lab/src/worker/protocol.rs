@@ -215,6 +215,11 @@ pub struct Exercise {
     pub seeds: usize,
     pub max_tokens: usize,
     pub first_seed: u64,
+    /// Every knob but the temperature, which each setting sets: the chapter's top-k by
+    /// default, and whatever else the learner adds to both settings.
+    pub policy: Policy,
+    /// DRY's breakers as typed (see [`GenerateRequest::dry_breakers`]).
+    pub dry_breakers: Vec<String>,
 }
 
 impl Exercise {

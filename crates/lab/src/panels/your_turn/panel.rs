@@ -9,12 +9,14 @@ use leptos::prelude::*;
 
 use crate::js::now_ms;
 use crate::panels::your_turn::view_model::{
-    verdict, ExerciseForm, Prediction, Results, Summary, HINT, QUESTION, REASONING,
+    knob_names, policy_defaults, verdict, ExerciseForm, Prediction, Results, Summary, HINT,
+    NOT_SHOWN, QUESTION, REASONING,
 };
 use crate::shell::url;
 use crate::widgets::chart::{mirror_table, walk_notes};
 use crate::widgets::field::{Field, TextArea};
 use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
+use crate::widgets::knobs::more_controls;
 use crate::worker::protocol::{download_words, Event, Finished, Job, PanelWorker, TOP_K};
 
 /// What the panel is doing.
@@ -61,6 +63,7 @@ pub fn YourTurnPanel() -> impl IntoView {
     let (seeds, set_seeds) = signal(initial.seeds);
     let (max_tokens, set_max_tokens) = signal(initial.max_tokens);
     let (first_seed, set_first_seed) = signal(initial.first_seed);
+    let knobs = initial.policy.map(RwSignal::new);
     let prediction = RwSignal::new(None::<Prediction>);
 
     let phase = RwSignal::new(Phase::Idle);
@@ -78,6 +81,7 @@ pub fn YourTurnPanel() -> impl IntoView {
         seeds: seeds.get(),
         max_tokens: max_tokens.get(),
         first_seed: first_seed.get(),
+        policy: knobs.map(|k| k.get()),
     });
 
     // The fields in the URL whenever they change (not on creation: opening the panel
@@ -264,7 +268,7 @@ pub fn YourTurnPanel() -> impl IntoView {
                     <legend>"2. Choose what to run"</legend>
                     <p class="yt-explain">
                         {format!(
-                            "Both settings keep the chapter's top-k of {TOP_K} and use the same consecutive seeds, so the only difference is the temperature."
+                            "Both settings keep the chapter's top-k of {TOP_K} (and any knob you add under More controls) and use the same consecutive seeds, so the only difference is the temperature."
                         )}
                     </p>
                     <div class="controls">
@@ -272,6 +276,7 @@ pub fn YourTurnPanel() -> impl IntoView {
                         <Field id="yt-n" problem=problem("yt-n") label="Seeds per temperature" hint="How many runs each setting gets (1 to 32)." value=seeds.into() set=set_seeds inputmode="numeric"/>
                         <Field id="yt-max" problem=problem("yt-max") label="Max new tokens" hint="Per run (1 to 64). Long outputs all differ, even at 0.2." value=max_tokens.into() set=set_max_tokens inputmode="numeric"/>
                         <Field id="yt-seed" problem=problem("yt-seed") label="First seed" hint="Seeds run from this one upwards, the same for both settings." value=first_seed.into() set=set_first_seed inputmode="numeric"/>
+                        {more_controls(&NOT_SHOWN, knob_names(), knobs, &policy_defaults(), problem)}
                     </div>
                 </fieldset>
                 <div class="field buttons">

@@ -13,6 +13,10 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::widgets::form::{Form, Problems};
+use crate::widgets::knobs::{
+    knob_defaults, knob_from_url, knob_ids, knob_keys, knob_labels, knob_pairs, read_knobs,
+    KnobNames, KnobTexts,
+};
 use crate::widgets::number::{whole, whole_in, FieldError};
 use crate::worker::protocol::{Exercise, Sample, TEMPERATURES};
 
@@ -74,7 +78,30 @@ pub struct ExerciseForm {
     pub seeds: String,
     pub max_tokens: String,
     pub first_seed: String,
+    /// Every knob of the policy both settings share ([`policy::KNOBS`]; the temperature is
+    /// each setting's own, so its field is not shown).
+    pub policy: KnobTexts,
 }
+
+/// The exercise's fields' ids (`yt-top-k`), URL keys (`yt_top_k`) and starting policy: the
+/// chapter's top-k.
+pub fn knob_names() -> KnobNames {
+    (knob_ids("yt"), knob_labels(""))
+}
+
+pub fn knob_url_keys() -> &'static [&'static str; policy::KNOB_COUNT] {
+    knob_keys("yt")
+}
+
+pub fn policy_defaults() -> KnobTexts {
+    knob_defaults(&[("top-k", TOP_K_TEXT)])
+}
+
+/// The knob the exercise sets itself, whose field it does not show.
+pub const NOT_SHOWN: [&str; 1] = ["temperature"];
+
+/// [`TOP_K`] as a form's text.
+const TOP_K_TEXT: &str = "3";
 
 impl Default for ExerciseForm {
     fn default() -> ExerciseForm {
@@ -86,6 +113,7 @@ impl Default for ExerciseForm {
             max_tokens: "8".into(),
             // The chapter's `choose()` uses seed 7.
             first_seed: "7".into(),
+            policy: policy_defaults(),
         }
     }
 }
@@ -106,7 +134,9 @@ impl Form for ExerciseForm {
                 "yt_n" => form.seeds = value.to_string(),
                 "yt_max" => form.max_tokens = value.to_string(),
                 "yt_seed" => form.first_seed = value.to_string(),
-                _ => {}
+                key => {
+                    knob_from_url(&mut form.policy, knob_url_keys(), key, value);
+                }
             }
         }
         (form, Problems::default())
@@ -114,12 +144,18 @@ impl Form for ExerciseForm {
 
     /// The query that reproduces this form (the inverse of [`from_pairs`](Form::from_pairs)).
     fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        vec![
+        let mut pairs = vec![
             ("yt_prompt", self.prompt.clone()),
             ("yt_n", self.seeds.trim().to_string()),
             ("yt_max", self.max_tokens.trim().to_string()),
             ("yt_seed", self.first_seed.trim().to_string()),
-        ]
+        ];
+        pairs.extend(knob_pairs(
+            &self.policy,
+            &policy_defaults(),
+            knob_url_keys(),
+        ));
+        pairs
     }
 
     /// Reads every field, so that a form with three bad values names all three, each
@@ -152,12 +188,16 @@ impl Form for ExerciseForm {
                     .ok_or(FieldError::NoRoomForSeeds { first, seeds: n })
             }),
         );
+        let read = read_knobs(&self.policy, knob_names().0, &mut problems, &|e| e);
         problems.or(|| {
+            let (policy, dry_breakers) = read?;
             Some(Exercise {
                 prompt: self.prompt.clone(),
                 seeds: seeds? as usize,
                 max_tokens: max_tokens? as usize,
                 first_seed: first_seed?,
+                policy,
+                dry_breakers,
             })
         })
     }
@@ -334,7 +374,13 @@ mod tests {
                 prompt: "The model".into(),
                 seeds: 8,
                 max_tokens: 8,
-                first_seed: 7
+                first_seed: 7,
+                policy: policy::Policy {
+                    temperature: policy::LAB_TEMPERATURE,
+                    top_k: crate::worker::protocol::TOP_K,
+                    ..policy::Policy::default()
+                },
+                dry_breakers: Vec::new(),
             }
         );
         let problem = |f: fn(&mut ExerciseForm), field| the_only_problem(f, field);
@@ -377,11 +423,12 @@ mod tests {
         };
         assert_eq!(one.check().unwrap().first_seed, u64::MAX);
 
-        let form = ExerciseForm {
+        let mut form = ExerciseForm {
             prompt: "Once upon".into(),
             seeds: "3".into(),
             max_tokens: "5".into(),
             first_seed: "40".into(),
+            ..ExerciseForm::default()
         };
         let pairs = form.to_pairs();
         let keys: Vec<&str> = pairs.iter().map(|(k, _)| *k).collect();
@@ -390,6 +437,21 @@ mod tests {
             ExerciseForm::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
         assert_eq!(back, form);
         assert!(problems.is_empty());
+        // A knob the learner adds goes to both settings, from the URL and back.
+        form.policy[crate::widgets::knobs::at("min-p").unwrap()] = "0.1".into();
+        let pairs = form.to_pairs();
+        assert!(pairs.contains(&("yt_min_p", "0.1".to_string())));
+        let (back, _) = ExerciseForm::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
+        assert_eq!(back, form);
+        let exercise = back.check().unwrap();
+        assert_eq!((exercise.policy.min_p, exercise.policy.top_k), (0.1, 3));
+        let plan = exercise.plan();
+        assert!(plan.iter().all(|run| run.config.policy.min_p == 0.1));
+        let bad = |f: fn(&mut ExerciseForm)| the_only_problem(f, "yt-min-p");
+        assert!(
+            bad(|f| f.policy[crate::widgets::knobs::at("min-p").unwrap()] = "2".into())
+                .starts_with("Min-p 2 is invalid")
+        );
         let (other, problems) = ExerciseForm::from_pairs([("panel", "your-turn")]);
         assert_eq!(other, ExerciseForm::default());
         assert!(problems.is_empty());
