@@ -431,7 +431,7 @@ test('every plan knob the CLI takes is a Capacity field: the further ones open f
   await context.close();
 });
 
-test('every policy knob is a Generate and a Compare field: the further ones open from the URL, a bad one is named at its field, and the run records them', async () => {
+test('every policy knob is a Generate, a Compare and a Step field: the further ones open from the URL, a bad one is named at its field, and the run records them', async () => {
   const { context, page, errors } = await open('?panel=generate&backend=cpu&max=6&engine=llama.cpp&typical=0.9&forbidden=4,,8&dry_multiplier=0.8');
   await page.locator('#gen-forbidden-problem').waitFor();
   assert.ok(await page.locator('#generate details.more-controls').evaluate((d) => d.open), 'a URL that sets one opens them');
@@ -458,6 +458,18 @@ test('every policy knob is a Generate and a Compare field: the further ones open
   assert.match(await page.locator('#cmp-a-typical-problem').textContent(), /^Policy a: /);
   assert.equal(await page.locator('#cmp-b-xtc-probability').inputValue(), '0.5');
   assert.ok(await page.locator('#compare details.more-controls').nth(1).evaluate((d) => d.open));
+  // The decoding step: every knob but DRY's breakers (text that needs a vocabulary), and the
+  // tokens before the step, which the penalties read.
+  await page.goto(`${url}?panel=step&logits=1,2,3,4&prompt_ids=3&repetition_penalty=2&temperature=1&top_k=0&mirostat_tau=abc`);
+  await page.locator('#mirostat-tau-problem').waitFor();
+  assert.ok(await page.locator('#step-title').locator('xpath=..').locator('details.more-controls').evaluate((d) => d.open));
+  assert.equal(await page.locator('#dry-breakers').count(), 0);
+  await assertAccessible(page, 'step with its further controls open');
+  await page.locator('#mirostat-tau').fill('5');
+  // Token 3 is in the prompt: the repetition penalty halves its logit 4 (HF's rule).
+  const constraints = page.locator('figure.stage[data-stage="constraints"] table.mirror tbody tr');
+  await constraints.nth(3).locator('td').first().filter({ hasText: '2.0000' }).waitFor();
+  assert.equal(await page.locator('#prompt-ids').inputValue(), '3');
   assert.deepEqual(errors, []);
   await context.close();
 });

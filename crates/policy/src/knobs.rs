@@ -229,6 +229,31 @@ pub const KNOBS: [Knob; KNOB_COUNT] = [
         "The end-of-sequence ids are masked until this many tokens are generated.")),
 ];
 
+/// The position in [`KNOBS`] of the knob whose flag is `flag`, for a constant: evaluated
+/// at compile time, a flag the table lacks stops the build.
+///
+/// ```
+/// const TOP_K: usize = policy::knob_index("top-k");
+/// assert_eq!(policy::KNOBS[TOP_K].key, "top_k");
+/// ```
+pub const fn knob_index(flag: &str) -> usize {
+    let mut i = 0;
+    while i < KNOB_COUNT {
+        let (a, b) = (KNOBS[i].flag.as_bytes(), flag.as_bytes());
+        if a.len() == b.len() {
+            let mut j = 0;
+            while j < a.len() && a[j] == b[j] {
+                j += 1;
+            }
+            if j == a.len() {
+                return i;
+            }
+        }
+        i += 1;
+    }
+    panic!("no knob of the policy has this flag")
+}
+
 /// Why a knob's text was refused.
 #[derive(Clone, Debug, PartialEq)]
 pub enum KnobProblem {
@@ -246,6 +271,9 @@ pub enum KnobProblem {
     Policy(PolicyError),
     /// DRY's sequence breakers without its multiplier, which leaves DRY off.
     BreakersWithoutDry,
+    /// A knob the reader has no policy field for: a flag in [`KNOBS`] spelled otherwise
+    /// than in [`Knob::apply`].
+    NoField,
 }
 
 /// A knob's text that cannot be read, or that the policy refuses.
@@ -284,6 +312,11 @@ impl fmt::Display for KnobError {
             KnobProblem::BreakersWithoutDry => write!(
                 f,
                 "{label} need a DRY multiplier: without it DRY is off, but it is 0."
+            ),
+            KnobProblem::NoField => write!(
+                f,
+                "{label} (--{}) has no field in this version's policy, so \"{text}\" is not read.",
+                self.knob.flag
             ),
         }
     }
@@ -399,7 +432,9 @@ impl Knob {
             }
             "min-new-tokens" => p.min_new_tokens = whole(t)?,
             // Breakers are text until a vocabulary finds them.
-            _ => {}
+            "dry-sequence-breaker" => {}
+            // A flag of the table this reader has no field for (the table test reads each).
+            _ => return Err(KnobProblem::NoField),
         }
         Ok(())
     }
@@ -497,6 +532,17 @@ mod tests {
                 .all(|k| k.flag != knob.flag && k.key != knob.key));
             assert_eq!(Knob::named(knob.flag).map(|k| k.key), Some(knob.key));
             assert_eq!(Knob::at_url(knob.key).map(|k| k.flag), Some(knob.flag));
+        }
+        // Each knob's reader knows its flag: a flag spelled otherwise than the reader's
+        // would be refused here, not dropped.
+        for knob in &KNOBS {
+            let mut policy = Policy::default();
+            assert_eq!(
+                knob.apply(knob.default, &mut policy),
+                Ok(()),
+                "{}",
+                knob.flag
+            );
         }
         // Breakers given at all need DRY on; their default is none given.
         let given = KNOBS.iter().filter(|k| k.kind != KnobKind::Texts);

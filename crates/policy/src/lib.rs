@@ -65,7 +65,7 @@ pub use generate::{
     generate, Clock, Generation, LanguageModel, ModelCall, Observer, StopReason, Vocabulary,
 };
 pub use knobs::{
-    Knob, KnobError, KnobGroup, KnobKind, KnobProblem, PolicyRequest, KNOBS, KNOB_COUNT,
+    knob_index, Knob, KnobError, KnobGroup, KnobKind, KnobProblem, PolicyRequest, KNOBS, KNOB_COUNT,
 };
 pub use logit_bias::parse_logit_bias;
 pub use model_view::{model_view, ModelView, MODEL_TOP};

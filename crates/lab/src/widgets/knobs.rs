@@ -29,45 +29,56 @@ pub type KnobNames = (
     &'static [&'static str; KNOB_COUNT],
 );
 
+/// Names made once per prefix and leaked, as the fields' ids, keys and labels live as long
+/// as the page: one list of them per kind of name.
+type Names = &'static [&'static str; KNOB_COUNT];
+type Made = Mutex<Vec<(&'static str, Names)>>;
+
+/// The names `name` gives each knob for `prefix`, made at the first ask.
+fn made(cache: &Made, prefix: &'static str, name: impl Fn(&Knob) -> String) -> Names {
+    let mut made = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, names)) = made.iter().find(|(p, _)| *p == prefix) {
+        return names;
+    }
+    let names: Names = Box::leak(Box::new(std::array::from_fn(|i| {
+        &*Box::leak(name(&KNOBS[i]).into_boxed_str())
+    })));
+    made.push((prefix, names));
+    names
+}
+
 /// Each knob's field id in the panel whose ids start with `prefix`: `{prefix}-{key}`, the
-/// URL key's `_` written `-` (`gen-top-k`). Made once per prefix, as the fields' ids live as
-/// long as the page.
-pub fn knob_ids(prefix: &'static str) -> &'static [&'static str; KNOB_COUNT] {
-    made(prefix, '-')
+/// URL key's `_` written `-` (`gen-top-k`), or that alone for an empty prefix (`top-k`).
+pub fn knob_ids(prefix: &'static str) -> Names {
+    static IDS: Made = Mutex::new(Vec::new());
+    made(&IDS, prefix, |knob| {
+        let id = knob.key.replace('_', "-");
+        match prefix {
+            "" => id,
+            _ => format!("{prefix}-{id}"),
+        }
+    })
 }
 
 /// Each knob's URL key in a panel whose keys start with `prefix`: `{prefix}_{key}`
 /// (`cmp_a_top_k`), or the table's key itself for an empty prefix.
-pub fn knob_keys(prefix: &'static str) -> &'static [&'static str; KNOB_COUNT] {
-    made(prefix, '_')
+pub fn knob_keys(prefix: &'static str) -> Names {
+    static KEYS: Made = Mutex::new(Vec::new());
+    made(&KEYS, prefix, |knob| match prefix {
+        "" => knob.key.to_string(),
+        _ => format!("{prefix}_{}", knob.key),
+    })
 }
 
 /// Each knob's label in a form that names a side by `prefix` (`a: `): `a: top-p` (the
 /// label's first letter in lower case unless the word is an acronym: `a: XTC probability`),
 /// or the table's label itself for an empty prefix.
-pub fn knob_labels(prefix: &'static str) -> &'static [&'static str; KNOB_COUNT] {
-    made(prefix, ' ')
-}
-
-fn made(prefix: &'static str, join: char) -> &'static [&'static str; KNOB_COUNT] {
-    type Names = &'static [&'static str; KNOB_COUNT];
-    static MADE: Mutex<Vec<(&str, char, Names)>> = Mutex::new(Vec::new());
-    let mut made = MADE.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((.., names)) = made.iter().find(|(p, j, _)| *p == prefix && *j == join) {
-        return names;
-    }
-    let names: Names = Box::leak(Box::new(std::array::from_fn(|i| {
-        let key = KNOBS[i].key;
-        match (prefix, join) {
-            ("", '_') => key,
-            ("", _) => KNOBS[i].label,
-            (_, ' ') => Box::leak(format!("{prefix}{}", lowered(KNOBS[i].label)).into_boxed_str()),
-            (_, '_') => Box::leak(format!("{prefix}_{key}").into_boxed_str()),
-            _ => Box::leak(format!("{prefix}-{}", key.replace('_', "-")).into_boxed_str()),
-        }
-    })));
-    made.push((prefix, join, names));
-    names
+pub fn knob_labels(prefix: &'static str) -> Names {
+    static LABELS: Made = Mutex::new(Vec::new());
+    made(&LABELS, prefix, |knob| match prefix {
+        "" => knob.label.to_string(),
+        _ => format!("{prefix}{}", lowered(knob.label)),
+    })
 }
 
 /// `label` with its first letter in lower case, unless its first word is an acronym.
@@ -328,6 +339,53 @@ pub fn more_controls(
     }
 }
 
+/// A knob's flag, a text for it, and the (flag, text) pairs it needs beside it.
+#[cfg(test)]
+pub type KnobSample = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+);
+
+/// A value each knob takes that is not its default, with the knobs it needs beside it, in
+/// [`KNOBS`]' order: what the panels' tests send from the URL to a job.
+#[cfg(test)]
+pub const SAMPLES: [KnobSample; KNOB_COUNT] = [
+    ("engine", "hf", &[]),
+    ("order", "temperature-last", &[]),
+    ("samplers", "top_k;temperature", &[]),
+    ("temperature", "0.5", &[]),
+    ("top-k", "7", &[]),
+    ("top-p", "0.9", &[]),
+    ("min-p", "0.05", &[]),
+    ("min-keep", "2", &[]),
+    ("typical", "0.9", &[]),
+    ("epsilon-cutoff", "0.001", &[]),
+    ("eta-cutoff", "0.001", &[]),
+    ("top-n-sigma", "1.5", &[]),
+    ("xtc-probability", "0.5", &[]),
+    ("xtc-threshold", "0.2", &[]),
+    ("repetition-penalty", "1.2", &[]),
+    ("frequency-penalty", "0.5", &[]),
+    ("presence-penalty", "0.5", &[]),
+    ("penalty-last-n", "32", &[("engine", "llama.cpp")]),
+    ("no-repeat-ngram", "3", &[]),
+    ("dry-multiplier", "0.8", &[]),
+    ("dry-base", "2", &[]),
+    ("dry-allowed-length", "3", &[]),
+    ("dry-penalty-last-n", "64", &[]),
+    ("dry-sequence-breaker", "\\n", &[("dry-multiplier", "0.8")]),
+    ("mirostat", "2", &[("top-k", "0")]),
+    ("mirostat-tau", "4", &[]),
+    ("mirostat-eta", "0.2", &[]),
+    ("forbid", "4,9", &[]),
+    ("bias", "4:1.5", &[]),
+    ("bad-words", "1,2;5", &[]),
+    ("sequence-bias", "1,2:-3.5", &[]),
+    ("eos", "3,5", &[]),
+    ("min-new-tokens", "2", &[]),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,6 +397,10 @@ mod tests {
         assert_eq!(ids[at("forbid").unwrap()], "gen-forbidden");
         assert!(std::ptr::eq(ids, knob_ids("gen")));
         assert_eq!(knob_ids("yt")[at("top-k").unwrap()], "yt-top-k");
+        assert_eq!(
+            knob_ids("")[at("xtc-probability").unwrap()],
+            "xtc-probability"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::error::Error;
 use std::fmt;
 use std::ops::{Bound, RangeBounds};
 
-use policy::{KnobError, Policy, PolicyError};
+use policy::{KnobError, PolicyError};
 use report::sentence;
 
 /// What is wrong with a field's text: the field's label, what it must be, and what it holds.
@@ -195,28 +195,6 @@ pub fn whole_in(text: &str, label: &str, min: u64, max: u64) -> Result<u64, Fiel
             max,
         }),
     }
-}
-
-/// `text` as a decoding-policy parameter under an engine's ranges ([`policy::Engine`]): a
-/// number that the policy core's own rule for it accepts (`Policy::validate` on a default
-/// policy of `engine` with only that parameter `set`), so no panel states a range of its
-/// own. llama.cpp takes a top-p of 0, vLLM no typical sampling at all.
-pub fn engine_number(
-    text: &str,
-    label: &str,
-    engine: policy::Engine,
-    set: fn(&mut Policy, f64),
-) -> Result<f64, FieldError> {
-    let value = number(text, label)?;
-    let mut policy = Policy {
-        engine,
-        ..Policy::default()
-    };
-    set(&mut policy, value);
-    policy
-        .validate(usize::MAX)
-        .map(|()| value)
-        .map_err(FieldError::Policy)
 }
 
 #[cfg(test)]

@@ -263,11 +263,14 @@ pub enum Finished {
 
 // The decoding-step panel (`panels/step`): what the page asks, and what comes back.
 
-/// A checked decoding-step form: the logits, the policy and the seed.
+/// A checked decoding-step form: the logits, the policy, the tokens before the step (the
+/// prompt's, then those generated) and the seed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepInput {
     pub logits: Vec<f64>,
     pub policy: Policy,
+    pub prompt: Vec<u32>,
+    pub output: Vec<u32>,
     pub seed: u64,
 }
 

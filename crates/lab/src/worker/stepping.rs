@@ -8,7 +8,7 @@
 //! [`Job::Step`]: crate::worker::protocol::Job::Step
 
 use policy::chapter::{self, Argpartition};
-use policy::{NumpyRng, PolicyError, Snapshots, StepContext};
+use policy::{NumpyRng, Policy, PolicyError, Snapshots, StepContext};
 use report::sentence;
 
 use crate::worker::protocol::{
@@ -22,21 +22,21 @@ pub fn step(input: &StepInput) -> Result<Stepped, StepRefused> {
     let StepInput {
         logits,
         policy,
+        prompt,
+        output,
         seed,
     } = input;
     let (logits, policy, seed) = (logits.as_slice(), policy, *seed);
+    let tokens = [prompt.as_slice(), output].concat();
+    let context = StepContext::new(&tokens, prompt.len());
     let mut rng = NumpyRng::new(seed);
-    let outcome = policy::step(
-        policy,
-        logits,
-        StepContext::default(),
-        &mut rng,
-        Snapshots::Record,
-    )
-    .map_err(|e| StepRefused {
-        field: field_of(&e).to_string(),
-        message: sentence(e.to_string()),
-    })?;
+    let outcome =
+        policy::step(policy, logits, context, &mut rng, Snapshots::Record).map_err(|e| {
+            StepRefused {
+                field: field_of(&e).to_string(),
+                message: sentence(e.to_string()),
+            }
+        })?;
     let stages = outcome.stages.unwrap_or_default();
     let strip = stages
         .last()
@@ -96,25 +96,26 @@ pub fn step(input: &StepInput) -> Result<Stepped, StepRefused> {
         before = Some(stage);
     }
     let stages = views;
-    let chapter_line = (policy.top_p == 1.0
-        && policy.min_p == 0.0
-        && policy.engine.is_lab()
-        && policy.samplers.is_none()
-        && !policy.has_modern_sampler()
-        && policy.top_k > 0
-        && policy.forbidden.is_empty()
-        && policy.logit_bias.is_empty())
-    .then(|| {
-        chapter::choose(
-            logits,
-            policy.temperature,
-            policy.top_k,
-            seed,
-            Argpartition::default(),
-        )
-    })
-    .and_then(Result::ok)
-    .map(|choice| choice.to_string());
+    // `decode.py` knows temperature and top-k alone (either order gives its draw: top-k
+    // keeps the same tokens before or after scaling).
+    let chapter = Policy {
+        temperature: policy.temperature,
+        top_k: policy.top_k,
+        order: policy.order,
+        ..Policy::default()
+    };
+    let chapter_line = (*policy == chapter && policy.top_k > 0)
+        .then(|| {
+            chapter::choose(
+                logits,
+                policy.temperature,
+                policy.top_k,
+                seed,
+                Argpartition::default(),
+            )
+        })
+        .and_then(Result::ok)
+        .map(|choice| choice.to_string());
     let view = StepView {
         stages,
         token: outcome.token,
@@ -125,7 +126,7 @@ pub fn step(input: &StepInput) -> Result<Stepped, StepRefused> {
         seed,
         chapter_line,
     };
-    let conformance = policy::conformance(policy, logits, StepContext::default(), seed);
+    let conformance = policy::conformance(policy, logits, context, seed);
     Ok(Stepped {
         view,
         engines: conformance
@@ -160,7 +161,8 @@ fn strip(tokens: &[policy::TokenProb]) -> Vec<Segment> {
         .collect()
 }
 
-/// The field whose value caused a policy error found while the step ran.
+/// The knob (by its flag) whose field a refusal belongs to; the logits' for the rest. The
+/// page has checked each knob under its engine, so what is left is found only by running.
 fn field_of(error: &PolicyError) -> &'static str {
     match error {
         PolicyError::TemperatureOverflow { .. } | PolicyError::InvalidTemperature(_) => {
@@ -168,27 +170,7 @@ fn field_of(error: &PolicyError) -> &'static str {
         }
         PolicyError::ConstraintOverflow { .. } => "bias",
         PolicyError::OrderAndEngine | PolicyError::OrderAndSamplers => "order",
-        PolicyError::EngineRefuses { knob, .. } => engine_field(knob),
+        PolicyError::EngineRefuses { .. } => "engine",
         _ => "logits",
     }
-}
-
-/// The field an engine's refusal names, from the knob's words (`top-p 0`, `typical-p 0.9`).
-fn engine_field(knob: &str) -> &'static str {
-    const FIELDS: [(&str, &str); 10] = [
-        ("temperature", "temperature"),
-        ("top-p", "top-p"),
-        ("min-p", "min-p"),
-        ("top-n-sigma", "top-n-sigma"),
-        ("typical-p", "typical"),
-        ("epsilon", "epsilon"),
-        ("eta", "eta"),
-        ("xtc-threshold", "xtc-threshold"),
-        ("xtc", "xtc-probability"),
-        ("top-k", "top-k"),
-    ];
-    FIELDS
-        .iter()
-        .find(|(words, _)| knob.starts_with(words))
-        .map_or("engine", |&(_, field)| field)
 }

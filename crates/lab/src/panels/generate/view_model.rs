@@ -388,48 +388,9 @@ mod tests {
 
     #[test]
     fn every_knob_goes_from_the_url_to_the_form_the_job_and_the_record() {
-        // A value each knob takes that is not its default, with what it needs beside it.
-        type Sample = (
-            &'static str,
-            &'static str,
-            &'static [(&'static str, &'static str)],
-        );
-        let samples: [Sample; policy::KNOB_COUNT] = [
-            ("engine", "hf", &[]),
-            ("order", "temperature-last", &[]),
-            ("samplers", "top_k;temperature", &[]),
-            ("temperature", "0.5", &[]),
-            ("top-k", "7", &[]),
-            ("top-p", "0.9", &[]),
-            ("min-p", "0.05", &[]),
-            ("min-keep", "2", &[]),
-            ("typical", "0.9", &[]),
-            ("epsilon-cutoff", "0.001", &[]),
-            ("eta-cutoff", "0.001", &[]),
-            ("top-n-sigma", "1.5", &[]),
-            ("xtc-probability", "0.5", &[]),
-            ("xtc-threshold", "0.2", &[]),
-            ("repetition-penalty", "1.2", &[]),
-            ("frequency-penalty", "0.5", &[]),
-            ("presence-penalty", "0.5", &[]),
-            ("penalty-last-n", "32", &[("engine", "llama.cpp")]),
-            ("no-repeat-ngram", "3", &[]),
-            ("dry-multiplier", "0.8", &[]),
-            ("dry-base", "2", &[]),
-            ("dry-allowed-length", "3", &[]),
-            ("dry-penalty-last-n", "64", &[]),
-            ("dry-sequence-breaker", "\\n", &[("dry-multiplier", "0.8")]),
-            ("mirostat", "2", &[("top-k", "0")]),
-            ("mirostat-tau", "4", &[]),
-            ("mirostat-eta", "0.2", &[]),
-            ("forbid", "4,9", &[]),
-            ("bias", "4:1.5", &[]),
-            ("bad-words", "1,2;5", &[]),
-            ("sequence-bias", "1,2:-3.5", &[]),
-            ("eos", "3,5", &[]),
-            ("min-new-tokens", "2", &[]),
-        ];
-        for (knob, (flag, text, beside)) in policy::KNOBS.iter().zip(samples) {
+        for (knob, &(flag, text, beside)) in
+            policy::KNOBS.iter().zip(&crate::widgets::knobs::SAMPLES)
+        {
             assert_eq!(knob.flag, flag, "the samples follow the table");
             let key = |flag| policy::Knob::named(flag).unwrap().key;
             let mut url = vec![(knob.key, text)];

@@ -1,72 +1,55 @@
-//! The decoding-step panel: logits and policy controls in, every stage's distribution
-//! and the chosen token out (announced in a polite live region). The sampler chain can be
-//! reordered with the keyboard, and the same settings run through every engine preset
-//! beside it (the conformance view). The logits can also be the tiny model's for a
+//! The decoding-step panel: logits, the tokens before the step and every policy knob of the
+//! table ([`policy::KNOBS`], drawn by [`crate::widgets::knobs`]) in, every stage's
+//! distribution and the chosen token out (announced in a polite live region). The sampler
+//! chain can be reordered with the keyboard, and the same settings run through every
+//! engine preset beside it (the conformance view). The logits can also be the tiny model's for a
 //! prompt: a [`Job::PromptLogits`] to the model worker, one prefill on the CPU reference.
 //! The form is [`crate::panels::step::view_model`]; the step itself is a [`Job::Step`] to
 //! the same worker, answered at once ([`crate::worker::stepping`]), so the page links no
 //! policy step.
 
 use leptos::prelude::*;
-use policy::{Engine, StageOrder};
 
 use crate::panels::step::distribution_chart::Distribution;
 use crate::panels::step::draw_strip::DrawStrip;
-use crate::panels::step::view_model::{fresh_seed, logits_text, step_field, StepForm};
+use crate::panels::step::view_model::{
+    defaults, fresh_seed, ids, logits_text, step_field, StepForm, OWN, SHOWN,
+};
 use crate::shell::url;
 use crate::widgets::chart::mirror_table;
 use crate::widgets::controls::hidden;
-use crate::widgets::field::{chosen, options, Choice, Field};
+use crate::widgets::field::Field;
 use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary, Problems};
+use crate::widgets::knobs::{knob_fields, knob_labels, more_controls};
 use crate::worker::protocol::PanelWorker;
 use crate::worker::protocol::{download_words, EngineColumn, Event, Job, Stepped};
+
+const ORDER: usize = policy::knob_index("order");
+const SAMPLERS: usize = policy::knob_index("samplers");
 
 #[component]
 pub fn StepPanel() -> impl IntoView {
     let pairs = url::pairs();
-    let (defaults, url_problems) =
+    let (initial, url_problems) =
         StepForm::from_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     // The URL's problems with the order stay until the learner picks an order.
     let url_problems = RwSignal::new(url_problems);
-    let (logits, set_logits) = signal(defaults.logits);
-    let (temperature, set_temperature) = signal(defaults.temperature);
-    let (top_k, set_top_k) = signal(defaults.top_k);
-    let (top_p, set_top_p) = signal(defaults.top_p);
-    let (min_p, set_min_p) = signal(defaults.min_p);
-    let (seed, set_seed) = signal(defaults.seed);
-    let (order, set_order) = signal(defaults.order);
-    let (forbidden, set_forbidden) = signal(defaults.forbidden);
-    let (bias, set_bias) = signal(defaults.bias);
-    let (engine, set_engine) = signal(defaults.engine);
-    let (samplers, set_samplers) = signal(defaults.samplers);
-    let (typical, set_typical) = signal(defaults.typical);
-    let (epsilon, set_epsilon) = signal(defaults.epsilon);
-    let (eta, set_eta) = signal(defaults.eta);
-    let (top_n_sigma, set_top_n_sigma) = signal(defaults.top_n_sigma);
-    let (xtc_probability, set_xtc_probability) = signal(defaults.xtc_probability);
-    let (xtc_threshold, set_xtc_threshold) = signal(defaults.xtc_threshold);
+    let (logits, set_logits) = signal(initial.logits);
+    let (seed, set_seed) = signal(initial.seed);
+    let (prompt_ids, set_prompt_ids) = signal(initial.prompt);
+    let (output_ids, set_output_ids) = signal(initial.output);
+    let knobs = initial.policy.map(RwSignal::new);
+    let (order, samplers) = (knobs[ORDER], knobs[SAMPLERS]);
     let (seed_error, set_seed_error) = signal(None::<String>);
     let (model_prompt, set_model_prompt) = signal("The model".to_string());
     let model_status = RwSignal::new(None::<(bool, String)>);
 
     let form = Memo::new(move |_| StepForm {
         logits: logits.get(),
-        temperature: temperature.get(),
-        top_k: top_k.get(),
-        top_p: top_p.get(),
-        min_p: min_p.get(),
         seed: seed.get(),
-        order: order.get(),
-        forbidden: forbidden.get(),
-        bias: bias.get(),
-        engine: engine.get(),
-        samplers: samplers.get(),
-        typical: typical.get(),
-        epsilon: epsilon.get(),
-        eta: eta.get(),
-        top_n_sigma: top_n_sigma.get(),
-        xtc_probability: xtc_probability.get(),
-        xtc_threshold: xtc_threshold.get(),
+        prompt: prompt_ids.get(),
+        output: output_ids.get(),
+        policy: knobs.map(|k| k.get()),
     });
     Effect::new(move |_| url::write(&form.get().to_pairs()));
     let checked = Memo::new(move |_| form.get().check());
@@ -90,8 +73,8 @@ pub fn StepPanel() -> impl IntoView {
         let (Some(sampler), Some(moved)) = (now.chain().get(at).copied(), now.moved(at, up)) else {
             return;
         };
-        set_order.set(moved.order);
-        set_samplers.set(moved.samplers);
+        order.set(moved.knob("order").to_string());
+        samplers.set(moved.knob("samplers").to_string());
         let name = sampler.name();
         let (same, other) = if up {
             ("earlier", "later")
@@ -231,7 +214,7 @@ pub fn StepPanel() -> impl IntoView {
         <section class="panel" aria-labelledby="step-title">
             <h2 id="step-title">"Decoding step"</h2>
             <p>
-                "Start from the logits at the newest position, shape the distribution with temperature, top-k, top-p and min-p, then sample with a seeded generator. Each stage below is drawn as bars and listed as a table."
+                "Start from the logits at the newest position (and, for the penalties, the tokens before it), shape the distribution with temperature, top-k, top-p, min-p and every other stage under More controls, then sample with a seeded generator. Each stage below is drawn as bars and listed as a table."
             </p>
             <ProblemSummary problems=problems/>
             <form class="controls" on:submit=|ev| ev.prevent_default()>
@@ -254,21 +237,7 @@ pub fn StepPanel() -> impl IntoView {
                         {move || model_status.get().map(|(_, words)| words)}
                     </p>
                 </div>
-                <Field id="temperature" problem=problem("temperature") label="Temperature" hint="0 is greedy; higher flattens." value=temperature.into() set=set_temperature/>
-                <Field id="top-k" problem=problem("top-k") label="Top-k" hint="Keep the k highest; 0 is off." value=top_k.into() set=set_top_k inputmode="numeric"/>
-                <Field id="top-p" problem=problem("top-p") label="Top-p" hint="Keep the smallest set with this much probability; 1 is off." value=top_p.into() set=set_top_p/>
-                <Field id="min-p" problem=problem("min-p") label="Min-p" hint="Keep tokens at least this fraction of the top probability; 0 is off." value=min_p.into() set=set_min_p/>
-                <Field id="seed" problem=problem("seed") label="Seed" hint="The same seed gives the same draw." value=seed.into() set=set_seed inputmode="numeric"/>
-                <Field id="forbidden" problem=problem("forbidden") label="Forbidden tokens" hint="Ids that can never be chosen, e.g. 2, 3." value=forbidden.into() set=set_forbidden inputmode="text"/>
-                <Field id="bias" problem=problem("bias") label="Logit bias" hint="id:value pairs added to the logits first, e.g. 1:+2, 3:-1." value=bias.into() set=set_bias inputmode="text"/>
-                <Field id="typical" problem=problem("typical") label="Typical" hint="Locally typical sampling's mass; 1 is off." value=typical.into() set=set_typical/>
-                <Field id="epsilon" problem=problem("epsilon") label="ε-cutoff" hint="Remove tokens below this probability; 0 is off." value=epsilon.into() set=set_epsilon/>
-                <Field id="eta" problem=problem("eta") label="η-cutoff" hint="ε for min(ε, √ε·e^−H); 0 is off." value=eta.into() set=set_eta/>
-                <Field id="top-n-sigma" problem=problem("top-n-sigma") label="Top-nσ" hint="Keep logits within n standard deviations of the largest; empty is off." value=top_n_sigma.into() set=set_top_n_sigma/>
-                <Field id="xtc-probability" problem=problem("xtc-probability") label="XTC probability" hint="The chance a step excludes its top choices; 0 is off." value=xtc_probability.into() set=set_xtc_probability/>
-                <Field id="xtc-threshold" problem=problem("xtc-threshold") label="XTC threshold" hint="The probability that makes a token a top choice." value=xtc_threshold.into() set=set_xtc_threshold/>
-                <Choice id="engine" problem=problem("engine") label="Engine" options=engine_options() value=Signal::derive(move || engine.get().to_string()) set=chosen("engine", url_problems, set_engine)/>
-                <Choice id="order" problem=problem("order") label="Order" options=order_options() value=Signal::derive(move || order.get().to_string()) set=chosen("order", url_problems, set_order)/>
+                {knob_fields(&SHOWN, (ids(), knob_labels("")), knobs, problem)}
                 <div class="field" hidden=hidden("samplers", "Sampler chain", None, None)>
                     <span id="chain-label">"Sampler chain"</span>
                     <ol class="chain" aria-labelledby="chain-label" data-testid="sampler-chain">
@@ -291,39 +260,22 @@ pub fn StepPanel() -> impl IntoView {
                                 .collect_view()
                         }}
                     </ol>
-                    <small>{move || if samplers.get().is_some() { "Your order. " } else { "The engine's order. " }}"Each stage runs on what the one above it left."</small>
-                    <button type="button" on:click=move |_| set_samplers.set(None) disabled=move || samplers.get().is_none()>"Use the engine's order"</button>
+                    <small>{move || if !samplers.with(|s| s.trim().is_empty()) { "Your order. " } else { "The engine's order. " }}"Each stage runs on what the one above it left."</small>
+                    <button type="button" on:click=move |_| samplers.set(String::new()) disabled=move || samplers.with(|s| s.trim().is_empty())>"Use the engine's order"</button>
                 </div>
+                <Field id="seed" problem=problem("seed") label="Seed" hint="The same seed gives the same draw." value=seed.into() set=set_seed inputmode="numeric"/>
                 <div class="field" hidden=hidden("seed", "New seed", None, None)>
                     <button type="button" on:click=new_seed>"New seed"</button>
                     {move || seed_error.get().map(|e| view! { <p class="error" role="alert">{e}</p> })}
                 </div>
+                <Field id="prompt-ids" problem=problem("prompt-ids") label="Prompt tokens" hint="The prompt's token ids before this step, e.g. 1, 3; the penalties, DRY, bad words and sequence bias read them." value=prompt_ids.into() set=set_prompt_ids inputmode="text"/>
+                <Field id="output-ids" problem=problem("output-ids") label="Generated tokens" hint="The ids generated before this step, e.g. 2, 2; the output penalties and the minimum of new tokens count them." value=output_ids.into() set=set_output_ids inputmode="text"/>
+                {more_controls(&[&SHOWN[..], &OWN[..]].concat(), (ids(), knob_labels("")), knobs, &defaults(), problem)}
             </form>
             <p class="chosen" id="chosen" aria-live="polite">{chosen_line}</p>
             <div class="result">{outcome}</div>
         </section>
     }
-}
-
-/// The engine drop-down's options.
-pub(crate) fn engine_options() -> Vec<(String, String)> {
-    options(&[
-        (Engine::Lab, "The lab's own rules (ties kept at every cut)"),
-        (Engine::Hf, "Hugging Face transformers"),
-        (Engine::LlamaCpp, "llama.cpp"),
-        (Engine::Vllm, "vLLM"),
-    ])
-}
-
-/// The order drop-down's options.
-fn order_options() -> Vec<(String, String)> {
-    options(&[
-        (
-            StageOrder::TemperatureFirst,
-            "Temperature first (Hugging Face)",
-        ),
-        (StageOrder::TemperatureLast, "Temperature last (llama.cpp)"),
-    ])
 }
 
 /// The same settings through every engine preset: each engine's final distribution side by

@@ -7,43 +7,34 @@
 
 use std::fmt;
 
-use policy::{Engine, Policy, Sampler, StageOrder};
-use report::sentence;
+use policy::{Policy, Sampler, KNOBS, KNOB_COUNT};
 
 pub use crate::worker::protocol::{Row, Segment, StageView, StepInput, StepView};
 
 use crate::widgets::form::{Form, Problems};
-use crate::widgets::number::{engine_number, whole, FieldError};
+use crate::widgets::knobs::{
+    at, knob_defaults, knob_from_url, knob_ids, knob_keys, knob_pairs, read_knobs, KnobTexts,
+};
+use crate::widgets::number::{whole, FieldError};
 
 /// The decoding-step form, as the learner typed it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepForm {
     pub logits: String,
-    pub temperature: String,
-    pub top_k: String,
-    pub top_p: String,
-    pub min_p: String,
     pub seed: String,
-    pub order: StageOrder,
-    /// Token ids that can never be chosen, comma-separated.
-    pub forbidden: String,
-    /// Additive logit bias, `id:value` pairs, comma-separated.
-    pub bias: String,
-    /// Whose semantics and order ([`policy::Engine`]).
-    pub engine: Engine,
-    /// A chain the learner reordered; `None` is the engine's (or the order's) own.
-    pub samplers: Option<Vec<Sampler>>,
-    pub typical: String,
-    pub epsilon: String,
-    pub eta: String,
-    /// Top-nσ's n; empty is off.
-    pub top_n_sigma: String,
-    pub xtc_probability: String,
-    pub xtc_threshold: String,
+    /// The prompt's token ids before this step, comma-separated: the context the
+    /// penalties, DRY, bad words and sequence bias read.
+    pub prompt: String,
+    /// The token ids generated before this step (what the output penalties, the minimum
+    /// of new tokens and mirostat count).
+    pub output: String,
+    /// Every knob of the policy ([`policy::KNOBS`]) but DRY's breakers, which are text a
+    /// vocabulary finds and typed logits have none.
+    pub policy: KnobTexts,
 }
 
-/// The samplers the decoding-step form has knobs for, which its chain editor orders (the
-/// penalties and DRY read a context, which the panel does not have).
+/// The samplers the decoding-step form's chain editor orders (the penalties and DRY keep
+/// their place at the front, where they read the context).
 pub const STEP_SAMPLERS: [Sampler; 9] = [
     Sampler::TopNSigma,
     Sampler::TopK,
@@ -56,120 +47,114 @@ pub const STEP_SAMPLERS: [Sampler; 9] = [
     Sampler::Temperature,
 ];
 
+/// The knobs the panel shows before "More controls", in order.
+pub const SHOWN: [&str; 6] = ["engine", "order", "temperature", "top-k", "top-p", "min-p"];
+
+/// The knobs the panel draws no field of from the table: the chain, which its editor
+/// orders, and DRY's breakers (text that a vocabulary finds; the typed logits have none).
+pub const OWN: [&str; 2] = ["samplers", "dry-sequence-breaker"];
+
+/// Each knob's field id, the URL key's `_` written `-` with no prefix (`top-k`).
+pub fn ids() -> &'static [&'static str; KNOB_COUNT] {
+    knob_ids("")
+}
+
+/// The policy the panel starts from: the chapter's `choose([1.2, 0.1, 2.4, 1.7])`, at
+/// temperature 0.7 and top-k 3.
+pub fn defaults() -> KnobTexts {
+    knob_defaults(&[("top-k", "3")])
+}
+
 impl Default for StepForm {
     /// The chapter's example: `choose([1.2, 0.1, 2.4, 1.7])` with its defaults.
     fn default() -> StepForm {
         StepForm {
             logits: "1.2, 0.1, 2.4, 1.7".into(),
-            temperature: policy::LAB_TEMPERATURE.to_string(),
-            top_k: "3".into(),
-            top_p: "1".into(),
-            min_p: "0".into(),
             seed: "7".into(),
-            order: StageOrder::TemperatureFirst,
-            forbidden: String::new(),
-            bias: String::new(),
-            engine: Engine::Lab,
-            samplers: None,
-            typical: "1".into(),
-            epsilon: "0".into(),
-            eta: "0".into(),
-            top_n_sigma: String::new(),
-            xtc_probability: "0".into(),
-            xtc_threshold: policy::XTC_THRESHOLD.to_string(),
+            prompt: String::new(),
+            output: String::new(),
+            policy: defaults(),
         }
     }
+}
+
+/// The knobs whose value is one name among a few (the engine, the order) or a chain: a
+/// URL's value that is not one is the URL's problem, and the field keeps its default, as a
+/// drop-down cannot hold it.
+fn url_choice(flag: &str, value: &str) -> Option<String> {
+    let text = value.trim();
+    let read = match flag {
+        "engine" => text.parse::<policy::Engine>().map(drop),
+        "order" => text.parse::<policy::StageOrder>().map(drop),
+        "samplers" => policy::parse_samplers(text).map(drop),
+        _ => return None,
+    };
+    read.err().map(|e| match flag {
+        "engine" => report::sentence(format!("The URL asks for {e}; using the lab's own")),
+        "samplers" => report::sentence(format!(
+            "The URL's sampler order cannot be read: {e}; using the engine's order"
+        )),
+        _ => format!(
+            "The URL asks for order \"{value}\", which is not hf or temperature-last; using temperature first."
+        ),
+    })
 }
 
 impl Form for StepForm {
     type Checked = StepInput;
 
-    /// The form a URL's query asks for: `logits`, `temperature`, `top_k`, `top_p`, `min_p`,
-    /// `seed`, `order=hf|temperature-last`, `forbidden`, `bias`. Missing keys keep the
-    /// chapter's defaults; the second value is what the URL held that could not be read.
+    /// The form a URL's query asks for: `logits`, `seed`, `prompt_ids`, `output_ids` and
+    /// every policy knob by its key (`temperature`, `top_k`, `order=hf|temperature-last`,
+    /// `engine`, `samplers`, `forbidden`, `bias`, ...). Missing keys keep the chapter's
+    /// defaults; the second value is what the URL held that could not be read.
     fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> (StepForm, Problems) {
         let mut form = StepForm::default();
         let mut problems = Problems::default();
         for (key, value) in pairs {
-            let value = value.to_string();
             match key {
-                "logits" => form.logits = value,
-                "temperature" => form.temperature = value,
-                "top_k" => form.top_k = value,
-                "top_p" => form.top_p = value,
-                "min_p" => form.min_p = value,
-                "seed" => form.seed = value,
-                "forbidden" => form.forbidden = value,
-                "bias" => form.bias = value,
-                "typical" => form.typical = value,
-                "epsilon" => form.epsilon = value,
-                "eta" => form.eta = value,
-                "top_n_sigma" => form.top_n_sigma = value,
-                "xtc_probability" => form.xtc_probability = value,
-                "xtc_threshold" => form.xtc_threshold = value,
-                "engine" => match value.parse() {
-                    Ok(engine) => form.engine = engine,
-                    Err(e) => problems.add("engine", sentence(format!("The URL asks for {e}; using the lab's own"))),
-                },
-                "samplers" => match policy::parse_samplers(&value) {
-                    Ok(chain) => form.samplers = Some(chain),
-                    Err(e) => problems.add("samplers", sentence(format!("The URL's sampler order cannot be read: {e}; using the engine's order"))),
-                },
-                "order" => match value.parse() {
-                    Ok(order) => form.order = order,
-                    Err(_) => problems.add("order", format!(
-                        "The URL asks for order \"{value}\", which is not hf or temperature-last; using temperature first."
-                    )),
-                },
-                _ => {}
+                "logits" => form.logits = value.to_string(),
+                "seed" => form.seed = value.to_string(),
+                "prompt_ids" => form.prompt = value.to_string(),
+                "output_ids" => form.output = value.to_string(),
+                "dry_breakers" => {}
+                key => {
+                    let flag = policy::Knob::at_url(key).map(|k| k.flag);
+                    match flag.and_then(|flag| url_choice(flag, value)) {
+                        Some(problem) => {
+                            let i = flag.and_then(at).unwrap_or_default();
+                            problems.add(ids()[i], problem);
+                        }
+                        None => drop(knob_from_url(&mut form.policy, knob_keys(""), key, value)),
+                    }
+                }
             }
         }
         (form, problems)
     }
 
-    /// The query that reproduces this form (the inverse of [`from_pairs`](Self::from_pairs)).
+    /// The query that reproduces this form (the inverse of [`from_pairs`](Self::from_pairs)):
+    /// the logits, the seed, the chapter's knobs always, and every other knob off its
+    /// default.
     fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = vec![
-            ("logits", self.logits.clone()),
-            ("temperature", self.temperature.clone()),
-            ("top_k", self.top_k.clone()),
-            ("top_p", self.top_p.clone()),
-            ("min_p", self.min_p.clone()),
-            ("seed", self.seed.clone()),
-            ("order", self.order.to_string()),
-        ];
-        if !self.forbidden.trim().is_empty() {
-            pairs.push(("forbidden", self.forbidden.clone()));
+        let mut pairs = vec![("logits", self.logits.clone())];
+        for flag in ["temperature", "top-k", "top-p", "min-p"] {
+            if let Some(i) = at(flag) {
+                pairs.push((KNOBS[i].key, self.policy[i].trim().to_string()));
+            }
         }
-        if !self.bias.trim().is_empty() {
-            pairs.push(("bias", self.bias.clone()));
+        pairs.push(("seed", self.seed.clone()));
+        if let Some(i) = at("order") {
+            pairs.push(("order", self.policy[i].trim().to_string()));
         }
-        if !self.engine.is_lab() {
-            pairs.push(("engine", self.engine.to_string()));
-        }
-        if let Some(chain) = &self.samplers {
-            pairs.push(("samplers", policy::chain::samplers_label(chain)));
-        }
-        // The modern samplers' knobs, only when moved from their defaults.
-        let defaults = StepForm::default();
-        for (key, value, default) in [
-            ("typical", &self.typical, &defaults.typical),
-            ("epsilon", &self.epsilon, &defaults.epsilon),
-            ("eta", &self.eta, &defaults.eta),
-            ("top_n_sigma", &self.top_n_sigma, &defaults.top_n_sigma),
-            (
-                "xtc_probability",
-                &self.xtc_probability,
-                &defaults.xtc_probability,
-            ),
-            (
-                "xtc_threshold",
-                &self.xtc_threshold,
-                &defaults.xtc_threshold,
-            ),
-        ] {
-            if value.trim() != default {
-                pairs.push((key, value.clone()));
+        let always = ["temperature", "top_k", "top_p", "min_p", "order"];
+        pairs.extend(
+            knob_pairs(&self.policy, &defaults(), knob_keys(""))
+                .into_iter()
+                .filter(|(key, _)| !always.contains(key)),
+        );
+        for (key, text) in [("prompt_ids", &self.prompt), ("output_ids", &self.output)] {
+            if !text.trim().is_empty() {
+                pairs.push((key, text.trim().to_string()));
             }
         }
         pairs
@@ -182,92 +167,85 @@ impl Form for StepForm {
         // Token ids are checked against the logits once they read; until then, only their
         // syntax.
         let vocab = logits.as_ref().map_or(u32::MAX as usize, Vec::len);
-        let forbidden = problems.field("forbidden", parse_forbidden(&self.forbidden, vocab));
-        let logit_bias = problems.field("bias", parse_bias(&self.bias, vocab));
-        let engine = self.engine;
-        let knob = |text: &str, label: &str, set: fn(&mut Policy, f64)| {
-            engine_number(text, label, engine, set)
-        };
-        let temperature = problems.field(
-            "temperature",
-            knob(&self.temperature, "Temperature", |p, v| p.temperature = v),
-        );
-        let top_k = problems.field("top-k", whole(&self.top_k, "Top-k"));
-        let top_p = problems.field("top-p", knob(&self.top_p, "Top-p", |p, v| p.top_p = v));
-        let min_p = problems.field("min-p", knob(&self.min_p, "Min-p", |p, v| p.min_p = v));
-        let typical = problems.field(
-            "typical",
-            knob(&self.typical, "Typical", |p, v| p.typical_p = v),
-        );
-        let epsilon = problems.field(
-            "epsilon",
-            knob(&self.epsilon, "ε-cutoff", |p, v| p.epsilon_cutoff = v),
-        );
-        let eta = problems.field("eta", knob(&self.eta, "η-cutoff", |p, v| p.eta_cutoff = v));
-        let top_n_sigma = problems.field(
-            "top-n-sigma",
-            if self.top_n_sigma.trim().is_empty() {
-                Ok(None)
-            } else {
-                knob(&self.top_n_sigma, "Top-nσ", |p, v| p.top_n_sigma = Some(v)).map(Some)
-            },
-        );
-        let xtc_probability = problems.field(
-            "xtc-probability",
-            knob(&self.xtc_probability, "XTC probability", |p, v| {
-                p.xtc_probability = v
-            }),
-        );
-        // The threshold alone switches nothing on: its range is checked with XTC on, under
-        // the lab's rules unless llama.cpp's (engines without XTC refuse its probability).
-        let xtc_engine = if engine == Engine::LlamaCpp {
-            engine
-        } else {
-            Engine::Lab
-        };
-        let xtc_threshold = problems.field(
-            "xtc-threshold",
-            engine_number(&self.xtc_threshold, "XTC threshold", xtc_engine, |p, v| {
-                p.xtc_probability = 0.5;
-                p.xtc_threshold = v;
-            }),
+        let read = read_knobs(&self.policy, ids(), &mut problems, &|e| e);
+        if let Some((policy, _)) = &read {
+            for (flag, label, ids) in policy_ids(policy) {
+                if let Some(i) = at(flag) {
+                    let inside = ids
+                        .iter()
+                        .try_for_each(|&id| in_vocab(id, vocab, label).map(drop));
+                    problems.field(self::ids()[i], inside);
+                }
+            }
+        }
+        let prompt = problems.field("prompt-ids", token_ids(&self.prompt, vocab, "Prompt token"));
+        let output = problems.field(
+            "output-ids",
+            token_ids(&self.output, vocab, "Generated token"),
         );
         let seed = problems.field("seed", whole(&self.seed, "Seed"));
         problems.or(|| {
             Some(StepInput {
                 logits: logits?,
-                policy: Policy {
-                    forbidden: forbidden?,
-                    logit_bias: logit_bias?,
-                    temperature: temperature?,
-                    top_k: top_k? as usize,
-                    top_p: top_p?,
-                    min_p: min_p?,
-                    order: self.order,
-                    engine,
-                    samplers: self.samplers.clone(),
-                    typical_p: typical?,
-                    epsilon_cutoff: epsilon?,
-                    eta_cutoff: eta?,
-                    top_n_sigma: top_n_sigma?,
-                    xtc_probability: xtc_probability?,
-                    xtc_threshold: xtc_threshold?,
-                    ..Policy::default()
-                },
+                policy: read?.0,
+                prompt: prompt?,
+                output: output?,
                 seed: seed?,
             })
         })
     }
 }
 
+/// The token ids a policy names, by the knob that holds them and what one is called.
+fn policy_ids(policy: &Policy) -> [(&'static str, &'static str, Vec<u32>); 5] {
+    let sequences = |s: &[Vec<u32>]| s.iter().flatten().copied().collect();
+    [
+        ("forbid", "Forbidden token", policy.forbidden.clone()),
+        (
+            "bias",
+            "Logit bias token",
+            policy.logit_bias.iter().map(|&(id, _)| id).collect(),
+        ),
+        ("bad-words", "Bad-word token", sequences(&policy.bad_words)),
+        (
+            "sequence-bias",
+            "Sequence-bias token",
+            policy
+                .sequence_bias
+                .iter()
+                .flat_map(|(ids, _)| ids.iter().copied())
+                .collect(),
+        ),
+        ("eos", "End-of-sequence token", policy.eos_ids().collect()),
+    ]
+}
+
 impl StepForm {
+    /// The text of the knob named `flag`.
+    pub fn knob(&self, flag: &str) -> &str {
+        at(flag).map_or("", |i| self.policy[i].as_str())
+    }
+
+    /// Sets the knob named `flag` to `text`.
+    pub fn set(&mut self, flag: &str, text: &str) {
+        if let Some(i) = at(flag) {
+            self.policy[i] = text.to_string();
+        }
+    }
+
+    /// The form with the knob named `flag` at `text`.
+    pub fn with(mut self, flag: &str, text: &str) -> StepForm {
+        self.set(flag, text);
+        self
+    }
+
     /// The chain the step runs, as far as the form's knobs go: the learner's order, else
-    /// the engine's, else the fixed order's.
+    /// the engine's, else the fixed order's (a choice that does not read is its default's).
     pub fn chain(&self) -> Vec<Sampler> {
         let policy = Policy {
-            engine: self.engine,
-            order: self.order,
-            samplers: self.samplers.clone(),
+            engine: self.knob("engine").trim().parse().unwrap_or_default(),
+            order: self.knob("order").trim().parse().unwrap_or_default(),
+            samplers: policy::parse_samplers(self.knob("samplers")).ok(),
             ..Policy::default()
         };
         policy
@@ -290,30 +268,21 @@ impl StepForm {
         // The penalties and DRY keep their place at the front.
         let mut full = vec![Sampler::Penalties, Sampler::Dry];
         full.extend(chain);
-        Some(StepForm {
-            samplers: Some(full),
-            order: StageOrder::default(),
-            ..self.clone()
-        })
+        let order = policy::StageOrder::default().to_string();
+        Some(
+            self.clone()
+                .with("samplers", &policy::chain::samplers_label(&full))
+                .with("order", &order),
+        )
     }
 }
 
-/// Parses forbidden token ids: `3, 7`.
-fn parse_forbidden(text: &str, vocab: usize) -> Result<Vec<u32>, FieldError> {
+/// Parses token ids (`3, 7` or `3 7`), each among the `vocab` logits.
+fn token_ids(text: &str, vocab: usize, name: &str) -> Result<Vec<u32>, FieldError> {
     text.split(|c: char| c == ',' || c.is_whitespace())
         .filter(|s| !s.is_empty())
-        .map(|s| token_id(s, vocab, "Forbidden token"))
+        .map(|s| token_id(s, vocab, name))
         .collect()
-}
-
-/// Parses a logit bias (`2:-1.5, 0:+3`, the syntax of [`policy::parse_logit_bias`]) whose
-/// ids are all among the logits.
-fn parse_bias(text: &str, vocab: usize) -> Result<Vec<(u32, f64)>, FieldError> {
-    let bias = policy::parse_logit_bias(text).map_err(FieldError::Policy)?;
-    for &(id, _) in &bias {
-        in_vocab(id, vocab, "Logit bias token")?;
-    }
-    Ok(bias)
 }
 
 fn token_id(text: &str, vocab: usize, name: &str) -> Result<u32, FieldError> {
@@ -459,28 +428,10 @@ impl StepView {
     }
 }
 
-/// The panel's field named `field` (a step's [`StepRefused`](crate::worker::protocol::StepRefused)
-/// names it as text), the logits' when no other field has the name.
-pub fn step_field(field: &str) -> &'static str {
-    const FIELDS: [&str; 16] = [
-        "logits",
-        "temperature",
-        "top-k",
-        "top-p",
-        "min-p",
-        "typical",
-        "epsilon",
-        "eta",
-        "top-n-sigma",
-        "xtc-probability",
-        "xtc-threshold",
-        "bias",
-        "forbidden",
-        "order",
-        "engine",
-        "samplers",
-    ];
-    FIELDS.into_iter().find(|f| *f == field).unwrap_or("logits")
+/// The panel's field that a step's [`StepRefused`](crate::worker::protocol::StepRefused)
+/// names by its knob's flag; the logits' for any other name.
+pub fn step_field(flag: &str) -> &'static str {
+    at(flag).map_or("logits", |i| ids()[i])
 }
 
 /// The browser (or the OS) gave no entropy for a fresh seed.
@@ -508,6 +459,7 @@ mod tests {
     use crate::widgets::form::Problems;
     use crate::worker::protocol::Stepped;
     use crate::worker::stepping::step;
+    use policy::StageOrder;
 
     /// The form checked, then the worker's step, its refusal at the field it names.
     fn stepped(form: &StepForm) -> Result<Stepped, Problems> {
@@ -603,10 +555,10 @@ mod tests {
                 .map(|i| format!("{}", i as f64 / 4.0))
                 .collect::<Vec<_>>()
                 .join(", "),
-            top_k: "25".into(),
-            top_p: "1".into(),
             ..StepForm::default()
-        };
+        }
+        .with("top-k", "25")
+        .with("top-p", "1");
         let view = run_step(&form).unwrap();
         let top_k = view.stages.last().unwrap();
         let (bars, rest) = top_k.shown();
@@ -637,25 +589,25 @@ mod tests {
         let logits = "2.0, 1.4, 1.3, 0.9, 0.2, -0.5, -1.0, 0.05".to_string();
         type Edit = fn(&mut StepForm);
         let forms: [(&str, Edit); 8] = [
-            ("top-k", |f| f.top_k = "3".into()),
-            ("top-p", |f| f.top_p = "0.6".into()),
-            ("min-p", |f| f.min_p = "0.3".into()),
-            ("epsilon", |f| f.epsilon = "0.08".into()),
-            ("eta", |f| f.eta = "0.2".into()),
-            ("top-n-sigma", |f| f.top_n_sigma = "0.5".into()),
-            ("typical", |f| f.typical = "0.5".into()),
+            ("top-k", |f| f.set("top-k", "3")),
+            ("top-p", |f| f.set("top-p", "0.6")),
+            ("min-p", |f| f.set("min-p", "0.3")),
+            ("epsilon", |f| f.set("epsilon-cutoff", "0.08")),
+            ("eta", |f| f.set("eta-cutoff", "0.2")),
+            ("top-n-sigma", |f| f.set("top-n-sigma", "0.5")),
+            ("typical", |f| f.set("typical", "0.5")),
             ("xtc", |f| {
-                f.xtc_probability = "1".into();
-                f.xtc_threshold = "0.1".into()
+                f.set("xtc-probability", "1");
+                f.set("xtc-threshold", "0.1")
             }),
         ];
         for (label, set) in forms {
             let mut form = StepForm {
                 logits: logits.clone(),
-                top_k: "0".into(),
-                temperature: "1".into(),
                 ..StepForm::default()
-            };
+            }
+            .with("top-k", "0")
+            .with("temperature", "1");
             set(&mut form);
             let view = run_step(&form).unwrap();
             let stage = view.stages.iter().find(|s| s.label == label).unwrap();
@@ -700,15 +652,15 @@ mod tests {
             "Type at least one logit, for example 1.2, 0.1, 2.4, 1.7."
         );
         assert_eq!(
-            problem(|f| f.temperature = "warm".into(), "temperature"),
+            problem(|f| f.set("temperature", "warm"), "temperature"),
             "Temperature must be a number, but it is \"warm\"."
         );
         assert_eq!(
-            problem(|f| f.temperature = "-1".into(), "temperature"),
+            problem(|f| f.set("temperature", "-1"), "temperature"),
             "Temperature -1 is invalid: it must be a finite number, at least 0 (0 means greedy)."
         );
         assert_eq!(
-            problem(|f| f.top_p = "0".into(), "top-p"),
+            problem(|f| f.set("top-p", "0"), "top-p"),
             "Top-p 0 is invalid: it must be greater than 0 and at most 1."
         );
         assert_eq!(
@@ -717,22 +669,22 @@ mod tests {
         );
         assert!(problem(|f| f.logits = "1, NaN".into(), "logits").starts_with("Logit 1 is NaN"));
         assert_eq!(
-            problem(|f| f.forbidden = "2, 9".into(), "forbidden"),
+            problem(|f| f.set("forbid", "2, 9"), "forbidden"),
             "Forbidden token 9 is not a token here: the logits have ids 0 to 3."
         );
         assert_eq!(
-            problem(|f| f.bias = "2=1".into(), "bias"),
+            problem(|f| f.set("bias", "2=1"), "bias"),
             "Logit bias \"2=1\" is not of the form id:value, for example 2:-1.5."
         );
         assert_eq!(
-            problem(|f| f.bias = "1:x".into(), "bias"),
+            problem(|f| f.set("bias", "1:x"), "bias"),
             "Logit bias for token 1 must be a finite number, but it is \"x\"."
         );
         assert_eq!(
-            problem(|f| f.bias = "1:1, 9:1".into(), "bias"),
+            problem(|f| f.set("bias", "1:1, 9:1"), "bias"),
             "Logit bias token 9 is not a token here: the logits have ids 0 to 3."
         );
-        assert!(problem(|f| f.temperature = "1e-320".into(), "temperature")
+        assert!(problem(|f| f.set("temperature", "1e-320"), "temperature")
             .contains("beyond the range of a float"));
     }
 
@@ -807,19 +759,16 @@ mod tests {
     #[test]
     fn constraints_act_before_the_filters() {
         // Forbidding the argmax (token 2) leaves 3, 0, 1; with top-k 3 all survive.
-        let mut form = StepForm {
-            forbidden: "2".into(),
-            ..StepForm::default()
-        };
+        let mut form = StepForm::default().with("forbid", "2");
         let view = run_step(&form).unwrap();
         assert_eq!(view.stages[0].rows[2].prob, 0.0);
         assert_ne!(view.token, 2);
         assert_eq!(view.stages.last().unwrap().survivors, 3);
         // A bias of +10 on token 1 makes it the overwhelming favourite: softmax by hand.
-        form.forbidden.clear();
-        form.bias = "1:+10".into();
-        form.temperature = "1".into();
-        form.top_k = "0".into();
+        form.set("forbid", "");
+        form.set("bias", "1:+10");
+        form.set("temperature", "1");
+        form.set("top-k", "0");
         let view = run_step(&form).unwrap();
         let z: Vec<f64> = [1.2, 10.1, 2.4, 1.7]
             .iter()
@@ -833,19 +782,20 @@ mod tests {
     fn the_url_round_trips_the_form() {
         let form = StepForm {
             logits: "1, 2, 3".into(),
-            order: StageOrder::TemperatureLast,
-            forbidden: "0".into(),
-            bias: "1:0.5".into(),
             ..StepForm::default()
-        };
+        }
+        .with("order", "temperature-last")
+        .with("forbid", "0")
+        .with("bias", "1:0.5");
         let pairs = form.to_pairs();
         let (back, problems) = StepForm::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
         assert_eq!(back, form);
         assert!(problems.is_empty());
         let (odd, problems) = StepForm::from_pairs([("order", "sideways"), ("top_k", "x")]);
-        assert_eq!(odd.order, StageOrder::TemperatureFirst);
+        assert_eq!(odd.knob("order"), StageOrder::TemperatureFirst.to_string());
         assert_eq!(
-            odd.top_k, "x",
+            odd.knob("top-k"),
+            "x",
             "a bad number is kept for the form to report"
         );
         assert_eq!(problems.len(), 1);
@@ -874,19 +824,13 @@ mod tests {
             names(&moved),
             "top_n_sigma;temperature;top_k;top_p;min_p;typ_p;epsilon;eta;xtc"
         );
-        let llama = StepForm {
-            engine: Engine::LlamaCpp,
-            ..moved.clone()
-        };
+        let llama = moved.clone().with("engine", "llama.cpp");
         let pairs = llama.to_pairs();
         let (back, problems) = StepForm::from_pairs(pairs.iter().map(|(k, v)| (*k, v.as_str())));
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(back, llama);
         // An engine's own order, until the learner moves something.
-        let preset = StepForm {
-            engine: Engine::LlamaCpp,
-            ..StepForm::default()
-        };
+        let preset = StepForm::default().with("engine", "llama.cpp");
         assert_eq!(
             names(&preset),
             "top_n_sigma;top_k;typ_p;top_p;min_p;epsilon;eta;xtc;temperature"
@@ -895,11 +839,8 @@ mod tests {
 
     #[test]
     fn each_engine_refuses_at_the_field_it_names() {
-        let problem = |engine, f: fn(&mut StepForm), field: &str| {
-            let mut form = StepForm {
-                engine,
-                ..StepForm::default()
-            };
+        let problem = |engine: &str, f: fn(&mut StepForm), field: &str| {
+            let mut form = StepForm::default().with("engine", engine);
             f(&mut form);
             let problems = run_step(&form).unwrap_err();
             problems
@@ -907,38 +848,115 @@ mod tests {
                 .unwrap_or_else(|| panic!("{field}: {problems:?}"))
         };
         assert_eq!(
-            problem(Engine::Vllm, |f| f.typical = "0.9".into(), "typical"),
+            problem("vllm", |f| f.set("typical", "0.9"), "typical"),
             "Vllm does not take typical-p 0.9: it takes no such sampler."
         );
         assert_eq!(
-            problem(Engine::Vllm, |f| f.top_p = "0".into(), "top-p"),
+            problem("vllm", |f| f.set("top-p", "0"), "top-p"),
             "Vllm does not take top-p 0: it takes a top-p greater than 0 and at most 1."
         );
         // llama.cpp takes top-p 0 and keeps the top token.
-        let zero = StepForm {
-            engine: Engine::LlamaCpp,
-            top_p: "0".into(),
-            ..StepForm::default()
-        };
+        let zero = StepForm::default()
+            .with("engine", "llama.cpp")
+            .with("top-p", "0");
         assert_eq!(run_step(&zero).unwrap().stages.last().unwrap().survivors, 1);
-        let both = StepForm {
-            engine: Engine::Hf,
-            order: StageOrder::TemperatureLast,
-            ..StepForm::default()
-        };
+        let both = StepForm::default()
+            .with("engine", "hf")
+            .with("order", "temperature-last");
         let problems = run_step(&both).unwrap_err();
         assert!(problems.of("order").is_some(), "{problems:?}");
+    }
+
+    /// Every knob but DRY's breakers (text a vocabulary finds) goes from the URL into the
+    /// form, back into the URL, and into the step's policy as the policy crate reads it.
+    #[test]
+    fn every_knob_goes_from_the_url_to_the_form_and_the_step() {
+        let logits = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10";
+        for (knob, &(flag, text, beside)) in KNOBS.iter().zip(&crate::widgets::knobs::SAMPLES) {
+            assert_eq!(knob.flag, flag, "the samples follow the table");
+            if OWN.contains(&flag) && flag != "samplers" {
+                continue;
+            }
+            let key = |flag| policy::Knob::named(flag).unwrap().key;
+            let mut url = vec![("logits", logits), (knob.key, text)];
+            url.extend(beside.iter().map(|(flag, text)| (key(flag), *text)));
+            let (form, problems) = StepForm::from_pairs(url.iter().copied());
+            assert!(problems.is_empty(), "{flag}: {problems:?}");
+            assert_eq!(form.knob(flag), text);
+            let back = form.to_pairs();
+            assert!(
+                back.contains(&(knob.key, text.to_string())),
+                "{flag}: {back:?}"
+            );
+            let input = form.check().unwrap_or_else(|e| panic!("{flag}: {e:?}"));
+            let mut given = vec![("top-k", "3")];
+            given.extend(beside.iter().copied());
+            given.push((flag, text));
+            let expected = policy::PolicyRequest::new(
+                given
+                    .iter()
+                    .map(|(flag, text)| (policy::Knob::named(flag).unwrap(), text.to_string())),
+            )
+            .policy(policy::LAB_TEMPERATURE)
+            .unwrap();
+            assert_eq!(input.policy, expected, "{flag}");
+            // And the worker takes the step.
+            step(&input).unwrap_or_else(|e| panic!("{flag}: {e:?}"));
+        }
+    }
+
+    /// The tokens before the step are the context the penalties read: the repetition
+    /// penalty every earlier token (Hugging Face's rule: a positive logit divided by it),
+    /// the frequency penalty only those generated (OpenAI's: subtracted per occurrence).
+    /// Softmax by hand.
+    #[test]
+    fn the_penalties_read_the_tokens_before_the_step() {
+        let last = |form: StepForm| {
+            let view = run_step(&form).unwrap();
+            let rows = &view.stages.last().unwrap().rows;
+            rows.iter().map(|r| r.prob).collect::<Vec<f64>>()
+        };
+        let softmax = |logits: [f64; 4]| {
+            let z: f64 = logits.iter().map(|l| l.exp()).sum();
+            logits.map(|l| l.exp() / z)
+        };
+        let close = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-12);
+        let base = StepForm {
+            prompt: "2".into(),
+            output: "3, 3".into(),
+            ..StepForm::default()
+        }
+        .with("temperature", "1")
+        .with("top-k", "0");
+        let repeated = last(base.clone().with("repetition-penalty", "2"));
+        assert!(
+            close(&repeated, &softmax([1.2, 0.1, 1.2, 0.85])),
+            "{repeated:?}"
+        );
+        let frequent = last(base.clone().with("frequency-penalty", "0.5"));
+        assert!(
+            close(&frequent, &softmax([1.2, 0.1, 2.4, 0.7])),
+            "{frequent:?}"
+        );
+        let bad = StepForm {
+            output: "1, 9".into(),
+            ..base
+        };
+        assert_eq!(
+            bad.check().unwrap_err().of("output-ids").unwrap(),
+            "Generated token 9 is not a token here: the logits have ids 0 to 3."
+        );
     }
 
     #[test]
     fn the_conformance_view_runs_every_engine_on_the_form() {
         let form = StepForm {
             logits: "3, 2, 1".into(),
-            temperature: "0.5".into(),
-            top_k: "0".into(),
-            top_p: "0.8".into(),
             ..StepForm::default()
-        };
+        }
+        .with("temperature", "0.5")
+        .with("top-k", "0")
+        .with("top-p", "0.8");
         let c = run_conformance(&form).unwrap();
         assert_eq!(
             c.summary,
