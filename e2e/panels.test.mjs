@@ -437,6 +437,8 @@ test('every policy knob is a Generate, a Compare and a Step field: the further o
   assert.ok(await page.locator('#generate details.more-controls').evaluate((d) => d.open), 'a URL that sets one opens them');
   assert.equal(await page.locator('#gen-engine').inputValue(), 'llama.cpp');
   assert.equal(await page.locator('#gen-typical').inputValue(), '0.9');
+  // Each hint goes on with what the chosen engine takes (the policy crate's words).
+  assert.match(await page.locator('#gen-typical-hint').textContent(), / Under llama\.cpp: any finite number here\.$/);
   assert.equal(await page.locator('#gen-forbidden').getAttribute('aria-invalid'), 'true');
   assert.match(await page.locator('#gen-forbidden-problem').textContent(), /empty entry/);
   await assertAccessible(page, 'generate with its further controls open');
@@ -456,6 +458,8 @@ test('every policy knob is a Generate, a Compare and a Step field: the further o
   await page.goto(`${url}?panel=compare&cmp_b_xtc_probability=0.5&cmp_a_engine=vllm&cmp_a_typical=0.9`);
   await page.locator('#cmp-a-typical-problem').waitFor();
   assert.match(await page.locator('#cmp-a-typical-problem').textContent(), /^Policy a: /);
+  assert.match(await page.locator('#cmp-a-typical-hint').textContent(), / Under vllm: no such sampler\.$/);
+  assert.match(await page.locator('#cmp-b-typical-hint').textContent(), / Under lab: a typical mass greater than 0 and at most 1 \(1 is off\)\.$/);
   assert.equal(await page.locator('#cmp-b-xtc-probability').inputValue(), '0.5');
   assert.ok(await page.locator('#compare details.more-controls').nth(1).evaluate((d) => d.open));
   // The decoding step: every knob but DRY's breakers (text that needs a vocabulary), and the

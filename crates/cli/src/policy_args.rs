@@ -27,9 +27,20 @@ fn knob_arg(knob: &'static policy::Knob) -> Arg {
         (_, "") => knob.hint.to_string(),
         (_, default) => format!("{} [default: {default}]", knob.hint),
     };
+    // `--help` adds what each engine takes, where its rule says more than the kind.
+    let ranges: Vec<String> = knob
+        .ranges()
+        .into_iter()
+        .map(|(engine, words)| format!("{engine}: {words}"))
+        .collect();
+    let long_help = match ranges.is_empty() {
+        true => help.clone(),
+        false => format!("{help}\n[by engine: {}]", ranges.join("; ")),
+    };
     let mut arg = Arg::new(knob.flag)
         .long(knob.flag)
         .help(help)
+        .long_help(long_help)
         .allow_hyphen_values(true)
         .conflicts_with_all(knob.conflicts);
     if !knob.value_name.is_empty() {

@@ -114,13 +114,82 @@ impl Engine {
         }
     }
 
+    /// What this engine takes for the knob whose flag is `flag` ([`crate::KNOBS`]), in the
+    /// words its rule refuses other values with: the range [`Policy::validate`] checks, or
+    /// that the engine has no such setting. `None` where the engine's rule is only the
+    /// knob's kind (a whole number, any finite number).
+    ///
+    /// ```
+    /// use policy::Engine;
+    /// assert_eq!(Engine::Vllm.accepts("temperature"), Some("a temperature from 0 to 2"));
+    /// assert_eq!(Engine::Hf.accepts("xtc-probability"), Some("no such sampler"));
+    /// ```
+    pub fn accepts(self, flag: &str) -> Option<&'static str> {
+        use Engine::*;
+        const FINITE: &str = "any finite number here";
+        const NONE: &str = "no such sampler";
+        const UNIT: &str = "a min-p from 0 to 1";
+        const CUTOFF: &str = "a cutoff from 0 (off) up to, not including, 1";
+        const TYPICAL: &str = "a typical mass greater than 0 and at most 1 (1 is off)";
+        const XTC: &str = "an XTC probability and threshold from 0 to 1";
+        const DRY: &str = "a finite DRY multiplier of at least 0 and a finite base of at least 1";
+        const MIROSTAT: &str =
+            "a finite target surprise τ and learning rate η, each greater than 0";
+        const SEQUENCES: &str = "no Hugging Face sequence processor (bad words, sequence bias)";
+        Some(match (self, flag) {
+            (Lab, "temperature") => "a finite number, at least 0 (0 means greedy)",
+            (Hf, "temperature") => "a finite temperature of at least 0 (0 is do_sample=False)",
+            (Vllm, "temperature") => "a temperature from 0 to 2",
+            (Lab, "top-p") => "greater than 0 and at most 1",
+            (Hf, "top-p") => "a top-p of at least 0 (0 keeps the top token, 1 or more is off)",
+            (Vllm, "top-p") => "a top-p greater than 0 and at most 1",
+            (Lab, "min-p") => "between 0 and 1",
+            (Hf | Vllm, "min-p") => UNIT,
+            (LlamaCpp, "temperature" | "top-p" | "min-p") => FINITE,
+            (Vllm, "min-keep") => "no such setting",
+            (Hf, "frequency-penalty" | "presence-penalty") => {
+                "no frequency or presence penalty, only repetition"
+            }
+            (Vllm, "frequency-penalty" | "presence-penalty") => {
+                "frequency and presence penalties from -2 to 2"
+            }
+            (LlamaCpp | Vllm, "no-repeat-ngram") => "no n-gram ban",
+            (LlamaCpp, "min-new-tokens") => "no minimum of new tokens",
+            (LlamaCpp | Vllm, "bad-words" | "sequence-bias") => SEQUENCES,
+            (Lab | Hf, "typical") => TYPICAL,
+            (Lab | Hf, "epsilon-cutoff" | "eta-cutoff") => CUTOFF,
+            (Lab, "top-n-sigma") => "a finite number of standard deviations greater than 0",
+            (Lab, "xtc-probability") | (Lab | Hf | Vllm, "xtc-threshold") => XTC,
+            (Lab, "dry-multiplier") | (Lab | Hf | Vllm, "dry-base") => DRY,
+            (Lab | Hf | Vllm, "mirostat-tau" | "mirostat-eta") => MIROSTAT,
+            (
+                LlamaCpp,
+                "typical" | "top-n-sigma" | "xtc-probability" | "xtc-threshold" | "dry-multiplier"
+                | "dry-base" | "mirostat-tau" | "mirostat-eta",
+            ) => FINITE,
+            (LlamaCpp, "epsilon-cutoff" | "eta-cutoff") => NONE,
+            (Hf, "top-n-sigma" | "xtc-probability" | "dry-multiplier" | "mirostat") => NONE,
+            (
+                Vllm,
+                "typical" | "epsilon-cutoff" | "eta-cutoff" | "top-n-sigma" | "xtc-probability"
+                | "dry-multiplier" | "mirostat",
+            ) => NONE,
+            _ => return None,
+        })
+    }
+
+    /// [`accepts`](Self::accepts) for a knob this engine's rule refuses: its words.
+    fn rule(self, flag: &str) -> &'static str {
+        self.accepts(flag).unwrap_or("what its rule allows")
+    }
+
     /// Checks the knobs whose ranges or existence depend on the engine.
     pub(crate) fn check(self, policy: &Policy) -> Result<(), PolicyError> {
-        let refuse = |knob: String, accepts: &'static str| {
+        let refuse = |knob: String, flag: &str| {
             Err(PolicyError::EngineRefuses {
                 engine: self,
                 knob,
-                accepts,
+                accepts: self.rule(flag),
             })
         };
         let t = policy.temperature;
@@ -138,25 +207,16 @@ impl Engine {
             }
             Engine::Hf => {
                 if !(t >= 0.0 && t.is_finite()) {
-                    return refuse(
-                        format!("temperature {}", Shortest(t)),
-                        "a finite temperature of at least 0 (0 is do_sample=False)",
-                    );
+                    return refuse(format!("temperature {}", Shortest(t)), "temperature");
                 }
                 if !(policy.top_p >= 0.0 && policy.top_p.is_finite()) {
-                    return refuse(
-                        format!("top-p {}", Shortest(policy.top_p)),
-                        "a top-p of at least 0 (0 keeps the top token, 1 or more is off)",
-                    );
+                    return refuse(format!("top-p {}", Shortest(policy.top_p)), "top-p");
                 }
                 if !(0.0..=1.0).contains(&policy.min_p) {
-                    return refuse(
-                        format!("min-p {}", Shortest(policy.min_p)),
-                        "a min-p from 0 to 1",
-                    );
+                    return refuse(format!("min-p {}", Shortest(policy.min_p)), "min-p");
                 }
                 if let Some(knob) = counted_penalties(policy) {
-                    return refuse(knob, "no frequency or presence penalty, only repetition");
+                    return refuse(knob, "frequency-penalty");
                 }
             }
             Engine::LlamaCpp => {
@@ -166,59 +226,44 @@ impl Engine {
                     ("min-p", policy.min_p),
                 ] {
                     if !value.is_finite() {
-                        return refuse(
-                            format!("{name} {}", Shortest(value)),
-                            "any finite number here",
-                        );
+                        return refuse(format!("{name} {}", Shortest(value)), name);
                     }
                 }
                 if policy.no_repeat_ngram > 0 {
                     return refuse(
                         format!("no-repeat {}-grams", policy.no_repeat_ngram),
-                        "no n-gram ban",
+                        "no-repeat-ngram",
                     );
                 }
                 if policy.min_new_tokens > 0 {
                     return refuse(
                         format!("min-new-tokens {}", policy.min_new_tokens),
-                        "no minimum of new tokens",
+                        "min-new-tokens",
                     );
                 }
             }
             Engine::Vllm => {
                 if !(0.0..=VLLM_MAX_TEMPERATURE).contains(&t) {
-                    return refuse(
-                        format!("temperature {}", Shortest(t)),
-                        "a temperature from 0 to 2",
-                    );
+                    return refuse(format!("temperature {}", Shortest(t)), "temperature");
                 }
                 if !(policy.top_p > 0.0 && policy.top_p <= 1.0) {
-                    return refuse(
-                        format!("top-p {}", Shortest(policy.top_p)),
-                        "a top-p greater than 0 and at most 1",
-                    );
+                    return refuse(format!("top-p {}", Shortest(policy.top_p)), "top-p");
                 }
                 if !(0.0..=1.0).contains(&policy.min_p) {
-                    return refuse(
-                        format!("min-p {}", Shortest(policy.min_p)),
-                        "a min-p from 0 to 1",
-                    );
+                    return refuse(format!("min-p {}", Shortest(policy.min_p)), "min-p");
                 }
                 for (name, value) in [
                     ("frequency penalty", policy.frequency_penalty),
                     ("presence penalty", policy.presence_penalty),
                 ] {
                     if !(-2.0..=2.0).contains(&value) {
-                        return refuse(
-                            format!("{name} {}", Shortest(value)),
-                            "frequency and presence penalties from -2 to 2",
-                        );
+                        return refuse(format!("{name} {}", Shortest(value)), "frequency-penalty");
                     }
                 }
                 if policy.no_repeat_ngram > 0 {
                     return refuse(
                         format!("no-repeat {}-grams", policy.no_repeat_ngram),
-                        "no n-gram ban",
+                        "no-repeat-ngram",
                     );
                 }
             }
@@ -234,7 +279,7 @@ impl Engine {
                 return Err(PolicyError::EngineRefuses {
                     engine: self,
                     knob: format!("{n} {name}"),
-                    accepts: "no Hugging Face sequence processor (bad words, sequence bias)",
+                    accepts: self.rule("bad-words"),
                 });
             }
         }
@@ -272,15 +317,15 @@ impl Engine {
 
     /// Checks the modern samplers' knobs: which engines have each, and its range.
     fn check_modern(self, policy: &Policy) -> Result<(), PolicyError> {
-        let refuse = |knob: String, accepts: &'static str| {
+        let refuse = |knob: String, flag: &str| {
             Err(PolicyError::EngineRefuses {
                 engine: self,
                 knob,
-                accepts,
+                accepts: self.rule(flag),
             })
         };
         if self == Engine::Vllm && policy.min_keep > 1 {
-            return refuse(format!("min-keep {}", policy.min_keep), "no such setting");
+            return refuse(format!("min-keep {}", policy.min_keep), "min-keep");
         }
         let typical = policy.typical_p;
         let (epsilon, eta) = (policy.epsilon_cutoff, policy.eta_cutoff);
@@ -298,50 +343,51 @@ impl Engine {
                     .map(|n| format!("top-n-sigma {}", Shortest(n))),
                 _ => sampler.knob(policy),
             };
+            // The knob that switches the sampler on, by its flag.
+            let flag = match sampler {
+                Sampler::Dry => "dry-multiplier",
+                Sampler::TopNSigma => "top-n-sigma",
+                Sampler::Typical => "typical",
+                Sampler::Epsilon => "epsilon-cutoff",
+                Sampler::Eta => "eta-cutoff",
+                _ => "xtc-probability",
+            };
             if let Some(knob) = set {
-                return refuse(knob, "no such sampler");
+                return refuse(knob, flag);
             }
         }
         let unit = |x: f64, open_top: bool| x >= 0.0 && if open_top { x < 1.0 } else { x <= 1.0 };
         match self {
             Engine::LlamaCpp => {
-                for (name, value) in [
-                    ("typical-p", typical),
-                    ("top-n-sigma", policy.top_n_sigma.unwrap_or(0.0)),
-                    ("xtc-probability", xtc),
-                    ("xtc-threshold", threshold),
-                    ("dry-multiplier", policy.dry_multiplier),
-                    ("dry-base", policy.dry_base),
+                for (name, flag, value) in [
+                    ("typical-p", "typical", typical),
+                    (
+                        "top-n-sigma",
+                        "top-n-sigma",
+                        policy.top_n_sigma.unwrap_or(0.0),
+                    ),
+                    ("xtc-probability", "xtc-probability", xtc),
+                    ("xtc-threshold", "xtc-threshold", threshold),
+                    ("dry-multiplier", "dry-multiplier", policy.dry_multiplier),
+                    ("dry-base", "dry-base", policy.dry_base),
                 ] {
                     if !value.is_finite() {
-                        return refuse(
-                            format!("{name} {}", Shortest(value)),
-                            "any finite number here",
-                        );
+                        return refuse(format!("{name} {}", Shortest(value)), flag);
                     }
                 }
             }
             _ => {
                 if !(typical > 0.0 && typical <= 1.0) {
-                    return refuse(
-                        format!("typical-p {}", Shortest(typical)),
-                        "a typical mass greater than 0 and at most 1 (1 is off)",
-                    );
+                    return refuse(format!("typical-p {}", Shortest(typical)), "typical");
                 }
                 for (name, value) in [("epsilon-cutoff", epsilon), ("eta-cutoff", eta)] {
                     if !unit(value, true) {
-                        return refuse(
-                            format!("{name} {}", Shortest(value)),
-                            "a cutoff from 0 (off) up to, not including, 1",
-                        );
+                        return refuse(format!("{name} {}", Shortest(value)), name);
                     }
                 }
                 if let Some(n) = policy.top_n_sigma {
                     if !(n > 0.0 && n.is_finite()) {
-                        return refuse(
-                            format!("top-n-sigma {}", Shortest(n)),
-                            "a finite number of standard deviations greater than 0",
-                        );
+                        return refuse(format!("top-n-sigma {}", Shortest(n)), "top-n-sigma");
                     }
                 }
                 let (m, b) = (policy.dry_multiplier, policy.dry_base);
@@ -352,7 +398,7 @@ impl Engine {
                             Shortest(policy.dry_multiplier),
                             Shortest(policy.dry_base)
                         ),
-                        "a finite DRY multiplier of at least 0 and a finite base of at least 1",
+                        "dry-base",
                     );
                 }
                 if !unit(xtc, false) || !unit(threshold, false) {
@@ -362,7 +408,7 @@ impl Engine {
                             Shortest(xtc),
                             Shortest(threshold)
                         ),
-                        "an XTC probability and threshold from 0 to 1",
+                        "xtc-threshold",
                     );
                 }
             }
@@ -384,7 +430,7 @@ impl Engine {
             return Err(PolicyError::EngineRefuses {
                 engine: self,
                 knob: format!("mirostat tau {} with eta {}", Shortest(tau), Shortest(eta)),
-                accepts: "a finite target surprise τ and learning rate η, each greater than 0",
+                accepts: self.rule("mirostat-tau"),
             });
         }
         match policy.mirostat {
@@ -396,7 +442,7 @@ impl Engine {
             return Err(PolicyError::EngineRefuses {
                 engine: self,
                 knob: "mirostat 2".into(),
-                accepts: "no such sampler",
+                accepts: self.rule("mirostat"),
             });
         }
         if policy.samplers.is_some() {

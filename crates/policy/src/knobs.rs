@@ -365,6 +365,15 @@ impl Knob {
         KNOBS.iter().find(|k| k.key == key)
     }
 
+    /// What each engine takes for this knob where its rule says more than the knob's kind
+    /// ([`Engine::accepts`]): `(engine, words)` in [`Engine::ALL`]'s order.
+    pub fn ranges(&self) -> Vec<(Engine, &'static str)> {
+        Engine::ALL
+            .into_iter()
+            .filter_map(|engine| engine.accepts(self.flag).map(|words| (engine, words)))
+            .collect()
+    }
+
     /// The names a choice takes (an engine's, an order's); none for other kinds.
     pub fn choices(&self) -> Vec<&'static str> {
         match self.kind {
@@ -621,6 +630,37 @@ mod tests {
         let window = Knob::named("penalty-last-n").unwrap();
         assert!(window.check("32", Engine::LlamaCpp).is_ok());
         assert!(window.check("32", Engine::Hf).is_err());
+    }
+
+    /// Each engine's stated range for a knob is the one its rule refuses a value with: some
+    /// value of the knob is refused under the engine, in those words.
+    #[test]
+    fn each_engine_s_stated_range_is_the_words_of_its_refusal() {
+        let candidates: &[&str] = &[
+            "-3", "-1", "0", "0.5", "1", "1.5", "2", "2.5", "3", "300", "NaN", "inf", "-inf",
+            "1,2", "1,2:-3.5",
+        ];
+        let mut stated = 0;
+        for engine in Engine::ALL {
+            for knob in &KNOBS {
+                let Some(accepts) = engine.accepts(knob.flag) else {
+                    continue;
+                };
+                stated += 1;
+                let refusals: Vec<String> = candidates
+                    .iter()
+                    .filter_map(|text| knob.check(text, engine).err())
+                    .filter(|e| matches!(e.problem, KnobProblem::Policy(_)))
+                    .map(|e| e.to_string())
+                    .collect();
+                assert!(
+                    refusals.iter().any(|r| r.contains(accepts)),
+                    "{engine} {}: {accepts:?} is in none of {refusals:?}",
+                    knob.flag
+                );
+            }
+        }
+        assert!(stated > 40, "{stated}");
     }
 
     #[test]

@@ -38,6 +38,9 @@ pub fn Field(
     /// The form's problem with this field, if it has one.
     #[prop(optional, into)]
     problem: Option<Signal<Option<String>>>,
+    /// Words the hint goes on with as the form changes (what the chosen engine takes).
+    #[prop(optional, into)]
+    more: Option<Signal<String>>,
 ) -> impl IntoView {
     let hint_id = format!("{id}-hint");
     let invalid = move || problem.and_then(|p| p.get()).map(|_| "true");
@@ -55,7 +58,7 @@ pub fn Field(
                 prop:value=move || value.get()
                 on:input=move |ev| set.set(event_target_value(&ev))
             />
-            <small id=hint_id>{hint}</small>
+            <small id=hint_id>{hint}{move || more.map(|m| m.get())}</small>
             {problem_view(id, problem)}
         </div>
     }
@@ -74,6 +77,9 @@ pub fn TextArea(
     /// The form's problem with this field, if it has one.
     #[prop(optional, into)]
     problem: Option<Signal<Option<String>>>,
+    /// Words the hint goes on with as the form changes.
+    #[prop(optional, into)]
+    more: Option<Signal<String>>,
 ) -> impl IntoView {
     let hint_id = format!("{id}-hint");
     let invalid = move || problem.and_then(|p| p.get()).map(|_| "true");
@@ -89,7 +95,7 @@ pub fn TextArea(
                 prop:value=move || value.get()
                 on:input=move |ev| set.set(event_target_value(&ev))
             ></textarea>
-            <small id=hint_id>{hint}</small>
+            <small id=hint_id>{hint}{move || more.map(|m| m.get())}</small>
             {problem_view(id, problem)}
         </div>
     }

@@ -248,15 +248,31 @@ pub fn read_knobs(
     Some((policy, breakers))
 }
 
+/// The engine's knob in [`KNOBS`].
+const ENGINE: usize = policy::knob_index("engine");
+
+/// What the form's engine takes for knob `i`, after its hint: " Under vllm: a temperature
+/// from 0 to 2." ([`Engine::accepts`]); nothing where the engine's rule is only the kind.
+fn range(i: usize, engine: RwSignal<String>) -> Signal<String> {
+    let flag = KNOBS[i].flag;
+    Signal::derive(move || {
+        let engine: Option<Engine> = engine.with(|e| e.trim().parse().ok());
+        engine
+            .and_then(|e| e.accepts(flag).map(|words| format!(" Under {e}: {words}.")))
+            .unwrap_or_default()
+    })
+}
+
 /// One knob's field: a choice for an engine or an order, a text area for breakers (one per
-/// line), a text field otherwise.
+/// line), a text field otherwise; its hint goes on with what the form's engine takes.
 fn knob_view(
     i: usize,
     (id, label): (&'static str, &'static str),
-    value: RwSignal<String>,
+    values: &[RwSignal<String>; KNOB_COUNT],
     problem: Signal<Option<String>>,
 ) -> AnyView {
     let knob = &KNOBS[i];
+    let (value, more) = (values[i], range(i, values[ENGINE]));
     match knob.kind {
         KnobKind::Engine | KnobKind::Order => {
             let options = knob
@@ -269,7 +285,7 @@ fn knob_view(
                 .into_any()
         }
         KnobKind::Texts => view! {
-            <TextArea id=id problem=problem label=label hint=knob.hint value=value.into() set=value.write_only()/>
+            <TextArea id=id problem=problem label=label hint=knob.hint value=value.into() set=value.write_only() more=more/>
         }
         .into_any(),
         kind => {
@@ -279,7 +295,7 @@ fn knob_view(
                 _ => "text",
             };
             view! {
-                <Field id=id problem=problem label=label hint=knob.hint value=value.into() set=value.write_only() inputmode=inputmode/>
+                <Field id=id problem=problem label=label hint=knob.hint value=value.into() set=value.write_only() inputmode=inputmode more=more/>
             }
             .into_any()
         }
@@ -298,7 +314,7 @@ pub fn knob_fields(
     shown
         .iter()
         .filter_map(|flag| at(flag))
-        .map(|i| knob_view(i, (ids[i], labels[i]), values[i], problem(ids[i])))
+        .map(|i| knob_view(i, (ids[i], labels[i]), &values, problem(ids[i])))
         .collect_view()
 }
 
@@ -321,7 +337,7 @@ pub fn more_controls(
             let fields = (0..KNOB_COUNT)
                 .filter(more)
                 .filter(|&i| KNOBS[i].group == group)
-                .map(|i| knob_view(i, (ids[i], labels[i]), values[i], problem(ids[i])))
+                .map(|i| knob_view(i, (ids[i], labels[i]), &values, problem(ids[i])))
                 .collect_view();
             view! {
                 <fieldset class="knob-group">
