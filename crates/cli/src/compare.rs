@@ -1,9 +1,9 @@
 //! `decode-lab compare`: two policies on the same model, prompt and seeded stream
-//! ([`policy::compare`]), printed as a table or as JSON.
+//! ([`policy::compare`]), printed as the report of `policy::compare_report` in Markdown or as JSON.
 
 use std::path::Path;
 
-use policy::compare::{Comparison, RunShape};
+use policy::compare::Comparison;
 use policy::{Policy, Precision, RunConfig, SeedSource, StopConfig};
 
 use crate::error::CliError;
@@ -48,74 +48,4 @@ pub fn run(request: &Request) -> Result<Comparison, CliError> {
         &config(&request.b.1),
         &mut WallClock::new(),
     )?)
-}
-
-/// The comparison for people: each run's text and shape, the first divergence, then a row
-/// per step of a's path.
-pub fn table(request: &Request, c: &Comparison) -> String {
-    let mut out = String::new();
-    for (name, (flags, _), record, shape) in [
-        ("a", &request.a, &c.a, &c.shape_a),
-        ("b", &request.b, &c.b, &c.shape_b),
-    ] {
-        out += &format!(
-            "{name} ({}): {:?}\n   {}; stopped: {}\n",
-            if flags.trim().is_empty() {
-                "defaults".to_string()
-            } else {
-                policy::Excerpt(flags.trim()).to_string()
-            },
-            record.output_text,
-            shape_words(shape),
-            record.stop_reason.describe(),
-        );
-    }
-    out += &match c.first_divergence {
-        None => "the same tokens at every step\n".to_string(),
-        Some(t) => {
-            let token = |record: &policy::RunRecord| {
-                record
-                    .steps
-                    .get(t)
-                    .map_or("nothing (stopped)".to_string(), |s| {
-                        format!("{} {:?}", s.token, s.text)
-                    })
-            };
-            format!(
-                "first divergence at step {t}: a chose {}, b chose {}\n",
-                token(&c.a),
-                token(&c.b)
-            )
-        }
-    };
-    out += "\nalong a's path (b's policy on a's context):\n";
-    out += "step | a token | b token | p_a(a's token) | p_b(a's token) | survivors a | survivors b | KL(a‖b) nats | TV\n";
-    for s in &c.steps {
-        let text_a = &c.a.steps[s.step].text;
-        let b = match s.token_b {
-            Some(id) => format!("{id} {:?}", c.b.steps[s.step].text),
-            None => "–".to_string(),
-        };
-        let kl = if s.divergence.kl.is_finite() {
-            format!("{:.4}", s.divergence.kl)
-        } else {
-            "∞".to_string()
-        };
-        out += &format!(
-            "{} | {} {text_a:?} | {b} | {:.4} | {:.4} | {} | {} | {kl} | {:.4}\n",
-            s.step, s.token_a, s.prob_a, s.prob_b, s.survivors_a, s.survivors_b, s.divergence.tv
-        );
-    }
-    out.trim_end().to_string()
-}
-
-fn shape_words(shape: &RunShape) -> String {
-    let figure = |x: Option<f64>| x.map_or("–".to_string(), |v| format!("{v:.3}"));
-    format!(
-        "{} tokens, distinct-1 {}, distinct-2 {}, repetition {}",
-        shape.tokens,
-        figure(shape.distinct_1),
-        figure(shape.distinct_2),
-        figure(shape.repetition)
-    )
 }

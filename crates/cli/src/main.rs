@@ -49,6 +49,7 @@ use error::CliError;
 use gpu::BackendChoice;
 use model::Precision;
 use policy::chapter::{self, Argpartition};
+use policy::compare_report::{comparison_parts, tree_part};
 use policy::{NumpyRng, Policy, RunConfig, SeedSource, Snapshots, StepContext, StopConfig};
 use policy_args::PolicyArgs;
 use serde_json::json;
@@ -264,7 +265,8 @@ fn run_paths(args: &PathsArgs) -> Result<String, CliError> {
     if args.json {
         Ok(serde_json::to_string(&tree)?)
     } else {
-        Ok(paths::table(&tree))
+        let part = tree_part("", &request.config.policy, &tree);
+        Ok(report::markdown(&[part]).trim_end().to_string())
     }
 }
 
@@ -314,7 +316,9 @@ fn run_compare(args: &CompareArgs) -> Result<String, CliError> {
     if args.json {
         Ok(serde_json::to_string(&comparison)?)
     } else {
-        Ok(compare::table(&request, &comparison))
+        Ok(report::markdown(&comparison_parts(&comparison))
+            .trim_end()
+            .to_string())
     }
 }
 

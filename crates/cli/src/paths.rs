@@ -1,6 +1,6 @@
 //! `decode-lab paths`: one policy over many seeds, the tree of the first tokens' paths with
 //! each path's empirical frequency beside its analytic probability ([`policy::paths`]),
-//! printed as an indented table or as JSON.
+//! printed as its report (`policy::compare_report::tree_part`) in Markdown or as JSON.
 
 use std::path::Path;
 
@@ -38,44 +38,4 @@ pub fn run(request: &Request) -> Result<PathTree, CliError> {
         request.depth,
         &mut WallClock::new(),
     )?)
-}
-
-/// The tree for people: one line per node, indented by depth, then the mass per depth that
-/// no run reached.
-pub fn table(tree: &PathTree) -> String {
-    let (first, last) = (
-        tree.seeds.first().copied().unwrap_or_default(),
-        tree.seeds.last().copied().unwrap_or_default(),
-    );
-    let mut out = format!(
-        "{} runs (seeds {first} to {last}), their first {} tokens\n",
-        tree.runs, tree.depth
-    );
-    out += "path | runs | empirical | analytic | step probability\n";
-    for node in &tree.nodes {
-        let ended = if node.ended > 0 {
-            format!(" (ended {})", node.ended)
-        } else {
-            String::new()
-        };
-        out += &format!(
-            "{}{} {:?}{ended} | {} | {:.4} | {:.4} | {:.4}\n",
-            "  ".repeat(node.depth - 1),
-            node.path.last().copied().unwrap_or_default(),
-            node.text,
-            node.runs,
-            node.empirical,
-            node.analytic,
-            node.step_prob
-        );
-    }
-    for (d, covered) in tree.coverage.iter().enumerate() {
-        out += &format!(
-            "depth {}: the paths found hold {:.4} of the policy's probability; no run took the other {:.4}\n",
-            d + 1,
-            covered,
-            (1.0 - covered).max(0.0)
-        );
-    }
-    out.trim_end().to_string()
 }

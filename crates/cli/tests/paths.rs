@@ -101,11 +101,14 @@ fn the_table_names_each_path_and_the_mass_no_run_took() {
     let mut args = vec!["paths", "--prompt", PROMPT, "--seeds", "50", "--depth", "2"];
     args.extend(FLAGS);
     let text = ok(&args);
+    // The tree's part as Markdown (`policy::compare_report::tree_part`, as the lab draws it).
     assert!(
-        text.starts_with("50 runs (seeds 0 to 49), their first 2 tokens\n"),
+        text.starts_with("## The policy over 50 seeds: the paths of its first 2 tokens\n"),
         "{text}"
     );
-    assert!(text.contains("depth 2: the paths found hold "), "{text}");
+    assert!(text.contains("seeds 0 to 49."), "{text}");
+    assert!(text.contains("by token 2, the paths found hold "), "{text}");
+    assert!(text.contains("(no run took the other "), "{text}");
 }
 
 #[test]

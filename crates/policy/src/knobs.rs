@@ -20,7 +20,8 @@
 
 use std::fmt;
 
-use crate::chain::Sampler;
+use crate::chain::{samplers_label, Sampler};
+use crate::Shortest;
 use crate::{
     parse_bad_words, parse_logit_bias, parse_samplers, parse_sequence_bias, Engine, Policy,
     PolicyError, StageOrder,
@@ -448,6 +449,73 @@ impl Knob {
         Ok(())
     }
 
+    /// The knob's value in `policy` as a form writes it, which [`apply`](Self::apply) reads
+    /// back to the same value: the shortest number that round-trips, ids comma-separated,
+    /// sequences `;`-separated. DRY's breakers are token ids in a policy, no longer text:
+    /// empty.
+    pub fn text(&self, p: &Policy) -> String {
+        let ids = |ids: &mut dyn Iterator<Item = u32>| {
+            ids.map(|id| id.to_string()).collect::<Vec<_>>().join(",")
+        };
+        let number = |x: f64| Shortest(x).to_string();
+        match self.flag {
+            "engine" => p.engine.name().to_string(),
+            "order" => p.order.name().to_string(),
+            "samplers" => p
+                .samplers
+                .as_deref()
+                .map(samplers_label)
+                .unwrap_or_default(),
+            "temperature" => number(p.temperature),
+            "top-k" => p.top_k.to_string(),
+            "top-p" => number(p.top_p),
+            "min-p" => number(p.min_p),
+            "min-keep" => p.min_keep.to_string(),
+            "typical" => number(p.typical_p),
+            "epsilon-cutoff" => number(p.epsilon_cutoff),
+            "eta-cutoff" => number(p.eta_cutoff),
+            "top-n-sigma" => p.top_n_sigma.map(number).unwrap_or_default(),
+            "xtc-probability" => number(p.xtc_probability),
+            "xtc-threshold" => number(p.xtc_threshold),
+            "repetition-penalty" => number(p.repetition_penalty),
+            "frequency-penalty" => number(p.frequency_penalty),
+            "presence-penalty" => number(p.presence_penalty),
+            "penalty-last-n" => p.penalty_last_n.map(|n| n.to_string()).unwrap_or_default(),
+            "no-repeat-ngram" => p.no_repeat_ngram.to_string(),
+            "dry-multiplier" => number(p.dry_multiplier),
+            "dry-base" => number(p.dry_base),
+            "dry-allowed-length" => p.dry_allowed_length.to_string(),
+            "dry-penalty-last-n" => p.dry_penalty_last_n.to_string(),
+            "mirostat" => p.mirostat.to_string(),
+            "mirostat-tau" => number(p.mirostat_tau),
+            "mirostat-eta" => number(p.mirostat_eta),
+            "forbid" => ids(&mut p.forbidden.iter().copied()),
+            "bias" => p
+                .logit_bias
+                .iter()
+                .map(|&(id, bias)| format!("{id}:{}", number(bias)))
+                .collect::<Vec<_>>()
+                .join(","),
+            "bad-words" => p
+                .bad_words
+                .iter()
+                .map(|words| ids(&mut words.iter().copied()))
+                .collect::<Vec<_>>()
+                .join(";"),
+            "sequence-bias" => p
+                .sequence_bias
+                .iter()
+                .map(|(words, bias)| {
+                    format!("{}:{}", ids(&mut words.iter().copied()), number(*bias))
+                })
+                .collect::<Vec<_>>()
+                .join(";"),
+            "eos" => ids(&mut p.eos_ids()),
+            "min-new-tokens" => p.min_new_tokens.to_string(),
+            _ => String::new(),
+        }
+    }
+
     /// Reads `text` alone into a policy of `engine`, and checks it as that engine would
     /// ([`Policy::validate`] on an unbounded vocabulary): what a form shows at this knob's
     /// field. Rules between knobs and a vocabulary's bounds are checked with the whole
@@ -463,6 +531,32 @@ impl Knob {
             text: text.trim().to_string(),
             problem: KnobProblem::Policy(e),
         })
+    }
+}
+
+/// The knobs of `policy` that differ from the default policy's, in words
+/// (`temperature 0.7, top-k 40, engine llama.cpp`), in [`KNOBS`]' order; `the defaults`
+/// when none does. What a report calls a policy.
+///
+/// ```
+/// let policy = policy::Policy { top_k: 40, ..policy::Policy::default() };
+/// assert_eq!(policy::knob_words(&policy), "top-k 40");
+/// ```
+pub fn knob_words(policy: &Policy) -> String {
+    let default = Policy::default();
+    let words: Vec<String> = KNOBS
+        .iter()
+        .filter_map(|knob| {
+            let text = knob.text(policy);
+            (text != knob.text(&default)).then(|| match text.as_str() {
+                "" => format!("{} off", knob.flag),
+                _ => format!("{} {text}", knob.flag),
+            })
+        })
+        .collect();
+    match words.is_empty() {
+        true => "the defaults".to_string(),
+        false => words.join(", "),
     }
 }
 
@@ -661,6 +755,69 @@ mod tests {
             }
         }
         assert!(stated > 40, "{stated}");
+    }
+
+    /// Each knob's text reads back to the value it was written from: the table's defaults,
+    /// and a value off its default for each.
+    #[test]
+    fn a_knob_s_text_reads_back_to_its_value() {
+        let samples = [
+            ("engine", "llama.cpp"),
+            ("order", "temperature-last"),
+            ("samplers", "top_k;temperature"),
+            ("temperature", "0.35"),
+            ("top-k", "7"),
+            ("top-p", "0.9"),
+            ("min-p", "0.05"),
+            ("min-keep", "2"),
+            ("typical", "0.9"),
+            ("epsilon-cutoff", "3e-4"),
+            ("eta-cutoff", "0.001"),
+            ("top-n-sigma", "1.5"),
+            ("xtc-probability", "0.5"),
+            ("xtc-threshold", "0.2"),
+            ("repetition-penalty", "1.2"),
+            ("frequency-penalty", "-0.5"),
+            ("presence-penalty", "0.5"),
+            ("penalty-last-n", "-1"),
+            ("no-repeat-ngram", "3"),
+            ("dry-multiplier", "0.8"),
+            ("dry-base", "2"),
+            ("dry-allowed-length", "3"),
+            ("dry-penalty-last-n", "64"),
+            ("mirostat", "2"),
+            ("mirostat-tau", "4"),
+            ("mirostat-eta", "0.2"),
+            ("forbid", "4,9"),
+            ("bias", "4:1.5,2:-1e-7"),
+            ("bad-words", "1,2;5"),
+            ("sequence-bias", "1,2:-3.5;7:1"),
+            ("eos", "3,5"),
+            ("min-new-tokens", "2"),
+        ];
+        for (flag, text) in samples {
+            let knob = Knob::named(flag).unwrap();
+            let mut policy = Policy::default();
+            knob.apply(text, &mut policy).unwrap();
+            let written = knob.text(&policy);
+            let mut back = Policy::default();
+            knob.apply(&written, &mut back).unwrap();
+            assert_eq!(back, policy, "{flag}: {text} wrote {written}");
+            assert_eq!(knob_words(&policy), format!("{flag} {written}"));
+        }
+        let breakers = KNOBS.iter().filter(|k| k.kind == Texts).count();
+        assert_eq!(
+            samples.len() + breakers,
+            KNOB_COUNT,
+            "every knob but the breakers"
+        );
+        for knob in &KNOBS {
+            let written = knob.text(&Policy::default());
+            let mut back = Policy::default();
+            knob.apply(&written, &mut back).unwrap();
+            assert_eq!(back, Policy::default(), "{}", knob.flag);
+        }
+        assert_eq!(knob_words(&Policy::default()), "the defaults");
     }
 
     #[test]

@@ -35,6 +35,7 @@ mod canonical;
 pub mod chain;
 pub mod chapter;
 pub mod compare;
+pub mod compare_report;
 pub mod engine;
 mod error;
 mod excerpt;
@@ -65,7 +66,8 @@ pub use generate::{
     generate, Clock, Generation, LanguageModel, ModelCall, Observer, StopReason, Vocabulary,
 };
 pub use knobs::{
-    knob_index, Knob, KnobError, KnobGroup, KnobKind, KnobProblem, PolicyRequest, KNOBS, KNOB_COUNT,
+    knob_index, knob_words, Knob, KnobError, KnobGroup, KnobKind, KnobProblem, PolicyRequest,
+    KNOBS, KNOB_COUNT,
 };
 pub use logit_bias::parse_logit_bias;
 pub use model_view::{model_view, ModelView, MODEL_TOP};

@@ -2,15 +2,17 @@
 //! stream, compared by [`policy::compare::comparison`] as `decode-lab compare` compares
 //! them (the logits along a's path come from the runtime, asynchronously), then each policy
 //! over many seeds through the Generate panel's loop, merged into a [`PathTree`] as
-//! `decode-lab paths` builds it, and the report formatted here
-//! ([`crate::worker::compare_report`]).
+//! `decode-lab paths` builds it, and the report's parts ([`policy::compare_report`])
+//! written as the panel's HTML.
 
 use gpu::Runtime;
+use policy::compare::Comparison;
+use policy::compare_report::{comparison_parts, divergence_words, tree_part};
 use policy::paths::{tree_run, PathTree};
 use policy::{Clock, RunConfig, RunRecord, StopReason};
 use tokenizer::Tokenizer;
 
-use crate::worker::compare_report::report;
+use crate::widgets::markup::html;
 use crate::worker::error::WorkerError;
 use crate::worker::generation::{generate, with_breakers, with_eos};
 use crate::worker::protocol::{CompareReport, CompareRequest};
@@ -87,8 +89,19 @@ pub async fn run_compare(
         }
         trees.push(PathTree::from_records(&records, request.depth).map_err(WorkerError::Paths)?);
     }
-    let (html, summary) = report(&comparison, [&trees[0], &trees[1]]);
-    Ok(Some(CompareReport { html, summary }))
+    Ok(Some(report(&comparison, [&trees[0], &trees[1]])))
+}
+
+/// The panel's report: the comparison's parts and both trees' as HTML, and where the runs
+/// part in a sentence for the live region.
+fn report(comparison: &Comparison, [a, b]: [&PathTree; 2]) -> CompareReport {
+    let mut parts = comparison_parts(comparison);
+    parts.push(tree_part("a", &comparison.a.config.policy, a));
+    parts.push(tree_part("b", &comparison.b.config.policy, b));
+    CompareReport {
+        html: html(&parts),
+        summary: divergence_words(comparison),
+    }
 }
 
 /// One run of `config` with no one watching its steps, or `None` when it was cancelled.

@@ -1,39 +1,28 @@
-//! The Compare panel's report, formatted in the model worker from
-//! [`policy::compare::Comparison`] and two [`PathTree`]s, the same values
-//! `decode-lab compare --json` and `decode-lab paths --json` print: a part per measure,
-//! each a chart with its table ([`report`], drawn by [`crate::widgets::markup`]), so the page only sets the
-//! markup.
+//! A comparison's report and a path tree's, as [`report`] parts: a part per measure of a
+//! [`Comparison`] ([`comparison_parts`]), each a chart with its table, and a part per
+//! [`PathTree`] ([`tree_part`]). `decode-lab compare` and `paths` write them as Markdown;
+//! the lab's model worker writes them as the Compare panel's HTML. `--json` prints the
+//! values themselves.
 
-use policy::compare::{Comparison, RunShape};
-use policy::paths::PathTree;
-use policy::{Policy, RunRecord};
 use report::{Block, Cell, ChartRow, Part, Row, RowsChart, Table};
 
-use crate::widgets::markup::html;
+use crate::compare::{Comparison, RunShape};
+use crate::paths::PathTree;
+use crate::{knob_words, Policy, RunRecord};
 
 /// A tree chart draws at most this many nodes; its table lists them all.
 const MOST_TREE_ROWS: usize = 60;
 
-/// The report's markup, and its first finding in a sentence for the live region.
-pub fn report(comparison: &Comparison, trees: [&PathTree; 2]) -> (String, String) {
-    let parts = vec![
+/// The comparison's parts: the two runs token by token, the probability of a's token
+/// under each policy, KL and total variation per step, and each output's shape.
+pub fn comparison_parts(comparison: &Comparison) -> Vec<Part> {
+    vec![
         runs_part(comparison),
         probability_part(comparison),
         kl_part(comparison),
         tv_part(comparison),
         shape_part(comparison),
-        tree_part("a", &comparison.a.config.policy, trees[0]),
-        tree_part("b", &comparison.b.config.policy, trees[1]),
-    ];
-    (html(&parts), divergence_words(comparison))
-}
-
-/// A policy's knobs in words, those the form sets.
-pub fn policy_words(policy: &Policy) -> String {
-    format!(
-        "temperature {}, top-k {}, top-p {}, min-p {}, {} rules",
-        policy.temperature, policy.top_k, policy.top_p, policy.min_p, policy.engine
-    )
+    ]
 }
 
 fn token_words(record: &RunRecord, step: usize) -> String {
@@ -45,7 +34,8 @@ fn token_words(record: &RunRecord, step: usize) -> String {
         })
 }
 
-fn divergence_words(c: &Comparison) -> String {
+/// Where the runs part, in a sentence (the lab's live region says it).
+pub fn divergence_words(c: &Comparison) -> String {
     match c.first_divergence {
         None => format!("Both policies chose the same {} tokens.", c.a.steps.len()),
         Some(t) => format!(
@@ -82,7 +72,7 @@ fn runs_part(c: &Comparison) -> Part {
     let run = |name: &str, record: &RunRecord, shape: &RunShape| {
         format!(
             "{name} ({}): {:?}, {} tokens; it stopped because {}.",
-            policy_words(&record.config.policy),
+            knob_words(&record.config.policy),
             record.output_text,
             shape.tokens,
             record.stop_reason.describe()
@@ -183,7 +173,7 @@ fn distance_part(
     id: &str,
     title: &str,
     unit: Option<&str>,
-    value: fn(&policy::compare::Divergence) -> f64,
+    value: fn(&crate::compare::Divergence) -> f64,
 ) -> Part {
     let values: Vec<f64> = c.steps.iter().map(|s| value(&s.divergence)).collect();
     let finite_max = values
@@ -342,7 +332,18 @@ fn shape_part(c: &Comparison) -> Part {
     }
 }
 
-fn tree_part(name: &str, policy: &Policy, tree: &PathTree) -> Part {
+/// The tree of `policy`'s paths (called `name`, or "the policy" when it is empty): each
+/// path's empirical frequency beside its analytic probability, and how much of the
+/// policy's probability the paths found hold.
+pub fn tree_part(name: &str, policy: &Policy, tree: &PathTree) -> Part {
+    let who = match name {
+        "" => "the policy".to_string(),
+        name => format!("policy {name}"),
+    };
+    let id = match name {
+        "" => "tree".to_string(),
+        name => format!("cmp-tree-{name}"),
+    };
     let texts: std::collections::HashMap<&[u32], &str> = tree
         .nodes
         .iter()
@@ -397,9 +398,10 @@ fn tree_part(name: &str, policy: &Policy, tree: &PathTree) -> Part {
         .enumerate()
         .map(|(d, m)| {
             format!(
-                "by token {}, the paths found hold {:.1} % of the policy's probability",
+                "by token {}, the paths found hold {:.1} % of the policy's probability (no run took the other {:.1} %)",
                 d + 1,
-                m * 100.0
+                m * 100.0,
+                (1.0 - m).max(0.0) * 100.0
             )
         })
         .collect::<Vec<_>>()
@@ -416,20 +418,22 @@ fn tree_part(name: &str, policy: &Policy, tree: &PathTree) -> Part {
     };
     let top = tree.nodes.first();
     Part {
-        id: format!("cmp-tree-{name}"),
+        id: id.clone(),
         title: format!(
-            "Policy {name} over {} seeds: the paths of its first {} tokens",
-            tree.runs, tree.depth
+            "{} over {} seeds: the paths of its first {} tokens",
+            capitalised(&who),
+            tree.runs,
+            tree.depth
         ),
         blocks: vec![
             Block::Text(format!(
-                "{} runs of policy {name} ({}), seeds {first} to {last}. Beside each path, the share of runs that took it (empirical) and the product of the policy's probabilities of its tokens (analytic); as the runs grow, the two meet. {}.{shown}",
+                "{} runs of {who} ({}), seeds {first} to {last}. Beside each path, the share of runs that took it (empirical) and the product of the policy's probabilities of its tokens (analytic); as the runs grow, the two meet. {}.{shown}",
                 tree.runs,
-                policy_words(policy),
+                knob_words(policy),
                 capitalised(&coverage)
             )),
             Block::Rows(Box::new(RowsChart {
-                caption: format!("Policy {name}'s tree of paths: empirical frequency and analytic probability of each"),
+                caption: format!("{}'s tree of paths: empirical frequency and analytic probability of each", capitalised(&who)),
                 summary: match top {
                     Some(n) => format!(
                         "The most taken first token is {:?}: {} of {} runs ({:.1} %), analytic {:.1} %.",
@@ -447,8 +451,8 @@ fn tree_part(name: &str, policy: &Policy, tree: &PathTree) -> Part {
                 rows,
                 legend: "Each token indented under the one before it. Upper bar: the share of runs (empirical); lower bar: the policy's probability of the path (analytic).".into(),
                 table: table(
-                    &format!("cmp-tree-{name}-table"),
-                    format!("Every path of policy {name}'s runs, depth first"),
+                    &format!("{id}-table"),
+                    format!("Every path of {who}'s runs, depth first"),
                     &["Path", "Runs", "Empirical", "Analytic", "Step probability", "Ended here"],
                     table_rows,
                 ),
