@@ -141,49 +141,13 @@ pub fn check_lines(
     }
 }
 
-/// The report for people: a row per version and per slice, then what was rejected, then
-/// the drift verdict.
+/// The report for people: what was read in a sentence, then the `observe` crate's parts
+/// ([`observe::parts`], as the lab's Observe panel draws them) as Markdown.
 pub fn table(report: &Report) -> String {
-    let mut out = format!(
-        "{} runs in {} versions; {} lines rejected\n\n{}\n",
-        report.runs,
-        report.versions.len(),
-        report.rejected_count,
-        observe::table::COLUMNS.join(" | ")
-    );
-    for row in observe::table::rows(report) {
-        out += &row.join(" | ");
-        out += "\n";
-    }
-    for r in &report.rejected {
-        out += &format!("rejected: {} line {}: {}\n", r.source, r.line, r.reason);
-    }
-    if report.duplicate_count > 0 {
-        out += &format!(
-            "{} lines repeat a run already read, each counted once\n",
-            report.duplicate_count
-        );
-    }
-    for d in &report.duplicates {
-        out += &format!(
-            "duplicate: {} line {} is run {} of {} line {}\n",
-            d.source, d.line, d.run_id, d.first_source, d.first_line
-        );
-    }
-    if report.runs_after_as_of > 0 {
-        out += &format!(
-            "{} runs arrived after the cut-off and are left out\n",
-            report.runs_after_as_of
-        );
-    }
-    if report.outcomes_unmatched > 0 || report.outcomes_late > 0 {
-        out += &format!(
-            "outcomes: {} match no run; {} arrived after the cut-off\n",
-            report.outcomes_unmatched, report.outcomes_late
-        );
-    }
-    if let Some(verdict) = &report.verdict {
-        out += &format!("\n{verdict}\n");
-    }
-    out
+    let parts = observe::parts::parts(report);
+    format!(
+        "{}\n\n{}",
+        observe::parts::summary(report),
+        report::markdown(&parts).trim_end()
+    )
 }

@@ -8,7 +8,8 @@
 //! [`Rejected`] entry naming its source, line and reason, never dropped in silence. A run's
 //! slice is its `slice` tag, or what the [`Inspector`] (the project's language identifier)
 //! says of its prompt. Memory grows with versions and slices, not with runs
-//! ([`quantiles`]); [`Observation::finish`] gives the [`Report`].
+//! ([`quantiles`]); [`Observation::finish`] gives the [`Report`], and [`parts`] its report
+//! as `report` parts for the CLI (Markdown) and the lab (HTML).
 //!
 //! Pure like `policy`: no I/O, no clock; the CLI and the lab's worker feed it text.
 
@@ -20,6 +21,7 @@ mod drift;
 mod error;
 pub mod group;
 pub mod outcome;
+pub mod parts;
 pub mod quantiles;
 mod seen;
 pub mod table;

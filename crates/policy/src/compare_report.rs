@@ -54,16 +54,6 @@ fn number(value: f64, places: usize) -> Cell {
     }
 }
 
-fn table(id: &str, caption: String, headers: &[&str], rows: Vec<Row>) -> Table {
-    Table {
-        class: "mirror".into(),
-        id: Some(id.into()),
-        caption,
-        headers: headers.iter().map(|h| h.to_string()).collect(),
-        rows,
-    }
-}
-
 fn step_label(c: &Comparison, t: usize) -> String {
     format!("{t}: {:?}", c.a.steps[t].text)
 }
@@ -103,9 +93,9 @@ fn runs_part(c: &Comparison) -> Part {
             Block::Text(run("a", &c.a, &c.shape_a)),
             Block::Text(run("b", &c.b, &c.shape_b)),
             Block::Text(divergence_words(c)),
-            Block::Table(table(
+            Block::Table(Table::mirror(
                 "cmp-tokens",
-                "The tokens aligned by step; rows from the first divergence on are marked".into(),
+                "The tokens aligned by step; rows from the first divergence on are marked",
                 &["Step", "a's token", "b's token", "Same?"],
                 rows,
             )),
@@ -157,9 +147,9 @@ fn probability_part(c: &Comparison) -> Part {
             series: vec!["cmp-a".into(), "cmp-b".into()],
             rows,
             legend: "Upper bar: policy a; lower bar: policy b.".into(),
-            table: table(
+            table: Table::mirror(
                 "cmp-prob-table",
-                "a's token at each step. Its probability under a and under b. How many tokens each kept.".into(),
+                "a's token at each step. Its probability under a and under b. How many tokens each kept.",
                 &["Step: a's token", "Under a", "Under b", "Kept by a", "Kept by b"],
                 table_rows,
             ),
@@ -248,7 +238,7 @@ fn distance_part(
             series: vec!["cmp-a".into()],
             rows,
             legend: "A bar past the scale (drawn to its end with a dashed outline, written ∞) is infinite.".into(),
-            table: table(
+            table: Table::mirror(
                 &format!("{id}-table"),
                 format!("{title} per step{in_unit}"),
                 &["Step: a's token", title],
@@ -322,9 +312,9 @@ fn shape_part(c: &Comparison) -> Part {
             series: vec!["cmp-a".into(), "cmp-b".into()],
             rows,
             legend: "Upper bar: policy a; lower bar: policy b; – below the n-gram's length.".into(),
-            table: table(
+            table: Table::mirror(
                 "cmp-shape-table",
-                "Each run's distinct-1, distinct-2 and repetition rate".into(),
+                "Each run's distinct-1, distinct-2 and repetition rate",
                 &["Measure", "a", "b"],
                 table_rows,
             ),
@@ -450,7 +440,7 @@ pub fn tree_part(name: &str, policy: &Policy, tree: &PathTree) -> Part {
                 series: vec!["cmp-empirical".into(), "cmp-analytic".into()],
                 rows,
                 legend: "Each token indented under the one before it. Upper bar: the share of runs (empirical); lower bar: the policy's probability of the path (analytic).".into(),
-                table: table(
+                table: Table::mirror(
                     &format!("{id}-table"),
                     format!("Every path of {who}'s runs, depth first"),
                     &["Path", "Runs", "Empirical", "Analytic", "Step probability", "Ended here"],

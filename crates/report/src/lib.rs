@@ -58,6 +58,14 @@ impl Row {
             cells,
         }
     }
+
+    /// A row of words: the first is its header, the rest its cells (none for no words).
+    pub fn texts(words: &[String]) -> Row {
+        let (header, cells) = words
+            .split_first()
+            .map_or(("", &[][..]), |(h, c)| (h.as_str(), c));
+        Row::new(header, cells.iter().map(Cell::text).collect())
+    }
 }
 
 /// A whole table: its class and id (for the page's styles and tests), its caption, one row
@@ -69,6 +77,19 @@ pub struct Table {
     pub caption: String,
     pub headers: Vec<String>,
     pub rows: Vec<Row>,
+}
+
+impl Table {
+    /// A table that mirrors a chart or stands alone as one (class `mirror`), with its id.
+    pub fn mirror(id: &str, caption: impl Into<String>, headers: &[&str], rows: Vec<Row>) -> Table {
+        Table {
+            class: "mirror".into(),
+            id: Some(id.into()),
+            caption: caption.into(),
+            headers: headers.iter().map(|h| h.to_string()).collect(),
+            rows,
+        }
+    }
 }
 
 /// A chart's viewBox (`width` × `height`) and the margins round its plot, all in the
