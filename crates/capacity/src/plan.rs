@@ -38,9 +38,7 @@ pub const MAX_TRACE_RATE_PER_S: f64 = 1e12;
 pub const MIN_LOAD_SCALE: f64 = 1e-6;
 pub const MAX_LOAD_SCALE: f64 = 1e6;
 
-/// The p99 SLOs a plan may set, seconds: a nanosecond to about 31 years.
-pub const MIN_SLO_S: f64 = 1e-9;
-pub const MAX_SLO_S: f64 = 1e9;
+pub use crate::sim::{MAX_SLO_S, MIN_SLO_S};
 
 /// The most requests one plan simulates over its whole sweep (configurations × requests).
 /// A simulated request costs 0.6 to 1.5 µs in a release build on the lab's 2-vCPU EPYC

@@ -171,19 +171,18 @@ pub struct Slo {
     pub tpot_p99_s: f64,
 }
 
+/// The p99 SLOs a plan may set, seconds: a nanosecond to about 31 years.
+pub const MIN_SLO_S: f64 = 1e-9;
+pub const MAX_SLO_S: f64 = 1e9;
+
 impl Slo {
-    /// Both targets a number of seconds within [`crate::MIN_SLO_S`, `crate::MAX_SLO_S`].
+    /// Both targets a number of seconds within [`MIN_SLO_S`, `MAX_SLO_S`].
     pub fn validate(&self) -> Result<(), CapacityError> {
         for (what, slo) in [
             ("p99 TTFT SLO (s)", self.ttft_p99_s),
             ("p99 time-per-token SLO (s)", self.tpot_p99_s),
         ] {
-            in_range(
-                what,
-                positive(what, slo)?,
-                crate::plan::MIN_SLO_S,
-                crate::plan::MAX_SLO_S,
-            )?;
+            in_range(what, positive(what, slo)?, MIN_SLO_S, MAX_SLO_S)?;
         }
         Ok(())
     }

@@ -270,9 +270,12 @@ const PLANNING: [&str; 3] = [
 /// moved there.
 const STEPPING: [&str; 2] = ["6policy8pipeline4step", "6policy6engine11conformance"];
 
+/// The Compare panel's report, which the model worker builds (`policy::compare_report`).
+const COMPARING: [&str; 1] = ["6policy14compare_report9tree_part"];
+
 /// What only a worker links: its Trunk profile and binary, the symbols, and what must run
 /// there.
-const WORKER_ONLY: [(&str, &str, &[&str], &str); 2] = [
+const WORKER_ONLY: [(&str, &str, &[&str], &str); 3] = [
     (
         "wasm-planner",
         "planner",
@@ -284,6 +287,12 @@ const WORKER_ONLY: [(&str, &str, &[&str], &str); 2] = [
         "worker",
         &STEPPING,
         "the decoding step and its conformance view must run in the model worker",
+    ),
+    (
+        "wasm-worker",
+        "worker",
+        &COMPARING,
+        "the Compare panel's report must be built in the model worker",
     ),
 ];
 
