@@ -265,7 +265,7 @@ fn run_paths(args: &PathsArgs) -> Result<String, CliError> {
     if args.json {
         Ok(serde_json::to_string(&tree)?)
     } else {
-        let part = tree_part("", &request.config.policy, &tree);
+        let part = tree_part("", &policy::knob_words(&request.config.policy), &tree);
         Ok(report::markdown(&[part]).trim_end().to_string())
     }
 }
@@ -316,9 +316,12 @@ fn run_compare(args: &CompareArgs) -> Result<String, CliError> {
     if args.json {
         Ok(serde_json::to_string(&comparison)?)
     } else {
-        Ok(report::markdown(&comparison_parts(&comparison))
-            .trim_end()
-            .to_string())
+        let words = [&comparison.a, &comparison.b].map(|r| policy::knob_words(&r.config.policy));
+        Ok(
+            report::markdown(&comparison_parts(&comparison, [&words[0], &words[1]]))
+                .trim_end()
+                .to_string(),
+        )
     }
 }
 

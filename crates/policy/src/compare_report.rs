@@ -8,16 +8,17 @@ use report::{Block, Cell, ChartRow, Part, Row, RowsChart, Table};
 
 use crate::compare::{Comparison, RunShape};
 use crate::paths::PathTree;
-use crate::{knob_words, Policy, RunRecord};
+use crate::RunRecord;
 
 /// A tree chart draws at most this many nodes; its table lists them all.
 const MOST_TREE_ROWS: usize = 60;
 
 /// The comparison's parts: the two runs token by token, the probability of a's token
-/// under each policy, KL and total variation per step, and each output's shape.
-pub fn comparison_parts(comparison: &Comparison) -> Vec<Part> {
+/// under each policy, KL and total variation per step, and each output's shape. `words`
+/// name each policy (`knob_words`, or a form's own words for the knobs it set).
+pub fn comparison_parts(comparison: &Comparison, words: [&str; 2]) -> Vec<Part> {
     vec![
-        runs_part(comparison),
+        runs_part(comparison, words),
         probability_part(comparison),
         kl_part(comparison),
         tv_part(comparison),
@@ -58,11 +59,10 @@ fn step_label(c: &Comparison, t: usize) -> String {
     format!("{t}: {:?}", c.a.steps[t].text)
 }
 
-fn runs_part(c: &Comparison) -> Part {
-    let run = |name: &str, record: &RunRecord, shape: &RunShape| {
+fn runs_part(c: &Comparison, [words_a, words_b]: [&str; 2]) -> Part {
+    let run = |name: &str, words: &str, record: &RunRecord, shape: &RunShape| {
         format!(
-            "{name} ({}): {:?}, {} tokens; it stopped because {}.",
-            knob_words(&record.config.policy),
+            "{name} ({words}): {:?}, {} tokens; it stopped because {}.",
             record.output_text,
             shape.tokens,
             record.stop_reason.describe()
@@ -90,8 +90,8 @@ fn runs_part(c: &Comparison) -> Part {
         id: "cmp-runs".into(),
         title: "The two runs, token by token".into(),
         blocks: vec![
-            Block::Text(run("a", &c.a, &c.shape_a)),
-            Block::Text(run("b", &c.b, &c.shape_b)),
+            Block::Text(run("a", words_a, &c.a, &c.shape_a)),
+            Block::Text(run("b", words_b, &c.b, &c.shape_b)),
             Block::Text(divergence_words(c)),
             Block::Table(Table::mirror(
                 "cmp-tokens",
@@ -322,10 +322,10 @@ fn shape_part(c: &Comparison) -> Part {
     }
 }
 
-/// The tree of `policy`'s paths (called `name`, or "the policy" when it is empty): each
-/// path's empirical frequency beside its analytic probability, and how much of the
-/// policy's probability the paths found hold.
-pub fn tree_part(name: &str, policy: &Policy, tree: &PathTree) -> Part {
+/// The tree of a policy's paths (called `name`, or "the policy" when it is empty; `words`
+/// name its knobs): each path's empirical frequency beside its analytic probability, and
+/// how much of the policy's probability the paths found hold.
+pub fn tree_part(name: &str, words: &str, tree: &PathTree) -> Part {
     let who = match name {
         "" => "the policy".to_string(),
         name => format!("policy {name}"),
@@ -419,7 +419,7 @@ pub fn tree_part(name: &str, policy: &Policy, tree: &PathTree) -> Part {
             Block::Text(format!(
                 "{} runs of {who} ({}), seeds {first} to {last}. Beside each path, the share of runs that took it (empirical) and the product of the policy's probabilities of its tokens (analytic); as the runs grow, the two meet. {}.{shown}",
                 tree.runs,
-                knob_words(policy),
+                words,
                 capitalised(&coverage)
             )),
             Block::Rows(Box::new(RowsChart {

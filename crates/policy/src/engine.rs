@@ -136,46 +136,53 @@ impl Engine {
         const MIROSTAT: &str =
             "a finite target surprise τ and learning rate η, each greater than 0";
         const SEQUENCES: &str = "no Hugging Face sequence processor (bad words, sequence bias)";
-        Some(match (self, flag) {
-            (Lab, "temperature") => "a finite number, at least 0 (0 means greedy)",
-            (Hf, "temperature") => "a finite temperature of at least 0 (0 is do_sample=False)",
-            (Vllm, "temperature") => "a temperature from 0 to 2",
-            (Lab, "top-p") => "greater than 0 and at most 1",
-            (Hf, "top-p") => "a top-p of at least 0 (0 keeps the top token, 1 or more is off)",
-            (Vllm, "top-p") => "a top-p greater than 0 and at most 1",
-            (Lab, "min-p") => "between 0 and 1",
-            (Hf | Vllm, "min-p") => UNIT,
-            (LlamaCpp, "temperature" | "top-p" | "min-p") => FINITE,
-            (Vllm, "min-keep") => "no such setting",
-            (Hf, "frequency-penalty" | "presence-penalty") => {
-                "no frequency or presence penalty, only repetition"
-            }
-            (Vllm, "frequency-penalty" | "presence-penalty") => {
-                "frequency and presence penalties from -2 to 2"
-            }
-            (LlamaCpp | Vllm, "no-repeat-ngram") => "no n-gram ban",
-            (LlamaCpp, "min-new-tokens") => "no minimum of new tokens",
-            (LlamaCpp | Vllm, "bad-words" | "sequence-bias") => SEQUENCES,
-            (Lab | Hf, "typical") => TYPICAL,
-            (Lab | Hf, "epsilon-cutoff" | "eta-cutoff") => CUTOFF,
-            (Lab, "top-n-sigma") => "a finite number of standard deviations greater than 0",
-            (Lab, "xtc-probability") | (Lab | Hf | Vllm, "xtc-threshold") => XTC,
-            (Lab, "dry-multiplier") | (Lab | Hf | Vllm, "dry-base") => DRY,
-            (Lab | Hf | Vllm, "mirostat-tau" | "mirostat-eta") => MIROSTAT,
-            (
-                LlamaCpp,
-                "typical" | "top-n-sigma" | "xtc-probability" | "xtc-threshold" | "dry-multiplier"
-                | "dry-base" | "mirostat-tau" | "mirostat-eta",
-            ) => FINITE,
-            (LlamaCpp, "epsilon-cutoff" | "eta-cutoff") => NONE,
-            (Hf, "top-n-sigma" | "xtc-probability" | "dry-multiplier" | "mirostat") => NONE,
-            (
-                Vllm,
-                "typical" | "epsilon-cutoff" | "eta-cutoff" | "top-n-sigma" | "xtc-probability"
-                | "dry-multiplier" | "mirostat",
-            ) => NONE,
+        let (lab, hf, llama, vllm) = match flag {
+            "temperature" => (
+                "a finite number, at least 0 (0 means greedy)",
+                "a finite temperature of at least 0 (0 is do_sample=False)",
+                FINITE,
+                "a temperature from 0 to 2",
+            ),
+            "top-p" => (
+                "greater than 0 and at most 1",
+                "a top-p of at least 0 (0 keeps the top token, 1 or more is off)",
+                FINITE,
+                "a top-p greater than 0 and at most 1",
+            ),
+            "min-p" => ("between 0 and 1", UNIT, FINITE, UNIT),
+            "min-keep" => ("", "", "", "no such setting"),
+            "frequency-penalty" | "presence-penalty" => (
+                "",
+                "no frequency or presence penalty, only repetition",
+                "",
+                "frequency and presence penalties from -2 to 2",
+            ),
+            "no-repeat-ngram" => ("", "", "no n-gram ban", "no n-gram ban"),
+            "min-new-tokens" => ("", "", "no minimum of new tokens", ""),
+            "bad-words" | "sequence-bias" => ("", "", SEQUENCES, SEQUENCES),
+            "typical" => (TYPICAL, TYPICAL, FINITE, NONE),
+            "epsilon-cutoff" | "eta-cutoff" => (CUTOFF, CUTOFF, NONE, NONE),
+            "top-n-sigma" => (
+                "a finite number of standard deviations greater than 0",
+                NONE,
+                FINITE,
+                NONE,
+            ),
+            "xtc-probability" => (XTC, NONE, FINITE, NONE),
+            "xtc-threshold" => (XTC, XTC, FINITE, XTC),
+            "dry-multiplier" => (DRY, NONE, FINITE, NONE),
+            "dry-base" => (DRY, DRY, FINITE, DRY),
+            "mirostat" => ("", NONE, "", NONE),
+            "mirostat-tau" | "mirostat-eta" => (MIROSTAT, MIROSTAT, FINITE, MIROSTAT),
             _ => return None,
-        })
+        };
+        let words = match self {
+            Lab => lab,
+            Hf => hf,
+            LlamaCpp => llama,
+            Vllm => vllm,
+        };
+        (!words.is_empty()).then_some(words)
     }
 
     /// [`accepts`](Self::accepts) for a knob this engine's rule refuses: its words.

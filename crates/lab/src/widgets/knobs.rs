@@ -140,6 +140,23 @@ pub fn knob_pairs(
         .collect()
 }
 
+/// A form's policy in words, for a report: the temperature, then each knob whose text is
+/// not the table's default (`temperature 0.7, top-p 0.8, engine vllm`). What
+/// `policy::knob_words` says of a policy, read from the form's texts, so that the model
+/// worker need not write a policy back as text.
+pub fn knob_words(texts: &KnobTexts) -> String {
+    KNOBS
+        .iter()
+        .zip(texts)
+        .filter(|(knob, text)| knob.flag == "temperature" || text.trim() != knob.default)
+        .map(|(knob, text)| match text.trim() {
+            "" => format!("{} off", knob.flag),
+            text => format!("{} {}", knob.flag, text.replace('\n', " / ")),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A breaker or stop string as typed on one line: `\n` is a line break, `\t` a tab, `\\` a
 /// backslash.
 pub fn unescape(line: &str) -> String {
@@ -471,6 +488,17 @@ mod tests {
         let (policy, breakers) = read.unwrap();
         assert_eq!(breakers, ["\n", ":"]);
         assert_eq!(policy.eos_ids().collect::<Vec<_>>(), [3, 5]);
+    }
+
+    #[test]
+    fn a_form_s_words_name_the_temperature_and_each_knob_off_its_default() {
+        let mut texts = knob_defaults(&[("top-p", "0.8"), ("engine", "vllm")]);
+        assert_eq!(
+            knob_words(&texts),
+            "engine vllm, temperature 0.7, top-p 0.8"
+        );
+        texts[at("top-n-sigma").unwrap()] = "1.5".into();
+        assert!(knob_words(&texts).ends_with(", top-n-sigma 1.5"));
     }
 
     #[test]

@@ -89,15 +89,19 @@ pub async fn run_compare(
         }
         trees.push(PathTree::from_records(&records, request.depth).map_err(WorkerError::Paths)?);
     }
-    Ok(Some(report(&comparison, [&trees[0], &trees[1]])))
+    Ok(Some(report(
+        &comparison,
+        &request.words,
+        [&trees[0], &trees[1]],
+    )))
 }
 
 /// The panel's report: the comparison's parts and both trees' as HTML, and where the runs
 /// part in a sentence for the live region.
-fn report(comparison: &Comparison, [a, b]: [&PathTree; 2]) -> CompareReport {
-    let mut parts = comparison_parts(comparison);
-    parts.push(tree_part("a", &comparison.a.config.policy, a));
-    parts.push(tree_part("b", &comparison.b.config.policy, b));
+fn report(comparison: &Comparison, words: &[String; 2], [a, b]: [&PathTree; 2]) -> CompareReport {
+    let mut parts = comparison_parts(comparison, [&words[0], &words[1]]);
+    parts.push(tree_part("a", &words[0], a));
+    parts.push(tree_part("b", &words[1], b));
     CompareReport {
         html: html(&parts),
         summary: divergence_words(comparison),

@@ -192,6 +192,8 @@ pub struct CompareRequest {
     pub b: RunConfig,
     /// Each policy's DRY breakers as typed (see [`GenerateRequest::dry_breakers`]).
     pub breakers: [Vec<String>; 2],
+    /// Each policy in words, the knobs its form set ([`crate::widgets::knobs::knob_words`]).
+    pub words: [String; 2],
     /// How many runs each tree takes, seeds counting up from the runs' seed.
     pub seeds: usize,
     /// How many tokens deep the trees go.

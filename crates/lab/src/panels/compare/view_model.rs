@@ -7,8 +7,8 @@ use policy::{RunConfig, SeedSource, StopConfig, KNOB_COUNT};
 
 use crate::widgets::form::{pairs_from_texts, texts_from_pairs, Form, Problems};
 use crate::widgets::knobs::{
-    knob_defaults, knob_from_url, knob_ids, knob_keys, knob_labels, knob_pairs, read_knobs,
-    KnobNames, KnobTexts,
+    knob_defaults, knob_from_url, knob_ids, knob_keys, knob_labels, knob_pairs, knob_words,
+    read_knobs, KnobNames, KnobTexts,
 };
 use crate::widgets::number::{whole, whole_in, FieldError};
 use crate::worker::protocol::CompareRequest;
@@ -239,6 +239,7 @@ impl Form for CompareForm {
                 a: config(a)?,
                 b: config(b)?,
                 breakers: [a_breakers, b_breakers],
+                words: Side::BOTH.map(|side| knob_words(self.side(side))),
                 seeds: seeds? as usize,
                 depth: depth? as usize,
             })
