@@ -474,24 +474,19 @@ fn left_out_part(report: &Report) -> Part {
         blocks.push(Block::Text(format!("{count} {what}.")));
     }
     if !report.duplicates.is_empty() {
-        let rows = report
-            .duplicates
-            .iter()
-            .map(|d| {
-                Row::texts(&[
-                    d.source.clone(),
-                    d.line.to_string(),
-                    d.run_id.clone(),
-                    format!("{} line {}", d.first_source, d.first_line),
-                ])
-            })
-            .collect();
-        blocks.push(Block::Table(Table::mirror(
-            "obs-duplicates-table",
-            "Lines that repeat a run already read",
-            &["file", "line", "run", "first read at"],
-            rows,
-        )));
+        blocks.push(Block::List {
+            class: "obs-duplicates".into(),
+            items: report
+                .duplicates
+                .iter()
+                .map(|d| {
+                    format!(
+                        "{} line {} is run {} of {} line {}.",
+                        d.source, d.line, d.run_id, d.first_source, d.first_line
+                    )
+                })
+                .collect(),
+        });
     }
     part("obs-part-left-out", "Read but not counted", blocks)
 }
