@@ -4,12 +4,14 @@
 //! `sql/` (the README's) asked of DuckDB, and each figure compared with `observe`'s report
 //! of the same runs read from their JSONL.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
-use duckdb::{Config, Connection};
 use observe::{DriftRule, Inspector, Observation, Outcome, Outcomes, Report, Verdict};
 use policy::RunRecord;
 use runs_parquet::Export;
+use serde_json::{json, Value};
 
 const BASE: &str = include_str!("../../policy/tests/fixtures/records-before-backend-kind.jsonl");
 const VIEWS: &str = include_str!("../sql/views.sql");
@@ -129,40 +131,54 @@ fn observe(lines: &[String], rows: &[String]) -> Report {
 /// outcome rate.
 type Figures = (String, String, i64, f64, i64, Option<f64>);
 
-/// DuckDB, in memory, that loads and installs no extension: the Parquet reader is linked in
-/// (the `parquet` feature), and nothing may be fetched at run time.
-fn duckdb(dir: &Path) -> Connection {
-    let config = Config::default()
-        .enable_autoload_extension(false)
+/// The DuckDB version the check pins (`cargo xtask test` installs its wheel).
+const DUCKDB: &str = "1.5.6";
+
+/// DuckDB's answers to `queries` over the export in `dir`, each a list of rows: DuckDB from
+/// its prebuilt Python wheel (`query.py`), in memory, loading and installing no extension.
+/// The Python is `DUCKDB_PYTHON`, the virtual environment `cargo xtask test` makes.
+fn duckdb(dir: &Path, queries: &[&str]) -> Vec<Vec<Vec<Value>>> {
+    let python = std::env::var_os("DUCKDB_PYTHON").expect(
+        "DUCKDB_PYTHON names no Python: run `cargo xtask test`, which makes target/python with DuckDB's wheel",
+    );
+    let job = json!({ "dir": dir, "views": VIEWS, "queries": queries });
+    let mut child = Command::new(&python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("query.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", python.to_string_lossy()));
+    child
+        .stdin
+        .take()
         .unwrap()
-        .with("autoinstall_known_extensions", "false")
+        .write_all(job.to_string().as_bytes())
         .unwrap();
-    let db = Connection::open_in_memory_with_flags(config).unwrap();
-    db.execute_batch(&VIEWS.replace("DIR", dir.to_str().unwrap()))
-        .unwrap();
-    db
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "query.py failed: {}", out.status);
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["version"], DUCKDB, "the DuckDB that answered");
+    serde_json::from_value(answer["answers"].clone()).unwrap()
 }
 
-fn query(db: &Connection, sql: &str, sliced: bool) -> Vec<Figures> {
-    let mut statement = db.prepare(sql).unwrap();
+/// The figure rows of an answer (with a slice column when `sliced`).
+fn rows_of(rows: &[Vec<Value>], sliced: bool) -> Vec<Figures> {
     let at = usize::from(sliced);
-    statement
-        .query_map([], |row| {
-            Ok((
-                row.get::<_, String>(0)?,
+    rows.iter()
+        .map(|row| {
+            (
+                row[0].as_str().unwrap().to_string(),
                 if sliced {
-                    row.get::<_, String>(1)?
+                    row[1].as_str().unwrap().to_string()
                 } else {
                     "all".to_string()
                 },
-                row.get::<_, i64>(1 + at)?,
-                row.get::<_, f64>(2 + at)?,
-                row.get::<_, i64>(3 + at)?,
-                row.get::<_, Option<f64>>(4 + at)?,
-            ))
+                row[1 + at].as_i64().unwrap(),
+                row[2 + at].as_f64().unwrap(),
+                row[3 + at].as_i64().unwrap(),
+                row[4 + at].as_f64(),
+            )
         })
-        .unwrap()
-        .map(Result::unwrap)
         .collect()
 }
 
@@ -199,22 +215,21 @@ fn duckdb_over_the_export_agrees_with_observe() {
         .collect();
     assert_eq!((versions.len(), slices.len()), (2, 4));
 
-    let db = duckdb(&dir);
-    // Floats compared exactly: the Parquet holds the very doubles `observe` ranks.
-    assert_eq!(query(&db, VERSIONS, false), versions);
-    assert_eq!(query(&db, SLICES, true), slices);
-
     // The steps table joins back on run_id: each version's steps, as observe counts them.
-    let mut statement = db
-        .prepare(
-            "SELECT r.version_id, count(*) FROM steps s JOIN runs r USING (run_id) \
-             GROUP BY r.version_id ORDER BY r.version_id",
-        )
-        .unwrap();
-    let steps: Vec<(String, i64)> = statement
-        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
+    let steps_sql = "SELECT r.version_id, count(*) FROM steps s JOIN runs r USING (run_id) \
+                     GROUP BY r.version_id ORDER BY r.version_id";
+    let answers = duckdb(&dir, &[VERSIONS, SLICES, steps_sql]);
+    // Floats compared exactly: the Parquet holds the very doubles `observe` ranks.
+    assert_eq!(rows_of(&answers[0], false), versions);
+    assert_eq!(rows_of(&answers[1], true), slices);
+    let steps: Vec<(String, i64)> = answers[2]
+        .iter()
+        .map(|row| {
+            (
+                row[0].as_str().unwrap().to_string(),
+                row[1].as_i64().unwrap(),
+            )
+        })
         .collect();
     let expected: Vec<(String, i64)> = report
         .versions

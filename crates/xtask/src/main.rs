@@ -10,6 +10,7 @@ use std::env;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{exit, Command, Stdio};
+use std::time::{Duration, Instant};
 
 const TRUNK_VERSION: &str = "0.21.14";
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
@@ -17,6 +18,9 @@ const WASM_TARGET: &str = "wasm32-unknown-unknown";
 /// driver for native wgpu tests.
 const APT_PACKAGES: [&str; 3] = ["chromium", "mesa-vulkan-drivers", "libvulkan1"];
 const CHROMIUM: &str = "/usr/bin/chromium";
+/// Python packages, pinned, in a virtual environment under the target folder: DuckDB's
+/// prebuilt wheel for the Parquet check (`crates/duckdb-check`).
+const PYTHON_PACKAGES: [&str; 1] = ["duckdb==1.5.6"];
 /// Crates the pure policy crate (and the capacity planner, the n-gram draft, the language
 /// identifier and the observation) must never depend on.
 const POLICY_MUST_NOT_USE: [&str; 6] = [
@@ -172,6 +176,32 @@ fn install(root: &Path) -> Result<(), String> {
             .env("DEBIAN_FRONTEND", "noninteractive"))?;
     }
 
+    let python = python(root);
+    if !python.exists() {
+        run(Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(python.ancestors().nth(2).unwrap_or(root)))?;
+    }
+    let frozen = output(Command::new(&python).args(["-m", "pip", "freeze"])).unwrap_or_default();
+    let wanted: Vec<&str> = PYTHON_PACKAGES
+        .iter()
+        .copied()
+        .filter(|p| !frozen.lines().any(|l| l == *p))
+        .collect();
+    if wanted.is_empty() {
+        println!("xtask: {} present", PYTHON_PACKAGES.join(", "));
+    } else {
+        run(Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(&wanted))?;
+    }
+
     let e2e = root.join("e2e");
     let installed = [
         "node_modules/.package-lock.json",
@@ -189,6 +219,11 @@ fn install(root: &Path) -> Result<(), String> {
             .current_dir(&e2e))?;
     }
     Ok(())
+}
+
+/// The Python of the virtual environment that `install` makes.
+fn python(root: &Path) -> PathBuf {
+    target_dir(root).join("python/bin/python")
 }
 
 fn serve(root: &Path, args: &[String]) -> Result<(), String> {
@@ -331,132 +366,172 @@ fn names(wasm: &[u8], symbol: &str) -> bool {
     wasm.windows(symbol.len()).any(|w| w == symbol.as_bytes())
 }
 
-fn test(root: &Path) -> Result<(), String> {
-    install(root)?;
-    let path = tool_path(root);
+/// The wall-clock time of each step of `cargo xtask test`, printed as each ends and as a
+/// table at the end: where CI's minutes go.
+#[derive(Default)]
+struct Clock(Vec<(&'static str, Duration)>);
 
-    run(cargo().args(["fmt", "--all", "--check"]))?;
-    // The lab four times: the page alone, with the model worker's code (`worker` feature),
-    // with the capacity planner's (`planner` feature) and with the observation worker's
-    // (`observer` feature).
-    // The trainer (candle) and the DuckDB check are outside the default members; their
-    // tests still run here. The DuckDB check is not linted here: clippy would build DuckDB's
-    // C++ a second time (its build script does not share its run with `cargo test`).
-    clippy(&[])?;
-    clippy(&["-p", "lab", "--features", "worker"])?;
-    clippy(&["-p", "lab", "--features", "planner"])?;
-    clippy(&["-p", "lab", "--features", "observer"])?;
-    clippy(&["-p", "trainer"])?;
-
-    // Architecture invariants: the policy core is pure; it, the model and the tokenizer build
-    // for the browser.
-    // The policy core, the model, the capacity planner, the n-gram draft and the language
-    // identifier are pure; the GPU runtime knows nothing of the UI.
-    for (krate, banned) in [
-        ("policy", &POLICY_MUST_NOT_USE[..]),
-        ("capacity", &POLICY_MUST_NOT_USE[..]),
-        ("ngram", &POLICY_MUST_NOT_USE[..]),
-        ("langid", &POLICY_MUST_NOT_USE[..]),
-        ("artifact-file", &POLICY_MUST_NOT_USE[..]),
-        ("observe", &POLICY_MUST_NOT_USE[..]),
-        ("report", &POLICY_MUST_NOT_USE[..]),
-        // (safetensors brings getrandom in through tempfile; the model never draws from it.)
-        (
-            "model",
-            &["web-sys", "js-sys", "wasm-bindgen", "wgpu", "leptos"][..],
-        ),
-        ("gpu", &["leptos"][..]),
-    ] {
-        check_boundary(krate, banned)?;
+impl Clock {
+    fn step(
+        &mut self,
+        name: &'static str,
+        f: impl FnOnce() -> Result<(), String>,
+    ) -> Result<(), String> {
+        let start = Instant::now();
+        let result = f();
+        let took = start.elapsed();
+        println!("xtask: step `{name}` took {:.0} s", took.as_secs_f64());
+        self.0.push((name, took));
+        result
     }
-    // The page's wasm (the lab without its `worker` feature) links no model, tokenizer or GPU
-    // runtime, and no record reader or language identifier (the `observer` feature); its
-    // build script may read the model's config natively, so only normal dependencies count.
-    // No wasm of the lab links the Parquet writer, which is native only. Then the page builds
-    // for the browser on its own.
-    check_tree(
-        "lab",
-        &["-e", "normal", "--target", WASM_TARGET],
-        &["model", "tokenizer", "gpu", "wgpu", "observe", "langid"],
-    )?;
-    check_tree(
-        "lab",
-        &[
-            "-e",
-            "normal",
+
+    fn table(&self) -> String {
+        let total: Duration = self.0.iter().map(|(_, t)| *t).sum();
+        let mut out = String::from("| step | seconds |\n|---|---:|\n");
+        for (name, took) in &self.0 {
+            out += &format!("| {name} | {:.0} |\n", took.as_secs_f64());
+        }
+        out + &format!("| all | {:.0} |\n", total.as_secs_f64())
+    }
+}
+
+fn target_dir(root: &Path) -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// The lab's features that the native lint and tests build together (they do not conflict;
+/// the page alone is linted for the browser, where it is built).
+const ALL_LAB_FEATURES: &str = "lab/worker,lab/planner,lab/observer";
+
+fn test(root: &Path) -> Result<(), String> {
+    let mut clock = Clock::default();
+    let result = test_steps(root, &mut clock);
+    println!("xtask: time by step\n{}", clock.table());
+    result
+}
+
+fn test_steps(root: &Path, clock: &mut Clock) -> Result<(), String> {
+    clock.step("install", || install(root))?;
+    let path = tool_path(root);
+    let target = target_dir(root);
+
+    clock.step("fmt", || run(cargo().args(["fmt", "--all", "--check"])))?;
+    // Natively, one lint of every crate but the candle peer's benchmarks, with every lab
+    // feature: the lab's page, model worker, planner and observer code, the trainer (candle)
+    // and the DuckDB check, which are outside the default members.
+    clock.step("clippy", || {
+        clippy(&[
+            "--workspace",
+            "--exclude",
+            "policy-bench",
             "--features",
-            "worker,planner,observer",
+            ALL_LAB_FEATURES,
+        ])
+    })?;
+
+    // Architecture invariants: the policy core, the model, the capacity planner, the n-gram
+    // draft, the language identifier, the observation and the report are pure; the GPU
+    // runtime knows nothing of the UI.
+    clock.step("boundaries", || {
+        for (krate, banned) in [
+            ("policy", &POLICY_MUST_NOT_USE[..]),
+            ("capacity", &POLICY_MUST_NOT_USE[..]),
+            ("ngram", &POLICY_MUST_NOT_USE[..]),
+            ("langid", &POLICY_MUST_NOT_USE[..]),
+            ("artifact-file", &POLICY_MUST_NOT_USE[..]),
+            ("observe", &POLICY_MUST_NOT_USE[..]),
+            ("report", &POLICY_MUST_NOT_USE[..]),
+            // (safetensors brings getrandom in through tempfile; the model never draws from it.)
+            (
+                "model",
+                &["web-sys", "js-sys", "wasm-bindgen", "wgpu", "leptos"][..],
+            ),
+            ("gpu", &["leptos"][..]),
+        ] {
+            check_boundary(krate, banned)?;
+        }
+        // The page's wasm (the lab without its `worker` feature) links no model, tokenizer or
+        // GPU runtime, and no record reader or language identifier (the `observer` feature);
+        // its build script may read the model's config natively, so only normal dependencies
+        // count. No wasm of the lab links the Parquet writer, which is native only.
+        check_tree(
+            "lab",
+            &["-e", "normal", "--target", WASM_TARGET],
+            &["model", "tokenizer", "gpu", "wgpu", "observe", "langid"],
+        )?;
+        check_tree(
+            "lab",
+            &[
+                "-e",
+                "normal",
+                "--features",
+                "worker,planner,observer",
+                "--target",
+                WASM_TARGET,
+            ],
+            &["runs-parquet", "parquet"],
+        )
+    })?;
+    // For the browser: the page alone (without features, as Trunk builds it), then the
+    // workers' binaries with the pure crates they and the model worker build on, and the GPU
+    // runtime's browser-only code.
+    clock.step("clippy wasm", || {
+        lint(&["-p", "lab", "--bin", "lab", "--target", WASM_TARGET])?;
+        lint(&[
+            "-p",
+            "lab",
+            "--bins",
+            "--features",
+            "lab/worker,lab/planner,lab/observer",
+            "-p",
+            "policy",
+            "-p",
+            "model",
+            "-p",
+            "tokenizer",
+            "-p",
+            "gpu",
+            "-p",
+            "capacity",
+            "-p",
+            "ngram",
+            "-p",
+            "langid",
+            "-p",
+            "observe",
+            "-p",
+            "report",
             "--target",
             WASM_TARGET,
-        ],
-        &["runs-parquet", "parquet"],
-    )?;
-    lint(&["-p", "lab", "--bin", "lab", "--target", WASM_TARGET])?;
-    lint(&[
-        "-p",
-        "lab",
-        "--bin",
-        "observer",
-        "--features",
-        "observer",
-        "--target",
-        WASM_TARGET,
-    ])?;
-    lint(&[
-        "-p",
-        "lab",
-        "--bin",
-        "planner",
-        "--features",
-        "planner",
-        "--target",
-        WASM_TARGET,
-    ])?;
-    run(cargo().args([
-        "build",
-        "-p",
-        "policy",
-        "-p",
-        "model",
-        "-p",
-        "tokenizer",
-        "-p",
-        "gpu",
-        "-p",
-        "capacity",
-        "-p",
-        "ngram",
-        "-p",
-        "langid",
-        "-p",
-        "observe",
-        "-p",
-        "report",
-        "--target",
-        WASM_TARGET,
-    ]))?;
-    // The GPU runtime's browser-only code is linted too.
-    lint(&["-p", "gpu", "--target", WASM_TARGET])?;
+        ])
+    })?;
 
-    run(cargo().args(["test", "--features", "lab/worker,lab/planner,lab/observer"]))?;
-    run(cargo().args(["test", "-p", "trainer"]))?;
-    // DuckDB, built from its bundled sources, queries the Parquet export with the README's
-    // SQL and must find observe's figures.
-    run(cargo().args(["test", "-p", "duckdb-check"]))?;
+    // Every test of the workspace, the trainer's and the DuckDB check's included; DuckDB,
+    // from its prebuilt wheel, queries the Parquet export with the README's SQL and must
+    // find observe's figures.
+    clock.step("test", || {
+        run(cargo()
+            .args(["test", "--workspace", "--exclude", "policy-bench"])
+            .args(["--features", ALL_LAB_FEATURES])
+            .env("DUCKDB_PYTHON", python(root)))
+    })?;
 
-    run(Command::new("trunk")
-        .args(["build", "--release", "--offline"])
-        .env("PATH", &path))?;
-    run(cargo().args(["build", "-p", "decode-lab"]))?;
-    let target = env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    check_page_does_not_plan(&target)?;
-    run(Command::new("node")
-        .args(["--test", "e2e/"])
-        .env("DIST_DIR", root.join("dist"))
-        .env("DECODE_LAB_BIN", target.join("debug/decode-lab"))
-        .env("CHROMIUM", CHROMIUM))
+    clock.step("trunk", || {
+        run(Command::new("trunk")
+            .args(["build", "--release", "--offline"])
+            .env("PATH", &path))?;
+        check_page_does_not_plan(&target)
+    })?;
+    clock.step("e2e", || {
+        run(cargo().args(["build", "-p", "decode-lab"]))?;
+        run(Command::new("node")
+            .args(["--test", "e2e/"])
+            .env("DIST_DIR", root.join("dist"))
+            .env("DECODE_LAB_BIN", target.join("debug/decode-lab"))
+            .env("CHROMIUM", CHROMIUM))
+    })
 }
 
 #[cfg(test)]
