@@ -14,6 +14,7 @@ use langid::LangIdError;
 use model::ModelError;
 use ngram::NgramError;
 use observe::{ObserveError, OutcomeError};
+use policy::formats::{ImportError, WriteError};
 use policy::generate::{GenerateError, StopReason};
 use policy::paths::PathsError;
 use policy::{KnobError, PolicyError, RecordError, TagError};
@@ -233,6 +234,19 @@ pub enum CliError {
     Policy(PolicyError),
     /// A policy flag's value the policy crate cannot read.
     Knob(KnobError),
+    /// `--policy-from`'s text, refused by the policy crate's reader.
+    Import(ImportError),
+    /// A policy that `policy --to` cannot write in the form asked.
+    Write(WriteError),
+    /// An imported setting that needs what the command lacks (a vocabulary, a tokenizer).
+    ImportedElsewhere {
+        field: &'static str,
+        command: String,
+    },
+    /// An OTLP/HTTP collector that did not take the spans.
+    Otlp { endpoint: String, why: String },
+    /// A file larger than the command reads.
+    FileTooLarge { path: PathBuf, limit: u64 },
     /// A run that could not be generated, replayed or compared.
     Generate(GenerateError),
     /// A run record that could not be read.
@@ -520,6 +534,18 @@ impl fmt::Display for CliError {
             NgramOrder { order, source } => write!(f, "--order {order}: {source}"),
             Policy(e) => write!(f, "{e}"),
             Knob(e) => write!(f, "--{} {}: {e}", e.knob.flag, e.text),
+            Import(e) => write!(f, "{e}"),
+            Write(e) => write!(f, "{e}"),
+            ImportedElsewhere { field, command } => write!(
+                f,
+                "--policy-from's {field} needs the model's vocabulary, which decode-lab {command} does not read; decode-lab generate does"
+            ),
+            Otlp { endpoint, why } => write!(f, "--otlp-endpoint {endpoint}: {why}"),
+            FileTooLarge { path, limit } => write!(
+                f,
+                "{} is larger than the {limit} bytes this command reads",
+                path.display()
+            ),
             Generate(e) => write!(f, "{e}"),
             Record(e) => write!(f, "{e}"),
             Paths(e) => write!(f, "{e}"),
@@ -559,7 +585,7 @@ impl Error for CliError {
             Trace { source, .. } => Some(source),
             // The domain crates' errors are shown as they are: their causes are this one's.
             Policy(e) => e.source(),
-            Knob(_) => None,
+            Knob(_) | Import(_) | Write(_) => None,
             Generate(e) => e.source(),
             Record(e) => e.source(),
             Paths(e) => e.source(),
@@ -591,6 +617,8 @@ from_domain!(
     Tag(TagError),
     Policy(PolicyError),
     Knob(KnobError),
+    Import(ImportError),
+    Write(WriteError),
     Generate(GenerateError),
     Record(RecordError),
     Paths(PathsError),

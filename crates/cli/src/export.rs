@@ -33,14 +33,16 @@ const NAMED_REJECTIONS: u64 = observe::MAX_REJECTED_LISTED as u64;
 
 pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    // `--parquet` requires `--out` (clap checks it).
+    let out_dir = args.out.clone().unwrap_or_default();
     let langid = args
         .langid
         .clone()
         .unwrap_or_else(|| dir.join(model_dir::LANGID_FILE));
     let tables = [Table::Runs, Table::Steps, Table::Outcomes];
-    let out = Named::new("--out", &args.out);
+    let out = Named::new("--out", &out_dir);
     let mut outputs = vec![out.clone()];
-    outputs.extend(tables.map(|t| Named::new("--out", t.file_in(&args.out))));
+    outputs.extend(tables.map(|t| Named::new("--out", t.file_in(&out_dir))));
     let mut inputs = Vec::new();
     for runs in &args.runs {
         inputs.push(Named::new("RUNS", runs));
@@ -61,7 +63,7 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
     let written = export.finish()?;
     let names = tables.map(|t| format!("{}.parquet", t.name()));
     stage.commit(&names.each_ref().map(String::as_str))?;
-    output::print_line(&summary(&written, &left, &args.out))?;
+    output::print_line(&summary(&written, &left, &out_dir))?;
     Ok(if left.rejected == 0 {
         ExitCode::SUCCESS
     } else {

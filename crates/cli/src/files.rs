@@ -24,6 +24,26 @@ pub fn read_text(path: &Path) -> Result<String, CliError> {
     std::fs::read_to_string(path).map_err(CliError::read(path))
 }
 
+/// The text of the file at `path`, refused when it holds more than `limit` bytes (read
+/// no further than that); the error names the path.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<String, CliError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(CliError::read(path))?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(CliError::read(path))?;
+    if bytes.len() as u64 > limit {
+        return Err(CliError::FileTooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    String::from_utf8(bytes).map_err(|_| CliError::NotUtf8 {
+        path: path.to_path_buf(),
+    })
+}
+
 /// Every regular file directly in `dir` as an input named by `flag` (a corpus directory,
 /// read file by file); nothing when `dir` cannot be listed (the command that reads it says
 /// why).
@@ -283,6 +303,12 @@ impl StagedDir {
     /// Where the files are written until [`commit`](Self::commit).
     pub fn path(&self) -> &Path {
         &self.stage
+    }
+
+    /// A new file `name` in the stage, for a writer that streams it.
+    pub fn create(&self, name: &str) -> Result<std::fs::File, CliError> {
+        std::fs::File::create_new(self.stage.join(name))
+            .map_err(failed(&self.output, OutputAction::Write))
     }
 
     /// Moves the staged files (`names`, in the stage) into the directory.

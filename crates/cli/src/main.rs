@@ -31,6 +31,7 @@ mod lengths;
 mod model_dir;
 mod named;
 mod observe;
+mod otlp;
 mod output;
 mod paths;
 mod policy_args;
@@ -50,6 +51,7 @@ use gpu::BackendChoice;
 use model::Precision;
 use policy::chapter::{self, Argpartition};
 use policy::compare_report::{comparison_parts, tree_part};
+use policy::formats::{self, Format};
 use policy::{NumpyRng, Policy, RunConfig, SeedSource, Snapshots, StepContext, StopConfig};
 use policy_args::PolicyArgs;
 use serde_json::json;
@@ -110,22 +112,44 @@ enum Command {
     /// Run records and outcomes as Parquet tables (runs, steps, outcomes) for DuckDB, Spark
     /// or Trino; `observe` reads them back.
     Export(ExportArgs),
+    /// A policy from flags or another form (--policy-from), written as decode-lab's flags,
+    /// or with --to as a Hugging Face generation config, an OpenAI or vLLM request body, or
+    /// a llama.cpp command line; what the form cannot express is refused by name.
+    Policy(PolicyCommandArgs),
 }
 
 #[derive(Args)]
+struct PolicyCommandArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// The form to write: hf, openai, vllm or llama.cpp [default: decode-lab's flags].
+    #[arg(long = "to", visible_alias = "policy-to", value_name = "FORM", value_parser = named::<Format>(Format::ALL.map(Format::name)))]
+    to: Option<Format>,
+}
+
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("form").required(true).multiple(true).args(["parquet", "otlp", "otlp_endpoint"])))]
 struct ExportArgs {
-    /// Write Parquet (the only format): runs.parquet, steps.parquet and outcomes.parquet.
-    #[arg(long, required = true)]
+    /// Write Parquet: runs.parquet, steps.parquet and outcomes.parquet in --out.
+    #[arg(long, requires = "out", conflicts_with_all = ["otlp", "otlp_endpoint"])]
     parquet: bool,
+    /// Write OpenTelemetry spans (OTLP/JSON, GenAI semantic conventions 1.41.0) to
+    /// DIR/traces.json: a span per run, an evaluation event per outcome.
+    #[arg(long, value_name = "DIR")]
+    otlp: Option<PathBuf>,
+    /// Post the spans to an OTLP/HTTP collector, http://HOST[:PORT][/PATH] (port 4318 and
+    /// /v1/traces when not given), in requests of 512 spans.
+    #[arg(long, value_name = "URL")]
+    otlp_endpoint: Option<String>,
     /// Run records, one JSON object a line (or an export's runs.parquet).
     #[arg(required = true, value_name = "RUNS.jsonl")]
     runs: Vec<PathBuf>,
     /// Outcome rows: {"run_id": …, "outcome": "accepted"|"rejected", "at_s": …}.
     #[arg(long, value_name = "OUTCOMES.jsonl")]
     outcomes: Option<PathBuf>,
-    /// The directory the three tables are written to (made if missing).
+    /// The directory the three Parquet tables are written to (made if missing).
     #[arg(short = 'o', long = "out", value_name = "DIR")]
-    out: PathBuf,
+    out: Option<PathBuf>,
     /// The language identifier that slices untagged runs, as `observe` does [default:
     /// langid.bin in the model directory].
     #[arg(long, value_name = "PATH")]
@@ -243,6 +267,7 @@ struct PathsArgs {
 
 fn run_paths(args: &PathsArgs) -> Result<String, CliError> {
     args.policy.no_breakers()?;
+    args.policy.run_settings_used("paths", &[])?;
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     let request = paths::Request {
         dir: &dir,
@@ -285,6 +310,7 @@ fn policy_flags(name: &'static str, flags: &str) -> Result<Policy, CliError> {
             PolicyFlags::try_parse_from(flags.split_whitespace()).map_err(CliError::Flags)?;
         parsed.policy.no_breakers()?;
         let policy = parsed.policy.policy(policy::LAB_TEMPERATURE)?;
+        parsed.policy.run_settings_used("compare", &[])?;
         // Every range but the token ids', which the model's vocabulary bounds when it runs.
         policy.validate(usize::MAX)?;
         Ok(policy)
@@ -796,11 +822,17 @@ fn run_pipeline(args: &PipelineArgs) -> Result<String, CliError> {
         Some(ids) => parse_list(ids, "context token id")?,
         None => Vec::new(),
     };
-    let policy = Policy {
+    let mut policy = Policy {
         dry_sequence_breakers: args.policy.breaker_ids()?,
         ..args.policy.policy(1.0)?
     };
-    let seed = args.seed.resolve()?;
+    // The logits' length is the vocabulary; there is no tokenizer for bad words as text.
+    let run = args
+        .policy
+        .run_settings_used("pipeline", &["seed", "allowed_token_ids", "bad_words"])?;
+    run.apply_to(&mut policy, logits.len(), None)
+        .map_err(CliError::Import)?;
+    let seed = run.seed.map_or(args.seed, SeedArg::Fixed).resolve()?;
     let mut rng = NumpyRng::new(seed);
     let outcome = policy::step(
         &policy,
@@ -845,35 +877,77 @@ fn run_pipeline(args: &PipelineArgs) -> Result<String, CliError> {
 
 fn run_generate(args: &GenerateArgs) -> Result<String, CliError> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
-    let seed = args.seed.resolve()?;
+    let policy = args.policy.policy(policy::LAB_TEMPERATURE)?;
+    // `--policy-from`'s seed, length and stops, where no flag is typed in their place.
+    let run = args.policy.run_settings_used(
+        "generate",
+        &[
+            "seed",
+            "max_tokens",
+            "stop",
+            "stop_tokens",
+            "allowed_token_ids",
+            "bad_words",
+        ],
+    )?;
+    let seed_arg = run.seed.map_or(args.seed, SeedArg::Fixed);
+    let seed = seed_arg.resolve()?;
+    let mut stop = StopConfig {
+        strings: args.stop.clone(),
+        tokens: args.stop_tokens.clone(),
+    };
+    stop.strings.extend(run.stop.iter().cloned());
+    stop.tokens.extend(run.stop_tokens.iter().copied());
     let config = RunConfig {
         app_version: env!("CARGO_PKG_VERSION").into(),
         prompt_template: args.template.clone(),
         prompt: args.prompt.clone(),
-        policy: args.policy.policy(policy::LAB_TEMPERATURE)?,
+        policy,
         seed,
-        seed_source: match args.seed {
+        seed_source: match seed_arg {
             SeedArg::Fixed(_) => SeedSource::User,
             SeedArg::Fresh => SeedSource::Fresh,
         },
-        max_tokens: args.max_tokens,
-        stop: StopConfig {
-            strings: args.stop.clone(),
-            tokens: args.stop_tokens.clone(),
-        },
+        max_tokens: run.max_tokens.unwrap_or(args.max_tokens),
+        stop,
     };
     let tags = policy::parse_tags(&args.tags)?;
     let backend = args.backend.choice()?;
-    let breakers = &args.policy.breakers();
+    let breakers = &args.policy.breakers()?;
     run::generate(
         &dir,
         args.weights,
         backend,
         config,
-        breakers,
+        run::FoundInVocabulary {
+            breakers,
+            run: &run,
+        },
         tags,
         args.json,
     )
+}
+
+fn run_policy(args: &PolicyCommandArgs) -> Result<String, CliError> {
+    let policy = args.policy.policy(policy::LAB_TEMPERATURE)?;
+    let run = args.policy.run_settings()?;
+    let breakers = args.policy.breakers()?;
+    let Some(format) = args.to else {
+        let mut flags = formats::flags(&policy, &run);
+        for breaker in &breakers {
+            flags += &format!(" --dry-sequence-breaker {breaker:?}");
+        }
+        return Ok(flags);
+    };
+    let written = formats::write(&policy, &run, &breakers, format)?;
+    if !written.left_out.is_empty() {
+        output::note(&format!(
+            "{} has no place for the {}: left out",
+            format.title(),
+            written.left_out.join(", ")
+        ));
+    }
+    Ok(written.text.trim_end().to_string())
 }
 
 fn run_eval(args: &EvalArgs) -> Result<String, CliError> {
@@ -955,6 +1029,7 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, CliError> {
             .unwrap_or_else(|| dir.join(model_dir::DRAFT_FILE)),
     };
     let policy = args.policy.policy(policy::LAB_TEMPERATURE)?;
+    args.policy.run_settings_used("speculate", &[])?;
     if args.planner {
         args.policy.untouched(&policy)?;
         let policies = speculate::planner_policies();
@@ -1010,6 +1085,7 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, CliError> {
 fn run_lengths(args: &LengthsArgs) -> Result<String, CliError> {
     let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     let policy = args.policy.policy(policy::LAB_TEMPERATURE)?;
+    args.policy.run_settings_used("lengths", &[])?;
     let policies: Vec<(String, Policy)> = if args.planner {
         args.policy.untouched(&policy)?;
         speculate::planner_policies()
@@ -1087,6 +1163,10 @@ fn version(text: &str) -> Result<traffic::Version, CliError> {
     };
     let parsed = VersionFlags::try_parse_from(flags.split_whitespace())
         .map_err(|e| in_version(CliError::Flags(e)))?;
+    parsed
+        .policy
+        .run_settings_used("traffic", &[])
+        .map_err(in_version)?;
     Ok(traffic::Version {
         name: name.trim().to_string(),
         policy: parsed
@@ -1182,13 +1262,15 @@ fn run_command(command: &Command) -> Result<ExitCode, CliError> {
         Command::Generate(args) => run_generate(args)?,
         Command::Compare(args) => run_compare(args)?,
         Command::Paths(args) => run_paths(args)?,
+        Command::Policy(args) => run_policy(args)?,
         Command::Eval(args) => run_eval(args)?,
         Command::Capacity(args) => capacity_plan::run(args)?,
         Command::Speculate(args) => run_speculate(args)?,
         Command::Lengths(args) => run_lengths(args)?,
         Command::Observe(args) => run_observe(args)?,
         Command::Traffic(args) => run_traffic(args)?,
-        Command::Export(args) => return export::run(args),
+        Command::Export(args) if args.parquet => return export::run(args),
+        Command::Export(args) => return otlp::run(args),
         Command::Ngram(command) => run_ngram(command)?,
         Command::Langid(LangidCommand::Train(args)) => langid::run_train(args)?,
         Command::Replay(args) => {

@@ -2,6 +2,7 @@
 //! on WebGPU (falling back to `cpu-reference`), streamed to the terminal or printed as run
 //! records, and replays of those records.
 
+use policy::formats::RunSettings;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
@@ -139,6 +140,13 @@ impl Observer for Streamer<'_> {
     }
 }
 
+/// What of a run's policy is found in the model's vocabulary once it is loaded: DRY's
+/// breakers as text, and an imported policy's allowed ids and bad words as text.
+pub struct FoundInVocabulary<'a> {
+    pub breakers: &'a [String],
+    pub run: &'a RunSettings,
+}
+
 /// Generates one run. With `json`, returns the run record; otherwise streams the text to
 /// standard output, prints a summary to standard error, and returns nothing more to print.
 pub fn generate(
@@ -146,14 +154,22 @@ pub fn generate(
     precision: Precision,
     request: BackendRequest,
     mut config: RunConfig,
-    dry_breakers: &[String],
+    vocabulary: FoundInVocabulary,
     tags: BTreeMap<String, String>,
     json: bool,
 ) -> Result<String, CliError> {
     let (mut model, tokenizer) = start(dir, precision, request, Promotion::AtStep(0))?;
     if config.policy.dry_multiplier != 0.0 {
-        config.policy.dry_sequence_breakers = tokenizer.dry_sequence_breakers(dry_breakers);
+        config.policy.dry_sequence_breakers = tokenizer.dry_sequence_breakers(vocabulary.breakers);
     }
+    vocabulary
+        .run
+        .apply_to(
+            &mut config.policy,
+            tokenizer.vocab_size(),
+            Some(&|text: &str| tokenizer.encode(text)),
+        )
+        .map_err(CliError::Import)?;
     config
         .policy
         .eos_token

@@ -16,14 +16,14 @@ use common::{decode_lab, model_dir, ok, workspace};
 const WRITERS: [(&str, &[&str]); 6] = [
     ("capacity", &["--save-known-good"]),
     ("eval", &["--lab-table"]),
-    ("export", &["--out"]),
+    ("export", &["--out", "--otlp"]),
     ("langid train", &["--out"]),
     ("ngram train", &["--out"]),
     ("traffic", &["--out", "--outcomes"]),
 ];
 
 /// Subcommands that write nothing but standard output and standard error.
-const READERS: [&str; 9] = [
+const READERS: [&str; 10] = [
     "choose",
     "pipeline",
     "generate",
@@ -33,6 +33,7 @@ const READERS: [&str; 9] = [
     "speculate",
     "lengths",
     "observe",
+    "policy",
 ];
 
 /// A fresh folder with copies of the model's files and the corpus, the inputs the cases
@@ -329,6 +330,32 @@ fn an_export_never_replaces_what_it_reads_and_a_failed_one_leaves_the_old_tables
         3,
         "a failed export left a file behind: {names:?}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_otlp_export_never_replaces_what_it_reads() {
+    let dir = sandbox("otlp");
+    // Runs kept under the name of the file the export writes.
+    let runs = dir.join("traces.json");
+    std::fs::write(&runs, format!("{}\n", generate("1"))).unwrap();
+    let export = |out: &Path| with(strings(&["export", runs.to_str().unwrap()]), "--otlp", out);
+    for target in [dir.clone(), dir.join("..").join(dir.file_name().unwrap())] {
+        refused(&dir, &export(&target), OVER);
+    }
+    for alias in aliases(&runs) {
+        let args = with(
+            strings(&["export", alias.to_str().unwrap()]),
+            "--otlp",
+            &dir,
+        );
+        refused(&dir, &args, OVER);
+    }
+    // Written beside them, it is whole.
+    let out = dir.join("traces");
+    ok(&export(&out).iter().map(String::as_str).collect::<Vec<_>>());
+    let written = std::fs::read_to_string(out.join("traces.json")).unwrap();
+    assert!(serde_json::from_str::<serde_json::Value>(&written).is_ok());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

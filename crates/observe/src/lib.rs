@@ -20,6 +20,7 @@ pub mod chrf;
 mod drift;
 mod error;
 pub mod group;
+pub mod otlp;
 pub mod outcome;
 pub mod parts;
 pub mod quantiles;

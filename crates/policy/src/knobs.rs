@@ -579,6 +579,11 @@ impl PolicyRequest {
         self.pairs.iter().any(|(k, _)| k.flag == flag)
     }
 
+    /// Each knob given with its text, in order.
+    pub fn pairs(&self) -> &[(&'static Knob, String)] {
+        &self.pairs
+    }
+
     /// Whether no knob was given.
     pub fn is_empty(&self) -> bool {
         self.pairs.is_empty()

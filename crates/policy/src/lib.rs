@@ -40,6 +40,7 @@ pub mod engine;
 mod error;
 mod excerpt;
 mod figure;
+pub mod formats;
 pub mod generate;
 mod knobs;
 mod logit_bias;

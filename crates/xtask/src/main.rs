@@ -2,7 +2,8 @@
 //!
 //! Both first install what is missing on a fresh machine (the wasm target, Trunk, the
 //! wasm-bindgen CLI that matches Cargo.lock, Chromium, Mesa's lavapipe Vulkan driver, the
-//! npm packages of `e2e/`) and skip what is already there, so a repeated run costs seconds.
+//! npm packages of `e2e/`, the Python environment of the peers' checks) and skip what is
+//! already there, so a repeated run costs seconds.
 
 #![forbid(unsafe_code)]
 
@@ -18,9 +19,15 @@ const WASM_TARGET: &str = "wasm32-unknown-unknown";
 /// driver for native wgpu tests.
 const APT_PACKAGES: [&str; 3] = ["chromium", "mesa-vulkan-drivers", "libvulkan1"];
 const CHROMIUM: &str = "/usr/bin/chromium";
-/// Python packages, pinned, in a virtual environment under the target folder: DuckDB's
-/// prebuilt wheel for the Parquet check (`crates/duckdb-check`).
-const PYTHON_PACKAGES: [&str; 1] = ["duckdb==1.5.6"];
+/// Python packages, pinned, in a virtual environment under the target folder, for the
+/// checks of `crates/peer-check`: DuckDB's prebuilt wheel reads the Parquet export, and
+/// the OpenTelemetry protobuf definitions (with the protobuf runtime they need) read the
+/// OTLP spans.
+const PYTHON_PACKAGES: [&str; 3] = [
+    "duckdb==1.5.6",
+    "opentelemetry-proto==1.45.2",
+    "protobuf==7.36.2",
+];
 /// Crates the pure policy crate (and the capacity planner, the n-gram draft, the language
 /// identifier and the observation) must never depend on.
 const POLICY_MUST_NOT_USE: [&str; 6] = [
@@ -420,7 +427,7 @@ fn test_steps(root: &Path, clock: &mut Clock) -> Result<(), String> {
     clock.step("fmt", || run(cargo().args(["fmt", "--all", "--check"])))?;
     // Natively, one lint of every crate but the candle peer's benchmarks, with every lab
     // feature: the lab's page, model worker, planner and observer code, the trainer (candle)
-    // and the DuckDB check, which are outside the default members.
+    // and the peers' checks, which are outside the default members.
     clock.step("clippy", || {
         clippy(&[
             "--workspace",
@@ -508,14 +515,14 @@ fn test_steps(root: &Path, clock: &mut Clock) -> Result<(), String> {
         ])
     })?;
 
-    // Every test of the workspace, the trainer's and the DuckDB check's included; DuckDB,
+    // Every test of the workspace, the trainer's and the peers' checks included: DuckDB,
     // from its prebuilt wheel, queries the Parquet export with the README's SQL and must
-    // find observe's figures.
+    // find observe's figures; the OpenTelemetry protobuf definitions decode the spans.
     clock.step("test", || {
         run(cargo()
             .args(["test", "--workspace", "--exclude", "policy-bench"])
             .args(["--features", ALL_LAB_FEATURES])
-            .env("DUCKDB_PYTHON", python(root)))
+            .env("PEER_PYTHON", python(root)))
     })?;
 
     clock.step("trunk", || {
@@ -525,7 +532,10 @@ fn test_steps(root: &Path, clock: &mut Clock) -> Result<(), String> {
         check_page_does_not_plan(&target)
     })?;
     clock.step("e2e", || {
-        run(cargo().args(["build", "-p", "decode-lab"]))?;
+        // The binary the test step built, with the same features, so nothing is rebuilt.
+        run(cargo()
+            .args(["build", "--workspace", "--exclude", "policy-bench"])
+            .args(["--features", ALL_LAB_FEATURES, "--bin", "decode-lab"]))?;
         run(Command::new("node")
             .args(["--test", "e2e/"])
             .env("DIST_DIR", root.join("dist"))

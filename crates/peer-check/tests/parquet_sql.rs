@@ -88,7 +88,7 @@ fn outcome(r: &RunRecord, i: u64, v: u64, slice: &str) -> Option<Outcome> {
 }
 
 fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("duckdb-check-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("peer-check-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
@@ -136,10 +136,10 @@ const DUCKDB: &str = "1.5.6";
 
 /// DuckDB's answers to `queries` over the export in `dir`, each a list of rows: DuckDB from
 /// its prebuilt Python wheel (`query.py`), in memory, loading and installing no extension.
-/// The Python is `DUCKDB_PYTHON`, the virtual environment `cargo xtask test` makes.
+/// The Python is `PEER_PYTHON`, the virtual environment `cargo xtask test` makes.
 fn duckdb(dir: &Path, queries: &[&str]) -> Vec<Vec<Vec<Value>>> {
-    let python = std::env::var_os("DUCKDB_PYTHON").expect(
-        "DUCKDB_PYTHON names no Python: run `cargo xtask test`, which makes target/python with DuckDB's wheel",
+    let python = std::env::var_os("PEER_PYTHON").expect(
+        "PEER_PYTHON names no Python: run `cargo xtask test`, which makes target/python with DuckDB's wheel",
     );
     let job = json!({ "dir": dir, "views": VIEWS, "queries": queries });
     let mut child = Command::new(&python)
