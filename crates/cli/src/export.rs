@@ -18,13 +18,12 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use observe::Outcome;
 use runs_parquet::{Export, Table, Written};
 
 use crate::error::CliError;
 use crate::files::{self, StagedDir};
 use crate::named::Named;
-use crate::observe::{check_lines, identifier, run_lines};
+use crate::observe::{check_lines, identifier, outcome_rows, run_lines};
 use crate::output;
 use crate::{model_dir, ExportArgs};
 
@@ -32,27 +31,13 @@ use crate::{model_dir, ExportArgs};
 const NAMED_REJECTIONS: u64 = observe::MAX_REJECTED_LISTED as u64;
 
 pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
-    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
     // `--parquet` requires `--out` (clap checks it).
     let out_dir = args.out.clone().unwrap_or_default();
-    let langid = args
-        .langid
-        .clone()
-        .unwrap_or_else(|| dir.join(model_dir::LANGID_FILE));
+    let (langid, inputs) = inputs(args);
     let tables = [Table::Runs, Table::Steps, Table::Outcomes];
     let out = Named::new("--out", &out_dir);
     let mut outputs = vec![out.clone()];
     outputs.extend(tables.map(|t| Named::new("--out", t.file_in(&out_dir))));
-    let mut inputs = Vec::new();
-    for runs in &args.runs {
-        inputs.push(Named::new("RUNS", runs));
-        inputs.extend(files::files_in("RUNS", runs));
-    }
-    if let Some(outcomes) = &args.outcomes {
-        inputs.push(Named::new("--outcomes", outcomes));
-        inputs.extend(files::files_in("--outcomes", outcomes));
-    }
-    inputs.push(Named::new("--langid", &langid));
     files::check(&outputs, &inputs)?;
     let identifier = identifier(&langid)?;
     // The tables are written in a staging directory and moved into place only when all
@@ -69,6 +54,27 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The language identifier an export slices with, and every file it reads (the runs, the
+/// outcomes, the identifier), which no output may be or hold.
+pub fn inputs(args: &ExportArgs) -> (std::path::PathBuf, Vec<Named>) {
+    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    let langid = args
+        .langid
+        .clone()
+        .unwrap_or_else(|| dir.join(model_dir::LANGID_FILE));
+    let mut inputs = Vec::new();
+    for runs in &args.runs {
+        inputs.push(Named::new("RUNS", runs));
+        inputs.extend(files::files_in("RUNS", runs));
+    }
+    if let Some(outcomes) = &args.outcomes {
+        inputs.push(Named::new("--outcomes", outcomes));
+        inputs.extend(files::files_in("--outcomes", outcomes));
+    }
+    inputs.push(Named::new("--langid", &langid));
+    (langid, inputs)
 }
 
 /// What the export left out: lines rejected, and lines that repeat a run already written.
@@ -127,25 +133,7 @@ fn write(
 
 /// Outcome rows of a JSONL file, each checked by `observe`'s rule and written in order.
 fn write_outcomes(export: &mut Export, path: &Path) -> Result<(), CliError> {
-    use std::io::BufRead;
-    let file = std::fs::File::open(path).map_err(CliError::read(path))?;
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|source| CliError::ReadLine {
-            path: path.to_path_buf(),
-            line: i + 1,
-            source,
-        })?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let outcome = Outcome::parse(&line).map_err(|reason| CliError::OutcomeLine {
-            path: path.to_path_buf(),
-            line: i + 1,
-            reason,
-        })?;
-        export.add_outcome(&outcome)?;
-    }
-    Ok(())
+    outcome_rows(path, |outcome| Ok(export.add_outcome(&outcome)?))
 }
 
 fn summary(written: &Written, left: &LeftOut, out: &Path) -> String {

@@ -22,6 +22,33 @@ pub struct Request<'a> {
 }
 
 /// The shipped language identifier at `path`.
+/// Each outcome row of the JSONL file at `path`, checked by `observe`'s rule, in order; a
+/// row that is not one is an error naming its line.
+pub fn outcome_rows(
+    path: &Path,
+    mut each: impl FnMut(observe::Outcome) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).map_err(CliError::read(path))?;
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|source| CliError::ReadLine {
+            path: path.to_path_buf(),
+            line: i + 1,
+            source,
+        })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let outcome = observe::Outcome::parse(&line).map_err(|reason| CliError::OutcomeLine {
+            path: path.to_path_buf(),
+            line: i + 1,
+            reason,
+        })?;
+        each(outcome)?;
+    }
+    Ok(())
+}
+
 pub fn identifier(path: &Path) -> Result<LangId, CliError> {
     let bytes = std::fs::read(path).map_err(CliError::read(path))?;
     LangId::from_bytes(&bytes).map_err(|e| CliError::in_file(path, e))

@@ -22,9 +22,9 @@ use observe::Outcome;
 use crate::error::{CliError, OutputAction};
 use crate::files::{self, StagedDir};
 use crate::named::Named;
-use crate::observe::{check_lines, identifier, run_lines};
+use crate::observe::{check_lines, identifier, outcome_rows, run_lines};
 use crate::output;
-use crate::{model_dir, ExportArgs};
+use crate::ExportArgs;
 
 /// The spans of one request to a collector (its memory is bounded by this).
 pub const SPANS_PER_REQUEST: usize = 512;
@@ -42,26 +42,12 @@ struct Sinks {
 }
 
 pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
-    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
-    let langid = args
-        .langid
-        .clone()
-        .unwrap_or_else(|| dir.join(model_dir::LANGID_FILE));
     let endpoint = args
         .otlp_endpoint
         .as_deref()
         .map(Endpoint::parse)
         .transpose()?;
-    let mut inputs = Vec::new();
-    for runs in &args.runs {
-        inputs.push(Named::new("RUNS", runs));
-        inputs.extend(files::files_in("RUNS", runs));
-    }
-    if let Some(outcomes) = &args.outcomes {
-        inputs.push(Named::new("--outcomes", outcomes));
-        inputs.extend(files::files_in("--outcomes", outcomes));
-    }
-    inputs.push(Named::new("--langid", &langid));
+    let (langid, inputs) = crate::export::inputs(args);
     let file = match &args.otlp {
         Some(out) => {
             let out = Named::new("--otlp", out);
@@ -208,28 +194,14 @@ fn write_failed(dir: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
 
 /// Outcome rows by run id, each checked by `observe`'s rule.
 fn read_outcomes(path: &Path) -> Result<HashMap<String, Vec<Outcome>>, CliError> {
-    use std::io::BufRead;
-    let file = std::fs::File::open(path).map_err(CliError::read(path))?;
     let mut by_run: HashMap<String, Vec<Outcome>> = HashMap::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|source| CliError::ReadLine {
-            path: path.to_path_buf(),
-            line: i + 1,
-            source,
-        })?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let outcome = Outcome::parse(&line).map_err(|reason| CliError::OutcomeLine {
-            path: path.to_path_buf(),
-            line: i + 1,
-            reason,
-        })?;
+    outcome_rows(path, |outcome| {
         by_run
             .entry(outcome.run_id.clone())
             .or_default()
             .push(outcome);
-    }
+        Ok(())
+    })?;
     Ok(by_run)
 }
 

@@ -3,10 +3,6 @@
 //! `otlp_check.py`), after the OTLP/JSON rules protobuf's reader leaves unchecked; each
 //! attribute decodes with the type the pinned conventions give it.
 
-use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Stdio};
-
 use observe::otlp::{self, AttrType, SCORE_VALUE, SEMCONV};
 use observe::{Outcome, Verdict};
 use policy::RunRecord;
@@ -28,23 +24,7 @@ fn run(i: u64) -> RunRecord {
 }
 
 fn decoded(request: &Value) -> Value {
-    let python = std::env::var_os("PEER_PYTHON").expect(
-        "PEER_PYTHON names no Python: run `cargo xtask test`, which makes target/python with the pinned wheels",
-    );
-    let mut child = Command::new(&python)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("otlp_check.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", python.to_string_lossy()));
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(request.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = peer_check::python("otlp_check.py", &request.to_string());
     assert!(
         out.status.success(),
         "otlp_check.py: {}",
@@ -108,21 +88,7 @@ fn the_spans_decode_with_the_official_protobuf_definitions() {
 fn a_hex_id_of_the_wrong_length_is_refused() {
     let mut request = otlp::request(vec![otlp::span(&run(1), "en", &[]).unwrap()], "0.1.0");
     request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["spanId"] = "abcd".into();
-    let python = std::env::var_os("PEER_PYTHON").expect("PEER_PYTHON");
-    let mut child = Command::new(&python)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("otlp_check.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(request.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = peer_check::python("otlp_check.py", &request.to_string());
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a nonzero hex id of 16 digits"));
 }

@@ -4,9 +4,7 @@
 //! `sql/` (the README's) asked of DuckDB, and each figure compared with `observe`'s report
 //! of the same runs read from their JSONL.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use observe::{DriftRule, Inspector, Observation, Outcome, Outcomes, Report, Verdict};
 use policy::RunRecord;
@@ -138,24 +136,13 @@ const DUCKDB: &str = "1.5.6";
 /// its prebuilt Python wheel (`query.py`), in memory, loading and installing no extension.
 /// The Python is `PEER_PYTHON`, the virtual environment `cargo xtask test` makes.
 fn duckdb(dir: &Path, queries: &[&str]) -> Vec<Vec<Vec<Value>>> {
-    let python = std::env::var_os("PEER_PYTHON").expect(
-        "PEER_PYTHON names no Python: run `cargo xtask test`, which makes target/python with DuckDB's wheel",
-    );
     let job = json!({ "dir": dir, "views": VIEWS, "queries": queries });
-    let mut child = Command::new(&python)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("query.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", python.to_string_lossy()));
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(job.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "query.py failed: {}", out.status);
+    let out = peer_check::python("query.py", &job.to_string());
+    assert!(
+        out.status.success(),
+        "query.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(answer["version"], DUCKDB, "the DuckDB that answered");
     serde_json::from_value(answer["answers"].clone()).unwrap()

@@ -7,8 +7,8 @@
 use serde_json::{Map, Value};
 
 use super::{
-    field_error, ids_text, num_text, number, read_id, read_ids, read_number, read_whole,
-    value_text, Became, Format, ImportError, Imported, Out, RunSettings,
+    field_error, ids_text, knob_number, num_text, number, read_id, read_ids, read_number,
+    read_whole, value_text, Became, Format, ImportError, Imported, Out, RunSettings,
 };
 use crate::chain::HF_CHAIN;
 use crate::{Engine, Policy};
@@ -167,16 +167,7 @@ pub(super) fn read(object: &Map<String, Value>) -> Result<Imported, ImportError>
                 let text = sequence_bias(key, value)?;
                 out.knob(key, value, "sequence-bias", text);
             }
-            "stop_strings" => {
-                let stops = strings(key, value)?;
-                let words = stops
-                    .iter()
-                    .map(|s| format!("--stop {s:?}"))
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                out.run.stop.extend(stops);
-                out.read(key, value, Became::Run(words));
-            }
+            "stop_strings" => out.stops(key, value)?,
             _ => out.not_understood(
                 key,
                 value_text(value),
@@ -197,17 +188,6 @@ pub(super) fn read(object: &Map<String, Value>) -> Result<Imported, ImportError>
         out.knob("do_sample", given, "temperature", "0".to_string());
     }
     Ok(out)
-}
-
-fn knob_number(
-    out: &mut Imported,
-    key: &str,
-    value: &Value,
-    flag: &'static str,
-) -> Result<(), ImportError> {
-    let x = read_number(key, value)?;
-    out.knob(key, value, flag, num_text(x));
-    Ok(())
 }
 
 /// A list of token-id lists.
@@ -250,23 +230,6 @@ fn sequence_bias(key: &str, value: &Value) -> Result<String, ImportError> {
         }
     }
     Ok(parts.join(";"))
-}
-
-/// A string or a list of strings.
-pub(super) fn strings(key: &str, value: &Value) -> Result<Vec<String>, ImportError> {
-    let expected = "a string or a list of strings";
-    match value {
-        Value::String(s) => Ok(vec![s.clone()]),
-        Value::Array(items) => items
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| field_error(key, v, expected))
-            })
-            .collect(),
-        other => Err(field_error(key, other, expected)),
-    }
 }
 
 pub(super) fn write(policy: &Policy, run: &RunSettings, out: &mut Out) {

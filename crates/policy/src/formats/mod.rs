@@ -243,6 +243,19 @@ impl Imported {
         });
     }
 
+    /// Stop strings: a string or a list of them.
+    fn stops(&mut self, field: &str, value: &Value) -> Result<(), ImportError> {
+        let stops = strings(field, value)?;
+        let words = stops
+            .iter()
+            .map(|s| format!("--stop {s:?}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        self.run.stop.extend(stops);
+        self.read(field, value_text(value), Became::Run(words));
+        Ok(())
+    }
+
     fn left_alone(&mut self, field: &str, value: impl fmt::Display, why: &str) {
         self.read(field, value, Became::LeftAlone(why.to_string()));
     }
@@ -571,6 +584,35 @@ fn read_ids(field: &str, value: &Value) -> Result<Vec<u32>, ImportError> {
         Value::Array(items) => items.iter().map(|v| read_id(field, v)).collect(),
         one => Ok(vec![read_id(field, one)?]),
     }
+}
+
+/// A string or a list of strings.
+fn strings(key: &str, value: &Value) -> Result<Vec<String>, ImportError> {
+    let expected = "a string or a list of strings";
+    match value {
+        Value::String(s) => Ok(vec![s.clone()]),
+        Value::Array(items) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| field_error(key, v, expected))
+            })
+            .collect(),
+        other => Err(field_error(key, other, expected)),
+    }
+}
+
+/// Sets the knob `flag` to the number in `field`'s `value`.
+fn knob_number(
+    out: &mut Imported,
+    field: &str,
+    value: &Value,
+    flag: &'static str,
+) -> Result<(), ImportError> {
+    let x = read_number(field, value)?;
+    out.knob(field, value, flag, num_text(x));
+    Ok(())
 }
 
 fn field_error(field: &str, value: &Value, expected: &'static str) -> ImportError {

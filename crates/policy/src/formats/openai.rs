@@ -5,10 +5,10 @@
 
 use serde_json::{Map, Value};
 
-use super::hf::strings;
+use super::strings;
 use super::{
-    field_error, num_text, number, read_ids, read_number, read_whole, value_text, Became, Format,
-    ImportError, Imported, Out, RunSettings,
+    field_error, knob_number, num_text, number, read_ids, read_number, read_whole, value_text,
+    Became, Format, ImportError, Imported, Out, RunSettings,
 };
 use crate::engine::VLLM_CHAIN;
 use crate::Policy;
@@ -96,16 +96,7 @@ pub(super) fn read(object: &Map<String, Value>) -> Result<Imported, ImportError>
                 out.run.max_tokens = Some(n as usize);
                 out.read(key, value, Became::Run(format!("--max-tokens {n}")));
             }
-            "stop" => {
-                let stops = strings(key, value)?;
-                let words = stops
-                    .iter()
-                    .map(|s| format!("--stop {s:?}"))
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                out.run.stop.extend(stops);
-                out.read(key, value_text(value), Became::Run(words));
-            }
+            "stop" => out.stops(key, value)?,
             "stop_token_ids" => {
                 let ids = read_ids(key, value)?;
                 let words = ids
@@ -153,17 +144,6 @@ pub(super) fn read(object: &Map<String, Value>) -> Result<Imported, ImportError>
         out.default("temperature", "temperature", "1");
     }
     Ok(out)
-}
-
-fn knob_number(
-    out: &mut Imported,
-    key: &str,
-    value: &Value,
-    flag: &'static str,
-) -> Result<(), ImportError> {
-    let x = read_number(key, value)?;
-    out.knob(key, value, flag, num_text(x));
-    Ok(())
 }
 
 /// `{"50256": -100}`: keys are token ids written as text.
