@@ -932,18 +932,19 @@ fn run_policy(args: &PolicyCommandArgs) -> Result<String, CliError> {
     let policy = args.policy.policy(policy::LAB_TEMPERATURE)?;
     let run = args.policy.run_settings()?;
     let breakers = args.policy.breakers()?;
-    let Some(format) = args.to else {
-        let mut flags = formats::flags(&policy, &run);
-        for breaker in &breakers {
-            flags += &format!(" --dry-sequence-breaker {breaker:?}");
-        }
-        return Ok(flags);
+    let (written, title) = match args.to {
+        Some(format) => (
+            formats::write(&policy, &run, &breakers, format)?,
+            format.title(),
+        ),
+        None => (
+            formats::flags(&policy, &run, &breakers),
+            "decode-lab's flags",
+        ),
     };
-    let written = formats::write(&policy, &run, &breakers, format)?;
     if !written.left_out.is_empty() {
         output::note(&format!(
-            "{} has no place for the {}: left out",
-            format.title(),
+            "{title}: no place for the {}, left out",
             written.left_out.join(", ")
         ));
     }

@@ -113,6 +113,7 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
     sinks.flush(&head, &tail)?;
     sinks.write(&tail)?;
     let mut said = format!("exported {} runs as OpenTelemetry spans", sinks.spans);
+    let to_file = sinks.file.is_some();
     if let Some((stage, writer)) = sinks.file.take() {
         let out = args.otlp.as_deref().unwrap_or(Path::new(""));
         let file = writer
@@ -126,7 +127,7 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
     if let Some(endpoint) = &sinks.endpoint {
         said += &format!(
             "{} {} in {} requests",
-            if sinks.file.is_some() { " and" } else { " to" },
+            if to_file { " and" } else { " to" },
             endpoint.url,
             sinks.requests
         );
@@ -227,23 +228,39 @@ impl Endpoint {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, ""),
         };
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((host, port)) => (
-                host,
-                port.parse::<u16>()
-                    .map_err(|_| bad("the port must be a number from 0 to 65535"))?,
-            ),
-            None => (authority, 4318),
+        // An IPv6 address is bracketed: `[::1]:4318`.
+        let (host, port) = match authority.strip_prefix('[') {
+            Some(bracketed) => {
+                let (host, after) = bracketed
+                    .split_once(']')
+                    .ok_or_else(|| bad("an IPv6 host's bracket is not closed"))?;
+                let port = match after {
+                    "" => None,
+                    _ => Some(
+                        after
+                            .strip_prefix(':')
+                            .ok_or_else(|| bad("expected :PORT after the host"))?,
+                    ),
+                };
+                (host, port)
+            }
+            None => match authority.split_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (authority, None),
+            },
+        };
+        let port = match port {
+            Some(port) => port
+                .parse::<u16>()
+                .map_err(|_| bad("the port must be a number from 0 to 65535"))?,
+            None => 4318,
         };
         if host.is_empty() {
             return Err(bad("expected a host"));
         }
         Ok(Endpoint {
             url: url.to_string(),
-            host: host
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_string(),
+            host: host.to_string(),
             port,
             path: match path {
                 "" | "/" => "/v1/traces".to_string(),
@@ -258,13 +275,26 @@ impl Endpoint {
             endpoint: self.url.clone(),
             why,
         };
-        let address = (self.host.as_str(), self.port)
+        let addresses: Vec<_> = (self.host.as_str(), self.port)
             .to_socket_addrs()
             .map_err(|e| failed(format!("cannot resolve {}: {e}", self.host)))?
-            .next()
-            .ok_or_else(|| failed(format!("{} has no address", self.host)))?;
-        let mut stream = TcpStream::connect_timeout(&address, TIMEOUT)
-            .map_err(|e| failed(format!("cannot connect: {e}")))?;
+            .collect();
+        // Each address the name has, in turn (`localhost` may be ::1 and 127.0.0.1).
+        let mut last = None;
+        let mut connected = None;
+        for address in &addresses {
+            match TcpStream::connect_timeout(address, TIMEOUT) {
+                Ok(stream) => {
+                    connected = Some(stream);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let mut stream = connected.ok_or_else(|| match last {
+            Some(e) => failed(format!("cannot connect: {e}")),
+            None => failed(format!("{} has no address", self.host)),
+        })?;
         stream
             .set_read_timeout(Some(TIMEOUT))
             .and_then(|()| stream.set_write_timeout(Some(TIMEOUT)))
@@ -272,7 +302,10 @@ impl Endpoint {
         let head = format!(
             "POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             self.path,
-            self.host,
+            match self.host.contains(':') {
+                true => format!("[{}]", self.host),
+                false => self.host.clone(),
+            },
             self.port,
             body.len()
         );
@@ -304,6 +337,49 @@ impl Endpoint {
                     format!(": {}", policy::Excerpt(body))
                 }
             )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_is_read_with_its_defaults_and_an_ipv6_host() {
+        let at = |url: &str| {
+            let e = Endpoint::parse(url).unwrap();
+            (e.host, e.port, e.path)
+        };
+        assert_eq!(
+            at("http://collector"),
+            ("collector".into(), 4318, "/v1/traces".into())
+        );
+        assert_eq!(
+            at("http://127.0.0.1:4000/"),
+            ("127.0.0.1".into(), 4000, "/v1/traces".into())
+        );
+        assert_eq!(
+            at("http://h:1/otlp/v1/traces"),
+            ("h".into(), 1, "/otlp/v1/traces".into())
+        );
+        assert_eq!(
+            at("http://[::1]/v1/traces"),
+            ("::1".into(), 4318, "/v1/traces".into())
+        );
+        assert_eq!(
+            at("http://[::1]:4319"),
+            ("::1".into(), 4319, "/v1/traces".into())
+        );
+        for bad in [
+            "https://h",
+            "http://",
+            "http://[::1",
+            "http://[::1]x",
+            "http://h:x",
+            "http://::1",
+        ] {
+            assert!(Endpoint::parse(bad).is_err(), "{bad}");
         }
     }
 }

@@ -4,6 +4,7 @@
 //! the policy crate reads; and `--policy-from FILE`, a policy in another form
 //! ([`policy::formats`]), whose knobs the typed flags take the place of.
 
+use std::cell::OnceCell;
 use std::path::{Path, PathBuf};
 
 use clap::builder::PossibleValuesParser;
@@ -29,6 +30,8 @@ pub struct PolicyArgs {
     lenient: bool,
     /// Which of [`RUN_FLAGS`] were typed.
     typed: Vec<&'static str>,
+    /// `--policy-from`'s policy, read once (a pipe can be read only once).
+    imported: OnceCell<Imported>,
 }
 
 /// One argument per knob, taking what the knob's kind takes, so that clap names a value
@@ -127,6 +130,7 @@ impl clap::FromArgMatches for PolicyArgs {
             from: m.get_one::<PathBuf>("policy-from").cloned(),
             lenient: m.get_flag("lenient"),
             typed,
+            imported: OnceCell::new(),
         })
     }
 
@@ -153,14 +157,17 @@ impl PolicyArgs {
     }
 
     /// `--policy-from`'s policy, read (the error names the file).
-    pub fn imported(&self) -> Result<Option<(&Path, Imported)>, CliError> {
+    pub fn imported(&self) -> Result<Option<(&Path, &Imported)>, CliError> {
         let Some(path) = &self.from else {
             return Ok(None);
         };
+        if let Some(imported) = self.imported.get() {
+            return Ok(Some((path, imported)));
+        }
         let text = files::read_bounded(path, POLICY_FILE_BYTES)?;
         let imported = formats::import(&text, self.lenient)
             .map_err(|e| CliError::in_file(path, CliError::Import(e)))?;
-        Ok(Some((path, imported)))
+        Ok(Some((path, self.imported.get_or_init(|| imported))))
     }
 
     /// The knobs: those typed, and `--policy-from`'s where none typed takes their place.
@@ -201,7 +208,7 @@ impl PolicyArgs {
         let Some((_, imported)) = self.imported()? else {
             return Ok(RunSettings::default());
         };
-        let mut run = imported.run;
+        let mut run = imported.run.clone();
         let typed = |flag| self.typed.contains(&flag);
         if typed("seed") {
             run.seed = None;

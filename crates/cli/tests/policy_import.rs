@@ -164,3 +164,34 @@ fn policy_writes_each_form_and_reads_it_back() {
         flags
     );
 }
+
+/// A policy piped in is read once, though the command asks for its knobs and its run
+/// settings apart.
+#[test]
+fn a_policy_from_a_pipe_is_read_once() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_decode-lab"))
+        .args(["policy", "--policy-from", "/dev/stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"temperature": 0.4, "seed": 3}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        "--engine vllm --temperature 0.4 --seed 3"
+    );
+}

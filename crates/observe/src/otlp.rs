@@ -22,6 +22,8 @@
 //! - A record keeps durations, not wall-clock time: the span starts at the run's `at_s` tag
 //!   (seconds, as `traffic` writes it), or at 0 without one, and lasts its time to first
 //!   token plus its steps' latencies.
+//! - `gen_ai.request.seed` is an int64: a seed past it (`--seed fresh` draws all 64 bits)
+//!   is written as `decode_lab.seed`, in text, instead.
 //! - Outcomes are span events (the conventions' events are log records; the span-event
 //!   form carries the same name and attributes in a trace file): the evaluation is named
 //!   `outcome`, its label `accepted` or `rejected`, its value 1 or 0.
@@ -88,9 +90,12 @@ fn string(key: &str, value: impl Into<String>) -> Value {
     json!({ "key": key, "value": { "stringValue": value.into() } })
 }
 
-fn int(key: &str, value: u64) -> Value {
-    // int64 is a decimal string in OTLP/JSON.
-    json!({ "key": key, "value": { "intValue": value.to_string() } })
+/// An int64 attribute (a decimal string in OTLP/JSON), or `None` for a value int64 cannot
+/// hold.
+fn int(key: &str, value: u64) -> Option<Value> {
+    i64::try_from(value)
+        .ok()
+        .map(|v| json!({ "key": key, "value": { "intValue": v.to_string() } }))
 }
 
 fn double(key: &str, value: f64) -> Value {
@@ -150,20 +155,30 @@ pub fn span(record: &RunRecord, slice: &str, outcomes: &[&Outcome]) -> Option<Va
         string("gen_ai.response.id", run_id),
         double("gen_ai.request.temperature", p.temperature),
         double("gen_ai.request.top_p", p.top_p),
-        int("gen_ai.request.seed", config.seed),
-        int("gen_ai.request.max_tokens", config.max_tokens as u64),
         double("gen_ai.request.frequency_penalty", p.frequency_penalty),
         double("gen_ai.request.presence_penalty", p.presence_penalty),
         strings(
             "gen_ai.response.finish_reasons",
             &[finish_reason(record.stop_reason).to_string()],
         ),
-        int(
-            "gen_ai.usage.input_tokens",
-            record.prompt_tokens.len() as u64,
-        ),
-        int("gen_ai.usage.output_tokens", record.steps.len() as u64),
     ];
+    // A seed past int64 (`--seed fresh` draws all 64 bits) is the product's, as text.
+    match int("gen_ai.request.seed", config.seed) {
+        Some(seed) => attributes.push(seed),
+        None => attributes.push(string(
+            &format!("{PRODUCT_PREFIX}seed"),
+            config.seed.to_string(),
+        )),
+    }
+    attributes.extend(
+        [
+            ("gen_ai.request.max_tokens", config.max_tokens),
+            ("gen_ai.usage.input_tokens", record.prompt_tokens.len()),
+            ("gen_ai.usage.output_tokens", record.steps.len()),
+        ]
+        .into_iter()
+        .filter_map(|(key, n)| int(key, n as u64)),
+    );
     if p.top_k > 0 {
         attributes.push(double("gen_ai.request.top_k", p.top_k as f64));
     }

@@ -165,11 +165,16 @@ fn each_published_generation_config_round_trips() {
             // The stages on run in the same order (llama.cpp's line names Hugging Face's
             // with --samplers)...
             assert_eq!(on(&back), on(&rest), "{}", written.text);
+            // ...llama.cpp penalises the whole text as Hugging Face does (a window of -1)...
+            if format == Format::LlamaCpp && rest.repetition_penalty != 1.0 {
+                assert_eq!(back.penalty_last_n, Some(-1), "{}", written.text);
+            }
             // ...and, each form's engine its own, the knobs are the same.
             assert_eq!(
                 Policy {
                     engine: Engine::Hf,
                     samplers: None,
+                    penalty_last_n: None,
                     ..back
                 },
                 rest,

@@ -481,14 +481,16 @@ fn test_steps(root: &Path, clock: &mut Clock) -> Result<(), String> {
             &["runs-parquet", "parquet"],
         )
     })?;
-    // For the browser: the page alone (without features, as Trunk builds it), then the
-    // workers' binaries with the pure crates they and the model worker build on, and the GPU
-    // runtime's browser-only code.
+    // For the browser: the page alone (without features, as Trunk builds it), then the lab
+    // with the workers' binaries, with every pure crate's library (those the workers build
+    // on, and `ngram` and `artifact-file`, which no lab wasm links) and the GPU runtime's
+    // browser-only code.
     clock.step("clippy wasm", || {
         lint(&["-p", "lab", "--bin", "lab", "--target", WASM_TARGET])?;
         lint(&[
             "-p",
             "lab",
+            "--lib",
             "--bins",
             "--features",
             "lab/worker,lab/planner,lab/observer",
@@ -510,6 +512,8 @@ fn test_steps(root: &Path, clock: &mut Clock) -> Result<(), String> {
             "observe",
             "-p",
             "report",
+            "-p",
+            "artifact-file",
             "--target",
             WASM_TARGET,
         ])

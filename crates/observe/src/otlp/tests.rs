@@ -114,6 +114,23 @@ fn a_run_is_a_span_named_and_typed_by_the_pinned_conventions() {
 }
 
 #[test]
+fn a_seed_past_int64_is_the_products_text() {
+    let mut r = record();
+    r.config.seed = u64::MAX;
+    r.seal();
+    let span = span(&r, "eu", &[]).unwrap();
+    let attrs = attributes(&span["attributes"]);
+    assert!(!attrs.iter().any(|(k, _)| k == "gen_ai.request.seed"));
+    let seed = span["attributes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["key"] == "decode_lab.seed")
+        .unwrap();
+    assert_eq!(seed["value"]["stringValue"], u64::MAX.to_string());
+}
+
+#[test]
 fn a_request_holds_the_spans_under_the_scope_and_its_schema() {
     let r = record();
     let request = request(vec![span(&r, "eu", &[]).unwrap()], "0.1.0");

@@ -77,6 +77,11 @@ pub(super) fn read(object: &Map<String, Value>) -> Result<Imported, ImportError>
     };
     for (key, value) in object {
         let key = key.as_str();
+        if value.is_null() && key == "top_k" && sampling {
+            // GenerationConfig keeps an explicit None: no top-k warper, not its default 50.
+            out.knob(key, "null", "top-k", "0".to_string());
+            continue;
+        }
         if value.is_null() {
             out.left_alone(key, "null", "Hugging Face's default");
             continue;
@@ -179,7 +184,7 @@ pub(super) fn read(object: &Map<String, Value>) -> Result<Imported, ImportError>
         if get("temperature").is_none() {
             out.default("temperature", "temperature", "1");
         }
-        if get("top_k").is_none() {
+        if !object.contains_key("top_k") {
             out.default("top_k", "top-k", "50");
         }
     } else {
@@ -237,7 +242,6 @@ pub(super) fn write(policy: &Policy, run: &RunSettings, out: &mut Out) {
     for flag in [
         "frequency-penalty",
         "presence-penalty",
-        "penalty-last-n",
         "top-n-sigma",
         "xtc-probability",
         "dry-multiplier",
@@ -252,8 +256,11 @@ pub(super) fn write(policy: &Policy, run: &RunSettings, out: &mut Out) {
         "Hugging Face biases sequences: write each as a one-token --sequence-bias",
     );
     out.refuse_order(policy, &HF_CHAIN, "Hugging Face");
+    out.refuse_penalty_counts(policy, Engine::Hf);
+    out.leave_out_vocabulary(run);
     let json = &mut out.json;
-    let sampling = !Engine::Hf.is_greedy(policy.temperature);
+    // Greedy as the policy's own engine reads its temperature (llama.cpp: at or below 0).
+    let sampling = !policy.engine.is_greedy(policy.temperature);
     json.insert("do_sample".into(), Value::Bool(sampling));
     if sampling {
         json.insert("temperature".into(), number(policy.temperature));

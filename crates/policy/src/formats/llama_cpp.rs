@@ -8,7 +8,7 @@
 
 use super::{num_text, Became, Format, ImportError, Imported, Out, RunSettings};
 use crate::chain::{samplers_label, TEMPERATURE_LAST_CHAIN};
-use crate::{Policy, Sampler};
+use crate::{Engine, Policy, Sampler};
 
 /// llama.cpp's flags that set a knob (`common/arg.cpp`, whose sampling block has no
 /// `--min-keep`: only the server's JSON takes `min_keep`), with the knob each sets.
@@ -157,6 +157,9 @@ pub(super) fn read(line: &str) -> Result<Imported, ImportError> {
         });
     }
     let (mut temperature, mut top_k, mut top_p, mut min_p) = (false, false, false, false);
+    let mut mirostat = false;
+    // Every `-l` adds to the biases and the forbidden ids: one knob each, after the line.
+    let (mut biases, mut forbidden): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
     while at < words.len() {
         // `--flag=value` is `--flag value`.
         let (flag, inline) = match words[at].split_once('=') {
@@ -197,6 +200,7 @@ pub(super) fn read(line: &str) -> Result<Imported, ImportError> {
             };
             match *knob {
                 "temperature" => temperature = true,
+                "mirostat" => mirostat = v.trim() != "0",
                 "top-k" => top_k = true,
                 "top-p" => top_p = true,
                 "min-p" => min_p = true,
@@ -247,7 +251,11 @@ pub(super) fn read(line: &str) -> Result<Imported, ImportError> {
             "-l" | "--logit-bias" => {
                 let v = value(&mut at)?;
                 let (flag_name, text) = logit_bias(&flag, &v)?;
-                out.knob(&flag, &v, flag_name, text);
+                match flag_name {
+                    "forbid" => forbidden.push(text.clone()),
+                    _ => biases.push(text.clone()),
+                }
+                out.read(&flag, &v, Became::Knob(flag_name, text));
             }
             "--sampling-seq" | "--sampler-seq" => {
                 let v = value(&mut at)?;
@@ -284,7 +292,14 @@ pub(super) fn read(line: &str) -> Result<Imported, ImportError> {
             }
         }
     }
-    // A chain given runs only its samplers: llama.cpp's defaults act through it.
+    for (flag, texts) in [("bias", biases), ("forbid", forbidden)] {
+        if !texts.is_empty() {
+            out.knobs
+                .push((super::knob(flag), texts.join(","), "--logit-bias".into()));
+        }
+    }
+    // A chain given runs only its samplers: llama.cpp's defaults act through it; mirostat
+    // replaces the chain, and so the truncations it would switch on.
     let chain = out.policy().ok().and_then(|p| p.samplers);
     for (given, sampler, field, flag, text) in [
         (
@@ -298,7 +313,8 @@ pub(super) fn read(line: &str) -> Result<Imported, ImportError> {
         (top_p, Sampler::TopP, "--top-p", "top-p", "0.95"),
         (min_p, Sampler::MinP, "--min-p", "min-p", "0.05"),
     ] {
-        if !given && chain.as_ref().is_none_or(|c| c.contains(&sampler)) {
+        let runs = chain.as_ref().is_none_or(|c| c.contains(&sampler));
+        if !given && runs && (!mirostat || sampler == Sampler::Temperature) {
             out.default(field, flag, text);
         }
     }
@@ -387,6 +403,8 @@ pub(super) fn write(policy: &Policy, run: &RunSettings, breakers: &[String], out
     ] {
         out.refuse_unless_default(policy, flag, why);
     }
+    out.refuse_penalty_counts(policy, Engine::LlamaCpp);
+    out.leave_out_vocabulary(run);
     out.refuse_unless_default(
         policy,
         "min-keep",
@@ -444,8 +462,13 @@ pub(super) fn write(policy: &Policy, run: &RunSettings, breakers: &[String], out
     if policy.xtc_probability > 0.0 {
         flag("--xtc-threshold", num_text(policy.xtc_threshold));
     }
-    if let Some(n) = policy.penalty_last_n {
-        flag("--repeat-last-n", n.to_string());
+    match policy.penalty_last_n {
+        Some(n) => flag("--repeat-last-n", n.to_string()),
+        // Hugging Face and vLLM penalise the whole text: llama.cpp's -1.
+        None if policy.engine != Engine::LlamaCpp && policy.repetition_penalty != 1.0 => {
+            flag("--repeat-last-n", "-1".to_string())
+        }
+        None => {}
     }
     if let Some(n) = policy.top_n_sigma {
         flag("--top-nsigma", num_text(n));

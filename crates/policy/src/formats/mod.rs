@@ -178,9 +178,9 @@ impl RunSettings {
                     expected: "a token id of the model's vocabulary",
                 });
             }
-            let others: Vec<u32> = (0..vocab as u32)
-                .filter(|id| !allowed.contains(id) && !policy.forbidden.contains(id))
-                .collect();
+            let kept: std::collections::HashSet<u32> =
+                allowed.iter().chain(&policy.forbidden).copied().collect();
+            let others: Vec<u32> = (0..vocab as u32).filter(|id| !kept.contains(id)).collect();
             policy.forbidden.extend(others);
         }
         if let Some(word) = self.bad_word_texts.first() {
@@ -451,8 +451,9 @@ pub fn write(
 }
 
 /// The policy and the run's settings as `decode-lab`'s own flags: every knob away from its
-/// default, the temperature always (the commands' defaults differ), then the run's.
-pub fn flags(policy: &Policy, run: &RunSettings) -> String {
+/// default, the temperature always (the commands' defaults differ), DRY's breakers as
+/// `breakers`' texts, then the run's; what no flag holds is named in `left_out`.
+pub fn flags(policy: &Policy, run: &RunSettings, breakers: &[String]) -> Written {
     let default = Policy::default();
     let mut words: Vec<String> = Vec::new();
     // DRY's breakers are text the command finds in its vocabulary, not the policy's ids.
@@ -466,6 +467,12 @@ pub fn flags(policy: &Policy, run: &RunSettings) -> String {
             words.push(llama_cpp::quoted(&text));
         }
     }
+    for breaker in breakers {
+        words.push(format!(
+            "--dry-sequence-breaker {}",
+            llama_cpp::quoted(breaker)
+        ));
+    }
     if let Some(seed) = run.seed {
         words.push(format!("--seed {seed}"));
     }
@@ -478,7 +485,12 @@ pub fn flags(policy: &Policy, run: &RunSettings) -> String {
     for id in &run.stop_tokens {
         words.push(format!("--stop-token {id}"));
     }
-    words.join(" ")
+    let mut out = Out::default();
+    out.leave_out_vocabulary(run);
+    Written {
+        text: words.join(" "),
+        left_out: out.left_out,
+    }
 }
 
 /// What a writer builds.
@@ -503,17 +515,28 @@ impl Out {
 }
 
 /// The first two stages `policy` switches on that it runs in the other order from
-/// `target`'s chain: a form whose order is fixed cannot express it. None when the policy
-/// is greedy (the argmax survives every truncation, so order does not matter).
+/// `target`'s chain: a form whose order is fixed cannot express it. A greedy policy's
+/// truncations that always keep the most probable token (top-k, top-p, min-p, ε, η,
+/// top-nσ) do not count: the argmax survives them wherever they run. The penalties, DRY,
+/// typical and XTC can move it, so their place against the greedy choice counts.
 fn order_against(policy: &Policy, target: &[Sampler]) -> Option<(Sampler, Sampler)> {
-    if policy.engine.is_greedy(policy.temperature) {
-        return None;
-    }
+    let greedy = policy.engine.is_greedy(policy.temperature);
+    let keeps_the_top = |s: &Sampler| {
+        matches!(
+            s,
+            Sampler::TopK
+                | Sampler::TopP
+                | Sampler::MinP
+                | Sampler::Epsilon
+                | Sampler::Eta
+                | Sampler::TopNSigma
+        )
+    };
     let on: Vec<Sampler> = policy
         .chain()
         .iter()
         .copied()
-        .filter(|s| s.is_on(policy) && target.contains(s))
+        .filter(|s| s.is_on(policy) && target.contains(s) && !(greedy && keeps_the_top(s)))
         .collect();
     let at = |s: &Sampler| target.iter().position(|t| t == s);
     on.windows(2)
@@ -522,6 +545,57 @@ fn order_against(policy: &Policy, target: &[Sampler]) -> Option<(Sampler, Sample
 }
 
 impl Out {
+    /// Refuses penalties that count other tokens under `target`'s engine than under the
+    /// policy's (`engine.rs`'s table): llama.cpp penalises the last `penalty_last_n` tokens
+    /// of prompt and output (64 unless given), Hugging Face and vLLM the whole text for the
+    /// repetition penalty, and vLLM (and the lab) only the output for the frequency and
+    /// presence penalties. A window of -1 (all of it) is llama.cpp's way to the whole text.
+    fn refuse_penalty_counts(&mut self, policy: &Policy, target: Engine) {
+        let from = policy.engine;
+        let llama = |e: Engine| e == Engine::LlamaCpp;
+        if llama(from) == llama(target) {
+            return;
+        }
+        let whole_window = policy.penalty_last_n == Some(-1);
+        if llama(from) && policy.repetition_penalty != 1.0 && !whole_window {
+            let n = policy
+                .penalty_last_n
+                .unwrap_or(crate::engine::LLAMA_CPP_PENALTY_LAST_N);
+            self.refused.push((
+                format!("repetition-penalty {}", num_text(policy.repetition_penalty)),
+                format!(
+                    "llama.cpp penalises the last {n} tokens, {} the whole text",
+                    target.name()
+                ),
+            ));
+        }
+        for (flag, x) in [
+            ("frequency-penalty", policy.frequency_penalty),
+            ("presence-penalty", policy.presence_penalty),
+        ] {
+            if x != 0.0 {
+                let why = match llama(from) {
+                    true => "llama.cpp counts the prompt's tokens too, vLLM only the output's",
+                    false => {
+                        "this policy counts only the output's tokens, llama.cpp the prompt's too"
+                    }
+                };
+                self.refused
+                    .push((format!("{flag} {}", num_text(x)), why.to_string()));
+            }
+        }
+    }
+
+    /// Names the run's settings found in a vocabulary, which only vLLM's form holds.
+    fn leave_out_vocabulary(&mut self, run: &RunSettings) {
+        if run.allowed_tokens.is_some() {
+            self.left_out.push("allowed token ids".into());
+        }
+        if !run.bad_word_texts.is_empty() {
+            self.left_out.push("bad words as text".into());
+        }
+    }
+
     /// Refuses the policy's order where it differs from `target`'s, which `whose` runs.
     fn refuse_order(&mut self, policy: &Policy, target: &[Sampler], whose: &str) {
         if let Some((a, b)) = order_against(policy, target) {

@@ -11,7 +11,7 @@ use super::{
     Became, Format, ImportError, Imported, Out, RunSettings,
 };
 use crate::engine::VLLM_CHAIN;
-use crate::Policy;
+use crate::{Engine, Policy};
 
 /// vLLM's fields beyond OpenAI's: one of them makes a body vLLM's.
 const VLLM: [&str; 7] = [
@@ -88,7 +88,11 @@ pub(super) fn read(object: &Map<String, Value>) -> Result<Imported, ImportError>
                 out.read(key, value, Became::Run(format!("--seed {seed}")));
             }
             // vLLM's chat request: the newer field wins.
-            "max_tokens" if object.contains_key("max_completion_tokens") => {
+            "max_tokens"
+                if object
+                    .get("max_completion_tokens")
+                    .is_some_and(|v| !v.is_null()) =>
+            {
                 out.left_alone(key, value, "max_completion_tokens takes its place")
             }
             "max_tokens" | "max_completion_tokens" => {
@@ -179,7 +183,6 @@ pub(super) fn write(policy: &Policy, run: &RunSettings, format: Format, out: &mu
         "xtc-probability",
         "dry-multiplier",
         "mirostat",
-        "penalty-last-n",
         "no-repeat-ngram",
         "sequence-bias",
         "forbid",
@@ -202,8 +205,17 @@ pub(super) fn write(policy: &Policy, run: &RunSettings, format: Format, out: &mu
         out.refuse_unless_default(policy, flag, why);
     }
     out.refuse_order(policy, &VLLM_CHAIN, "vLLM");
+    out.refuse_penalty_counts(policy, Engine::Vllm);
+    if !vllm {
+        out.leave_out_vocabulary(run);
+    }
     let json = &mut out.json;
-    json.insert("temperature".into(), number(policy.temperature));
+    // Greedy as the policy's own engine reads its temperature (llama.cpp: at or below 0).
+    let temperature = match policy.engine.is_greedy(policy.temperature) {
+        true => 0.0,
+        false => policy.temperature,
+    };
+    json.insert("temperature".into(), number(temperature));
     if policy.top_p != 1.0 {
         json.insert("top_p".into(), number(policy.top_p));
     }

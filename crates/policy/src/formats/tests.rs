@@ -327,3 +327,137 @@ fn a_form_refuses_by_name_what_it_cannot_express() {
         ["seed"]
     );
 }
+
+/// What a review found: each a case the first readers and writers got wrong.
+#[test]
+fn every_logit_bias_of_a_line_is_kept_and_round_trips() {
+    let imported = import(
+        "llama-cli -l 2-inf -l 3-inf -l 5+1 --logit-bias 6-2.5",
+        false,
+    )
+    .unwrap();
+    let p = imported.policy().unwrap();
+    assert_eq!(p.forbidden, [2, 3]);
+    assert_eq!(p.logit_bias, [(5, 1.0), (6, -2.5)]);
+    let written = write(&p, &imported.run, &[], Format::LlamaCpp).unwrap();
+    assert_eq!(import(&written.text, false).unwrap().policy().unwrap(), p);
+}
+
+#[test]
+fn mirostat_on_a_line_switches_no_truncation_on() {
+    let p = import("llama-cli --mirostat 2 --mirostat-ent 4", false)
+        .unwrap()
+        .policy()
+        .unwrap();
+    assert_eq!((p.mirostat, p.top_k, p.top_p, p.min_p), (2, 0, 1.0, 0.0));
+    assert_eq!(p.temperature, 0.8);
+}
+
+#[test]
+fn a_negative_llama_cpp_temperature_is_greedy_in_every_form() {
+    let p = import("llama-cli --temp -1", false)
+        .unwrap()
+        .policy()
+        .unwrap();
+    let hf = write(&p, &RunSettings::default(), &[], Format::Hf).unwrap();
+    assert!(hf.text.contains("\"do_sample\": false"), "{}", hf.text);
+    let openai = write(&p, &RunSettings::default(), &[], Format::Vllm).unwrap();
+    assert!(
+        openai.text.contains("\"temperature\": 0.0"),
+        "{}",
+        openai.text
+    );
+}
+
+#[test]
+fn penalties_that_count_other_tokens_under_the_target_are_refused_or_widened() {
+    // llama.cpp's 64-token window is not Hugging Face's whole text.
+    let llama = import("llama-cli --temp 1 --repeat-penalty 1.1", false)
+        .unwrap()
+        .policy()
+        .unwrap();
+    let refused = write(&llama, &RunSettings::default(), &[], Format::Hf).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("llama.cpp penalises the last 64 tokens, hf the whole text"),
+        "{refused}"
+    );
+    // With a window of all of it, it is.
+    let whole = import(
+        "llama-cli --temp 1 --repeat-penalty 1.1 --repeat-last-n -1",
+        false,
+    )
+    .unwrap()
+    .policy()
+    .unwrap();
+    assert!(write(&whole, &RunSettings::default(), &[], Format::Hf).is_ok());
+    // Hugging Face's whole-text penalty becomes llama.cpp's window of -1.
+    let hf = import(r#"{"do_sample": true, "repetition_penalty": 1.2}"#, false)
+        .unwrap()
+        .policy()
+        .unwrap();
+    let line = write(&hf, &RunSettings::default(), &[], Format::LlamaCpp).unwrap();
+    assert!(line.text.contains("--repeat-last-n -1"), "{}", line.text);
+    // vLLM's output-only frequency penalty has no llama.cpp form.
+    let vllm = import(r#"{"frequency_penalty": 0.5}"#, false)
+        .unwrap()
+        .policy()
+        .unwrap();
+    let refused = write(&vllm, &RunSettings::default(), &[], Format::LlamaCpp).unwrap_err();
+    assert!(
+        refused.to_string().contains("llama.cpp the prompt's too"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_null_field_reads_as_the_engine_reads_it() {
+    // vLLM: max_completion_tokens or max_tokens.
+    let body = import(
+        r#"{"max_tokens": 50, "max_completion_tokens": null}"#,
+        false,
+    )
+    .unwrap();
+    assert_eq!(body.run.max_tokens, Some(50));
+    // GenerationConfig keeps an explicit None for top_k: no top-k.
+    let hf = import(r#"{"do_sample": true, "top_k": null}"#, false)
+        .unwrap()
+        .policy()
+        .unwrap();
+    assert_eq!(hf.top_k, 0);
+}
+
+#[test]
+fn a_greedy_policys_order_counts_where_a_stage_can_move_the_argmax() {
+    let p = Policy {
+        temperature: 0.0,
+        xtc_probability: 0.5,
+        ..Policy::default()
+    };
+    let line = write(&p, &RunSettings::default(), &[], Format::LlamaCpp).unwrap();
+    assert!(line.text.contains("--samplers"), "{}", line.text);
+    // Truncations that keep the top token do not.
+    let plain = import("llama-cli --temp 0", false)
+        .unwrap()
+        .policy()
+        .unwrap();
+    assert!(write(&plain, &RunSettings::default(), &[], Format::Hf).is_ok());
+}
+
+#[test]
+fn settings_a_form_cannot_hold_are_named() {
+    let body = import(
+        r#"{"allowed_token_ids": [1, 2], "bad_words": ["x"]}"#,
+        false,
+    )
+    .unwrap();
+    let p = body.policy().unwrap();
+    let hf = write(&p, &body.run, &[], Format::Hf).unwrap();
+    assert_eq!(hf.left_out, ["allowed token ids", "bad words as text"]);
+    assert_eq!(flags(&p, &body.run, &[]).left_out, hf.left_out);
+    assert!(write(&p, &body.run, &[], Format::Vllm)
+        .unwrap()
+        .left_out
+        .is_empty());
+}
