@@ -18,6 +18,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
+use policy::RunRecord;
 use runs_parquet::{Export, Table, Written};
 
 use crate::error::CliError;
@@ -49,11 +50,7 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
     let names = tables.map(|t| format!("{}.parquet", t.name()));
     stage.commit(&names.each_ref().map(String::as_str))?;
     output::print_line(&summary(&written, &left, &out_dir))?;
-    Ok(if left.rejected == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(left.exit_code())
 }
 
 /// The language identifier an export slices with, and every file it reads (the runs, the
@@ -79,20 +76,51 @@ pub fn inputs(args: &ExportArgs) -> (std::path::PathBuf, Vec<Named>) {
 
 /// What the export left out: lines rejected, and lines that repeat a run already written.
 #[derive(Default)]
-struct LeftOut {
-    rejected: u64,
-    duplicates: u64,
+pub struct LeftOut {
+    pub rejected: u64,
+    pub duplicates: u64,
 }
 
-/// Writes the outcomes, then the runs, each run once ([`observe::SeenRuns`]).
-fn write(
-    export: &mut Export,
+impl LeftOut {
+    /// What was left out, in words to follow a summary (`; …`), or nothing.
+    pub fn words(&self) -> String {
+        let mut text = String::new();
+        let rejected = self.rejected;
+        if rejected > 0 {
+            let plural = if rejected == 1 { "" } else { "s" };
+            text += &format!("; {rejected} line{plural} rejected and left out");
+            if rejected > NAMED_REJECTIONS {
+                text += &format!(" (the first {NAMED_REJECTIONS} named above)");
+            }
+        }
+        if self.duplicates > 0 {
+            text += &format!(
+                "; {} line{} repeated a run already written, which is written once",
+                self.duplicates,
+                if self.duplicates == 1 { "" } else { "s" }
+            );
+        }
+        text
+    }
+
+    /// Exit code 1 when a line was rejected: the output holds every valid record, and a
+    /// script learns that some lines were left out.
+    pub fn exit_code(&self) -> ExitCode {
+        match self.rejected {
+            0 => ExitCode::SUCCESS,
+            _ => ExitCode::from(1),
+        }
+    }
+}
+
+/// Hands `each` every run of the export's RUNS once ([`observe::SeenRuns`]), with its line
+/// and its slice; a line that is not a sound record, or that repeats a run, is named on
+/// standard error (the first [`NAMED_REJECTIONS`] of each) and counted.
+pub fn each_run(
     args: &ExportArgs,
     identifier: &langid::LangId,
+    mut each: impl FnMut(&str, &RunRecord, &str) -> Result<(), CliError>,
 ) -> Result<LeftOut, CliError> {
-    if let Some(path) = &args.outcomes {
-        write_outcomes(export, path)?;
-    }
     let mut left = LeftOut::default();
     let mut seen = observe::SeenRuns::default();
     for path in &args.runs {
@@ -115,7 +143,7 @@ fn write(
             match kept {
                 Ok(Some(record)) => {
                     let slice = observe::slice_of(&record, identifier);
-                    Ok(export.add_run(line.trim(), &record, &slice)?)
+                    each(line.trim(), &record, &slice)
                 }
                 Ok(None) => Ok(()),
                 Err(reason) => {
@@ -129,6 +157,20 @@ fn write(
         })?;
     }
     Ok(left)
+}
+
+/// Writes the outcomes, then the runs.
+fn write(
+    export: &mut Export,
+    args: &ExportArgs,
+    identifier: &langid::LangId,
+) -> Result<LeftOut, CliError> {
+    if let Some(path) = &args.outcomes {
+        write_outcomes(export, path)?;
+    }
+    each_run(args, identifier, |line, record, slice| {
+        Ok(export.add_run(line, record, slice)?)
+    })
 }
 
 /// Outcome rows of a JSONL file, each checked by `observe`'s rule and written in order.
@@ -147,20 +189,6 @@ fn summary(written: &Written, left: &LeftOut, out: &Path) -> String {
         Table::Steps.file_in(out).display(),
         Table::Outcomes.file_in(out).display(),
     );
-    let rejected = left.rejected;
-    if rejected > 0 {
-        let plural = if rejected == 1 { "" } else { "s" };
-        text += &format!("; {rejected} line{plural} rejected and left out");
-        if rejected > NAMED_REJECTIONS {
-            text += &format!(" (the first {NAMED_REJECTIONS} named above)");
-        }
-    }
-    if left.duplicates > 0 {
-        text += &format!(
-            "; {} line{} repeated a run already written, which is written once",
-            left.duplicates,
-            if left.duplicates == 1 { "" } else { "s" }
-        );
-    }
+    text += &left.words();
     text
 }

@@ -22,7 +22,7 @@ use observe::Outcome;
 use crate::error::{CliError, OutputAction};
 use crate::files::{self, StagedDir};
 use crate::named::Named;
-use crate::observe::{check_lines, identifier, outcome_rows, run_lines};
+use crate::observe::{identifier, outcome_rows};
 use crate::output;
 use crate::ExportArgs;
 
@@ -77,39 +77,18 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
         requests: 0,
     };
     sinks.write(&head)?;
-    let mut rejected = 0u64;
-    let mut seen = observe::SeenRuns::default();
-    for path in &args.runs {
-        let (source, lines) = run_lines(path)?;
-        check_lines(lines, |number, _, read| {
-            let kept = read.and_then(|record| match seen.see(&record, &source, number) {
-                observe::Seen::First => Ok(Some(record)),
-                observe::Seen::Again(_) => Ok(None),
-                observe::Seen::Conflict(reason) => Err(reason),
-            });
-            match kept {
-                Ok(Some(record)) => {
-                    let slice = observe::slice_of(&record, &identifier);
-                    let joined: Vec<&Outcome> = record
-                        .run_id
-                        .as_ref()
-                        .and_then(|id| outcomes.get(id))
-                        .map(|list| list.iter().collect())
-                        .unwrap_or_default();
-                    match observe::otlp::span(&record, &slice, &joined) {
-                        Some(span) => sinks.span(span.to_string(), &head, &tail),
-                        None => Ok(()),
-                    }
-                }
-                Ok(None) => Ok(()),
-                Err(reason) => {
-                    rejected += 1;
-                    output::note(&format!("rejected: {source} line {number}: {reason}"));
-                    Ok(())
-                }
-            }
-        })?;
-    }
+    let left = crate::export::each_run(args, &identifier, |_, record, slice| {
+        let joined: Vec<&Outcome> = record
+            .run_id
+            .as_ref()
+            .and_then(|id| outcomes.get(id))
+            .map(|list| list.iter().collect())
+            .unwrap_or_default();
+        match observe::otlp::span(record, slice, &joined) {
+            Some(span) => sinks.span(span.to_string(), &head, &tail),
+            None => Ok(()),
+        }
+    })?;
     sinks.flush(&head, &tail)?;
     sinks.write(&tail)?;
     let mut said = format!("exported {} runs as OpenTelemetry spans", sinks.spans);
@@ -132,15 +111,9 @@ pub fn run(args: &ExportArgs) -> Result<ExitCode, CliError> {
             sinks.requests
         );
     }
-    if rejected > 0 {
-        said += &format!("; {rejected} lines rejected and left out");
-    }
+    said += &left.words();
     output::print_line(&said)?;
-    Ok(if rejected == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(left.exit_code())
 }
 
 impl Sinks {

@@ -201,10 +201,8 @@ pub fn span(record: &RunRecord, slice: &str, outcomes: &[&Outcome]) -> Option<Va
     attributes.push(string(&product("stop_reason"), record.stop_reason.name()));
     attributes.push(double(&product("ttft_ms"), record.ttft_us / 1e3));
     attributes.push(string(&product("record_digest"), digest));
-    let default = policy::Policy::default();
     for knob in &KNOBS {
-        let text = knob.text(p);
-        if text != knob.text(&default) {
+        if let Some(text) = knob.changed(p) {
             attributes.push(string(&product(&format!("policy.{}", knob.key)), text));
         }
     }

@@ -449,6 +449,13 @@ impl Knob {
         Ok(())
     }
 
+    /// The knob's text in `policy` ([`text`](Self::text)), or `None` where it is the
+    /// default policy's: a knob the policy leaves alone.
+    pub fn changed(&self, policy: &Policy) -> Option<String> {
+        let text = self.text(policy);
+        (text != self.text(&Policy::default())).then_some(text)
+    }
+
     /// The knob's value in `policy` as a form writes it, which [`apply`](Self::apply) reads
     /// back to the same value: the shortest number that round-trips, ids comma-separated,
     /// sequences `;`-separated. DRY's breakers are token ids in a policy, no longer text:
@@ -543,12 +550,10 @@ impl Knob {
 /// assert_eq!(policy::knob_words(&policy), "top-k 40");
 /// ```
 pub fn knob_words(policy: &Policy) -> String {
-    let default = Policy::default();
     let words: Vec<String> = KNOBS
         .iter()
         .filter_map(|knob| {
-            let text = knob.text(policy);
-            (text != knob.text(&default)).then(|| match text.as_str() {
+            knob.changed(policy).map(|text| match text.as_str() {
                 "" => format!("{} off", knob.flag),
                 _ => format!("{} {text}", knob.flag),
             })

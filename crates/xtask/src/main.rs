@@ -493,7 +493,7 @@ fn test_steps(root: &Path, clock: &mut Clock) -> Result<(), String> {
             "--lib",
             "--bins",
             "--features",
-            "lab/worker,lab/planner,lab/observer",
+            ALL_LAB_FEATURES,
             "-p",
             "policy",
             "-p",

@@ -454,15 +454,17 @@ pub fn write(
 /// default, the temperature always (the commands' defaults differ), DRY's breakers as
 /// `breakers`' texts, then the run's; what no flag holds is named in `left_out`.
 pub fn flags(policy: &Policy, run: &RunSettings, breakers: &[String]) -> Written {
-    let default = Policy::default();
     let mut words: Vec<String> = Vec::new();
     // DRY's breakers are text the command finds in its vocabulary, not the policy's ids.
     for knob in crate::KNOBS
         .iter()
         .filter(|k| k.kind != crate::KnobKind::Texts)
     {
-        let text = knob.text(policy);
-        if knob.flag == "temperature" || text != knob.text(&default) {
+        let text = match knob.flag {
+            "temperature" => Some(knob.text(policy)),
+            _ => knob.changed(policy),
+        };
+        if let Some(text) = text {
             words.push(format!("--{}", knob.flag));
             words.push(llama_cpp::quoted(&text));
         }
@@ -505,9 +507,7 @@ struct Out {
 impl Out {
     /// Refuses the knob `flag` at `policy`'s value, unless it is at its default.
     fn refuse_unless_default(&mut self, policy: &Policy, flag: &str, why: &str) {
-        let knob = knob(flag);
-        let text = knob.text(policy);
-        if text != knob.text(&Policy::default()) {
+        if let Some(text) = knob(flag).changed(policy) {
             self.refused
                 .push((format!("{flag} {}", shown(&text)), why.to_string()));
         }
