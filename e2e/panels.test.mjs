@@ -13,7 +13,8 @@ import { test, before, after } from 'node:test';
 import { execFileSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
-import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { chromium } from 'playwright-core';
@@ -474,6 +475,52 @@ test('every policy knob is a Generate, a Compare and a Step field: the further o
   const constraints = page.locator('figure.stage[data-stage="constraints"] table.mirror tbody tr');
   await constraints.nth(3).locator('td').first().filter({ hasText: '2.0000' }).waitFor();
   assert.equal(await page.locator('#prompt-ids').inputValue(), '3');
+  assert.deepEqual(errors, []);
+  await context.close();
+});
+
+test('a policy imported from another engine fills Generate\'s form, lists each field, names a bad one at the box, and runs as the CLI\'s --policy-from', async () => {
+  const { context, page, errors } = await open('?panel=generate&backend=cpu&max=6&seed=9');
+  await page.locator('#generate details.import-policy summary').click();
+  const text = page.locator('#gen-policy-text');
+  const importIt = page.locator('#gen-policy-import');
+  // A word where vLLM wants a token id: named at the box, in the reader's words.
+  await text.fill('{"logit_bias": {"hello": 5}}');
+  await importIt.click();
+  await page.locator('#gen-policy-text-problem').waitFor();
+  assert.match(await page.locator('#gen-policy-text-problem').textContent(), /logit_bias/);
+  assert.equal(await text.getAttribute('aria-invalid'), 'true');
+  // A flag llama.cpp has and the lab does not read is named; lenient reads the rest and lists it.
+  await text.fill('llama-cli --temp 0.5 --top-k 30 --warp-speed');
+  await importIt.click();
+  await page.locator('#gen-policy-text-problem').filter({ hasText: '--warp-speed' }).waitFor();
+  await page.locator('#gen-policy-lenient').check();
+  await importIt.click();
+  const readings = page.getByTestId('import-readings');
+  await readings.waitFor();
+  assert.equal(await page.locator('#gen-engine').inputValue(), 'llama.cpp');
+  assert.equal(await page.locator('#gen-top-k').inputValue(), '30');
+  assert.match(await readings.textContent(), /--warp-speed.*not understood/s);
+  assert.equal(await text.getAttribute('aria-invalid'), null);
+  // A vLLM body from a file: its knobs and run settings go into the form, and the run makes
+  // the tokens `decode-lab generate --policy-from` makes of the same file.
+  const body = { temperature: 0.7, top_p: 0.9, top_k: 20, min_p: 0.02, max_tokens: 8, seed: 3, logit_bias: { 12: -100 }, presence_penalty: 0.5 };
+  await page.locator('#gen-policy-file').setInputFiles({ name: 'request.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(body)) });
+  await page.getByTestId('import-summary').filter({ hasText: 'a vLLM request body' }).waitFor();
+  assert.equal(await page.locator('#gen-engine').inputValue(), 'vllm');
+  assert.equal(await page.locator('#gen-top-k').inputValue(), '20');
+  assert.equal(await page.locator('#gen-max').inputValue(), '8');
+  assert.equal(await page.locator('#gen-seed').inputValue(), '3');
+  assert.match(await readings.textContent(), /presence_penalty.*--presence-penalty 0\.5/s);
+  await assertAccessible(page, 'generate with an imported policy listed');
+  await page.getByRole('button', { name: 'Generate', exact: true }).click();
+  const record = await generated(page);
+  const dir = mkdtempSync(join(tmpdir(), 'decode-lab-import-'));
+  const file = join(dir, 'request.json');
+  writeFileSync(file, JSON.stringify(body));
+  const cli = JSON.parse(execFileSync(CLI, ['generate', '--policy-from', file, '--prompt', record.config.prompt, '--backend', 'cpu', '--json'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }));
+  assert.deepEqual(record.config.policy, cli.config.policy);
+  assert.deepEqual(record.steps.map((s) => s.token), cli.steps.map((s) => s.token));
   assert.deepEqual(errors, []);
   await context.close();
 });

@@ -17,9 +17,6 @@ use crate::error::CliError;
 use crate::files;
 use crate::output;
 
-/// The largest policy file read: a generation config or a request body is a few kB.
-const POLICY_FILE_BYTES: u64 = 1 << 20;
-
 /// The run's flags an imported policy's settings give way to, when typed.
 const RUN_FLAGS: [&str; 4] = ["seed", "max_tokens", "stop", "stop_tokens"];
 
@@ -164,7 +161,7 @@ impl PolicyArgs {
         if let Some(imported) = self.imported.get() {
             return Ok(Some((path, imported)));
         }
-        let text = files::read_bounded(path, POLICY_FILE_BYTES)?;
+        let text = files::read_bounded(path, formats::MAX_BYTES as u64)?;
         let imported = formats::import(&text, self.lenient)
             .map_err(|e| CliError::in_file(path, CliError::Import(e)))?;
         Ok(Some((path, self.imported.get_or_init(|| imported))))

@@ -315,9 +315,13 @@ const STEPPING: [&str; 2] = ["6policy8pipeline4step", "6policy6engine11conforman
 /// The Compare panel's report, which the model worker builds (`policy::compare_report`).
 const COMPARING: [&str; 1] = ["6policy14compare_report9tree_part"];
 
+/// The reader of policies in other engines' forms, which the model worker runs for
+/// Generate's "Import a policy" (`policy::formats::import`).
+const IMPORTING: [&str; 1] = ["6policy7formats6import"];
+
 /// What only a worker links: its Trunk profile and binary, the symbols, and what must run
 /// there.
-const WORKER_ONLY: [(&str, &str, &[&str], &str); 3] = [
+const WORKER_ONLY: [(&str, &str, &[&str], &str); 4] = [
     (
         "wasm-planner",
         "planner",
@@ -336,12 +340,18 @@ const WORKER_ONLY: [(&str, &str, &[&str], &str); 3] = [
         &COMPARING,
         "the Compare panel's report must be built in the model worker",
     ),
+    (
+        "wasm-worker",
+        "worker",
+        &IMPORTING,
+        "a policy in another engine's form must be read in the model worker",
+    ),
 ];
 
 /// The page only renders: in Trunk's release build, the page's wasm (before wasm-opt, with
 /// its name section) names no function of the capacity simulator or report, nor the
-/// capacity form's check, which the planner worker runs for it, nor the decoding step,
-/// which the model worker takes. Each worker's wasm must name its symbols, or the scan
+/// capacity form's check, which the planner worker runs for it, nor the decoding step or the
+/// reader of other engines' policies, which the model worker runs. Each worker's wasm must name its symbols, or the scan
 /// could not see them in the page's either.
 fn check_page_does_not_plan(target: &Path) -> Result<(), String> {
     let read = |profile: &str, bin: &str| {

@@ -24,6 +24,12 @@ pub enum PageError {
     Read { name: String, thrown: String },
     /// The chosen file `name` is not text.
     NotText { name: String },
+    /// The chosen file `name` holds `bytes`, more than the `max` its field reads.
+    TooLarge {
+        name: String,
+        bytes: f64,
+        max: usize,
+    },
 }
 
 /// Why a download failed.
@@ -43,6 +49,10 @@ impl fmt::Display for PageError {
             PageError::NoFile => f.write_str("Choose a file first."),
             PageError::Read { name, thrown } => write!(f, "Reading {name} failed: {thrown}."),
             PageError::NotText { name } => write!(f, "{name} is not a text file."),
+            PageError::TooLarge { name, bytes, max } => write!(
+                f,
+                "{name} holds {bytes} bytes, more than the {max} this field reads; it was not read."
+            ),
         }
     }
 }
@@ -121,13 +131,24 @@ pub fn download(filename: &str, mime: &str, text: &str) -> Result<(), PageError>
     Ok(())
 }
 
-/// The text of the first file chosen in a file input.
-pub async fn chosen_file_text(input: &web_sys::HtmlInputElement) -> Result<String, PageError> {
+/// The text of the first file chosen in a file input, refused unread when it holds more
+/// than `max` bytes.
+pub async fn chosen_file_text(
+    input: &web_sys::HtmlInputElement,
+    max: usize,
+) -> Result<String, PageError> {
     let file = input
         .files()
         .and_then(|files| files.get(0))
         .ok_or(PageError::NoFile)?;
     let name = file.name();
+    if file.size() > max as f64 {
+        return Err(PageError::TooLarge {
+            name,
+            bytes: file.size(),
+            max,
+        });
+    }
     let text = JsFuture::from(file.text())
         .await
         .map_err(|e| PageError::Read {

@@ -181,6 +181,13 @@ pub fn unescape(line: &str) -> String {
     out
 }
 
+/// `text` as one line of a breaker or stop field: the inverse of [`unescape`].
+pub fn escape(text: &str) -> String {
+    text.replace('\\', "\\\\")
+        .replace('\n', "\\n")
+        .replace('\t', "\\t")
+}
+
 /// One knob's text alone, as its field shows it: a number field that holds no finite
 /// number is worded as every number field of the lab is, and a value the policy's rule
 /// refuses under `engine` as the rule words it.

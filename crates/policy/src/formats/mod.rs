@@ -30,6 +30,10 @@ use serde_json::{Map, Value};
 
 use crate::{Engine, Knob, KnobError, Policy, PolicyRequest, Sampler, Shortest};
 
+/// The most bytes a policy in another form may hold: a generation config, a request body
+/// or a command line is a few kB. A file or a text beyond it is refused, not read.
+pub const MAX_BYTES: usize = 1 << 20;
+
 /// A form a policy is written in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -127,16 +131,21 @@ pub struct Reading {
     pub became: Became,
 }
 
-impl fmt::Display for Reading {
+impl fmt::Display for Became {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: ", self.field, self.value)?;
-        match &self.became {
+        match self {
             Became::Knob(flag, text) if text.is_empty() => write!(f, "--{flag} off"),
             Became::Knob(flag, text) => write!(f, "--{flag} {text}"),
             Became::Run(words) => f.write_str(words),
             Became::LeftAlone(why) => write!(f, "left alone ({why})"),
             Became::NotUnderstood(why) => write!(f, "not understood ({why})"),
         }
+    }
+}
+
+impl fmt::Display for Reading {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.field, self.value, self.became)
     }
 }
 
@@ -327,6 +336,8 @@ pub enum ImportError {
     Knob { field: String, error: KnobError },
     /// Fields that are not understood, when the import is not lenient.
     NotUnderstood { format: Format, fields: Vec<String> },
+    /// More than [`MAX_BYTES`] of text.
+    TooLong { bytes: usize },
 }
 
 impl fmt::Display for ImportError {
@@ -351,6 +362,10 @@ impl fmt::Display for ImportError {
                 format.title(),
                 fields.join(", ")
             ),
+            ImportError::TooLong { bytes } => write!(
+                f,
+                "a policy of {bytes} bytes is more than the {MAX_BYTES} a policy may hold"
+            ),
         }
     }
 }
@@ -362,6 +377,9 @@ impl std::error::Error for ImportError {}
 /// vLLM's extra fields); anything else is a llama.cpp command line. Fields not understood
 /// are an error unless `lenient`.
 pub fn import(text: &str, lenient: bool) -> Result<Imported, ImportError> {
+    if text.len() > MAX_BYTES {
+        return Err(ImportError::TooLong { bytes: text.len() });
+    }
     let trimmed = text.trim_start();
     let imported = if trimmed.starts_with('{') {
         let object: Map<String, Value> =

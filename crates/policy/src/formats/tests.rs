@@ -461,3 +461,18 @@ fn settings_a_form_cannot_hold_are_named() {
         .left_out
         .is_empty());
 }
+
+/// A text beyond `MAX_BYTES` is refused before it is parsed, as the CLI refuses such a file.
+#[test]
+fn a_policy_longer_than_the_bound_is_refused_unread() {
+    let long = format!(
+        r#"{{"temperature": 0.5, "x": "{}"}}"#,
+        "a".repeat(MAX_BYTES)
+    );
+    let refusal = import(&long, true).unwrap_err();
+    assert_eq!(refusal, ImportError::TooLong { bytes: long.len() });
+    assert!(refusal.to_string().contains(&MAX_BYTES.to_string()));
+    let at_bound = format!("--temp 0.5 {}", " ".repeat(MAX_BYTES - 11));
+    assert_eq!(at_bound.len(), MAX_BYTES);
+    assert!(import(&at_bound, false).is_ok());
+}

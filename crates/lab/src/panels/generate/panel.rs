@@ -17,6 +17,7 @@ use policy::{BackendChoice, Precision, RunRecord};
 use wasm_bindgen::JsCast;
 
 use crate::js::now_ms;
+use crate::panels::generate::import_box::ImportBox;
 use crate::panels::generate::latency_chart::{LatencyChart, LatencyRow};
 use crate::panels::generate::run_state::{Download, Figures, Phase, RunState, Shown};
 use crate::panels::generate::view_model::{
@@ -30,6 +31,10 @@ use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
 use crate::widgets::knobs::{knob_fields, knob_labels, more_controls};
 use crate::worker::protocol::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
+
+/// The most bytes of a run record (or a JSONL of runs) the import reads: a long run's
+/// record, with every step's alternatives, is a few MB.
+const RECORD_MAX_BYTES: usize = 64 << 20;
 
 #[component]
 pub fn GeneratePanel() -> impl IntoView {
@@ -90,6 +95,17 @@ pub fn GeneratePanel() -> impl IntoView {
             // The worker is gone; the next run starts a new one.
             worker.discard();
         }
+        if let Event::Imported(Ok(imported)) = &event {
+            let mut taken = form.get_untracked();
+            taken.take_import(imported);
+            set_max_tokens.set(taken.max_tokens);
+            set_seed.set(taken.seed);
+            set_stop.set(taken.stop);
+            set_stop_tokens.set(taken.stop_tokens);
+            for (knob, text) in knobs.iter().zip(taken.policy) {
+                knob.set(text);
+            }
+        }
         run.update(|r| r.apply(event, now_ms()));
     };
     // Sends the job a start returned; none when a run was already in progress.
@@ -107,6 +123,10 @@ pub fn GeneratePanel() -> impl IntoView {
             run.try_update(|r| r.start_replay(recorded, backend, now_ms()))
                 .flatten(),
         );
+    };
+
+    let import = move |(text, lenient): (String, bool)| {
+        send(run.try_update(|r| r.start_import(text, lenient)).flatten());
     };
 
     // The form is checked as it is typed; the worker gets the checked request.
@@ -166,6 +186,7 @@ pub fn GeneratePanel() -> impl IntoView {
                     </button>
                 </div>
             </form>
+            <ImportBox run=run phase=phase import=Callback::new(import)/>
             <div class="run" aria-live="polite">
                 <BackendLine run=run choice=backend_choice/>
                 <PhaseLine run=run phase=phase/>
@@ -421,7 +442,7 @@ fn RecordTools(
             return;
         };
         spawn_local(async move {
-            let read = chosen_file_text(&input).await;
+            let read = chosen_file_text(&input, RECORD_MAX_BYTES).await;
             input.set_value("");
             match read {
                 Ok(text) => {

@@ -6,10 +6,11 @@ use policy::{Backend, BackendChoice, BackendKind, Precision, RunConfig, SeedSour
 
 use crate::widgets::form::{Form, Problems};
 use crate::widgets::knobs::{
-    knob_defaults, knob_from_url, knob_ids, knob_keys, knob_pairs, read_knobs, unescape, KnobTexts,
+    escape, knob_defaults, knob_from_url, knob_ids, knob_keys, knob_pairs, read_knobs, unescape,
+    KnobTexts,
 };
 use crate::widgets::number::{whole, whole_in, FieldError};
-use crate::worker::protocol::GenerateRequest;
+use crate::worker::protocol::{GenerateRequest, ImportedPolicy};
 
 /// The Generate form, as the learner typed it (or as the URL gave it).
 #[derive(Clone, Debug, PartialEq)]
@@ -191,6 +192,51 @@ impl Form for GenerateForm {
             })
         })
     }
+}
+
+impl GenerateForm {
+    /// Takes an imported policy ([`Job::Import`](crate::worker::protocol::Job::Import)):
+    /// its knobs replace every knob of the form (the policy is the imported one, each knob
+    /// it is silent on at the engine's default), and the seed, length, stop strings and stop
+    /// tokens it gives replace the form's; those it is silent on stay as typed.
+    pub fn take_import(&mut self, imported: &ImportedPolicy) {
+        for ((knob, text), new) in policy::KNOBS
+            .iter()
+            .zip(self.policy.iter_mut())
+            .zip(&imported.knobs)
+        {
+            *text = match knob.kind {
+                policy::KnobKind::Texts => lines(&imported.breakers),
+                _ => new.clone(),
+            };
+        }
+        if let Some(max) = imported.max_tokens {
+            self.max_tokens = max.to_string();
+        }
+        if let Some(seed) = imported.seed {
+            self.seed = seed.to_string();
+        }
+        if !imported.stop.is_empty() {
+            self.stop = lines(&imported.stop);
+        }
+        if !imported.stop_tokens.is_empty() {
+            self.stop_tokens = imported
+                .stop_tokens
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+        }
+    }
+}
+
+/// Texts as a field's lines, one each, escaped.
+fn lines(texts: &[String]) -> String {
+    texts
+        .iter()
+        .map(|t| escape(t))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Stop token ids, `5, 17`; whether they exist is checked against the vocabulary when the
@@ -500,5 +546,50 @@ mod tests {
     #[test]
     fn visible_shows_whitespace() {
         assert_eq!(visible(" the\n"), "␣the\\n");
+    }
+
+    /// An import replaces every knob and the run settings it gives, keeps the others, and
+    /// writes its stops and breakers as the fields read them back.
+    #[test]
+    fn an_imported_policy_replaces_the_knobs_and_the_settings_it_gives() {
+        use crate::worker::protocol::ImportedPolicy;
+        let mut knobs: Vec<String> = policy::KNOBS
+            .iter()
+            .map(|k| k.default.to_string())
+            .collect();
+        let at = |flag| policy::KNOBS.iter().position(|k| k.flag == flag).unwrap();
+        knobs[at("engine")] = "llama.cpp".into();
+        knobs[at("temperature")] = "0.8".into();
+        knobs[at("dry-multiplier")] = "0.8".into();
+        let imported = ImportedPolicy {
+            form: "a llama.cpp command line".into(),
+            engine: policy::Engine::LlamaCpp,
+            knobs,
+            breakers: vec!["\n".into(), "a\\b".into()],
+            max_tokens: Some(20),
+            seed: None,
+            stop: vec!["\n\nEND".into()],
+            stop_tokens: vec![7, 9],
+            readings: Vec::new(),
+        };
+        let mut form = GenerateForm {
+            seed: "99".into(),
+            ..GenerateForm::default()
+        };
+        form.take_import(&imported);
+        assert_eq!(
+            form.policy[at("top-k")],
+            "0",
+            "Generate's top-k 40 gives way to the import's"
+        );
+        assert_eq!(form.policy[at("engine")], "llama.cpp");
+        assert_eq!(form.max_tokens, "20");
+        assert_eq!(form.seed, "99", "a seed the import is silent on stays");
+        assert_eq!(form.stop_tokens, "7, 9");
+        let request = form.check().unwrap();
+        assert_eq!(request.config.stop.strings, ["\n\nEND"]);
+        assert_eq!(request.dry_breakers, ["\n", "a\\b"]);
+        assert_eq!(request.config.policy.engine, policy::Engine::LlamaCpp);
+        assert_eq!(request.config.policy.temperature, 0.8);
     }
 }
