@@ -19,11 +19,12 @@
 //!    single character is a piece on its own (the final `\s+`).
 //!
 //! The classes are those of the `regex-syntax` crate, which is what the `tokenizers` crate's
-//! regex engine (fancy-regex, delegating to regex-automata) matches with.
+//! regex engine (fancy-regex, delegating to regex-automata) matches with, written out in
+//! `classes.rs` (a test checks them against `regex-syntax`'s, and writes them anew with
+//! `UPDATE_CLASSES=1 cargo test -p tokenizer`).
 
-use std::sync::OnceLock;
-
-use regex_syntax::hir::{Class, HirKind};
+#[path = "classes.rs"]
+mod classes;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -33,29 +34,11 @@ enum Kind {
     Other,
 }
 
-/// Sorted, disjoint ranges of non-ASCII characters that are letters, numbers or white space.
+/// Sorted, disjoint ranges of non-ASCII characters that are letters, numbers or white space:
+/// `regex-syntax`'s classes, written out once (`classes.rs`, which a test checks against
+/// them), so that the browser's workers link neither its parser nor all its Unicode tables.
 fn tables() -> &'static [(u32, u32, Kind)] {
-    static TABLES: OnceLock<Vec<(u32, u32, Kind)>> = OnceLock::new();
-    TABLES.get_or_init(|| {
-        let mut ranges = Vec::new();
-        for (pattern, kind) in [
-            (r"\p{L}", Kind::Letter),
-            (r"\p{N}", Kind::Number),
-            (r"\s", Kind::Space),
-        ] {
-            // These are constant, valid patterns; a failure would leave the class empty and the
-            // parity test would catch it.
-            if let Ok(hir) = regex_syntax::Parser::new().parse(pattern) {
-                if let HirKind::Class(Class::Unicode(class)) = hir.kind() {
-                    for r in class.iter() {
-                        ranges.push((r.start() as u32, r.end() as u32, kind));
-                    }
-                }
-            }
-        }
-        ranges.sort_unstable_by_key(|r| r.0);
-        ranges
-    })
+    &classes::RANGES
 }
 
 fn kind(c: char) -> Kind {
@@ -151,6 +134,61 @@ fn piece_end(text: &str, at: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use regex_syntax::hir::{Class, HirKind};
+
+    /// The classes as `regex-syntax` gives them (what the `tokenizers` crate matches with).
+    fn from_regex_syntax() -> Vec<(u32, u32, Kind)> {
+        let mut ranges = Vec::new();
+        for (pattern, kind) in [
+            (r"\p{L}", Kind::Letter),
+            (r"\p{N}", Kind::Number),
+            (r"\s", Kind::Space),
+        ] {
+            let hir = regex_syntax::Parser::new().parse(pattern).unwrap();
+            let HirKind::Class(Class::Unicode(class)) = hir.kind() else {
+                panic!("{pattern} is not a Unicode class");
+            };
+            for r in class.iter() {
+                ranges.push((r.start() as u32, r.end() as u32, kind));
+            }
+        }
+        ranges.sort_unstable_by_key(|r| r.0);
+        ranges
+    }
+
+    #[test]
+    fn the_written_classes_are_regex_syntax_classes() {
+        let expected = from_regex_syntax();
+        if std::env::var_os("UPDATE_CLASSES").is_some() {
+            let name = |k: Kind| match k {
+                Kind::Letter => "L",
+                Kind::Number => "N",
+                Kind::Space => "S",
+                Kind::Other => unreachable!(),
+            };
+            let mut out = String::from(
+                "//! `regex-syntax`'s `\\p{L}`, `\\p{N}` and `\\s` as sorted, disjoint ranges: written by\n\
+                 //! `UPDATE_CLASSES=1 cargo test -p tokenizer`, which checks them against it. Do not edit.\n\n\
+                 use super::Kind::{self, Letter as L, Number as N, Space as S};\n\n",
+            );
+            out += &format!(
+                "pub(super) static RANGES: [(u32, u32, Kind); {}] = [\n",
+                expected.len()
+            );
+            for (start, end, kind) in &expected {
+                out += &format!("    ({start:#x}, {end:#x}, {}),\n", name(*kind));
+            }
+            out += "];\n";
+            let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/classes.rs");
+            std::fs::write(path, out).unwrap();
+        }
+        assert_eq!(
+            tables(),
+            &expected[..],
+            "classes.rs is not regex-syntax's: UPDATE_CLASSES=1 cargo test -p tokenizer"
+        );
+    }
+
     use super::*;
 
     #[test]
