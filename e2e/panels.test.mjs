@@ -496,7 +496,7 @@ test('a policy imported from another engine fills Generate\'s form, lists each f
   await page.locator('#gen-policy-text-problem').filter({ hasText: '--warp-speed' }).waitFor();
   await page.locator('#gen-policy-lenient').check();
   await importIt.click();
-  const readings = page.getByTestId('import-readings');
+  const readings = page.locator('#import-readings');
   await readings.waitFor();
   assert.equal(await page.locator('#gen-engine').inputValue(), 'llama.cpp');
   assert.equal(await page.locator('#gen-top-k').inputValue(), '30');
@@ -763,13 +763,20 @@ async function loadFigures(label, launchArgs) {
 // breaches drawn as crosses, and no tab stop around a chart: the page 549,064, the worker
 // 543,017. The budgets were raised to 550,000 and 1,093,500 for them.
 const PAGE_BUDGET_GZIP = 550_000;
-const TOTAL_BUDGET_GZIP = 1_093_500;
+// Issue 35: the tokenizer's Unicode classes written out (`tokenizer/src/classes.rs`) instead
+// of built at run time by `regex-syntax`, whose parser and tables the worker no longer links:
+// the worker 557,066 -> 409,303, page + worker 956,334. The budget came down to issue 34's
+// target, 1,000,000.
+const TOTAL_BUDGET_GZIP = 1_000_000;
 const PLANNER_BUDGET_GZIP = 300_000;
 // Issue 14's observation worker, budgeted like the planner: its measured size rounded up to
 // the next 50,000 (211,452 bytes when it was built; the page then 498,617, the planner
 // 255,945, once both workers wrote their reports' markup and the page stopped reading parts;
 // with the capacity check in the planner too, the page about 473,500, the planner 257,095).
 const OBSERVER_BUDGET_GZIP = 250_000;
+// Issue 35's importer, budgeted like the other workers: its measured size rounded up to the
+// next 50,000 (166,036 bytes when it was built).
+const IMPORTER_BUDGET_GZIP = 200_000;
 
 test('the page and the worker stay within their size budgets; load times are printed', async () => {
   // Not counted: the service worker, and embed.js, which runs on course pages, not in the lab.
@@ -784,14 +791,17 @@ test('the page and the worker stay within their size budgets; load times are pri
   assert.ok(plannerFiles.some((f) => f.endsWith('.wasm')), `no planner wasm among ${files.join(', ')}`);
   const observerFiles = files.filter((f) => f.startsWith('observer'));
   assert.ok(observerFiles.some((f) => f.endsWith('.wasm')), `no observer wasm among ${files.join(', ')}`);
-  const pageFiles = files.filter((f) => !['worker', 'planner', 'observer'].some((w) => f.startsWith(w)));
+  const importerFiles = files.filter((f) => f.startsWith('importer'));
+  assert.ok(importerFiles.some((f) => f.endsWith('.wasm')), `no importer wasm among ${files.join(', ')}`);
+  const pageFiles = files.filter((f) => !['worker', 'planner', 'observer', 'importer'].some((w) => f.startsWith(w)));
   assert.ok(pageFiles.some((f) => f.endsWith('.wasm')), `no page wasm among ${files.join(', ')}`);
-  const [page, worker, planner, observer] = [pageFiles, workerFiles, plannerFiles, observerFiles].map(sum);
-  console.log(`BENCH size page_gzip_bytes=${page} worker_gzip_bytes=${worker} planner_gzip_bytes=${planner} observer_gzip_bytes=${observer}`);
+  const [page, worker, planner, observer, importer] = [pageFiles, workerFiles, plannerFiles, observerFiles, importerFiles].map(sum);
+  console.log(`BENCH size page_gzip_bytes=${page} worker_gzip_bytes=${worker} planner_gzip_bytes=${planner} observer_gzip_bytes=${observer} importer_gzip_bytes=${importer}`);
   assert.ok(page <= PAGE_BUDGET_GZIP, `the page's wasm and JS are ${page} bytes gzipped, over ${PAGE_BUDGET_GZIP}`);
   assert.ok(page + worker <= TOTAL_BUDGET_GZIP, `page and model worker are ${page + worker} bytes gzipped, over ${TOTAL_BUDGET_GZIP}`);
   assert.ok(planner <= PLANNER_BUDGET_GZIP, `the planner's wasm and JS are ${planner} bytes gzipped, over ${PLANNER_BUDGET_GZIP}`);
   assert.ok(observer <= OBSERVER_BUDGET_GZIP, `the observer's wasm and JS are ${observer} bytes gzipped, over ${OBSERVER_BUDGET_GZIP}`);
+  assert.ok(importer <= IMPORTER_BUDGET_GZIP, `the importer's wasm and JS are ${importer} bytes gzipped, over ${IMPORTER_BUDGET_GZIP}`);
   const modelDir = join(DIST, 'models', 'decode-lab-tiny-v1');
   const weights = readdirSync(modelDir).filter((f) => f.endsWith('.safetensors'))
     .map((f) => `${f}=${gz(join(modelDir, f))}`).join(' ');

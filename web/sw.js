@@ -12,6 +12,8 @@ const WORKER_FILES = ['worker_loader.js', 'worker.js', 'worker_bg.wasm'];
 const PLANNER_FILES = ['planner_loader.js', 'planner.js', 'planner_bg.wasm'];
 // The observation worker and what it reads (the language identifier, the alternatives and
 // the demo telemetry): cached at install, so the Observe panel works offline.
+// The importer of other engines' policies, likewise.
+const IMPORTER_FILES = ['importer_loader.js', 'importer.js', 'importer_bg.wasm'];
 const OBSERVER_FILES = ['observer_loader.js', 'observer.js', 'observer_bg.wasm',
   ...['langid.bin', 'alternatives.json', 'demo/traffic.json', 'demo/runs.jsonl.gz', 'demo/outcomes.jsonl.gz']
     .map((f) => `models/decode-lab-tiny-v1/${f}`)];
@@ -28,7 +30,7 @@ self.addEventListener('install', (event) => {
     const named = [...html.matchAll(/(?:href|src)="([^"#]+)"/g)]
       .map((m) => new URL(m[1], scope()).href)
       .filter((u) => sameOrigin(u) && !u.startsWith('data:'));
-    const files = [...MODEL_FILES, ...WORKER_FILES, ...PLANNER_FILES, ...OBSERVER_FILES].map((f) => new URL(f, scope()).href);
+    const files = [...MODEL_FILES, ...WORKER_FILES, ...PLANNER_FILES, ...IMPORTER_FILES, ...OBSERVER_FILES].map((f) => new URL(f, scope()).href);
     await cache.addAll([...new Set([...named, ...files])]);
     await self.skipWaiting();
   })());

@@ -1,11 +1,13 @@
-//! The browser lab: four wasm binaries from one crate. The page (`main.rs`) is the [`shell`]
+//! The browser lab: five wasm binaries from one crate. The page (`main.rs`) is the [`shell`]
 //! and the [`panels`]; the model worker (`bin/worker.rs`) is [`worker::host`] and
 //! [`worker::runner`]; the capacity planner (`bin/planner.rs`) is [`planner::host`]; the observation worker
-//! (`bin/observer.rs`) is [`observer::host`].
+//! (`bin/observer.rs`) is [`observer::host`]; the importer (`bin/importer.rs`) is
+//! [`importer::host`].
 //! ARCHITECTURE.md has the map.
 
 #![forbid(unsafe_code)]
 
+pub mod importer;
 mod js;
 mod link;
 pub mod observer;

@@ -53,10 +53,3 @@ pub async fn cpu_runtime() -> (ModelFiles, Runtime) {
     let runtime = files.start(start).unwrap();
     (files, runtime)
 }
-
-/// The released model's tokenizer, as `load_model` reads it.
-pub fn tokenizer() -> tokenizer::Tokenizer {
-    pollster::block_on(load_model(&read, &mut |_| {}))
-        .unwrap()
-        .tokenizer
-}

@@ -315,8 +315,8 @@ const STEPPING: [&str; 2] = ["6policy8pipeline4step", "6policy6engine11conforman
 /// The Compare panel's report, which the model worker builds (`policy::compare_report`).
 const COMPARING: [&str; 1] = ["6policy14compare_report9tree_part"];
 
-/// The reader of policies in other engines' forms, which the model worker runs for
-/// Generate's "Import a policy" (`policy::formats::import`).
+/// The reader of policies in other engines' forms, which the importer runs for Generate's
+/// "Import a policy" (`policy::formats::import`).
 const IMPORTING: [&str; 1] = ["6policy7formats6import"];
 
 /// What only a worker links: its Trunk profile and binary, the symbols, and what must run
@@ -341,17 +341,17 @@ const WORKER_ONLY: [(&str, &str, &[&str], &str); 4] = [
         "the Compare panel's report must be built in the model worker",
     ),
     (
-        "wasm-worker",
-        "worker",
+        "wasm-importer",
+        "importer",
         &IMPORTING,
-        "a policy in another engine's form must be read in the model worker",
+        "a policy in another engine's form must be read in the importer",
     ),
 ];
 
 /// The page only renders: in Trunk's release build, the page's wasm (before wasm-opt, with
 /// its name section) names no function of the capacity simulator or report, nor the
 /// capacity form's check, which the planner worker runs for it, nor the decoding step or the
-/// reader of other engines' policies, which the model worker runs. Each worker's wasm must name its symbols, or the scan
+/// reader of other engines' policies, which the model worker and the importer run. Each worker's wasm must name its symbols, or the scan
 /// could not see them in the page's either.
 fn check_page_does_not_plan(target: &Path) -> Result<(), String> {
     let read = |profile: &str, bin: &str| {
@@ -420,7 +420,7 @@ fn target_dir(root: &Path) -> PathBuf {
 
 /// The lab's features that the native lint and tests build together (they do not conflict;
 /// the page alone is linted for the browser, where it is built).
-const ALL_LAB_FEATURES: &str = "lab/worker,lab/planner,lab/observer";
+const ALL_LAB_FEATURES: &str = "lab/worker,lab/planner,lab/observer,lab/importer";
 
 fn test(root: &Path) -> Result<(), String> {
     let mut clock = Clock::default();

@@ -1,6 +1,6 @@
 //! The seam between the page and the lab's Web Workers, whichever worker it is: the model
-//! worker ([`crate::worker`]), the capacity planner ([`crate::planner`]) and the observation
-//! worker ([`crate::observer`]). Each worker's own protocol module names what crosses (its
+//! worker ([`crate::worker`]), the capacity planner ([`crate::planner`]), the observation
+//! worker ([`crate::observer`]) and the importer ([`crate::importer`]). Each worker's own protocol module names what crosses (its
 //! jobs and events) and implements [`Protocol`]; this module is how it crosses, and knows no
 //! worker. On the page, [`WorkerLink`] starts a worker, sends it jobs and hands its events to
 //! the panel as typed values; dropping the handle ends the worker. [`PanelLink`] is the
@@ -9,10 +9,15 @@
 //! into a worker, and [`error`] says why something did not cross.
 
 pub(crate) mod error;
-#[cfg(any(feature = "worker", feature = "observer"))]
+#[cfg(any(feature = "worker", feature = "observer", feature = "importer"))]
 pub(crate) mod fetch;
 pub(crate) mod message;
-#[cfg(any(feature = "worker", feature = "planner", feature = "observer"))]
+#[cfg(any(
+    feature = "worker",
+    feature = "planner",
+    feature = "observer",
+    feature = "importer"
+))]
 pub(crate) mod scope;
 
 use std::cell::RefCell;

@@ -131,9 +131,28 @@ pub fn download(filename: &str, mime: &str, text: &str) -> Result<(), PageError>
     Ok(())
 }
 
-/// The text of the first file chosen in a file input, refused unread when it holds more
-/// than `max` bytes.
-pub async fn chosen_file_text(
+/// A file input's change: the chosen file's text, refused unread when it holds more than
+/// `max` bytes, or why there is none, handed to `then`; the input is emptied, so that the
+/// same file can be chosen again.
+pub fn read_chosen_file(
+    change: web_sys::Event,
+    max: usize,
+    then: impl FnOnce(Result<String, PageError>) + 'static,
+) {
+    let Some(input) = change
+        .target()
+        .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+    else {
+        return;
+    };
+    wasm_bindgen_futures::spawn_local(async move {
+        let text = chosen_file_text(&input, max).await;
+        input.set_value("");
+        then(text);
+    });
+}
+
+async fn chosen_file_text(
     input: &web_sys::HtmlInputElement,
     max: usize,
 ) -> Result<String, PageError> {

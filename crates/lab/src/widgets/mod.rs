@@ -7,7 +7,17 @@ pub mod controls;
 pub mod field;
 pub mod form;
 pub mod knobs;
-#[cfg(any(feature = "planner", feature = "observer", feature = "worker"))]
+#[cfg(any(
+    feature = "planner",
+    feature = "observer",
+    feature = "worker",
+    feature = "importer"
+))]
+// The importer writes only a table.
+#[cfg_attr(
+    not(any(feature = "planner", feature = "observer", feature = "worker")),
+    allow(dead_code)
+)]
 pub mod markup;
 pub mod number;
 pub mod walk;

@@ -3,8 +3,7 @@
 //! alone, built only with the `worker` feature (which brings the model, the tokenizer and the
 //! GPU runtime): [`host`] is its global scope (jobs in, events posted out), [`runner`] runs
 //! one job, [`generation`] and [`exercise`] drive the model, [`stepping`] takes the
-//! decoding-step panel's step, [`importing`] reads the Generate panel's imported
-//! policy, [`comparison`] runs the Compare panel's two policies and
+//! decoding-step panel's step, [`comparison`] runs the Compare panel's two policies and
 //! trees and writes their report (built by [`policy::compare_report`]) as HTML,
 //! [`browser`] is its clock and yield, and [`error`] says why a job did not finish.
 
@@ -20,8 +19,6 @@ pub(crate) mod exercise;
 pub(crate) mod generation;
 #[cfg(feature = "worker")]
 pub mod host;
-#[cfg(feature = "worker")]
-pub(crate) mod importing;
 pub(crate) mod protocol;
 #[cfg(feature = "worker")]
 pub(crate) mod runner;

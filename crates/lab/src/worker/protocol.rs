@@ -58,11 +58,6 @@ pub enum Job {
     /// settings under each engine. Answered at once, even while a run is in progress; `id`
     /// comes back with the answer, so the page keeps only its latest.
     Step { id: u64, input: Box<StepInput> },
-    /// Read a policy written in another form (`policy::formats`): a Hugging Face
-    /// `generation_config.json`, an OpenAI or vLLM request body, a llama.cpp command line.
-    /// The worker reads it, since the page links no reader of those forms, and applies what
-    /// needs the vocabulary (allowed ids, bad words as text) with the model's tokenizer.
-    Import { text: String, lenient: bool },
     /// Stop the run in progress before its next model call.
     Cancel,
 }
@@ -149,8 +144,6 @@ pub enum Event {
         id: u64,
         result: Box<Result<Stepped, StepRefused>>,
     },
-    /// The answer to [`Job::Import`]: the policy, or why the text was refused, in words.
-    Imported(Result<Box<ImportedPolicy>, String>),
     Failed(String),
     /// The worker's Rust code panicked; the worker is gone and the page starts another.
     Panicked(String),
@@ -359,26 +352,4 @@ pub struct Stepped {
 pub struct StepRefused {
     pub field: String,
     pub message: String,
-}
-
-// Importing a policy (the Generate panel's "Import a policy" box).
-
-/// A policy read from another form, as the Generate form takes it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ImportedPolicy {
-    /// What the text was, in words: "a vLLM request body".
-    pub form: String,
-    /// The engine whose rules it follows.
-    pub engine: Engine,
-    /// Every knob's text, in [`policy::KNOBS`]' order ([`policy::Knob::text`]); DRY's
-    /// breakers are [`ImportedPolicy::breakers`].
-    pub knobs: Vec<String>,
-    /// DRY's sequence breakers, as text.
-    pub breakers: Vec<String>,
-    pub max_tokens: Option<usize>,
-    pub seed: Option<u64>,
-    pub stop: Vec<String>,
-    pub stop_tokens: Vec<u32>,
-    /// Every field read, with its value and what it became ([`policy::formats::Reading`]).
-    pub readings: Vec<[String; 3]>,
 }

@@ -23,7 +23,6 @@ use crate::worker::generation::{
     generate, load_model, parse_record, prompt_logits, replay_request, replay_verdict, speed,
     with_breakers, with_eos, ModelFiles, Start,
 };
-use crate::worker::importing::import_policy;
 use crate::worker::protocol::{Event, GpuTimings, Job, RunFigures};
 
 /// The runtime a job can reuse: the same [`Start`], and not degraded.
@@ -183,13 +182,6 @@ pub async fn run(
             )
             .await?;
             emit(Event::Compared(report.map(Box::new)));
-            return Ok(());
-        }
-        Job::Import { text, lenient } => {
-            let imported = import_policy(&text, lenient, &files.tokenizer);
-            emit(Event::Imported(
-                imported.map(Box::new).map_err(|e| e.to_string()),
-            ));
             return Ok(());
         }
         Job::Cancel | Job::Step { .. } => return Err(WorkerError::NothingToRun),

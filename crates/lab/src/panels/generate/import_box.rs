@@ -1,100 +1,99 @@
 //! Generate's "Import a policy" box: a Hugging Face `generation_config.json`, an OpenAI or
 //! vLLM request body or a llama.cpp command line, pasted or read from a file, goes to the
-//! model worker ([`Job::Import`](crate::worker::protocol::Job::Import)), which reads it as
-//! `decode-lab generate --policy-from` does; the form takes what it read
+//! importer's worker ([`crate::importer`]), which reads it as `decode-lab generate
+//! --policy-from` does; the form takes what it read
 //! ([`GenerateForm::take_import`](crate::panels::generate::view_model::GenerateForm::take_import))
-//! and the box lists every field with what it became. A refusal is shown at the text, in
-//! the reader's words, which name the field.
+//! and the box shows the importer's table of every field and what it became. A refusal is
+//! shown at the text, in the reader's words, which name the field.
 
 use leptos::prelude::*;
-use leptos::task::spawn_local;
-use wasm_bindgen::JsCast;
 
-use crate::panels::generate::run_state::{Phase, RunState};
-use crate::shell::web::chosen_file_text;
-use crate::widgets::chart::mirror_table;
+use crate::importer::protocol::{ImportJob, ImportedPolicy, Importer, ImporterEvent};
+use crate::link::PanelLink;
+use crate::shell::web::read_chosen_file;
 use crate::widgets::field::TextArea;
 
-/// The box; `import` sends a text (and whether to read it leniently) to the worker.
+/// The box; `take` puts an imported policy into the form.
 #[component]
-pub fn ImportBox(
-    run: RwSignal<RunState>,
-    phase: Memo<Phase>,
-    import: Callback<(String, bool)>,
-) -> impl IntoView {
+pub fn ImportBox(take: Callback<ImportedPolicy>) -> impl IntoView {
     let (text, set_text) = signal(String::new());
     let lenient = RwSignal::new(false);
-    let file_problem = RwSignal::new(None::<String>);
-    let imported = Memo::new(move |_| run.with(|r| r.imported.clone()));
-    let refusal = Signal::derive(move || {
-        file_problem
-            .get()
-            .or_else(|| imported.with(|i| i.as_ref().and_then(|r| r.as_ref().err().cloned())))
-    });
-    let busy = move || phase.with(Phase::busy);
-    let read = move || {
-        file_problem.set(None);
+    let problem = RwSignal::new(None::<String>);
+    // The last import's sentence and its readings' markup.
+    let shown = RwSignal::new(None::<(String, String)>);
+    let reading = RwSignal::new(false);
+    // Only the answer to the latest import counts.
+    let latest = StoredValue::new(0u64);
+    // The importer, started with the first import; a panic in it drops it for a new one.
+    let importer = PanelLink::<Importer>::new();
+    let on_event = move |event: ImporterEvent| match event {
+        ImporterEvent::Imported { id, result } if id == latest.get_value() => {
+            reading.set(false);
+            match result {
+                Ok(imported) => {
+                    problem.set(None);
+                    shown.set(Some((imported.summary.clone(), imported.html.clone())));
+                    take.run(*imported);
+                }
+                Err(why) => {
+                    shown.set(None);
+                    problem.set(Some(why));
+                }
+            }
+        }
+        ImporterEvent::Ready | ImporterEvent::Imported { .. } => {}
+        ImporterEvent::Failed(why) => {
+            reading.set(false);
+            problem.set(Some(why));
+        }
+        ImporterEvent::Panicked(why) => {
+            importer.discard();
+            reading.set(false);
+            problem.set(Some(format!(
+                "The importer hit an internal error and stopped: {why}. The next import starts a new one."
+            )));
+        }
+    };
+    let read_text = move || {
+        problem.set(None);
         let text = text.get_untracked();
         if text.trim().is_empty() {
-            file_problem.set(Some(
+            problem.set(Some(
                 "Paste a policy, or choose a file, before importing it.".to_string(),
             ));
             return;
         }
-        import.run((text, lenient.get_untracked()));
-    };
-    let choose = move |ev: leptos::ev::Event| {
-        let Some(input) = ev
-            .target()
-            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
-        else {
-            return;
+        latest.update_value(|id| *id += 1);
+        let job = ImportJob {
+            id: latest.get_value(),
+            text,
+            lenient: lenient.get_untracked(),
         };
-        spawn_local(async move {
-            let chosen = chosen_file_text(&input, policy::formats::MAX_BYTES).await;
-            input.set_value("");
-            match chosen {
-                Ok(chosen) => {
-                    set_text.set(chosen);
-                    read();
-                }
-                Err(e) => file_problem.set(Some(e.to_string())),
+        reading.set(true);
+        if let Err(e) = importer.send(&job, on_event) {
+            reading.set(false);
+            problem.set(Some(e.to_string()));
+        }
+    };
+    let choose = move |change: leptos::ev::Event| {
+        read_chosen_file(change, policy::formats::MAX_BYTES, move |read| match read {
+            Ok(chosen) => {
+                set_text.set(chosen);
+                read_text();
             }
-        });
+            Err(e) => problem.set(Some(e.to_string())),
+        })
     };
     let result = move || {
-        imported.with(|i| match i {
-            Some(Ok(p)) => {
-                let rows = p
-                    .readings
-                    .iter()
-                    .map(|[field, value, became]| {
-                        view! {
-                            <tr>
-                                <th scope="row"><code>{field.clone()}</code></th>
-                                <td>{value.clone()}</td>
-                                <td>{became.clone()}</td>
-                            </tr>
-                        }
-                    })
-                    .collect_view();
-                let caption = format!(
-                    "What the lab read from {}, under the {} engine's rules: each field, its value, and what it became",
-                    p.form, p.engine
-                );
-                Some(view! {
-                    <p data-testid="import-summary">
-                        {format!(
-                            "Read {} under the {} engine's rules: {} fields, listed below. The form above now holds its policy.",
-                            p.form,
-                            p.engine,
-                            p.readings.len()
-                        )}
-                    </p>
-                    {mirror_table("mirror import-readings", None, Some("import-readings"), caption, &["Field", "Value", "What it became"], rows)}
-                })
+        if reading.get() {
+            return Some(view! { <p class="progress">"Reading the policy…"</p> }.into_any());
+        }
+        shown.get().map(|(summary, html)| {
+            view! {
+                <p data-testid="import-summary">{summary}</p>
+                <div class="import-readings" inner_html=html></div>
             }
-            _ => None,
+            .into_any()
         })
     };
     view! {
@@ -104,10 +103,10 @@ pub fn ImportBox(
                 "A policy written for another engine: a Hugging Face generation_config.json, an OpenAI or vLLM request body, or a llama.cpp command line. Its knobs replace the form's (each one it does not set at its engine's default); the seed, length and stops it gives replace the form's too. Token ids are the model's it was written for: ids beyond this model's vocabulary are refused when the run starts."
             </p>
             <div class="controls">
-                <TextArea id="gen-policy-text" problem=refusal label="Policy to import" hint="Paste it here, or choose a file below." value=text.into() set=set_text wide=true/>
+                <TextArea id="gen-policy-text" problem=problem label="Policy to import" hint="Paste it here, or choose a file below." value=text.into() set=set_text wide=true/>
                 <div class="field">
                     <label for="gen-policy-file">"Or read a file"</label>
-                    <input id="gen-policy-file" type="file" accept=".json,.txt,.sh,application/json,text/plain" aria-describedby="gen-policy-file-hint" on:change=choose disabled=busy/>
+                    <input id="gen-policy-file" type="file" accept=".json,.txt,.sh,application/json,text/plain" aria-describedby="gen-policy-file-hint" on:change=choose/>
                     <small id="gen-policy-file-hint">"Its text goes in the box above and is read at once (at most 1 MiB)."</small>
                 </div>
                 <div class="field">
@@ -118,7 +117,7 @@ pub fn ImportBox(
                     <small id="gen-policy-lenient-hint">"Read the rest of a policy that has fields this lab does not understand, and list those fields."</small>
                 </div>
                 <div class="field buttons">
-                    <button type="button" id="gen-policy-import" on:click=move |_| read() disabled=busy>"Import"</button>
+                    <button type="button" id="gen-policy-import" on:click=move |_| read_text()>"Import"</button>
                 </div>
             </div>
             <div aria-live="polite">{result}</div>

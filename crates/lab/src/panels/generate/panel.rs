@@ -14,8 +14,8 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 use policy::generate::Alternative;
 use policy::{BackendChoice, Precision, RunRecord};
-use wasm_bindgen::JsCast;
 
+use crate::importer::protocol::ImportedPolicy;
 use crate::js::now_ms;
 use crate::panels::generate::import_box::ImportBox;
 use crate::panels::generate::latency_chart::{LatencyChart, LatencyRow};
@@ -24,7 +24,7 @@ use crate::panels::generate::view_model::{
     backend_status, defaults, ids, visible, GenerateForm, SHOWN,
 };
 use crate::shell::url;
-use crate::shell::web::{chosen_file_text, download};
+use crate::shell::web::{download, read_chosen_file};
 use crate::widgets::chart::mirror_table;
 use crate::widgets::field::{chosen, options, Choice, Field, TextArea};
 use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
@@ -95,17 +95,6 @@ pub fn GeneratePanel() -> impl IntoView {
             // The worker is gone; the next run starts a new one.
             worker.discard();
         }
-        if let Event::Imported(Ok(imported)) = &event {
-            let mut taken = form.get_untracked();
-            taken.take_import(imported);
-            set_max_tokens.set(taken.max_tokens);
-            set_seed.set(taken.seed);
-            set_stop.set(taken.stop);
-            set_stop_tokens.set(taken.stop_tokens);
-            for (knob, text) in knobs.iter().zip(taken.policy) {
-                knob.set(text);
-            }
-        }
         run.update(|r| r.apply(event, now_ms()));
     };
     // Sends the job a start returned; none when a run was already in progress.
@@ -125,8 +114,17 @@ pub fn GeneratePanel() -> impl IntoView {
         );
     };
 
-    let import = move |(text, lenient): (String, bool)| {
-        send(run.try_update(|r| r.start_import(text, lenient)).flatten());
+    // An imported policy replaces the form's knobs and the run settings it gives.
+    let take = move |imported: ImportedPolicy| {
+        let mut taken = form.get_untracked();
+        taken.take_import(&imported);
+        set_max_tokens.set(taken.max_tokens);
+        set_seed.set(taken.seed);
+        set_stop.set(taken.stop);
+        set_stop_tokens.set(taken.stop_tokens);
+        for (knob, text) in knobs.iter().zip(taken.policy) {
+            knob.set(text);
+        }
     };
 
     // The form is checked as it is typed; the worker gets the checked request.
@@ -186,7 +184,7 @@ pub fn GeneratePanel() -> impl IntoView {
                     </button>
                 </div>
             </form>
-            <ImportBox run=run phase=phase import=Callback::new(import)/>
+            <ImportBox take=Callback::new(take)/>
             <div class="run" aria-live="polite">
                 <BackendLine run=run choice=backend_choice/>
                 <PhaseLine run=run phase=phase/>
@@ -434,24 +432,14 @@ fn RecordTools(
                 .map(|e| e.to_string()),
         );
     };
-    let import = move |ev: leptos::ev::Event| {
-        let Some(input) = ev
-            .target()
-            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
-        else {
-            return;
-        };
-        spawn_local(async move {
-            let read = chosen_file_text(&input, RECORD_MAX_BYTES).await;
-            input.set_value("");
-            match read {
-                Ok(text) => {
-                    file_message.set(None);
-                    replay.run(text);
-                }
-                Err(e) => file_message.set(Some(e.to_string())),
+    let import = move |change: leptos::ev::Event| {
+        read_chosen_file(change, RECORD_MAX_BYTES, move |read| match read {
+            Ok(text) => {
+                file_message.set(None);
+                replay.run(text);
             }
-        });
+            Err(e) => file_message.set(Some(e.to_string())),
+        })
     };
 
     view! {

@@ -6,7 +6,7 @@
 use policy::generate::StepRecord;
 use policy::{Backend, BackendChoice, RunRecord};
 
-use crate::worker::protocol::{Event, GenerateRequest, ImportedPolicy, Job, RunFigures};
+use crate::worker::protocol::{Event, GenerateRequest, Job, RunFigures};
 
 /// How often progress is announced to screen readers while tokens stream in.
 pub const ANNOUNCE_EVERY_MS: f64 = 2000.0;
@@ -100,11 +100,6 @@ pub struct RunState {
     pub announcement: String,
     pub downloading: Option<Download>,
     pub figures: Figures,
-    /// The last imported policy, or why its text was refused.
-    pub imported: Option<Result<ImportedPolicy, String>>,
-    /// The phase an import interrupted, entered again when it is read: an import changes
-    /// neither the output nor the record.
-    resume: Option<Phase>,
     /// Whether the run in progress replays [`RunState::record`].
     replaying: bool,
     /// When progress was last announced, so that it is announced at most every
@@ -127,8 +122,6 @@ impl Default for RunState {
             announcement: String::new(),
             downloading: None,
             figures: Figures::default(),
-            imported: None,
-            resume: None,
             replaying: false,
             announced_ms: f64::NEG_INFINITY,
         }
@@ -160,18 +153,6 @@ impl RunState {
         }
         self.start(String::new(), true, now_ms);
         Some(Job::Replay { record, backend })
-    }
-
-    /// Unless a run is in progress, starts reading `text` as a policy written in another
-    /// form: the job to send, or `None`.
-    pub fn start_import(&mut self, text: String, lenient: bool) -> Option<Job> {
-        if self.phase.busy() {
-            return None;
-        }
-        self.resume = Some(self.phase.clone());
-        self.imported = None;
-        self.enter(Phase::Working("Reading the policy…".to_string()));
-        Some(Job::Import { text, lenient })
     }
 
     /// What every run starts from: nothing shown, no verdict, no figures, and the live region
@@ -230,14 +211,7 @@ impl RunState {
                 self.announcement = done.clone();
                 self.enter(Phase::Done(done));
             }
-            Event::Imported(result) => {
-                self.downloading = None;
-                self.imported = Some(result.map(|imported| *imported));
-                let resumed = self.resume.take().unwrap_or_default();
-                self.enter(resumed);
-            }
             Event::Failed(message) => {
-                self.resume = None;
                 self.downloading = None;
                 self.announcement = message.clone();
                 self.enter(Phase::Failed(message));
@@ -703,61 +677,5 @@ mod tests {
             (4200.0, "14 tokens generated…"),
         ];
         assert_eq!(heard, expected.map(|(at, a)| (at, a.to_string())));
-    }
-
-    fn imported() -> ImportedPolicy {
-        ImportedPolicy {
-            form: "a vLLM request body".into(),
-            engine: policy::Engine::Vllm,
-            knobs: policy::KNOBS
-                .iter()
-                .map(|k| k.default.to_string())
-                .collect(),
-            breakers: Vec::new(),
-            max_tokens: Some(48),
-            seed: None,
-            stop: vec!["\n\n".into()],
-            stop_tokens: Vec::new(),
-            readings: vec![["max_tokens".into(), "48".into(), "--max-tokens 48".into()]],
-        }
-    }
-
-    /// An import reads the policy and leaves the last run as it was: output, record and the
-    /// phase it interrupted.
-    #[test]
-    fn an_import_keeps_the_run_shown_and_returns_to_its_phase() {
-        let made = record(&[5, 6], StopReason::MaxTokens);
-        let mut state = after_run(&made);
-        let done = state.phase.clone();
-        let job = state.start_import("{}".into(), true).unwrap();
-        assert_eq!(
-            job,
-            Job::Import {
-                text: "{}".into(),
-                lenient: true
-            }
-        );
-        assert!(state.phase.busy(), "no run starts while the policy is read");
-        assert!(state.start_run(request(), 200.0).is_none());
-        state.apply(Event::Imported(Ok(Box::new(imported()))), 210.0);
-        assert_eq!(state.phase, done);
-        assert_eq!(state.imported, Some(Ok(imported())));
-        assert_eq!(state.record, Some(made.clone()));
-        assert_eq!(state.shown.len(), 2);
-
-        state.start_import("--bogus".into(), false).unwrap();
-        assert_eq!(
-            state.imported, None,
-            "the last import's table goes while the next is read"
-        );
-        state.apply(
-            Event::Imported(Err("--bogus is not understood".into())),
-            220.0,
-        );
-        assert_eq!(
-            state.imported,
-            Some(Err("--bogus is not understood".into()))
-        );
-        assert_eq!(state.phase, done);
     }
 }

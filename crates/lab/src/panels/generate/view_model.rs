@@ -4,13 +4,14 @@
 
 use policy::{Backend, BackendChoice, BackendKind, Precision, RunConfig, SeedSource, StopConfig};
 
+use crate::importer::protocol::ImportedPolicy;
 use crate::widgets::form::{Form, Problems};
 use crate::widgets::knobs::{
     escape, knob_defaults, knob_from_url, knob_ids, knob_keys, knob_pairs, read_knobs, unescape,
     KnobTexts,
 };
 use crate::widgets::number::{whole, whole_in, FieldError};
-use crate::worker::protocol::{GenerateRequest, ImportedPolicy};
+use crate::worker::protocol::GenerateRequest;
 
 /// The Generate form, as the learner typed it (or as the URL gave it).
 #[derive(Clone, Debug, PartialEq)]
@@ -195,7 +196,7 @@ impl Form for GenerateForm {
 }
 
 impl GenerateForm {
-    /// Takes an imported policy ([`Job::Import`](crate::worker::protocol::Job::Import)):
+    /// Takes an imported policy ([`crate::importer`]):
     /// its knobs replace every knob of the form (the policy is the imported one, each knob
     /// it is silent on at the engine's default), and the seed, length, stop strings and stop
     /// tokens it gives replace the form's; those it is silent on stay as typed.
@@ -552,7 +553,6 @@ mod tests {
     /// writes its stops and breakers as the fields read them back.
     #[test]
     fn an_imported_policy_replaces_the_knobs_and_the_settings_it_gives() {
-        use crate::worker::protocol::ImportedPolicy;
         let mut knobs: Vec<String> = policy::KNOBS
             .iter()
             .map(|k| k.default.to_string())
@@ -562,15 +562,14 @@ mod tests {
         knobs[at("temperature")] = "0.8".into();
         knobs[at("dry-multiplier")] = "0.8".into();
         let imported = ImportedPolicy {
-            form: "a llama.cpp command line".into(),
-            engine: policy::Engine::LlamaCpp,
             knobs,
             breakers: vec!["\n".into(), "a\\b".into()],
             max_tokens: Some(20),
             seed: None,
             stop: vec!["\n\nEND".into()],
             stop_tokens: vec![7, 9],
-            readings: Vec::new(),
+            summary: String::new(),
+            html: String::new(),
         };
         let mut form = GenerateForm {
             seed: "99".into(),

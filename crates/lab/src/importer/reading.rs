@@ -1,35 +1,59 @@
-//! The Generate panel's "Import a policy": a Hugging Face `generation_config.json`, an
-//! OpenAI or vLLM request body or a llama.cpp command line, read by
-//! [`policy::formats::import`] as `decode-lab generate --policy-from` reads it, into the
-//! texts of the Generate form. What needs the model's vocabulary (vLLM's `allowed_token_ids`
-//! and `bad_words` as text) is applied here with the tokenizer, as the CLI applies it
+//! Generate's "Import a policy", read: a Hugging Face `generation_config.json`, an OpenAI or
+//! vLLM request body or a llama.cpp command line, read by [`policy::formats::import`] as
+//! `decode-lab generate --policy-from` reads it, into the texts of the Generate form. What
+//! needs the model's vocabulary (vLLM's `allowed_token_ids` and `bad_words` as text) is
+//! applied with the tokenizer, as the CLI applies it
 //! ([`policy::formats::RunSettings::apply_to`]); ids outside the vocabulary elsewhere in the
 //! policy are the run's to refuse, by name, as the CLI's `generate` refuses them.
 
-use policy::formats::{import, ImportError};
+use policy::formats::{ImportError, Imported};
 use policy::KNOBS;
+use report::{Cell, Row, Table};
 use tokenizer::Tokenizer;
 
-use crate::worker::protocol::ImportedPolicy;
+use crate::importer::protocol::ImportedPolicy;
+use crate::widgets::markup::table_html;
 
-/// Reads `text` (fields not understood are an error unless `lenient`) into the form's
-/// texts, with every field read and what it became.
-pub fn import_policy(
-    text: &str,
-    lenient: bool,
-    tokenizer: &Tokenizer,
+/// Whether applying `imported` needs the model's tokenizer: it allows only some ids, or
+/// names bad words as text.
+pub fn needs_tokenizer(imported: &Imported) -> bool {
+    imported.run.allowed_tokens.is_some() || !imported.run.bad_word_texts.is_empty()
+}
+
+/// The form's texts for `imported`, with every field read and what it became; `tokenizer`
+/// is the model's, which [`needs_tokenizer`] says when it must be given.
+pub fn form_texts(
+    imported: &Imported,
+    tokenizer: Option<&Tokenizer>,
 ) -> Result<ImportedPolicy, ImportError> {
-    let imported = import(text, lenient)?;
     let mut policy = imported.policy()?;
-    let encode = |text: &str| tokenizer.encode(text);
-    imported
-        .run
-        .apply_to(&mut policy, tokenizer.vocab_size(), Some(&encode))?;
+    let encode = |text: &str| tokenizer.map(|t| t.encode(text)).unwrap_or_default();
+    let vocab = tokenizer.map_or(usize::MAX, Tokenizer::vocab_size);
+    let encode: Option<&policy::formats::Encode<'_>> = tokenizer.map(|_| &encode as _);
+    imported.run.apply_to(&mut policy, vocab, encode)?;
     let request = imported.request(&Default::default());
     let run = &imported.run;
+    let (form, engine) = (imported.format.title(), imported.format.engine());
+    let rows = imported
+        .readings
+        .iter()
+        .map(|r| {
+            Row::new(
+                r.field.clone(),
+                vec![
+                    Cell::text(r.value.clone()),
+                    Cell::text(r.became.to_string()),
+                ],
+            )
+        })
+        .collect();
+    let table = Table::mirror(
+        "import-readings",
+        format!("What the lab read from {form}, under the {engine} engine's rules: each field, its value, and what it became"),
+        &["Field", "Value", "What it became"],
+        rows,
+    );
     Ok(ImportedPolicy {
-        form: imported.format.title().to_string(),
-        engine: imported.format.engine(),
         knobs: KNOBS.iter().map(|knob| knob.text(&policy)).collect(),
         breakers: request
             .texts("dry-sequence-breaker")
@@ -39,21 +63,35 @@ pub fn import_policy(
         seed: run.seed,
         stop: run.stop.clone(),
         stop_tokens: run.stop_tokens.clone(),
-        readings: imported
-            .readings
-            .iter()
-            .map(|r| [r.field.clone(), r.value.clone(), r.became.to_string()])
-            .collect(),
+        summary: format!(
+            "Read {form} under the {engine} engine's rules: {} fields, listed below. The form above now holds its policy.",
+            imported.readings.len()
+        ),
+        html: table_html(&table),
     })
+}
+
+/// [`policy::formats::import`] and [`form_texts`] at once, for the tests.
+#[cfg(test)]
+fn import_policy(
+    text: &str,
+    lenient: bool,
+    tokenizer: &Tokenizer,
+) -> Result<ImportedPolicy, ImportError> {
+    form_texts(&policy::formats::import(text, lenient)?, Some(tokenizer))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use policy::{Engine, Knob, Policy};
+    use policy::{Knob, Policy};
 
     fn tokenizer() -> Tokenizer {
-        crate::test_support::tokenizer()
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../models/decode-lab-tiny-v1/tokenizer.json"
+        );
+        Tokenizer::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
     }
 
     fn text_of(imported: &ImportedPolicy, flag: &str) -> String {
@@ -69,8 +107,9 @@ mod tests {
             "max_tokens": 48, "seed": 3, "stop": ["\n\n", "END"], "stop_token_ids": [7],
             "logit_bias": {"12": -100}}"#;
         let imported = import_policy(body, false, &tokenizer()).unwrap();
-        assert_eq!(imported.form, "a vLLM request body");
-        assert_eq!(imported.engine, Engine::Vllm);
+        assert!(imported
+            .summary
+            .starts_with("Read a vLLM request body under the vllm engine's rules: "));
         assert_eq!(text_of(&imported, "engine"), "vllm");
         assert_eq!(text_of(&imported, "temperature"), "0.6");
         assert_eq!(text_of(&imported, "top-k"), "20");
@@ -90,14 +129,12 @@ mod tests {
             knob.apply(text, &mut read).unwrap();
         }
         assert_eq!(read, expected);
-        let top_k = imported
-            .readings
-            .iter()
-            .find(|[field, ..]| field == "top_k")
-            .unwrap();
-        assert_eq!(
-            top_k,
-            &["top_k".to_string(), "20".into(), "--top-k 20".into()]
+        assert!(
+            imported
+                .html
+                .contains("<tr><th scope=\"row\">top_k</th><td>20</td><td>--top-k 20</td></tr>"),
+            "{}",
+            imported.html
         );
     }
 
@@ -126,7 +163,7 @@ mod tests {
     fn llama_cpp_breakers_stay_text_and_hf_states_its_defaults() {
         let line = r#"llama-cli --dry-multiplier 0.8 --dry-sequence-breaker "::" --temp 0.7"#;
         let imported = import_policy(line, false, &tokenizer()).unwrap();
-        assert_eq!(imported.engine, Engine::LlamaCpp);
+        assert!(imported.summary.contains("the llama.cpp engine's rules"));
         assert_eq!(imported.breakers, ["::"]);
         assert_eq!(text_of(&imported, "dry-multiplier"), "0.8");
 
@@ -139,9 +176,8 @@ mod tests {
         );
         assert_eq!(text_of(&imported, "eos"), "2,5");
         assert!(imported
-            .readings
-            .iter()
-            .any(|[field, value, _]| field == "top_k" && value == "(not given)"));
+            .html
+            .contains("<th scope=\"row\">top_k</th><td>(not given)</td>"));
     }
 
     /// Refusals name the field, as the CLI's do: an id outside the vocabulary in
@@ -169,9 +205,7 @@ mod tests {
         assert!(refusal.contains("best_of_luck"), "{refusal}");
         let lenient = import_policy(unknown, true, &tokenizer).unwrap();
         assert!(lenient
-            .readings
-            .iter()
-            .any(|[field, _, became]| field == "best_of_luck"
-                && became.starts_with("not understood")));
+            .html
+            .contains("best_of_luck</th><td>2</td><td>not understood"));
     }
 }

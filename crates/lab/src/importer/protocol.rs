@@ -1,0 +1,69 @@
+//! The importer's typed seam with the page: a policy's text in ([`ImportJob`]), the form's
+//! texts and the markup of its readings out ([`ImporterEvent`]), each crossing as its JSON
+//! text ([`crate::link::message`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::link::Protocol;
+
+/// A policy written in another form (a Hugging Face `generation_config.json`, an OpenAI or
+/// vLLM request body, a llama.cpp command line), to read; `id` comes back with the answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImportJob {
+    pub id: u64,
+    pub text: String,
+    /// Read the rest when a field is not understood (`--lenient`).
+    pub lenient: bool,
+}
+
+/// A policy read from another form, as the Generate form takes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImportedPolicy {
+    /// Every knob's text, in [`policy::KNOBS`]' order ([`policy::Knob::text`]); DRY's
+    /// breakers are [`ImportedPolicy::breakers`].
+    pub knobs: Vec<String>,
+    /// DRY's sequence breakers, as text.
+    pub breakers: Vec<String>,
+    pub max_tokens: Option<usize>,
+    pub seed: Option<u64>,
+    pub stop: Vec<String>,
+    pub stop_tokens: Vec<u32>,
+    /// What was read, in a sentence, and every field with its value and what it became, as
+    /// a table's markup ([`crate::widgets::markup`]).
+    pub summary: String,
+    pub html: String,
+}
+
+/// What the importer tells the page.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ImporterEvent {
+    /// The worker's wasm is running and listening.
+    Ready,
+    /// The answer to job `id`: the policy, or why its text was refused, in words.
+    Imported {
+        id: u64,
+        result: Result<Box<ImportedPolicy>, String>,
+    },
+    /// The page could not reach the worker, or the worker could not fetch what it needed.
+    Failed(String),
+    /// The worker's Rust code panicked; the worker is gone and the next import starts another.
+    Panicked(String),
+}
+
+/// The importer's protocol, for the page's [`crate::link::WorkerLink`].
+pub struct Importer;
+
+impl Protocol for Importer {
+    type Job = ImportJob;
+    type Event = ImporterEvent;
+    const SCRIPT: &'static str = "importer_loader.js";
+    const NAME: &'static str = "importer";
+
+    fn is_ready(event: &ImporterEvent) -> bool {
+        *event == ImporterEvent::Ready
+    }
+
+    fn failed(message: String) -> ImporterEvent {
+        ImporterEvent::Failed(message)
+    }
+}
