@@ -765,7 +765,7 @@ async function loadFigures(label, launchArgs) {
 const PAGE_BUDGET_GZIP = 550_000;
 // Issue 35: the tokenizer's Unicode classes written out (`tokenizer/src/classes.rs`) instead
 // of built at run time by `regex-syntax`, whose parser and tables the worker no longer links:
-// the worker 557,066 -> 409,303, page + worker 956,334. The budget came down to issue 34's
+// the worker 557,066 -> 409,303, page + worker 952,883. The budget came down to issue 34's
 // target, 1,000,000.
 const TOTAL_BUDGET_GZIP = 1_000_000;
 const PLANNER_BUDGET_GZIP = 300_000;
