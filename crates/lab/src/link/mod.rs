@@ -3,7 +3,9 @@
 //! worker ([`crate::observer`]) and the importer ([`crate::importer`]). Each worker's own protocol module names what crosses (its
 //! jobs and events) and implements [`Protocol`]; this module is how it crosses, and knows no
 //! worker. On the page, [`WorkerLink`] starts a worker, sends it jobs and hands its events to
-//! the panel as typed values; dropping the handle ends the worker. [`PanelLink`] is the
+//! the panel as typed values; dropping the handle ends the worker. A worker `index.html`
+//! started before the page's wasm had loaded (the model worker, when the URL runs Generate at
+//! once) is adopted instead, with what it posted meanwhile. [`PanelLink`] is the
 //! handle a panel keeps. [`message`] is the encoding both sides use (JSON text); [`scope`]
 //! is a worker's own side of the link, [`fetch`] streams a file from the page's origin
 //! into a worker, and [`error`] says why something did not cross.
@@ -66,40 +68,58 @@ impl<P: Protocol> WorkerLink<P> {
     pub fn start(
         on_event: impl Fn(P::Event) + Clone + 'static,
     ) -> Result<WorkerLink<P>, LinkError> {
-        let worker = web_sys::Worker::new(P::SCRIPT).map_err(|e| LinkError::Start {
-            name: P::NAME,
-            thrown: format!("{e:?}"),
-        })?;
+        let early = early::<P>();
+        let worker = match &early {
+            Some(early) => early.worker.clone(),
+            None => web_sys::Worker::new(P::SCRIPT).map_err(|e| LinkError::Start {
+                name: P::NAME,
+                thrown: format!("{e:?}"),
+            })?,
+        };
         let deliver = on_event.clone();
         let waiting = Rc::new(RefCell::new(Some(Vec::new())));
         let (held, target) = (waiting.clone(), worker.clone());
-        let on_message = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(
-            move |message: web_sys::MessageEvent| {
-                let event = from_js(&message.data()).unwrap_or_else(|e| {
-                    P::failed(format!(
-                        "The {} sent a message the page cannot read: {e}.",
-                        P::NAME
-                    ))
-                });
-                if P::is_ready(&event) {
-                    for job in held.borrow_mut().take().unwrap_or_default() {
-                        let _ = target.post_message(&job);
-                    }
-                    return;
+        let receive = move |data: JsValue| {
+            let event = from_js(&data).unwrap_or_else(|e| {
+                P::failed(format!(
+                    "The {} sent a message the page cannot read: {e}.",
+                    P::NAME
+                ))
+            });
+            if P::is_ready(&event) {
+                for job in held.borrow_mut().take().unwrap_or_default() {
+                    let _ = target.post_message(&job);
                 }
-                deliver(event)
-            },
+                return;
+            }
+            deliver(event)
+        };
+        let failed = move |message: String| {
+            on_event(P::failed(format!(
+                "The {} failed: {}.",
+                P::NAME,
+                message.trim_end_matches('.')
+            )))
+        };
+        let (received, fail) = (receive.clone(), failed.clone());
+        let on_message = Closure::<dyn FnMut(web_sys::MessageEvent)>::new(
+            move |message: web_sys::MessageEvent| received(message.data()),
         );
         let on_error =
             Closure::<dyn FnMut(web_sys::ErrorEvent)>::new(move |error: web_sys::ErrorEvent| {
-                on_event(P::failed(format!(
-                    "The {} failed: {}.",
-                    P::NAME,
-                    error.message().trim_end_matches('.')
-                )))
+                fail(error.message())
             });
         worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+        // What the early worker said before the page listened, in order, before anything
+        // it says next (which cannot arrive before this task ends).
+        if let Some(early) = early {
+            early.messages.iter().for_each(receive);
+            early
+                .errors
+                .iter()
+                .for_each(|e| failed(e.as_string().unwrap_or_default()));
+        }
         Ok(WorkerLink {
             worker,
             waiting,
@@ -125,6 +145,38 @@ impl<P: Protocol> WorkerLink<P> {
                 thrown: format!("{e:?}"),
             })
     }
+}
+
+/// A worker `index.html` started before the page's wasm loaded, and what it posted (and
+/// the errors it raised) before the page listened.
+struct Early {
+    worker: web_sys::Worker,
+    messages: js_sys::Array,
+    errors: js_sys::Array,
+}
+
+/// The global `index.html`'s early start leaves: `{ script, worker, messages, errors }`.
+const EARLY: &str = "decodeLabEarlyWorker";
+
+/// The worker `index.html` started early for `P`'s script, taken (the first link to ask
+/// adopts it; later ones start their own), or `None`.
+fn early<P: Protocol>() -> Option<Early> {
+    let global = js_sys::global();
+    let key = JsValue::from_str(EARLY);
+    let found = js_sys::Reflect::get(&global, &key)
+        .ok()
+        .filter(|found| found.is_object())?;
+    let field = |name: &str| js_sys::Reflect::get(&found, &JsValue::from_str(name)).ok();
+    if field("script")?.as_string()? != P::SCRIPT {
+        return None;
+    }
+    let early = Early {
+        worker: field("worker")?.dyn_into().ok()?,
+        messages: field("messages")?.dyn_into().ok()?,
+        errors: field("errors")?.dyn_into().ok()?,
+    };
+    js_sys::Reflect::delete_property(global.unchecked_ref::<js_sys::Object>(), &key).ok()?;
+    Some(early)
 }
 
 impl<P: Protocol> Drop for WorkerLink<P> {

@@ -2,7 +2,8 @@
 //! It takes [`Job`]s from the page and posts [`Event`]s back, both as the typed values of
 //! [`crate::worker::protocol`]; a Cancel that arrives during a run is seen before the next model
 //! call. A panic is posted as [`Event::Panicked`] before the worker dies; the page then
-//! starts a new one.
+//! starts a new one. As it starts, the worker fetches and checks the model files before any
+//! job asks (so a run the page starts at once finds them there).
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -16,14 +17,37 @@ use crate::worker::protocol::{Event, Job};
 use crate::worker::runner::{run, Engine};
 use crate::worker::stepping::step;
 
-/// Installs the panic report and the message handler; the worker then waits for jobs.
+/// What the worker keeps between messages: the engine (taken by the job that runs), whether
+/// a Cancel arrived, and the jobs that arrived while the files were fetched before any job
+/// (`None` once that is done).
+struct Host {
+    engine: RefCell<Option<Engine>>,
+    cancel: Cell<bool>,
+    held: RefCell<Option<Vec<Job>>>,
+}
+
+/// Installs the panic report and the message handler, and fetches and checks the files
+/// almost every job needs (the config, the tokenizer and the f32 weights: [`Engine::warm`])
+/// before the first job arrives; jobs that arrive meanwhile wait for it.
 pub fn start() {
     report_panics(Event::Panicked);
     let Some(scope) = scope() else {
         return;
     };
-    let engine = Rc::new(RefCell::new(Some(Engine::default())));
-    let cancel = Rc::new(Cell::new(false));
+    let host = Rc::new(Host {
+        engine: RefCell::new(None),
+        cancel: Cell::new(false),
+        held: RefCell::new(Some(Vec::new())),
+    });
+    let warming = host.clone();
+    wasm_bindgen_futures::spawn_local(async move {
+        let mut engine = Engine::default();
+        engine.warm(&|e| post(&e)).await;
+        *warming.engine.borrow_mut() = Some(engine);
+        for job in warming.held.take().unwrap_or_default() {
+            run_job(&warming, job);
+        }
+    });
     let on_message =
         Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |message: web_sys::MessageEvent| {
             let job: Job = match from_js(&message.data()) {
@@ -36,7 +60,7 @@ pub fn start() {
                 }
             };
             if job == Job::Cancel {
-                cancel.set(true);
+                host.cancel.set(true);
                 return;
             }
             // A decoding step is quick and needs no model: answered at once, beside a run.
@@ -47,22 +71,31 @@ pub fn start() {
                 });
                 return;
             }
-            // One run at a time: the page disables its buttons while one is out.
-            let Some(mut state) = engine.borrow_mut().take() else {
-                post(&Event::Failed("A run is already in progress.".to_string()));
+            if let Some(held) = host.held.borrow_mut().as_mut() {
+                held.push(job);
                 return;
-            };
-            cancel.set(false);
-            let (engine, cancel) = (engine.clone(), cancel.clone());
-            wasm_bindgen_futures::spawn_local(async move {
-                let result = run(&mut state, job, &|e| post(&e), &|| cancel.get()).await;
-                if let Err(e) = result {
-                    post(&Event::Failed(e.to_string()));
-                }
-                *engine.borrow_mut() = Some(state);
-            });
+            }
+            run_job(&host, job);
         });
     scope.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
     on_message.forget();
     post(&Event::Ready);
+}
+
+/// Runs `job` with the engine, or says that a run is in progress (the page disables its
+/// buttons while one is out).
+fn run_job(host: &Rc<Host>, job: Job) {
+    let Some(mut state) = host.engine.borrow_mut().take() else {
+        post(&Event::Failed("A run is already in progress.".to_string()));
+        return;
+    };
+    host.cancel.set(false);
+    let host = host.clone();
+    wasm_bindgen_futures::spawn_local(async move {
+        let result = run(&mut state, job, &|e| post(&e), &|| host.cancel.get()).await;
+        if let Err(e) = result {
+            post(&Event::Failed(e.to_string()));
+        }
+        *host.engine.borrow_mut() = Some(state);
+    });
 }

@@ -38,6 +38,35 @@ pub struct Engine {
     started: Option<Started>,
 }
 
+impl Engine {
+    /// Fetches and checks what almost every job needs (the config, the tokenizer and the f32
+    /// weights, which the CPU reference and the GPU's fallback run on), posting the download's
+    /// progress with `emit`. A failure is left to the job that needs the files, which fetches
+    /// them again and says why.
+    pub async fn warm(&mut self, emit: &dyn Fn(Event)) {
+        let fetch = async |path: &str| {
+            let shown = |got, total| {
+                emit(Event::Download {
+                    file: path.to_string(),
+                    got,
+                    total,
+                })
+            };
+            fetch_model_file_with_progress(path, &shown)
+                .await
+                .map_err(WorkerError::Fetch)
+        };
+        if self.files.is_none() {
+            self.files = load_model(&fetch, &mut |_| {}).await.ok();
+        }
+        if let Some(files) = self.files.as_mut() {
+            let _ = files
+                .ensure_weights(Precision::F32, BackendChoice::Cpu, &fetch, &mut |_| {})
+                .await;
+        }
+    }
+}
+
 /// The runtime `start` asks for: the one already started when it matches and is not
 /// degraded, or a new one (after [`ModelFiles::ensure_weights`]).
 async fn runtime_for<'a>(
