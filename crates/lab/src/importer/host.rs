@@ -36,8 +36,13 @@ pub fn start() {
             };
             let tokenizer = tokenizer.clone();
             wasm_bindgen_futures::spawn_local(async move {
-                let result = import(&job, &tokenizer).await.map(Box::new);
-                post(&ImporterEvent::Imported { id: job.id, result });
+                post(&match import(&job, &tokenizer).await {
+                    Ok(policy) => ImporterEvent::Imported {
+                        id: job.id,
+                        policy: Box::new(policy),
+                    },
+                    Err(why) => ImporterEvent::Refused { id: job.id, why },
+                });
             });
         });
     scope.set_onmessage(Some(on_message.as_ref().unchecked_ref()));

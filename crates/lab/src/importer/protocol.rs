@@ -39,11 +39,14 @@ pub struct ImportedPolicy {
 pub enum ImporterEvent {
     /// The worker's wasm is running and listening.
     Ready,
-    /// The answer to job `id`: the policy, or why its text was refused, in words.
+    /// The answer to job `id`: the policy.
     Imported {
         id: u64,
-        result: Result<Box<ImportedPolicy>, String>,
+        policy: Box<ImportedPolicy>,
     },
+    /// The answer to job `id`: why its text was refused, in words. (Two variants rather
+    /// than a `Result`, whose deserialiser the page would link for this alone.)
+    Refused { id: u64, why: String },
     /// The page could not reach the worker, or the worker could not fetch what it needed.
     Failed(String),
     /// The worker's Rust code panicked; the worker is gone and the next import starts another.

@@ -27,21 +27,18 @@ pub fn ImportBox(take: Callback<ImportedPolicy>) -> impl IntoView {
     // The importer, started with the first import; a panic in it drops it for a new one.
     let importer = PanelLink::<Importer>::new();
     let on_event = move |event: ImporterEvent| match event {
-        ImporterEvent::Imported { id, result } if id == latest.get_value() => {
+        ImporterEvent::Imported { id, policy } if id == latest.get_value() => {
             reading.set(false);
-            match result {
-                Ok(imported) => {
-                    problem.set(None);
-                    shown.set(Some((imported.summary.clone(), imported.html.clone())));
-                    take.run(*imported);
-                }
-                Err(why) => {
-                    shown.set(None);
-                    problem.set(Some(why));
-                }
-            }
+            problem.set(None);
+            shown.set(Some((policy.summary.clone(), policy.html.clone())));
+            take.run(*policy);
         }
-        ImporterEvent::Ready | ImporterEvent::Imported { .. } => {}
+        ImporterEvent::Refused { id, why } if id == latest.get_value() => {
+            reading.set(false);
+            shown.set(None);
+            problem.set(Some(why));
+        }
+        ImporterEvent::Ready | ImporterEvent::Imported { .. } | ImporterEvent::Refused { .. } => {}
         ImporterEvent::Failed(why) => {
             reading.set(false);
             problem.set(Some(why));
