@@ -44,8 +44,7 @@ pub enum ImporterEvent {
         id: u64,
         policy: Box<ImportedPolicy>,
     },
-    /// The answer to job `id`: why its text was refused, in words. (Two variants rather
-    /// than a `Result`, whose deserialiser the page would link for this alone.)
+    /// The answer to job `id`: why its text was refused, in words.
     Refused { id: u64, why: String },
     /// The page could not reach the worker, or the worker could not fetch what it needed.
     Failed(String),

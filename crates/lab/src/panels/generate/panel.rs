@@ -11,7 +11,6 @@
 //! import.
 
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 use policy::generate::Alternative;
 use policy::{BackendChoice, Precision, RunRecord};
 
@@ -142,8 +141,9 @@ pub fn GeneratePanel() -> impl IntoView {
     };
 
     if autorun {
-        // After the first render, so the page shows the panel before the work starts.
-        spawn_local(async move { start_run() });
+        // At once, before the panel is drawn: the job reaches the worker (started early by
+        // `index.html`, its files already fetched) without waiting for the page's render.
+        start_run();
     }
 
     view! {
