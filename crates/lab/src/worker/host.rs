@@ -2,8 +2,10 @@
 //! It takes [`Job`]s from the page and posts [`Event`]s back, both as the typed values of
 //! [`crate::worker::protocol`]; a Cancel that arrives during a run is seen before the next model
 //! call. A panic is posted as [`Event::Panicked`] before the worker dies; the page then
-//! starts a new one. As it starts, the worker fetches and checks the model files before any
-//! job asks (so a run the page starts at once finds them there).
+//! starts a new one. The worker `index.html` starts early for a `run=1` page is named
+//! [`WARM`]: it fetches and checks the model files before any job asks (so the run finds them
+//! there). Other model workers fetch what their first job needs: the decoding step's worker
+//! may never need the model at all.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -19,35 +21,43 @@ use crate::worker::stepping::step;
 
 /// What the worker keeps between messages: the engine (taken by the job that runs), whether
 /// a Cancel arrived, and the jobs that arrived while the files were fetched before any job
-/// (`None` once that is done).
+/// (`None` once that is done, and in a worker that does not warm).
 struct Host {
     engine: RefCell<Option<Engine>>,
     cancel: Cell<bool>,
     held: RefCell<Option<Vec<Job>>>,
 }
 
-/// Installs the panic report and the message handler, and fetches and checks the files
-/// almost every job needs (the config, the tokenizer and the f32 weights: [`Engine::warm`])
-/// before the first job arrives; jobs that arrive meanwhile wait for it.
+/// The name `index.html` gives the model worker it starts early (`new Worker(…, { name })`).
+const WARM: &str = "warm";
+
+/// Installs the panic report and the message handler. A worker named [`WARM`] also fetches
+/// and checks the files almost every job needs (the config, the tokenizer and the f32
+/// weights: [`Engine::warm`]) before the first job arrives; jobs that arrive meanwhile wait
+/// for it.
 pub fn start() {
     report_panics(Event::Panicked);
     let Some(scope) = scope() else {
         return;
     };
+    let warm = scope.name() == WARM;
+    // While warming, the engine is out (as during a run) and the jobs wait in `held`.
     let host = Rc::new(Host {
-        engine: RefCell::new(None),
+        engine: RefCell::new((!warm).then(Engine::default)),
         cancel: Cell::new(false),
-        held: RefCell::new(Some(Vec::new())),
+        held: RefCell::new(warm.then(Vec::new)),
     });
-    let warming = host.clone();
-    wasm_bindgen_futures::spawn_local(async move {
-        let mut engine = Engine::default();
-        engine.warm(&|e| post(&e)).await;
-        *warming.engine.borrow_mut() = Some(engine);
-        for job in warming.held.take().unwrap_or_default() {
-            run_job(&warming, job);
-        }
-    });
+    if warm {
+        let warming = host.clone();
+        wasm_bindgen_futures::spawn_local(async move {
+            let mut engine = Engine::default();
+            engine.warm(&|e| post(&e)).await;
+            *warming.engine.borrow_mut() = Some(engine);
+            for job in warming.held.take().unwrap_or_default() {
+                run_job(&warming, job);
+            }
+        });
+    }
     let on_message =
         Closure::<dyn FnMut(web_sys::MessageEvent)>::new(move |message: web_sys::MessageEvent| {
             let job: Job = match from_js(&message.data()) {

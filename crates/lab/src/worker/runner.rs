@@ -44,18 +44,7 @@ impl Engine {
     /// progress with `emit`. A failure is left to the job that needs the files, which fetches
     /// them again and says why.
     pub async fn warm(&mut self, emit: &dyn Fn(Event)) {
-        let fetch = async |path: &str| {
-            let shown = |got, total| {
-                emit(Event::Download {
-                    file: path.to_string(),
-                    got,
-                    total,
-                })
-            };
-            fetch_model_file_with_progress(path, &shown)
-                .await
-                .map_err(WorkerError::Fetch)
-        };
+        let fetch = async |path: &str| fetch_shown(path, emit).await;
         if self.files.is_none() {
             self.files = load_model(&fetch, &mut |_| {}).await.ok();
         }
@@ -65,6 +54,21 @@ impl Engine {
                 .await;
         }
     }
+}
+
+/// One model file, fetched from the page's origin with its progress posted as
+/// [`Event::Download`]s.
+async fn fetch_shown(path: &str, emit: &dyn Fn(Event)) -> Result<Vec<u8>, WorkerError> {
+    let shown = |got, total| {
+        emit(Event::Download {
+            file: path.to_string(),
+            got,
+            total,
+        })
+    };
+    fetch_model_file_with_progress(path, &shown)
+        .await
+        .map_err(WorkerError::Fetch)
 }
 
 /// The runtime `start` asks for: the one already started when it matches and is not
@@ -125,18 +129,7 @@ pub async fn run(
     emit: &dyn Fn(Event),
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(), WorkerError> {
-    let fetch = async |path: &str| {
-        let shown = |got, total| {
-            emit(Event::Download {
-                file: path.to_string(),
-                got,
-                total,
-            })
-        };
-        fetch_model_file_with_progress(path, &shown)
-            .await
-            .map_err(WorkerError::Fetch)
-    };
+    let fetch = async |path: &str| fetch_shown(path, emit).await;
     let mut progress = |what: String| emit(Event::Working(what));
     // Awaited after every step of every job, so a Cancel that arrived during a step is seen
     // before the next; one closure, so the generation loop is compiled once for all jobs.

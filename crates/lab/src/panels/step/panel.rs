@@ -92,9 +92,12 @@ pub fn StepPanel() -> impl IntoView {
     // The model runs in the worker; this panel keeps its own, started with the first ask.
     let worker = PanelWorker::new();
     let asked = StoredValue::new(String::new());
+    // Progress counts only while the panel waits for its logits: a worker's progress that no
+    // ask of this panel started must not leave the button disabled.
+    let waiting = move || model_status.with_untracked(|s| matches!(s, Some((true, _))));
     let on_event = move |event: Event| match event {
-        Event::Working(what) => model_status.set(Some((true, what))),
-        Event::Download { file, got, total } => {
+        Event::Working(what) if waiting() => model_status.set(Some((true, what))),
+        Event::Download { file, got, total } if waiting() => {
             model_status.set(Some((true, download_words(&file, got, total))))
         }
         Event::Logits(logits) => {
@@ -123,7 +126,7 @@ pub fn StepPanel() -> impl IntoView {
         _ => {}
     };
     let take_logits = move |_| {
-        if model_status.with_untracked(|s| matches!(s, Some((true, _)))) {
+        if waiting() {
             return;
         }
         let prompt = model_prompt.get_untracked();
