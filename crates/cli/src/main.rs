@@ -158,6 +158,23 @@ struct ExportArgs {
     model: Option<PathBuf>,
 }
 
+/// The model and the held-out text a measurement reads.
+#[derive(Args)]
+struct HeldOut {
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// The corpus directory with valid.en.txt and valid.eu.txt.
+    #[arg(long, default_value = "corpus")]
+    corpus: PathBuf,
+}
+
+impl HeldOut {
+    /// `--model`, or the lab's model directory.
+    fn model_dir(&self) -> PathBuf {
+        self.model.clone().unwrap_or_else(model_dir::default_dir)
+    }
+}
+
 #[derive(Args)]
 struct TrafficArgs {
     /// Runs to generate in all (1 to 100000).
@@ -201,11 +218,8 @@ struct TrafficArgs {
     /// Where to write the outcomes (JSONL, in the order they become known).
     #[arg(long, value_name = "OUTCOMES.jsonl")]
     outcomes: PathBuf,
-    #[arg(long)]
-    model: Option<PathBuf>,
-    /// The corpus directory with valid.en.txt and valid.eu.txt.
-    #[arg(long, default_value = "corpus")]
-    corpus: PathBuf,
+    #[command(flatten)]
+    held_out: HeldOut,
     #[arg(long)]
     json: bool,
 }
@@ -454,11 +468,8 @@ struct SpeculateArgs {
     /// takes no policy flags.
     #[arg(long)]
     planner: bool,
-    #[arg(long)]
-    model: Option<PathBuf>,
-    /// The corpus directory with valid.en.txt and valid.eu.txt.
-    #[arg(long, default_value = "corpus")]
-    corpus: PathBuf,
+    #[command(flatten)]
+    held_out: HeldOut,
     /// Score at most this many held-out tokens per slice.
     #[arg(long, default_value_t = usize::MAX, allow_hyphen_values = true)]
     max_tokens: usize,
@@ -475,11 +486,8 @@ struct LengthsArgs {
     /// no policy flags.
     #[arg(long)]
     planner: bool,
-    #[arg(long)]
-    model: Option<PathBuf>,
-    /// The corpus directory with valid.en.txt and valid.eu.txt.
-    #[arg(long, default_value = "corpus")]
-    corpus: PathBuf,
+    #[command(flatten)]
+    held_out: HeldOut,
     /// Held-out pages per slice: one run from each page's title.
     #[arg(long, default_value_t = 64, allow_hyphen_values = true)]
     pages: usize,
@@ -712,11 +720,8 @@ struct ReplayArgs {
 
 #[derive(Args)]
 struct EvalArgs {
-    #[arg(long)]
-    model: Option<PathBuf>,
-    /// The corpus directory with valid.en.txt and valid.eu.txt.
-    #[arg(long, default_value = "corpus")]
-    corpus: PathBuf,
+    #[command(flatten)]
+    held_out: HeldOut,
     /// Evaluate at most this many held-out tokens per slice.
     #[arg(long, default_value_t = usize::MAX, conflicts_with = "alternatives", allow_hyphen_values = true)]
     max_tokens: usize,
@@ -952,7 +957,7 @@ fn run_policy(args: &PolicyCommandArgs) -> Result<String, CliError> {
 }
 
 fn run_eval(args: &EvalArgs) -> Result<String, CliError> {
-    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    let dir = args.held_out.model_dir();
     if args.alternatives {
         let lab_table = args
             .lab_table
@@ -964,14 +969,14 @@ fn run_eval(args: &EvalArgs) -> Result<String, CliError> {
                 "--model",
                 dir.join(model_dir::DRAFT_FILE),
             ));
-            inputs.extend(files::files_in("--corpus", &args.corpus));
+            inputs.extend(files::files_in("--corpus", &args.held_out.corpus));
             files::check(std::slice::from_ref(output), &inputs)?;
             // Before the evaluation, not after it.
             files::writable(output)?;
         }
         let report = alternatives::evaluate(&alternatives::Settings {
             dir: &dir,
-            corpus: &args.corpus,
+            corpus: &args.held_out.corpus,
             pages: args.pages,
             prompt_bytes: args.prompt_bytes,
             max_tokens: args.new_tokens.unwrap_or(32),
@@ -989,7 +994,7 @@ fn run_eval(args: &EvalArgs) -> Result<String, CliError> {
         };
     }
     let new_tokens = args.new_tokens.unwrap_or(48);
-    let report = eval::evaluate(&dir, &args.corpus, args.max_tokens, new_tokens)?;
+    let report = eval::evaluate(&dir, &args.held_out.corpus, args.max_tokens, new_tokens)?;
     if args.json {
         Ok(serde_json::to_string(&report)?)
     } else {
@@ -1022,7 +1027,7 @@ fn run_ngram(command: &NgramCommand) -> Result<String, CliError> {
 }
 
 fn run_speculate(args: &SpeculateArgs) -> Result<String, CliError> {
-    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    let dir = args.held_out.model_dir();
     let draft_file = match args.draft {
         speculate::DraftKind::Ngram => args
             .draft_file
@@ -1036,7 +1041,7 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, CliError> {
         let policies = speculate::planner_policies();
         let measured = speculate::measure(
             &dir,
-            &args.corpus,
+            &args.held_out.corpus,
             &draft_file,
             &policies,
             args.k,
@@ -1063,7 +1068,7 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, CliError> {
     }
     let mut measured = speculate::measure(
         &dir,
-        &args.corpus,
+        &args.held_out.corpus,
         &draft_file,
         std::slice::from_ref(&policy),
         args.k,
@@ -1084,7 +1089,7 @@ fn run_speculate(args: &SpeculateArgs) -> Result<String, CliError> {
 }
 
 fn run_lengths(args: &LengthsArgs) -> Result<String, CliError> {
-    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    let dir = args.held_out.model_dir();
     let policy = args.policy.policy(policy::LAB_TEMPERATURE)?;
     args.policy.run_settings_used("lengths", &[])?;
     let policies: Vec<(String, Policy)> = if args.planner {
@@ -1098,7 +1103,7 @@ fn run_lengths(args: &LengthsArgs) -> Result<String, CliError> {
     };
     let mut file = lengths::measure(
         &dir,
-        &args.corpus,
+        &args.held_out.corpus,
         &policies,
         args.pages,
         args.max_new_tokens,
@@ -1180,7 +1185,7 @@ fn version(text: &str) -> Result<traffic::Version, CliError> {
 }
 
 fn run_traffic(args: &TrafficArgs) -> Result<String, CliError> {
-    let dir = args.model.clone().unwrap_or_else(model_dir::default_dir);
+    let dir = args.held_out.model_dir();
     let versions = args
         .versions
         .iter()
@@ -1198,7 +1203,7 @@ fn run_traffic(args: &TrafficArgs) -> Result<String, CliError> {
         named::Named::new("--outcomes", &args.outcomes),
     ];
     let mut inputs = model_dir::inputs(&dir);
-    inputs.extend(files::files_in("--corpus", &args.corpus));
+    inputs.extend(files::files_in("--corpus", &args.held_out.corpus));
     files::check(&outputs, &inputs)?;
     // Before the traffic is generated, not after it.
     for output in &outputs {
@@ -1206,7 +1211,7 @@ fn run_traffic(args: &TrafficArgs) -> Result<String, CliError> {
     }
     let generated = traffic::generate(&traffic::Traffic {
         dir: &dir,
-        corpus: &args.corpus,
+        corpus: &args.held_out.corpus,
         versions: &versions,
         canary_share: args.canary_share,
         runs: args.runs,

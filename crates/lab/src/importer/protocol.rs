@@ -4,8 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::link::Protocol;
-
 /// A policy written in another form (a Hugging Face `generation_config.json`, an OpenAI or
 /// vLLM request body, a llama.cpp command line), to read; `id` comes back with the answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -52,20 +50,8 @@ pub enum ImporterEvent {
     Panicked(String),
 }
 
-/// The importer's protocol, for the page's [`crate::link::WorkerLink`].
-pub struct Importer;
-
-impl Protocol for Importer {
-    type Job = ImportJob;
-    type Event = ImporterEvent;
-    const SCRIPT: &'static str = "importer_loader.js";
-    const NAME: &'static str = "importer";
-
-    fn is_ready(event: &ImporterEvent) -> bool {
-        *event == ImporterEvent::Ready
-    }
-
-    fn failed(message: String) -> ImporterEvent {
-        ImporterEvent::Failed(message)
-    }
+crate::link::protocol! {
+    /// The importer's protocol, for the page's [`crate::link::WorkerLink`].
+    Importer: ImportJob => ImporterEvent, "importer_loader.js", "importer",
+    ready: ImporterEvent::Ready, failed: ImporterEvent::Failed
 }

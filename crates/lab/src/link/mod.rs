@@ -52,6 +52,37 @@ pub trait Protocol: 'static {
     fn failed(message: String) -> Self::Event;
 }
 
+/// Declares a worker's protocol: its marker type (for [`WorkerLink`]), what the page sends
+/// and what the worker posts back, Trunk's loader script, the worker's name in the page's
+/// sentences, the event that says it is ready, and how a failure the page found becomes an
+/// event.
+macro_rules! protocol {
+    (
+        $(#[$doc:meta])*
+        $marker:ident: $job:ty => $event:ty, $script:literal, $name:literal,
+        ready: $ready:pat, failed: $failed:expr
+    ) => {
+        $(#[$doc])*
+        pub struct $marker;
+
+        impl $crate::link::Protocol for $marker {
+            type Job = $job;
+            type Event = $event;
+            const SCRIPT: &'static str = $script;
+            const NAME: &'static str = $name;
+
+            fn is_ready(event: &$event) -> bool {
+                matches!(event, $ready)
+            }
+
+            fn failed(message: String) -> $event {
+                ($failed)(message)
+            }
+        }
+    };
+}
+pub(crate) use protocol;
+
 pub struct WorkerLink<P: Protocol> {
     worker: web_sys::Worker,
     /// Jobs sent before the worker said it is ready (a message that arrives while its wasm
@@ -236,5 +267,15 @@ impl<P: Protocol> PanelLink<P> {
         spawn_local(async move {
             let _ = self.0.try_update_value(|w| *w = None);
         });
+    }
+
+    /// [`PanelLink::discard`]s the worker after its panic (`message`) and says so, then
+    /// `next`: what starts a new one.
+    pub fn panicked(self, message: &str, next: &str) -> String {
+        self.discard();
+        format!(
+            "The {} hit an internal error and stopped: {message}. {next}",
+            P::NAME
+        )
     }
 }

@@ -6,8 +6,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::link::Protocol;
-
 /// Observe these logs, against `baseline` (a version id) when given.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ObserveJob {
@@ -74,20 +72,8 @@ pub struct ObserveDisplay {
     pub parts_html: String,
 }
 
-/// The observation worker's protocol, for the page's [`crate::link::WorkerLink`].
-pub struct Observer;
-
-impl Protocol for Observer {
-    type Job = ObserveJob;
-    type Event = ObserverEvent;
-    const SCRIPT: &'static str = "observer_loader.js";
-    const NAME: &'static str = "observation worker";
-
-    fn is_ready(event: &ObserverEvent) -> bool {
-        *event == ObserverEvent::Ready
-    }
-
-    fn failed(message: String) -> ObserverEvent {
-        ObserverEvent::Failed { id: None, message }
-    }
+crate::link::protocol! {
+    /// The observation worker's protocol, for the page's [`crate::link::WorkerLink`].
+    Observer: ObserveJob => ObserverEvent, "observer_loader.js", "observation worker",
+    ready: ObserverEvent::Ready, failed: |message| ObserverEvent::Failed { id: None, message }
 }

@@ -9,8 +9,6 @@
 use report::{ChartPoint, Frame, Part, Table};
 use serde::{Deserialize, Serialize};
 
-use crate::link::Protocol;
-
 /// A job for the planner: check or plan the form these URL pairs describe
 /// (`CapacityForm::to_pairs`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -67,22 +65,10 @@ pub enum PlannerEvent {
     Panicked(String),
 }
 
-/// The planner's protocol, for the page's [`crate::link::WorkerLink`].
-pub struct Planner;
-
-impl Protocol for Planner {
-    type Job = PlannerJob;
-    type Event = PlannerEvent;
-    const SCRIPT: &'static str = "planner_loader.js";
-    const NAME: &'static str = "capacity planner";
-
-    fn is_ready(event: &PlannerEvent) -> bool {
-        *event == PlannerEvent::Ready
-    }
-
-    fn failed(message: String) -> PlannerEvent {
-        PlannerEvent::Failed(message)
-    }
+crate::link::protocol! {
+    /// The planner's protocol, for the page's [`crate::link::WorkerLink`].
+    Planner: PlannerJob => PlannerEvent, "planner_loader.js", "capacity planner",
+    ready: PlannerEvent::Ready, failed: PlannerEvent::Failed
 }
 
 /// Everything the page shows of a plan, formatted.

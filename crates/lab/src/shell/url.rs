@@ -8,6 +8,7 @@
 //! created and calls [`write`] whenever its fields change. Back and forward re-create the
 //! open panel from the URL they land on (see `app.rs`), so a panel never has to listen.
 
+use leptos::prelude::Effect;
 use wasm_bindgen::JsValue;
 
 /// The keys the shell keeps when a panel writes its own.
@@ -280,6 +281,17 @@ pub fn write(panel_pairs: &[(&str, String)]) {
     if !grouped {
         LAST_PUSH_MS.with(|t| t.set(now));
     }
+}
+
+/// Writes the open panel's pairs ([`write`]) whenever `pairs` changes, but not on creation:
+/// opening a panel should not add a history entry.
+pub fn follow(pairs: impl Fn() -> Vec<(&'static str, String)> + 'static) {
+    Effect::new(move |written: Option<()>| {
+        let pairs = pairs();
+        if written.is_some() {
+            write(&pairs);
+        }
+    });
 }
 
 /// Sets the shell's keys: a new history entry. The open panel's keys stay when

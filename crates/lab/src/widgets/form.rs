@@ -52,6 +52,16 @@ impl Problems {
         });
     }
 
+    /// Names `field` when `prompt` is blank: the model needs a token to start from.
+    pub fn prompt(&mut self, field: &'static str, prompt: &str) {
+        if prompt.trim().is_empty() {
+            self.add(
+                field,
+                "Type a prompt: the model needs at least one token to start from.",
+            );
+        }
+    }
+
     /// `result`'s value, or `None` with its error's sentence kept against `field`.
     pub fn field<T, E: fmt::Display>(
         &mut self,

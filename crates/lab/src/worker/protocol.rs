@@ -13,7 +13,7 @@ use policy::generate::StepRecord;
 use policy::{Backend, BackendChoice, Engine, Policy, Precision, RunConfig, RunRecord, TokenProb};
 use serde::{Deserialize, Serialize};
 
-use crate::link::{PanelLink, Protocol};
+use crate::link::PanelLink;
 
 /// A checked Generate form: what to run, on which backend, with which faults.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -149,22 +149,10 @@ pub enum Event {
     Panicked(String),
 }
 
-/// The model worker's protocol, for the page's [`crate::link::WorkerLink`].
-pub struct Model;
-
-impl Protocol for Model {
-    type Job = Job;
-    type Event = Event;
-    const SCRIPT: &'static str = "worker_loader.js";
-    const NAME: &'static str = "model worker";
-
-    fn is_ready(event: &Event) -> bool {
-        *event == Event::Ready
-    }
-
-    fn failed(message: String) -> Event {
-        Event::Failed(message)
-    }
+crate::link::protocol! {
+    /// The model worker's protocol, for the page's [`crate::link::WorkerLink`].
+    Model: Job => Event, "worker_loader.js", "model worker",
+    ready: Event::Ready, failed: Event::Failed
 }
 
 /// An [`Event::Download`] in words: the file and how many of its megabytes have arrived.

@@ -18,6 +18,7 @@ use leptos::prelude::*;
 use crate::js::now_ms;
 use crate::link::PanelLink;
 use crate::panels::capacity::view_model::{shown_problems, News, Outcome, PlanRun};
+use crate::panels::panel_head;
 use crate::planner::form::{
     attention_options, decoding_options, field, hardware_options, length_options, model_options,
     rollout_trace_options, trace_options, weight_options, CapacityForm, BATCHINGS, MORE_KNOBS,
@@ -28,7 +29,7 @@ use crate::shell::url;
 use crate::shell::web::download;
 use crate::widgets::controls::hidden;
 use crate::widgets::field::{chosen, Choice, Field};
-use crate::widgets::form::{problem_at, problem_id, Form, ProblemSummary, Problems};
+use crate::widgets::form::{problem_at, problem_id, Form, Problems};
 
 /// The terms the plan's charts and tables use, defined where they are used (Chartability:
 /// "Metrics and variables are undefined"). Static markup, so it costs the page's wasm one
@@ -104,14 +105,7 @@ pub fn CapacityPanel() -> impl IntoView {
         detector_windows: detector_windows.get(),
         more: more.map(|m| m.get()),
     });
-    // The fields in the URL whenever they change (not on creation: opening the panel
-    // should not add a history entry).
-    Effect::new(move |written: Option<()>| {
-        let query = form.get().to_pairs();
-        if written.is_some() {
-            url::write(&query);
-        }
-    });
+    url::follow(move || form.get().to_pairs());
 
     // The planner worker checks the fields as they change (its first check, as the panel
     // opens, starts it); the plan runs on Plan.
@@ -234,12 +228,7 @@ pub fn CapacityPanel() -> impl IntoView {
 
     view! {
         <section class="panel capacity" aria-labelledby="capacity-title">
-            <h2 id="capacity-title">"Capacity plan"</h2>
-            <p>
-                "Simulate serving a trace on an accelerator under each batching policy, batch limit and weight path, at several multiples of the trace's load; gate every point on the latency SLOs and the per-slice quality floors; release the configuration with the highest goodput that passes, or degrade to the named baseline and say which gate failed."
-            </p>
-            <div class="terms" inner_html=TERMS></div>
-            <ProblemSummary problems=problems/>
+            {panel_head("capacity", "Capacity plan", "Simulate serving a trace on an accelerator under each batching policy, batch limit and weight path, at several multiples of the trace's load; gate every point on the latency SLOs and the per-slice quality floors; release the configuration with the highest goodput that passes, or degrade to the named baseline and say which gate failed.", Some(TERMS), Some(problems))}
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 {select("cap-hw", "Hardware", hardware, set_hardware, hardware_options())}
                 {select("cap-model", "Model", model, set_model, model_options())}

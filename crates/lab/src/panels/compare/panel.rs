@@ -6,9 +6,10 @@
 use leptos::prelude::*;
 
 use crate::panels::compare::view_model::{CompareForm, Side, FIELDS, SHOWN};
+use crate::panels::panel_head;
 use crate::shell::url;
 use crate::widgets::field::{Field, TextArea};
-use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
+use crate::widgets::form::{problem_at, problems_of, Form};
 use crate::widgets::knobs::{knob_fields, more_controls};
 use crate::worker::protocol::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
@@ -59,12 +60,7 @@ pub fn ComparePanel() -> impl IntoView {
         a: a.map(|k| k.get()),
         b: b.map(|k| k.get()),
     });
-    Effect::new(move |written: Option<()>| {
-        let pairs = form.get().to_pairs();
-        if written.is_some() {
-            url::write(&pairs);
-        }
-    });
+    url::follow(move || form.get().to_pairs());
     let checked = Memo::new(move |_| form.get().check());
     let problems = problems_of(None, checked);
     let problem = problem_at(problems);
@@ -83,12 +79,9 @@ pub fn ComparePanel() -> impl IntoView {
             "Cancelled before the comparison finished.".to_string(),
         )),
         Event::Failed(message) => phase.set(Phase::Failed(message)),
-        Event::Panicked(message) => {
-            worker.discard();
-            phase.set(Phase::Failed(format!(
-                "The model worker hit an internal error and stopped: {message}. Run again to start a new one."
-            )));
-        }
+        Event::Panicked(message) => phase.set(Phase::Failed(
+            worker.panicked(&message, "Run again to start a new one."),
+        )),
         _ => {}
     };
     let start = move || {
@@ -137,12 +130,7 @@ pub fn ComparePanel() -> impl IntoView {
 
     view! {
         <section class="panel compare" id="compare" aria-labelledby="compare-title" data-state=move || phase.get().key()>
-            <h2 id="compare-title">"Compare two policies"</h2>
-            <p>
-                "Both policies run on the same model, prompt and seeded stream, so where they part is the policies' doing. Along a's path, each step's logits go through both policies: KL(a‖b) and total variation say how far apart their distributions are. Then each policy runs over many seeds, and the tree of its first tokens' paths shows how often each path came up beside how likely the policy made it."
-            </p>
-            <div class="terms" inner_html=TERMS></div>
-            <ProblemSummary problems=problems/>
+            {panel_head("compare", "Compare two policies", "Both policies run on the same model, prompt and seeded stream, so where they part is the policies' doing. Along a's path, each step's logits go through both policies: KL(a‖b) and total variation say how far apart their distributions are. Then each policy runs over many seeds, and the tree of its first tokens' paths shows how often each path came up beside how likely the policy made it.", Some(TERMS), Some(problems))}
             <form class="cmp-form" on:submit=move |ev| {
                 ev.prevent_default();
                 start();

@@ -195,12 +195,7 @@ impl Form for CompareForm {
     fn check(&self) -> Result<CompareRequest, Problems> {
         let mut problems = Problems::default();
         let prompt = self.text("cmp_prompt");
-        if prompt.trim().is_empty() {
-            problems.add(
-                "cmp-prompt",
-                "Type a prompt: the model needs at least one token to start from.",
-            );
-        }
+        problems.prompt("cmp-prompt", prompt);
         let seed = problems.field("cmp-seed", whole(self.text("cmp_seed"), "Seed"));
         let max_tokens = problems.field(
             "cmp-max",

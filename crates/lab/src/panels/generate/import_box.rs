@@ -44,11 +44,10 @@ pub fn ImportBox(take: Callback<ImportedPolicy>) -> impl IntoView {
             problem.set(Some(why));
         }
         ImporterEvent::Panicked(why) => {
-            importer.discard();
             reading.set(false);
-            problem.set(Some(format!(
-                "The importer hit an internal error and stopped: {why}. The next import starts a new one."
-            )));
+            problem.set(Some(
+                importer.panicked(&why, "The next import starts a new one."),
+            ));
         }
     };
     let read_text = move || {

@@ -22,11 +22,12 @@ use crate::panels::generate::run_state::{Download, Figures, Phase, RunState, Sho
 use crate::panels::generate::view_model::{
     backend_status, defaults, ids, visible, GenerateForm, SHOWN,
 };
+use crate::panels::panel_head;
 use crate::shell::url;
 use crate::shell::web::{download, read_chosen_file};
 use crate::widgets::chart::mirror_table;
 use crate::widgets::field::{chosen, options, Choice, Field, TextArea};
-use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
+use crate::widgets::form::{problem_at, problems_of, Form};
 use crate::widgets::knobs::{knob_fields, knob_labels, more_controls};
 use crate::worker::protocol::PanelWorker;
 use crate::worker::protocol::{download_words, Event, Job};
@@ -147,17 +148,8 @@ pub fn GeneratePanel() -> impl IntoView {
     }
 
     view! {
-        <section
-            class="panel"
-            id="generate"
-            aria-labelledby="generate-title"
-            data-state=move || phase.get().key()
-        >
-            <h2 id="generate-title">"Generate"</h2>
-            <p>
-                "Run the tiny model on a prompt with the same policy, one token at a time. The model runs on WebGPU when the browser has it, and otherwise on the CPU reference; the line below names which."
-            </p>
-            <ProblemSummary problems=problems/>
+        <section class="panel" id="generate" aria-labelledby="generate-title" data-state=move || phase.get().key()>
+            {panel_head("generate", "Generate", "Run the tiny model on a prompt with the same policy, one token at a time. The model runs on WebGPU when the browser has it, and otherwise on the CPU reference; the line below names which.", None, Some(problems))}
             <form class="controls" on:submit=move |ev| {
                 ev.prevent_default();
                 start_run();

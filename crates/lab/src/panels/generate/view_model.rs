@@ -145,12 +145,7 @@ impl Form for GenerateForm {
     /// Reads every field, so that every bad one is named at once.
     fn check(&self) -> Result<GenerateRequest, Problems> {
         let mut problems = Problems::default();
-        if self.prompt.trim().is_empty() {
-            problems.add(
-                "gen-prompt",
-                "Type a prompt: the model needs at least one token to start from.",
-            );
-        }
+        problems.prompt("gen-prompt", &self.prompt);
         let max_tokens = problems.field(
             "gen-max",
             whole_in(&self.max_tokens, "Max new tokens", 1, u64::MAX),

@@ -9,6 +9,7 @@ use report::Cell;
 use crate::panels::kv_cache::view_model::{
     allocation_note, chart_rows, compute, grouped, ChartRow, KvForm, KvView, Preset,
 };
+use crate::panels::panel_head;
 use crate::shell::url;
 use crate::widgets::chart::{Bar, BarChart, Layout};
 use crate::widgets::controls::hidden;
@@ -114,10 +115,7 @@ pub fn KvPanel() -> impl IntoView {
 
     view! {
         <section class="panel" aria-labelledby="kv-cache-title">
-            <h2 id="kv-cache-title">"KV-cache memory"</h2>
-            <p>
-                "Every decoder layer keeps a key and a value vector per KV head for every cached token of every active sequence. Name each symbol with its unit, substitute, and check the result a second way."
-            </p>
+            {panel_head("kv-cache", "KV-cache memory", "Every decoder layer keeps a key and a value vector per KV head for every cached token of every active sequence. Name each symbol with its unit, substitute, and check the result a second way.", None, None)}
             {preset_message}
             {notes}
             <ProblemSummary problems=problems/>

@@ -38,16 +38,38 @@ pub const TOLERANCE: f64 = 1e-12;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-/// The form as the learner typed it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct KvForm {
-    pub layers: String,
-    pub batch: String,
-    pub seq_len: String,
-    pub kv_heads: String,
-    pub head_dim: String,
-    pub bytes_per_value: String,
+/// The formula's six dimensions, in the order of [`FIELDS`]: as typed ([`KvForm`]) or as
+/// read ([`KvShape`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Dims<T> {
+    pub layers: T,
+    pub batch: T,
+    pub seq_len: T,
+    pub kv_heads: T,
+    pub head_dim: T,
+    pub bytes_per_value: T,
 }
+
+impl<T> Dims<T> {
+    /// The dimensions in the order of [`FIELDS`].
+    fn from_array(dims: [T; 6]) -> Dims<T> {
+        let [layers, batch, seq_len, kv_heads, head_dim, bytes_per_value] = dims;
+        Dims {
+            layers,
+            batch,
+            seq_len,
+            kv_heads,
+            head_dim,
+            bytes_per_value,
+        }
+    }
+}
+
+/// The form as the learner typed it.
+pub type KvForm = Dims<String>;
+
+/// The six inputs of the formula.
+pub type KvShape = Dims<u64>;
 
 /// One field of the form: its URL key, its input's id, its name in messages and its default
 /// (Llama-3-8B at 4096 tokens in fp16).
@@ -103,22 +125,9 @@ fn dimension(text: &str, spec: &FieldSpec) -> Result<u64, FieldError> {
     whole_in(text, spec.name, 1, u64::MAX)
 }
 
-impl KvForm {
-    /// The form from its texts, in the order of [`FIELDS`].
-    fn from_texts(t: [String; 6]) -> KvForm {
-        let [layers, batch, seq_len, kv_heads, head_dim, bytes_per_value] = t;
-        KvForm {
-            layers,
-            batch,
-            seq_len,
-            kv_heads,
-            head_dim,
-            bytes_per_value,
-        }
-    }
-
+impl Dims<String> {
     fn from_values(v: [u64; 6]) -> KvForm {
-        KvForm::from_texts(v.map(|x| x.to_string()))
+        Dims::from_array(v.map(|x| x.to_string()))
     }
 
     fn texts(&self) -> [&str; 6] {
@@ -154,7 +163,7 @@ impl Form for KvForm {
     fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> (KvForm, Problems) {
         let defaults = FIELDS.map(|f| f.default.to_string());
         let texts = texts_from_pairs(FIELDS.map(|f| f.key), defaults, pairs);
-        (KvForm::from_texts(texts), Problems::default())
+        (Dims::from_array(texts), Problems::default())
     }
 
     /// The pairs to write to the URL, every field trimmed.
@@ -171,17 +180,7 @@ impl Form for KvForm {
                 *value = v;
             }
         }
-        let [layers, batch, seq_len, kv_heads, head_dim, bytes_per_value] = values;
-        problems.or(|| {
-            Some(KvShape {
-                layers,
-                batch,
-                seq_len,
-                kv_heads,
-                head_dim,
-                bytes_per_value,
-            })
-        })
+        problems.or(|| Some(Dims::from_array(values)))
     }
 }
 
@@ -191,18 +190,7 @@ impl Default for KvForm {
     }
 }
 
-/// The six inputs of the formula.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct KvShape {
-    pub layers: u64,
-    pub batch: u64,
-    pub seq_len: u64,
-    pub kv_heads: u64,
-    pub head_dim: u64,
-    pub bytes_per_value: u64,
-}
-
-impl KvShape {
+impl Dims<u64> {
     fn factors(&self) -> [u64; 7] {
         [
             2,
@@ -653,7 +641,7 @@ mod tests {
             let i = FIELDS.iter().position(|f| f.id == field).unwrap();
             let mut texts = KvForm::default().texts().map(String::from);
             texts[i] = text.to_string();
-            let problems = compute(&KvForm::from_texts(texts)).unwrap_err();
+            let problems = compute(&Dims::from_array(texts)).unwrap_err();
             assert_eq!(problems.len(), 1, "{problems:?}");
             problems
                 .of(field)

@@ -7,11 +7,12 @@ use leptos::prelude::*;
 use report::Cell;
 
 use crate::panels::memory::view_model::{compute, gb, LedgerForm, LedgerView, VERDICT};
+use crate::panels::panel_head;
 use crate::shell::url;
 use crate::widgets::chart::{Bar, BarChart, Layout, Mark};
 use crate::widgets::controls::hidden;
 use crate::widgets::field::Field;
-use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
+use crate::widgets::form::{problem_at, problems_of, Form};
 
 #[component]
 pub fn LedgerPanel() -> impl IntoView {
@@ -83,11 +84,7 @@ pub fn LedgerPanel() -> impl IntoView {
 
     view! {
         <section class="panel" aria-labelledby="memory-title">
-            <h2 id="memory-title">"GPU memory ledger"</h2>
-            <p>
-                "Change the microbatch size and watch a simplified training-memory budget: weights, gradients and optimizer state are fixed; activations grow with every sample and accumulate block by block. A block is resident while everything up to it fits under the device less its reserve."
-            </p>
-            <ProblemSummary problems=problems/>
+            {panel_head("memory", "GPU memory ledger", "Change the microbatch size and watch a simplified training-memory budget: weights, gradients and optimizer state are fixed; activations grow with every sample and accumulate block by block. A block is resident while everything up to it fits under the device less its reserve.", None, Some(problems))}
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 <Field id="memory-mb" problem=problem("memory-mb") label="Microbatch (samples)" hint="Samples per step; activations scale with it." value=microbatch.into() set=set_microbatch inputmode="numeric"/>
                 <Field id="memory-w" problem=problem("memory-w") label="Weights, gradients and optimizer (GB)" hint="Fixed whatever the microbatch. The chapter: 3.2 GB." value=fixed.into() set=set_fixed/>

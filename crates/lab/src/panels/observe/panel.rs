@@ -12,6 +12,7 @@ use wasm_bindgen::JsCast;
 use crate::link::PanelLink;
 use crate::observer::protocol::{Input, ObserveDisplay, Observer, ObserverEvent, Source};
 use crate::panels::observe::view_model::{News, ObserveRun, BASELINE_KEY, DEMO_KEY};
+use crate::panels::panel_head;
 use crate::shell::url;
 use crate::widgets::controls::hidden;
 
@@ -167,11 +168,7 @@ pub fn ObservePanel() -> impl IntoView {
 
     view! {
         <section class="panel observe" aria-labelledby="observe-title">
-            <h2 id="observe-title">"Observe"</h2>
-            <p>
-                "Join run records and their mature outcomes by exact version, then by slice: service health, input quality, predictions and outcomes; compare each version with a baseline, slice by slice, and read the verdict the playbook gives, with its rollback target. The rare slice is judged on its own, so an aggregate that improves cannot hide it."
-            </p>
-            <div class="terms" inner_html=TERMS></div>
+            {panel_head("observe", "Observe", "Join run records and their mature outcomes by exact version, then by slice: service health, input quality, predictions and outcomes; compare each version with a baseline, slice by slice, and read the verdict the playbook gives, with its rollback target. The rare slice is judged on its own, so an aggregate that improves cannot hide it.", Some(TERMS), None)}
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 <div class="field" hidden=hidden("obs-runs", "Run logs", None, Some(runs_problem.into()))>
                     <label for="obs-runs">"Run logs (JSONL run records, or .jsonl.gz)"</label>

@@ -10,6 +10,7 @@
 
 use leptos::prelude::*;
 
+use crate::panels::panel_head;
 use crate::panels::step::distribution_chart::Distribution;
 use crate::panels::step::draw_strip::DrawStrip;
 use crate::panels::step::view_model::{
@@ -19,7 +20,7 @@ use crate::shell::url;
 use crate::widgets::chart::mirror_table;
 use crate::widgets::controls::hidden;
 use crate::widgets::field::Field;
-use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary, Problems};
+use crate::widgets::form::{problem_at, problems_of, Form, Problems};
 use crate::widgets::knobs::{knob_fields, knob_labels, more_controls};
 use crate::worker::protocol::PanelWorker;
 use crate::worker::protocol::{download_words, EngineColumn, Event, Job, Stepped};
@@ -115,13 +116,10 @@ pub fn StepPanel() -> impl IntoView {
             (*result).map_err(|r| (step_field(&r.field), r.message)),
         )),
         Event::Failed(message) => model_status.set(Some((false, message))),
-        Event::Panicked(message) => {
-            worker.discard();
-            model_status.set(Some((
-                false,
-                format!("The model worker hit an internal error and stopped: {message}. Ask again to start a new one."),
-            )));
-        }
+        Event::Panicked(message) => model_status.set(Some((
+            false,
+            worker.panicked(&message, "Ask again to start a new one."),
+        ))),
         // Answers to jobs this panel never sends.
         _ => {}
     };
@@ -215,11 +213,7 @@ pub fn StepPanel() -> impl IntoView {
 
     view! {
         <section class="panel" aria-labelledby="step-title">
-            <h2 id="step-title">"Decoding step"</h2>
-            <p>
-                "Start from the logits at the newest position (and, for the penalties, the tokens before it), shape the distribution with temperature, top-k, top-p, min-p and every other stage under More controls, then sample with a seeded generator. Each stage below is drawn as bars and listed as a table."
-            </p>
-            <ProblemSummary problems=problems/>
+            {panel_head("step", "Decoding step", "Start from the logits at the newest position (and, for the penalties, the tokens before it), shape the distribution with temperature, top-k, top-p, min-p and every other stage under More controls, then sample with a seeded generator. Each stage below is drawn as bars and listed as a table.", None, Some(problems))}
             <form class="controls" on:submit=|ev| ev.prevent_default()>
                 <Field id="logits" problem=problem("logits") label="Logits" hint="Comma-separated scores, one per token id." value=logits.into() set=set_logits inputmode="text"/>
                 <div class="field" hidden=hidden("logits", "Or a prompt, scored by the model", None, None)>

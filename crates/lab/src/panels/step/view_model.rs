@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use policy::chain::TEMPERATURE_LAST_CHAIN;
 use policy::{Policy, Sampler, KNOBS, KNOB_COUNT};
 
 pub use crate::worker::protocol::{Row, Segment, StageView, StepInput, StepView};
@@ -33,19 +34,9 @@ pub struct StepForm {
     pub policy: KnobTexts,
 }
 
-/// The samplers the decoding-step form's chain editor orders (the penalties and DRY keep
-/// their place at the front, where they read the context).
-pub const STEP_SAMPLERS: [Sampler; 9] = [
-    Sampler::TopNSigma,
-    Sampler::TopK,
-    Sampler::Typical,
-    Sampler::TopP,
-    Sampler::MinP,
-    Sampler::Epsilon,
-    Sampler::Eta,
-    Sampler::Xtc,
-    Sampler::Temperature,
-];
+/// The samplers the decoding-step form's chain editor orders: llama.cpp's chain less the
+/// penalties and DRY, which keep their place at the front, where they read the context.
+pub const STEP_SAMPLERS: &[Sampler] = TEMPERATURE_LAST_CHAIN.split_at(2).1;
 
 /// The knobs the panel shows before "More controls", in order.
 pub const SHOWN: [&str; 6] = ["engine", "order", "temperature", "top-k", "top-p", "min-p"];
@@ -473,6 +464,14 @@ mod tests {
 
     fn run_conformance(form: &StepForm) -> Option<Stepped> {
         stepped(form).ok()
+    }
+
+    #[test]
+    fn the_chain_editor_orders_every_sampler_but_those_that_read_the_context() {
+        assert_eq!(STEP_SAMPLERS.len(), 9);
+        assert!(!STEP_SAMPLERS.contains(&Sampler::Penalties));
+        assert!(!STEP_SAMPLERS.contains(&Sampler::Dry));
+        assert_eq!(STEP_SAMPLERS.last(), Some(&Sampler::Temperature));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use leptos::prelude::*;
 
 use crate::js::now_ms;
+use crate::panels::panel_head;
 use crate::panels::your_turn::view_model::{
     knob_names, policy_defaults, verdict, ExerciseForm, Prediction, Results, Summary, HINT,
     NOT_SHOWN, QUESTION, REASONING,
@@ -15,7 +16,7 @@ use crate::panels::your_turn::view_model::{
 use crate::shell::url;
 use crate::widgets::chart::{mirror_table, walk_notes};
 use crate::widgets::field::{Field, TextArea};
-use crate::widgets::form::{problem_at, problems_of, Form, ProblemSummary};
+use crate::widgets::form::{problem_at, problems_of, Form};
 use crate::widgets::knobs::more_controls;
 use crate::worker::protocol::{download_words, Event, Finished, Job, PanelWorker, TOP_K};
 
@@ -84,14 +85,7 @@ pub fn YourTurnPanel() -> impl IntoView {
         policy: knobs.map(|k| k.get()),
     });
 
-    // The fields in the URL whenever they change (not on creation: opening the panel
-    // should not add a history entry).
-    Effect::new(move |written: Option<()>| {
-        let pairs = form.get().to_pairs();
-        if written.is_some() {
-            url::write(&pairs);
-        }
-    });
+    url::follow(move || form.get().to_pairs());
     let checked = Memo::new(move |_| form.get().check());
     let problems = problems_of(None, checked);
     let problem = problem_at(problems);
@@ -139,12 +133,9 @@ pub fn YourTurnPanel() -> impl IntoView {
             }
         },
         Event::Failed(message) => phase.set(Phase::Failed(message)),
-        Event::Panicked(message) => {
-            worker.discard();
-            phase.set(Phase::Failed(format!(
-                "The model worker hit an internal error and stopped: {message}. Run again to start a new one."
-            )));
-        }
+        Event::Panicked(message) => phase.set(Phase::Failed(
+            worker.panicked(&message, "Run again to start a new one."),
+        )),
         // Answers to jobs this panel never sends.
         _ => {}
     };
@@ -243,15 +234,8 @@ pub fn YourTurnPanel() -> impl IntoView {
     };
 
     view! {
-        <section
-            class="panel your-turn"
-            id="your-turn"
-            aria-labelledby="your-turn-title"
-            data-state=move || phase.get().key()
-        >
-            <h2 id="your-turn-title">"Your turn"</h2>
-            <p>"Pause and predict before revealing the answer."</p>
-            <ProblemSummary problems=problems/>
+        <section class="panel your-turn" id="your-turn" aria-labelledby="your-turn-title" data-state=move || phase.get().key()>
+            {panel_head("your-turn", "Your turn", "Pause and predict before revealing the answer.", None, Some(problems))}
             <form class="yt-form" on:submit=move |ev| {
                 ev.prevent_default();
                 start_run();

@@ -162,12 +162,7 @@ impl Form for ExerciseForm {
     /// against its input's id.
     fn check(&self) -> Result<Exercise, Problems> {
         let mut problems = Problems::default();
-        if self.prompt.trim().is_empty() {
-            problems.add(
-                "yt-prompt",
-                "Type a prompt: the model needs at least one token to start from.",
-            );
-        }
+        problems.prompt("yt-prompt", &self.prompt);
         let seeds = problems.field(
             "yt-n",
             whole_in(&self.seeds, "Seeds per temperature", 1, MAX_SEEDS),
