@@ -620,9 +620,13 @@ struct PipelineArgs {
     /// A whole number, or `fresh`.
     #[arg(long, default_value = "7", value_parser = parse_seed, allow_hyphen_values = true)]
     seed: SeedArg,
-    /// Print JSON (the only output format; accepted for symmetry with `choose`).
-    #[arg(long)]
+    /// Print JSON (the default; accepted for symmetry with `choose`).
+    #[arg(long, conflicts_with = "markdown")]
     json: bool,
+    /// Print the step as Markdown instead: a section per stage (what it does, its takeaway,
+    /// its cut-off, a table of the tokens it holds or removed), then the draw.
+    #[arg(long)]
+    markdown: bool,
 }
 
 /// Which forward pass runs the model, shared by `generate` and `replay`.
@@ -846,8 +850,13 @@ fn run_pipeline(args: &PipelineArgs) -> Result<String, CliError> {
         &mut rng,
         Snapshots::Record,
     )?;
-    let model = policy::model_view(&logits, outcome.token)?;
     let stages = outcome.stages.clone().unwrap_or_default();
+    if args.markdown {
+        let views = policy::step_report::spread(&stages, logits.len());
+        let parts = policy::step_report::step_parts(&views, &outcome, seed);
+        return Ok(report::markdown(&parts).trim_end().to_string());
+    }
+    let model = policy::model_view(&logits, outcome.token)?;
     let last = stages
         .last()
         .map(|s| s.tokens.as_slice())

@@ -107,6 +107,52 @@ fn pipeline_prints_stages_final_and_token() {
     );
 }
 
+/// `--markdown` writes the same step as `--json`: a section per stage whose table states
+/// each token's probability as the JSON's snapshot has it (to four decimals), the token
+/// top-k removed marked with what it would have had, then the draw.
+#[test]
+fn pipeline_markdown_is_the_json_step_as_sections_and_tables() {
+    let args = ["pipeline", "--logits=-1.5,0.2,3", "--top-k", "2"];
+    let out = json(&args, None);
+    let text = stdout(&[&args[..], &["--markdown"]].concat());
+    let sections: Vec<&str> = text.split("\n## ").skip(1).collect();
+    assert_eq!(sections.len(), 3);
+    let stages = out["stages"].as_array().unwrap();
+    let titles: Vec<&str> = std::iter::once(text.lines().next().unwrap().trim_start_matches("## "))
+        .chain(sections.iter().map(|s| s.lines().next().unwrap()))
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            "After constraints",
+            "After temperature",
+            "After top-k",
+            "The draw"
+        ]
+    );
+    let bodies: Vec<&str> = std::iter::once(text.split("\n## ").next().unwrap())
+        .chain(sections.iter().copied())
+        .collect();
+    for (stage, body) in stages.iter().zip(&bodies) {
+        for token in stage["tokens"].as_array().unwrap() {
+            let row = format!(
+                "| {} | {:.4} | {:.4} | kept | — |",
+                token["id"],
+                token["logit"].as_f64().unwrap(),
+                token["prob"].as_f64().unwrap()
+            );
+            assert!(body.contains(&row), "{row} not in\n{body}");
+        }
+    }
+    // Top-k 2 removed token 0: before it, its share of e^-1.5, e^0.2, e^3; had it been
+    // kept, that over the mass of the two kept.
+    let weights = [-1.5f64, 0.2, 3.0].map(f64::exp);
+    let all: f64 = weights.iter().sum();
+    let unkept = (weights[0] / all) / ((weights[1] + weights[2]) / all);
+    assert!(bodies[2].contains(&format!("| 0 | — | 0.0000 | removed here | {unkept:.4} |")));
+    assert!(bodies[3].contains(&format!("Chosen token: {} with probability", out["token"])));
+}
+
 #[test]
 fn bad_input_is_named_and_exits_non_zero() {
     for (args, message) in [

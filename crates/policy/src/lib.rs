@@ -56,6 +56,7 @@ pub mod rng;
 mod sequences;
 mod shortest;
 pub mod speculative;
+pub mod step_report;
 pub mod version;
 
 pub use chain::{parse_samplers, Sampler};

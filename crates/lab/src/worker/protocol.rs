@@ -264,31 +264,9 @@ pub struct StepInput {
     pub seed: u64,
 }
 
-/// One row of a distribution chart and of its table: every token of the vocabulary.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    pub id: u32,
-    /// `None` when the token was removed by an earlier stage.
-    pub logit: Option<f64>,
-    pub prob: f64,
-    /// For a token this very stage removed: the probability it would have had if kept (its
-    /// probability before the stage over the mass the stage kept), drawn as a hollow dashed bar.
-    pub unkept: Option<f64>,
-}
-
-/// The distribution after one stage.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StageView {
-    pub label: String,
-    /// What the stage does, in one line.
-    pub explanation: String,
-    pub survivors: usize,
-    pub rows: Vec<Row>,
-    /// For a stage that cut by likelihood ([`policy::Stage::cuts_by_likelihood`]) and
-    /// removed something: the lowest probability it kept. Every token it removed would have
-    /// had at most this much.
-    pub cut_off: Option<f64>,
-}
+/// A stage's distribution over the whole vocabulary, and one token's row in it: the
+/// policy's own ([`policy::step_report`]), which the CLI's `pipeline --markdown` writes too.
+pub use policy::step_report::{StageView, TokenRow as Row};
 
 /// One survivor of the final distribution as the interval of [0, 1) whose draws choose it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,6 +1,6 @@
 //! The decoding-step panel's step, in the model worker ([`Job::Step`]): one
-//! [`policy::step`] with every stage's snapshot, spread over the whole vocabulary as
-//! [`StageView`] rows (a token an earlier stage removed keeps its row, at probability 0),
+//! [`policy::step`] with every stage's snapshot, spread over the whole vocabulary
+//! ([`policy::step_report::spread`]),
 //! the draw laid along [0, 1), the line the chapter's `decode.py` prints for the same
 //! settings where it can express them, and the same settings under every engine
 //! ([`policy::conformance`]). The page only checks the form and draws what comes back.
@@ -11,9 +11,7 @@ use policy::chapter::{self, Argpartition};
 use policy::{NumpyRng, Policy, PolicyError, Snapshots, StepContext};
 use report::sentence;
 
-use crate::worker::protocol::{
-    EngineColumn, Row, Segment, StageView, StepInput, StepRefused, StepView, Stepped,
-};
+use crate::worker::protocol::{EngineColumn, Segment, StepInput, StepRefused, StepView, Stepped};
 
 /// Runs one policy step for the checked form. A problem the policy finds only when it runs
 /// (a temperature or bias that takes a logit beyond the range of a float) is refused at the
@@ -42,60 +40,7 @@ pub fn step(input: &StepInput) -> Result<Stepped, StepRefused> {
         .last()
         .map(|last| strip(&last.tokens))
         .unwrap_or_default();
-    let mut before: Option<&policy::StageSnapshot> = None;
-    let mut views = Vec::with_capacity(stages.len());
-    for stage in &stages {
-        let mut rows: Vec<Row> = (0..logits.len() as u32)
-            .map(|id| Row {
-                id,
-                logit: None,
-                prob: 0.0,
-                unkept: None,
-            })
-            .collect();
-        for t in &stage.tokens {
-            rows[t.id as usize] = Row {
-                id: t.id,
-                logit: Some(t.logit),
-                prob: t.prob,
-                unkept: None,
-            };
-        }
-        let removed = before.is_some_and(|b| b.tokens.len() > stage.tokens.len());
-        if let (Some(before), true) = (before, removed) {
-            // Only a filter removes: the tokens it kept keep their logits, and its mass is
-            // theirs before it.
-            let kept: f64 = before
-                .tokens
-                .iter()
-                .filter(|t| rows[t.id as usize].logit.is_some())
-                .map(|t| t.prob)
-                .sum();
-            for t in &before.tokens {
-                let row = &mut rows[t.id as usize];
-                if row.logit.is_none() && kept > 0.0 {
-                    row.unkept = Some(t.prob / kept);
-                }
-            }
-        }
-        views.push(StageView {
-            label: stage.stage.label().to_string(),
-            explanation: stage.stage.explanation().to_string(),
-            survivors: stage.survivors,
-            cut_off: (removed && stage.stage.cuts_by_likelihood())
-                .then(|| {
-                    stage
-                        .tokens
-                        .iter()
-                        .map(|t| t.prob)
-                        .fold(f64::INFINITY, f64::min)
-                })
-                .filter(|p| p.is_finite()),
-            rows,
-        });
-        before = Some(stage);
-    }
-    let stages = views;
+    let stages = policy::step_report::spread(&stages, logits.len());
     // `decode.py` knows temperature and top-k alone (either order gives its draw: top-k
     // keeps the same tokens before or after scaling).
     let chapter = Policy {

@@ -7,39 +7,18 @@
 //! and the rest as one bar, and lists every token in a table under a disclosure.
 
 use leptos::prelude::*;
+use policy::step_report::STAGE_HEADERS as HEADERS;
 use report::{Cell, Row};
 
-use crate::panels::step::view_model::{Row as TokenRow, StageView};
+use crate::panels::step::view_model::{Bars, Row as TokenRow, StageView};
 use crate::widgets::chart::{body_rows, mirror_table, Bar, BarChart, Layout, Mark};
 
-const HEADERS: &[&str] = &[
-    "Token",
-    "Logit",
-    "Probability",
-    "Status",
-    "Had it been kept",
-];
-
-/// A token's bar class and its cells after its id: logit, probability, status, and what it
-/// would have had had this stage kept it.
-fn cells(row: &TokenRow) -> (&'static str, Vec<Cell>) {
-    let (logit, class, status) = match row.logit {
-        Some(l) => (Cell::number(format!("{l:.4}"), l), "bar", "kept"),
-        None => (Cell::text("—"), "bar removed", "removed"),
-    };
-    let (unkept, status) = match row.unkept {
-        Some(p) => (Cell::number(show(p), p), "removed here"),
-        None => (Cell::text("—"), status),
-    };
-    (
-        class,
-        vec![
-            logit,
-            Cell::number(show(row.prob), row.prob),
-            Cell::text(status),
-            unkept,
-        ],
-    )
+/// The bar's class of a token: hollow and dashed when removed.
+fn bar_class(row: &TokenRow) -> &'static str {
+    match row.logit {
+        Some(_) => "bar",
+        None => "bar removed",
+    }
 }
 
 /// Probabilities are shown to this many decimals; the table cells carry full precision in
@@ -77,10 +56,9 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
     let mut bars: Vec<Bar> = shown
         .iter()
         .map(|row| {
-            let (class, cells) = cells(row);
             let bar = Bar::new(row.id.to_string(), row.unkept.unwrap_or(row.prob))
                 .sound(row.prob)
-                .class(class)
+                .class(bar_class(row))
                 .row_class(match (row.logit.is_some(), Some(row.id) == top) {
                     (true, true) => "kept top",
                     (true, false) => "kept",
@@ -91,7 +69,7 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
                 } else {
                     "removed tokens"
                 });
-            cells.into_iter().fold(bar, Bar::cell)
+            row.cells().into_iter().fold(bar, Bar::cell)
         })
         .collect();
     // The tokens past the tallest bars, as one bar and one row; every token keeps its own
@@ -115,13 +93,10 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
         let rows = stage
             .rows
             .iter()
-            .map(|row| {
-                let (_, cells) = cells(row);
-                Row {
-                    class: Some(if row.logit.is_some() { "kept" } else { "removed" }.into()),
-                    header: row.id.to_string(),
-                    cells,
-                }
+            .map(|row| Row {
+                class: Some(if row.logit.is_some() { "kept" } else { "removed" }.into()),
+                header: row.id.to_string(),
+                cells: row.cells(),
             })
             .collect::<Vec<_>>();
         let count = rows.len();

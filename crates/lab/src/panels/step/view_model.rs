@@ -311,23 +311,18 @@ pub struct Rest {
     pub unkept: Option<f64>,
 }
 
-impl StageView {
-    /// The most probable token the stage kept (the lowest id among equals).
-    pub fn top(&self) -> Option<&Row> {
-        self.rows
-            .iter()
-            .filter(|r| r.logit.is_some())
-            .fold(None::<&Row>, |best, r| match best {
-                Some(b) if b.prob >= r.prob => Some(b),
-                _ => Some(r),
-            })
-    }
-
+/// How a stage chart draws its rows (a lab's choice, not the policy's: the policy's
+/// [`StageView`] holds every token).
+pub trait Bars {
     /// The rows the chart draws one bar each, in id order, and the rest as one: every row
     /// when there are at most [`MOST_BARS`]; else the `MOST_BARS - 1` tallest bars (a
     /// removed token stands as tall as what it would have had; the lower id first among
     /// equals).
-    pub fn shown(&self) -> (Vec<&Row>, Option<Rest>) {
+    fn shown(&self) -> (Vec<&Row>, Option<Rest>);
+}
+
+impl Bars for StageView {
+    fn shown(&self) -> (Vec<&Row>, Option<Rest>) {
         if self.rows.len() <= MOST_BARS {
             return (self.rows.iter().collect(), None);
         }
@@ -344,35 +339,6 @@ impl StageView {
             unkept: (!unkept.is_empty()).then(|| unkept.iter().sum()),
         };
         (ranked, Some(rest))
-    }
-
-    /// The chart's takeaway, from its rows: the most probable token after the stage and its
-    /// share of the probability, then what the stage removed: "After top-k, token 2 has
-    /// 61.2 %, and token 1 was removed."
-    pub fn takeaway(&self) -> String {
-        let label = &self.label;
-        let top = self.top();
-        let removed: Vec<String> = self
-            .rows
-            .iter()
-            .filter(|r| r.unkept.is_some())
-            .map(|r| r.id.to_string())
-            .collect();
-        let mut text = match top {
-            Some(r) => format!("After {label}, token {} has {:.1} %", r.id, 100.0 * r.prob),
-            None => format!("After {label}, no token is left"),
-        };
-        // One short sentence, with no second naming of the stage, so that the takeaway
-        // reads at grade 9 or below.
-        text += &match removed.as_slice() {
-            [] => ", and no token was removed.".to_string(),
-            [one] => format!(", and token {one} was removed."),
-            [init @ .., last] if removed.len() <= 5 => {
-                format!(", and tokens {} and {last} were removed.", init.join(", "))
-            }
-            many => format!(", and {} tokens were removed.", many.len()),
-        };
-        text
     }
 }
 
