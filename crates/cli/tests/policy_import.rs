@@ -86,6 +86,56 @@ fn a_request_body_runs_as_the_flags_it_says_with_its_seed_and_length() {
     assert_eq!(seeded["config"]["policy"]["temperature"], 0.9);
 }
 
+/// A vLLM body's `bad_words` run under vLLM's own rule (the generated tokens alone), as the
+/// token-id sequences the tokenizer finds for each word with and without a leading space:
+/// the same run as those sequences typed as flags. (vLLM was refused bad words before.)
+#[test]
+fn a_vllm_body_with_bad_words_runs_as_their_sequences() {
+    let body = scratch(
+        "bad_words.json",
+        r#"{"bad_words": ["the"], "temperature": 0, "max_tokens": 12}"#,
+    );
+    let args = ["generate", "--prompt", "Once upon a time", "--json"];
+    let imported = record(&[&args[..], &["--policy-from", body.to_str().unwrap()]].concat());
+    let words = imported["config"]["policy"]["bad_words"]
+        .as_array()
+        .unwrap();
+    assert_eq!(words.len(), 2, "\"the\" and \" the\": {words:?}");
+    let flag = words
+        .iter()
+        .map(|w| {
+            let ids: Vec<String> = w
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|id| id.to_string())
+                .collect();
+            ids.join(",")
+        })
+        .collect::<Vec<_>>()
+        .join(";");
+    let typed = record(
+        &[
+            &args[..],
+            &[
+                "--engine",
+                "vllm",
+                "--temperature",
+                "0",
+                "--max-tokens",
+                "12",
+            ],
+            &["--bad-words", &flag],
+        ]
+        .concat(),
+    );
+    assert_eq!(tokens(&imported), tokens(&typed));
+    // A one-token bad word is banned at every step.
+    for word in words.iter().filter(|w| w.as_array().unwrap().len() == 1) {
+        assert!(!tokens(&imported).contains(&word[0].as_u64().unwrap()));
+    }
+}
+
 #[test]
 fn every_field_read_is_listed_with_what_it_became() {
     let config = workspace()

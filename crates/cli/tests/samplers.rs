@@ -459,6 +459,10 @@ fn sequences_and_several_eos_ids() {
             &["--engine", "llama.cpp", "--bad-words", "1"][..],
             "llama.cpp does not take 1 bad words",
         ),
+        (
+            &["--engine", "vllm", "--sequence-bias", "1:2"][..],
+            "vllm does not take 1 sequence biases: it takes no sequence bias",
+        ),
     ] {
         fails_with(
             &[&["pipeline", "--logits", "1,1,1"][..], flags].concat(),
@@ -507,6 +511,30 @@ fn sequences_and_several_eos_ids() {
 
 /// `--min-keep`: Hugging Face's top-k keeps max(k, min_keep), llama.cpp's top-k ignores it,
 /// and vLLM, which has no such setting, refuses it by name. A run records it and replays.
+/// vLLM v1's bad words match the generated tokens alone
+/// (`vllm/v1/sample/ops/bad_words.py`): a prompt that ends with a word's prefix bans
+/// nothing under vLLM and bans the word's last token under Hugging Face; once the prefix is
+/// generated, both ban it.
+#[test]
+fn vllm_bad_words_match_the_output_alone() {
+    let step = |engine: &str, prompt_len: &str| {
+        kept(&pipeline(&[
+            "--engine",
+            engine,
+            "--bad-words",
+            "0,1",
+            "--context",
+            "0",
+            "--prompt-len",
+            prompt_len,
+        ]))
+    };
+    assert_eq!(step("vllm", "1"), [0, 1, 2]);
+    assert_eq!(step("hf", "1"), [0, 2]);
+    assert_eq!(step("vllm", "0"), [0, 2]);
+    assert_eq!(step("hf", "0"), [0, 2]);
+}
+
 #[test]
 fn min_keep_follows_the_engine_and_is_recorded() {
     let hf = pipeline(&["--engine", "hf", "--top-k", "1", "--min-keep", "2"]);

@@ -159,7 +159,9 @@ impl Engine {
             ),
             "no-repeat-ngram" => ("", "", "no n-gram ban", "no n-gram ban"),
             "min-new-tokens" => ("", "", "no minimum of new tokens", ""),
-            "bad-words" | "sequence-bias" => ("", "", SEQUENCES, SEQUENCES),
+            // vLLM takes any bad words (matched against the output alone: `sequences.rs`).
+            "bad-words" => ("", "", SEQUENCES, ""),
+            "sequence-bias" => ("", "", SEQUENCES, "no sequence bias"),
             "typical" => (TYPICAL, TYPICAL, FINITE, NONE),
             "epsilon-cutoff" | "eta-cutoff" => (CUTOFF, CUTOFF, NONE, NONE),
             "top-n-sigma" => (
@@ -277,18 +279,30 @@ impl Engine {
         }
         self.check_modern(policy)?;
         self.check_mirostat(policy)?;
-        if matches!(self, Engine::LlamaCpp | Engine::Vllm) {
-            let set = [
-                ("bad words", policy.bad_words.len()),
-                ("sequence biases", policy.sequence_bias.len()),
-            ];
-            if let Some((name, n)) = set.into_iter().find(|&(_, n)| n > 0) {
-                return Err(PolicyError::EngineRefuses {
-                    engine: self,
-                    knob: format!("{n} {name}"),
-                    accepts: self.rule("bad-words"),
-                });
-            }
+        // llama.cpp has neither; vLLM v1 has bad words (matched against the output alone:
+        // `crate::sequences`) but no sequence bias.
+        let sequences = [
+            ("bad words", policy.bad_words.len(), "bad-words"),
+            (
+                "sequence biases",
+                policy.sequence_bias.len(),
+                "sequence-bias",
+            ),
+        ];
+        let refused = sequences.into_iter().find(|&(_, n, flag)| {
+            n > 0
+                && match self {
+                    Engine::LlamaCpp => true,
+                    Engine::Vllm => flag == "sequence-bias",
+                    Engine::Lab | Engine::Hf => false,
+                }
+        });
+        if let Some((name, n, flag)) = refused {
+            return Err(PolicyError::EngineRefuses {
+                engine: self,
+                knob: format!("{n} {name}"),
+                accepts: self.rule(flag),
+            });
         }
         if policy.dry_penalty_last_n < -1 {
             return Err(PolicyError::InvalidPenaltyWindow(policy.dry_penalty_last_n));

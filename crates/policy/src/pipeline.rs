@@ -1515,7 +1515,10 @@ impl Stepper {
         // forbidden ids.
         let mut removed: Vec<u32> = policy.forbidden.clone();
         removed.extend(banned_by_ngram(context.tokens, policy.no_repeat_ngram));
-        removed.extend(sequences::banned(&policy.bad_words, context.tokens));
+        removed.extend(sequences::banned(
+            &policy.bad_words,
+            sequences::bad_words_context(policy.engine, context),
+        ));
         if context.generated().len() < policy.min_new_tokens {
             removed.extend(policy.eos_ids());
         }

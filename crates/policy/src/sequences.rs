@@ -6,10 +6,15 @@
 //! when the context (prompt included, as `input_ids` is) ends with the rest of it: a bad
 //! word's last token is then removed, a biased sequence's last token gets the bias.
 //!
+//! vLLM v1's bad words are the same rule over the generated tokens alone: its sampler calls
+//! `apply_bad_words(logits, bad_words_token_ids, output_token_ids)`, and
+//! `vllm/v1/sample/ops/bad_words.py` (at 17daac6) skips a word longer than the output plus
+//! one and bans its last token when the output ends with the rest ([`bad_words_context`]).
+//!
 //! The syntax, shared by `decode-lab --bad-words` and `--sequence-bias`: sequences
 //! separated by `;`, token ids by `,` (`1,2;5`), a bias after `:` (`1,2:-3.5;7:1.0`).
 
-use crate::PolicyError;
+use crate::{Engine, PolicyError, StepContext};
 
 /// Whether a sequence applies now: it is one token long, or `context` ends with all of it
 /// but its last token.
@@ -17,6 +22,15 @@ pub(crate) fn applies(sequence: &[u32], context: &[u32]) -> bool {
     match sequence.split_last() {
         Some((_, prefix)) => context.ends_with(prefix),
         None => false,
+    }
+}
+
+/// The tokens a bad word's prefix is matched against under `engine`: vLLM's generated
+/// tokens alone, every other engine's whole context.
+pub(crate) fn bad_words_context<'a>(engine: Engine, context: StepContext<'a>) -> &'a [u32] {
+    match engine {
+        Engine::Vllm => context.generated(),
+        _ => context.tokens,
     }
 }
 
@@ -107,6 +121,46 @@ mod tests {
             biased(&[(vec![1, 2], -3.5), (vec![4, 4], 1.0)], &[1]),
             [(2, -3.5)]
         );
+    }
+
+    /// vLLM's `_apply_bad_words_single_batch` (`vllm/v1/sample/ops/bad_words.py` at
+    /// 17daac6), line by line: the last tokens it sets to -inf, given the output so far.
+    fn vllm_reference(bad_words: &[Vec<u32>], past: &[u32]) -> Vec<u32> {
+        let mut banned = Vec::new();
+        for word in bad_words {
+            if word.len() > past.len() + 1 {
+                continue;
+            }
+            let prefix_length = word.len() - 1;
+            let last = word[word.len() - 1];
+            let actual = if prefix_length > 0 {
+                &past[past.len() - prefix_length..]
+            } else {
+                &[][..]
+            };
+            if actual == &word[..prefix_length] {
+                banned.push(last);
+            }
+        }
+        banned
+    }
+
+    proptest::proptest! {
+        /// Under vLLM the prompt never completes a bad word; the output alone does, as in
+        /// vLLM's own code. Small ids, so that prefixes match often.
+        #[test]
+        fn vllm_bad_words_match_the_output_alone_as_vllm_does(
+            words in proptest::collection::vec(proptest::collection::vec(0u32..3, 1..4), 0..4),
+            tokens in proptest::collection::vec(0u32..3, 0..8),
+            prompt_len in 0usize..8,
+        ) {
+            let context = StepContext::new(&tokens, prompt_len);
+            let ours = banned(&words, bad_words_context(Engine::Vllm, context));
+            proptest::prop_assert_eq!(ours, vllm_reference(&words, context.generated()));
+            // Every other engine reads the prompt too.
+            let hf = banned(&words, bad_words_context(Engine::Hf, context));
+            proptest::prop_assert_eq!(hf, banned(&words, &tokens));
+        }
     }
 
     #[test]
