@@ -279,6 +279,7 @@ impl Engine {
         }
         self.check_modern(policy)?;
         self.check_mirostat(policy)?;
+        // Any bad words or sequence bias where the table above states a rule for them:
         // llama.cpp has neither; vLLM v1 has bad words (matched against the output alone:
         // `crate::sequences`) but no sequence bias.
         let sequences = [
@@ -289,14 +290,9 @@ impl Engine {
                 "sequence-bias",
             ),
         ];
-        let refused = sequences.into_iter().find(|&(_, n, flag)| {
-            n > 0
-                && match self {
-                    Engine::LlamaCpp => true,
-                    Engine::Vllm => flag == "sequence-bias",
-                    Engine::Lab | Engine::Hf => false,
-                }
-        });
+        let refused = sequences
+            .into_iter()
+            .find(|&(_, n, flag)| n > 0 && self.accepts(flag).is_some());
         if let Some((name, n, flag)) = refused {
             return Err(PolicyError::EngineRefuses {
                 engine: self,

@@ -46,8 +46,9 @@ pub const STAGE_HEADERS: &[&str] = &[
     "Had it been kept",
 ];
 
-/// Probabilities are shown to this many decimals; a cell carries the full figure.
-fn shown(p: f64) -> String {
+/// A probability as the step's tables show it: four decimals (a cell carries the full
+/// figure in its value).
+pub fn shown(p: f64) -> String {
     format!("{p:.4}")
 }
 

@@ -7,7 +7,7 @@
 //! and the rest as one bar, and lists every token in a table under a disclosure.
 
 use leptos::prelude::*;
-use policy::step_report::STAGE_HEADERS as HEADERS;
+use policy::step_report::{self, STAGE_HEADERS as HEADERS};
 use report::{Cell, Row};
 
 use crate::panels::step::view_model::{Bars, Row as TokenRow, StageView};
@@ -21,12 +21,6 @@ fn bar_class(row: &TokenRow) -> &'static str {
     }
 }
 
-/// Probabilities are shown to this many decimals; the table cells carry full precision in
-/// `data-value` so tests can compare exactly.
-fn show(p: f64) -> String {
-    format!("{p:.4}")
-}
-
 #[component]
 pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
     let title = format!("After {}", stage.label);
@@ -35,7 +29,7 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
     if let Some(cut) = stage.cut_off {
         summary += &format!(
             " Its cut-off line is at {}. Removed tokens are hollow dashed bars, drawn at the share they would have had, at or below the line.",
-            show(cut)
+            step_report::shown(cut)
         );
     }
     let marks = stage
@@ -82,13 +76,13 @@ pub fn Distribution(stage: StageView, index: usize) -> impl IntoView {
                 .row_class("rest")
                 .group("the rest")
                 .cell(Cell::text("—"))
-                .cell(Cell::number(show(rest.prob), rest.prob))
+                .cell(Cell::number(step_report::shown(rest.prob), rest.prob))
                 .cell(Cell::text(format!(
                     "{} kept, {} removed",
                     rest.kept,
                     rest.count - rest.kept
                 )))
-                .cell(rest.unkept.map_or(Cell::text("—"), |p| Cell::number(show(p), p))),
+                .cell(rest.unkept.map_or(Cell::text("—"), |p| Cell::number(step_report::shown(p), p))),
         );
         let rows = stage
             .rows
