@@ -173,7 +173,7 @@ test('the full lab writes the embed code for the experiment on screen, and its f
   }
   const fixed = await page.getByTestId('fixed-settings').textContent();
   // Every knob of the policy table the panel offers (issue 34), by the table's labels.
-  assert.match(fixed, /^This experiment varies Temperature\. Fixed: Logits: [^;]+; Engine: lab; Stage order: hf; Top-k: 3; Top-p: 1; Min-p: 0; Seed: 11; Prompt tokens: none; Generated tokens: none; Min keep: 0; Typical-p: 1; ε-cutoff: 0; η-cutoff: 0; Top-nσ: none; XTC probability: 0; XTC threshold: 0\.1; Repetition penalty: 1; .*; Forbidden ids: none; Logit bias: none; Bad words: none; Sequence bias: none; End-of-sequence ids: none; Min new tokens: 0\.$/);
+  assert.match(fixed, /^This experiment varies Temperature\. Fixed: Logits: [^;]+; Engine: lab; Stage order: hf; Top-k: 3; Top-p: 1; Min-p: 0; Seed: 11; Prompt tokens: none; Generated tokens: none; Dynamic temperature range: 0; Dynamic temperature exponent: 1; Min keep: 0; Typical-p: 1; ε-cutoff: 0; η-cutoff: 0; Top-nσ: none; Top-H: none; XTC probability: 0; XTC threshold: 0\.1; Repetition penalty: 1; .*; Forbidden ids: none; Logit bias: none; Bad words: none; Sequence bias: none; End-of-sequence ids: none; Min new tokens: 0\.$/);
   // The learner varies the one control; the step follows.
   await page.locator('#temperature').fill('2');
   await page.waitForURL(/temperature=2/);
@@ -182,7 +182,7 @@ test('the full lab writes the embed code for the experiment on screen, and its f
   await page.goto(`${lab.url}?panel=step&embed=1&show=temprature`);
   const unknown = page.getByRole('alert').filter({ hasText: 'show=' });
   await unknown.waitFor();
-  assert.match(await unknown.textContent(), /"temprature", which this panel does not have\. Its controls: logits, engine, order, temperature, top_k, top_p, min_p, seed, prompt_ids, output_ids, min_keep, /);
+  assert.match(await unknown.textContent(), /"temprature", which this panel does not have\. Its controls: logits, engine, order, temperature, top_k, top_p, min_p, seed, prompt_ids, output_ids, dynatemp_range, dynatemp_exp, min_keep, /);
   assert.deepEqual(errors, []);
   await context.close();
 });

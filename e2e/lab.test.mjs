@@ -52,7 +52,7 @@ const stepPanel = (page) => page.locator('section[aria-labelledby="step-title"]'
 
 const LABELS = {
   constraints: 'constraints', temperature: 'temperature', top_k: 'top-k', top_p: 'top-p', min_p: 'min-p',
-  typical: 'typical', epsilon: 'epsilon', eta: 'eta', top_n_sigma: 'top-n-sigma', xtc: 'xtc',
+  typical: 'typical', epsilon: 'epsilon', eta: 'eta', top_n_sigma: 'top-n-sigma', top_h: 'top-h', xtc: 'xtc',
 };
 
 function assertSameAsCli(onPage, fromCli, vocab) {
@@ -135,13 +135,13 @@ test('the sampler chain reorders with the keyboard, and every engine runs the sa
 
   // Keyboard only: move temperature after top-p. Focus stays on the moved sampler.
   const order = () => page.$$eval('[data-testid="sampler-chain"] li', (items) => items.map((li) => li.dataset.sampler));
-  assert.deepEqual((await order()).slice(0, 4), ['temperature', 'top_n_sigma', 'top_k', 'top_p']);
+  assert.deepEqual((await order()).slice(0, 5), ['temperature', 'top_n_sigma', 'top_h', 'top_k', 'top_p']);
   await step.getByRole('button', { name: 'Move temperature later' }).focus();
-  for (let k = 0; k < 3; k++) {
+  for (let k = 0; k < 4; k++) {
     await page.keyboard.press('Enter');
     await page.waitForFunction((n) => document.querySelectorAll('[data-testid="sampler-chain"] li')[n]?.dataset.sampler === 'temperature', k + 1);
   }
-  assert.deepEqual((await order()).slice(0, 5), ['top_n_sigma', 'top_k', 'top_p', 'temperature', 'min_p']);
+  assert.deepEqual((await order()).slice(0, 6), ['top_n_sigma', 'top_h', 'top_k', 'top_p', 'temperature', 'min_p']);
   assert.equal(await page.evaluate(() => document.activeElement?.id), 'chain-temperature-later');
   await page.waitForURL(/samplers=/);
   const samplers = new URL(page.url()).searchParams.get('samplers');

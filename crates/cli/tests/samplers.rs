@@ -103,8 +103,8 @@ fn bad_chains_are_named() {
     for (extra, says) in [
         (
             vec!["--samplers", "top_k;temp"],
-            "sampler \"temp\" is not known: expected penalties, dry, top_n_sigma, top_k, typ_p, \
-             top_p, min_p, epsilon, eta, xtc or temperature",
+            "sampler \"temp\" is not known: expected penalties, dry, top_n_sigma, top_h, top_k, \
+             typ_p, top_p, min_p, epsilon, eta, xtc or temperature",
         ),
         (vec!["--samplers", ";"], "the sampler list is empty"),
         (

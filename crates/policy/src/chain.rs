@@ -33,6 +33,7 @@ pub enum Sampler {
     Penalties,
     Dry,
     TopNSigma,
+    TopH,
     TopK,
     Typical,
     TopP,
@@ -45,12 +46,13 @@ pub enum Sampler {
 
 impl Sampler {
     /// Every sampler, in llama.cpp's default order (Hugging Face's ε and η after min-p).
-    pub const ALL: [Sampler; 11] = TEMPERATURE_LAST_CHAIN;
+    pub const ALL: [Sampler; 12] = TEMPERATURE_LAST_CHAIN;
 
     /// The samplers the fixed fast path does not run ([`modern`](crate::modern)).
-    pub const MODERN: [Sampler; 6] = [
+    pub const MODERN: [Sampler; 7] = [
         Sampler::Dry,
         Sampler::TopNSigma,
+        Sampler::TopH,
         Sampler::Typical,
         Sampler::Epsilon,
         Sampler::Eta,
@@ -63,6 +65,7 @@ impl Sampler {
             Sampler::Penalties => "penalties",
             Sampler::Dry => "dry",
             Sampler::TopNSigma => "top_n_sigma",
+            Sampler::TopH => "top_h",
             Sampler::TopK => "top_k",
             Sampler::Typical => "typ_p",
             Sampler::TopP => "top_p",
@@ -86,11 +89,12 @@ impl Sampler {
             Sampler::TopK => policy.top_k > 0,
             Sampler::TopP => policy.top_p < 1.0,
             Sampler::MinP => policy.min_p > 0.0,
-            Sampler::Temperature => policy.temperature != 1.0,
+            Sampler::Temperature => policy.temperature != 1.0 || policy.has_dynamic_temperature(),
             Sampler::Typical => policy.typical_p < 1.0,
             Sampler::Epsilon => policy.epsilon_cutoff > 0.0,
             Sampler::Eta => policy.eta_cutoff > 0.0,
             Sampler::TopNSigma => policy.top_n_sigma.is_some_and(|n| n > 0.0),
+            Sampler::TopH => policy.top_h.is_some(),
             Sampler::Dry => policy.dry_multiplier != 0.0,
             Sampler::Xtc => policy.xtc_probability > 0.0,
         }
@@ -119,6 +123,11 @@ impl Sampler {
             Sampler::TopK => format!("top-k {}", policy.top_k),
             Sampler::TopP => format!("top-p {}", Shortest(policy.top_p)),
             Sampler::MinP => format!("min-p {}", Shortest(policy.min_p)),
+            Sampler::Temperature if policy.has_dynamic_temperature() => format!(
+                "temperature {} with dynatemp-range {}",
+                Shortest(policy.temperature),
+                Shortest(policy.dynatemp_range)
+            ),
             Sampler::Temperature => format!("temperature {}", Shortest(policy.temperature)),
             Sampler::Typical => format!("typical-p {}", Shortest(policy.typical_p)),
             Sampler::Epsilon => format!("epsilon-cutoff {}", Shortest(policy.epsilon_cutoff)),
@@ -129,6 +138,7 @@ impl Sampler {
                     Shortest(policy.top_n_sigma.unwrap_or(0.0))
                 )
             }
+            Sampler::TopH => format!("top-h {}", Shortest(policy.top_h.unwrap_or(0.0))),
             Sampler::Dry => format!("dry-multiplier {}", Shortest(policy.dry_multiplier)),
             Sampler::Xtc => format!("xtc-probability {}", Shortest(policy.xtc_probability)),
         })
@@ -152,14 +162,15 @@ impl From<Sampler> for String {
 }
 
 /// Hugging Face's order as a chain (`_get_logits_processor`): the penalties, then
-/// temperature before the warpers top-k, top-p, min-p, typical, ε and η. DRY, top-nσ and
-/// XTC, which Hugging Face does not have, sit where llama.cpp's order puts them relative
-/// to the others.
-pub const HF_CHAIN: [Sampler; 11] = [
+/// temperature before the warpers top-H, top-k, top-p, min-p, typical, ε and η. DRY,
+/// top-nσ and XTC, which Hugging Face does not have, sit where llama.cpp's order puts them
+/// relative to the others.
+pub const HF_CHAIN: [Sampler; 12] = [
     Sampler::Penalties,
     Sampler::Dry,
     Sampler::Temperature,
     Sampler::TopNSigma,
+    Sampler::TopH,
     Sampler::TopK,
     Sampler::TopP,
     Sampler::MinP,
@@ -170,12 +181,13 @@ pub const HF_CHAIN: [Sampler; 11] = [
 ];
 
 /// The temperature-last order as a chain: llama.cpp's default chain (`common.h`: penalties,
-/// dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature), with Hugging Face's ε
-/// and η after min-p.
-pub const TEMPERATURE_LAST_CHAIN: [Sampler; 11] = [
+/// dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature), with Hugging Face's
+/// top-H before top-k and its ε and η after min-p.
+pub const TEMPERATURE_LAST_CHAIN: [Sampler; 12] = [
     Sampler::Penalties,
     Sampler::Dry,
     Sampler::TopNSigma,
+    Sampler::TopH,
     Sampler::TopK,
     Sampler::Typical,
     Sampler::TopP,
@@ -270,13 +282,14 @@ mod tests {
         for (list, says) in [
             (
                 "top_k;temp",
-                "sampler \"temp\" is not known: expected penalties, dry, top_n_sigma, top_k, \
-                 typ_p, top_p, min_p, epsilon, eta, xtc or temperature",
+                "sampler \"temp\" is not known: expected penalties, dry, top_n_sigma, top_h, \
+                 top_k, typ_p, top_p, min_p, epsilon, eta, xtc or temperature",
             ),
             (
                 " ; ",
                 "the sampler list is empty: name at least one of penalties, dry, \
-                 top_n_sigma, top_k, typ_p, top_p, min_p, epsilon, eta, xtc or temperature",
+                 top_n_sigma, top_h, top_k, typ_p, top_p, min_p, epsilon, eta, xtc or \
+                 temperature",
             ),
         ] {
             assert_eq!(parse_samplers(list).unwrap_err().to_string(), says);

@@ -28,6 +28,8 @@
 //! | repetition penalty | whole context | whole context | last `penalty_last_n` (64) of prompt + output | prompt and output |
 //! | frequency, presence | output | none | the same window as repetition | output, each in [−2, 2] |
 //! | no-repeat n-grams, min new tokens | yes | yes | none | min tokens only |
+//! | top-H (`modern::top_h`) | yes | yes | none | none |
+//! | dynamic temperature (`modern::dynamic_temperature`) | yes | none | `temp-ext`; never greedy by T alone | none |
 //!
 //! Where an engine's sort is not stable (llama.cpp's `std::partial_sort`, torch's
 //! `sort`) the tokens tied at a cut are ordered by id, lower first: the engine's own
@@ -132,6 +134,8 @@ impl Engine {
         const CUTOFF: &str = "a cutoff from 0 (off) up to, not including, 1";
         const TYPICAL: &str = "a typical mass greater than 0 and at most 1 (1 is off)";
         const XTC: &str = "an XTC probability and threshold from 0 to 1";
+        const TOP_H: &str = "a top-h greater than 0 and at most 1";
+        const NO_DYNATEMP: &str = "no dynamic temperature";
         const DRY: &str = "a finite DRY multiplier of at least 0 and a finite base of at least 1";
         const MIROSTAT: &str =
             "a finite target surprise τ and learning rate η, each greater than 0";
@@ -170,6 +174,14 @@ impl Engine {
                 FINITE,
                 NONE,
             ),
+            "top-h" => (TOP_H, TOP_H, NONE, NONE),
+            "dynatemp-range" => (
+                "a finite dynamic temperature range of at least 0 (0 is off)",
+                NO_DYNATEMP,
+                FINITE,
+                NO_DYNATEMP,
+            ),
+            "dynatemp-exp" => (FINITE, FINITE, FINITE, FINITE),
             "xtc-probability" => (XTC, NONE, FINITE, NONE),
             "xtc-threshold" => (XTC, XTC, FINITE, XTC),
             "dry-multiplier" => (DRY, NONE, FINITE, NONE),
@@ -279,6 +291,7 @@ impl Engine {
         }
         self.check_modern(policy)?;
         self.check_mirostat(policy)?;
+        self.check_dynamic_temperature(policy)?;
         // Any bad words or sequence bias where the table above states a rule for them:
         // llama.cpp has neither; vLLM v1 has bad words (matched against the output alone:
         // `crate::sequences`) but no sequence bias.
@@ -350,7 +363,7 @@ impl Engine {
         let has = |sampler: Sampler| match self {
             Engine::Lab => true,
             Engine::Hf => !matches!(sampler, Sampler::Dry | Sampler::TopNSigma | Sampler::Xtc),
-            Engine::LlamaCpp => !matches!(sampler, Sampler::Epsilon | Sampler::Eta),
+            Engine::LlamaCpp => !matches!(sampler, Sampler::Epsilon | Sampler::Eta | Sampler::TopH),
             Engine::Vllm => !Sampler::MODERN.contains(&sampler),
         };
         for sampler in Sampler::MODERN.into_iter().filter(|&s| !has(s)) {
@@ -364,6 +377,7 @@ impl Engine {
             let flag = match sampler {
                 Sampler::Dry => "dry-multiplier",
                 Sampler::TopNSigma => "top-n-sigma",
+                Sampler::TopH => "top-h",
                 Sampler::Typical => "typical",
                 Sampler::Epsilon => "epsilon-cutoff",
                 Sampler::Eta => "eta-cutoff",
@@ -405,6 +419,11 @@ impl Engine {
                 if let Some(n) = policy.top_n_sigma {
                     if !(n > 0.0 && n.is_finite()) {
                         return refuse(format!("top-n-sigma {}", Shortest(n)), "top-n-sigma");
+                    }
+                }
+                if let Some(h) = policy.top_h {
+                    if !(h > 0.0 && h <= 1.0) {
+                        return refuse(format!("top-h {}", Shortest(h)), "top-h");
                     }
                 }
                 let (m, b) = (policy.dry_multiplier, policy.dry_base);
@@ -479,6 +498,40 @@ impl Engine {
             if let Some(knob) = sampler.knob(policy) {
                 return Err(PolicyError::MirostatReplaces { knob });
             }
+        }
+        // llama.cpp's mirostat chain starts with the plain `temp` sampler, not `temp-ext`.
+        if policy.has_dynamic_temperature() {
+            return Err(PolicyError::MirostatReplaces {
+                knob: format!("dynatemp-range {}", Shortest(policy.dynatemp_range)),
+            });
+        }
+        Ok(())
+    }
+
+    /// Dynamic temperature (llama.cpp's `--dynatemp-range` and `--dynatemp-exp`): only
+    /// llama.cpp and the lab have it. llama.cpp takes any range (at most 0 is off); the lab
+    /// refuses a negative one. The exponent must be finite whether or not the range is on,
+    /// as mirostat's τ and η are.
+    fn check_dynamic_temperature(self, policy: &Policy) -> Result<(), PolicyError> {
+        let (range, exponent) = (policy.dynatemp_range, policy.dynatemp_exponent);
+        let refused = match self {
+            Engine::Lab => !(range >= 0.0 && range.is_finite()),
+            Engine::Hf | Engine::Vllm => range != 0.0,
+            Engine::LlamaCpp => !range.is_finite(),
+        };
+        if refused {
+            return Err(PolicyError::EngineRefuses {
+                engine: self,
+                knob: format!("dynatemp-range {}", Shortest(range)),
+                accepts: self.rule("dynatemp-range"),
+            });
+        }
+        if !exponent.is_finite() {
+            return Err(PolicyError::EngineRefuses {
+                engine: self,
+                knob: format!("dynatemp-exp {}", Shortest(exponent)),
+                accepts: self.rule("dynatemp-exp"),
+            });
         }
         Ok(())
     }

@@ -65,7 +65,7 @@ pub enum KnobKind {
 pub enum KnobGroup {
     /// The engine, the chain's order, temperature and the classic truncations.
     Sampling,
-    /// Typical, ε, η, top-nσ and XTC.
+    /// Typical, ε, η, top-nσ, top-H and XTC.
     Truncation,
     /// The repetition, frequency and presence penalties and n-gram bans.
     Penalties,
@@ -92,7 +92,7 @@ impl KnobGroup {
     pub fn title(self) -> &'static str {
         match self {
             KnobGroup::Sampling => "Engine, order and sampling",
-            KnobGroup::Truncation => "Typical, ε, η, top-nσ and XTC",
+            KnobGroup::Truncation => "Typical, ε, η, top-nσ, top-H and XTC",
             KnobGroup::Penalties => "Penalties",
             KnobGroup::Dry => "DRY (repetition of sequences)",
             KnobGroup::Mirostat => "Mirostat",
@@ -153,7 +153,7 @@ use KnobGroup::*;
 use KnobKind::*;
 
 /// How many knobs a policy has.
-pub const KNOB_COUNT: usize = 33;
+pub const KNOB_COUNT: usize = 36;
 
 /// Every knob of a policy, stage by stage.
 pub const KNOBS: [Knob; KNOB_COUNT] = [
@@ -167,10 +167,14 @@ pub const KNOBS: [Knob; KNOB_COUNT] = [
     Knob {
         conflicts: &["order"],
         ..knob("samplers", "samplers", "Sampler chain", "LIST", Chain, "",
-            "The samplers in the order they run, by llama.cpp's names (penalties, top_n_sigma, top_k, typ_p, top_p, min_p, epsilon, eta, xtc, temperature); every set knob must be listed.")
+            "The samplers in the order they run, by llama.cpp's names (penalties, top_n_sigma, top_h, top_k, typ_p, top_p, min_p, epsilon, eta, xtc, temperature); every set knob must be listed.")
     },
     knob("temperature", "temperature", "Temperature", "T", Number, crate::LAB_TEMPERATURE_TEXT,
         "Divides the logits: 0 is greedy, higher flattens."),
+    knob("dynatemp-range", "dynatemp_range", "Dynamic temperature range", "R", Number, "0",
+        "llama.cpp's dynamic temperature: the temperature moves between T − R and T + R with the entropy of the candidates; 0 is off."),
+    knob("dynatemp-exp", "dynatemp_exp", "Dynamic temperature exponent", "E", Number, "1",
+        "The normalised entropy is raised to this power before it sets the dynamic temperature."),
     knob("top-k", "top_k", "Top-k", "K", Whole, "0", "Keep the k highest; 0 is off."),
     knob("top-p", "top_p", "Top-p", "P", Number, "1",
         "Keep the smallest set with this much probability; 1 is off."),
@@ -186,6 +190,8 @@ pub const KNOBS: [Knob; KNOB_COUNT] = [
         "Remove tokens below min(ε, √ε·e^−H) (sampler eta); 0 is off.")),
     at(Truncation, knob("top-n-sigma", "top_n_sigma", "Top-nσ", "N", OptionalNumber, "",
         "Remove tokens more than N standard deviations of the logits below the largest; empty is off.")),
+    at(Truncation, knob("top-h", "top_h", "Top-H", "H", OptionalNumber, "",
+        "Hugging Face's top-H: of the 100 most probable, keep the top while their entropy stays within H of the hundred's (sampler top_h); empty is off.")),
     at(Truncation, knob("xtc-probability", "xtc_probability", "XTC probability", "P", Number, "0",
         "The chance that a step excludes its top choices (drawn from the run's seeded stream); 0 is off.")),
     at(Truncation, knob("xtc-threshold", "xtc_threshold", "XTC threshold", "P", Number, "0.1",
@@ -412,6 +418,9 @@ impl Knob {
             "epsilon-cutoff" => p.epsilon_cutoff = number(t)?,
             "eta-cutoff" => p.eta_cutoff = number(t)?,
             "top-n-sigma" => p.top_n_sigma = optional.map(number).transpose()?,
+            "top-h" => p.top_h = optional.map(number).transpose()?,
+            "dynatemp-range" => p.dynatemp_range = number(t)?,
+            "dynatemp-exp" => p.dynatemp_exponent = number(t)?,
             "xtc-probability" => p.xtc_probability = number(t)?,
             "xtc-threshold" => p.xtc_threshold = number(t)?,
             "repetition-penalty" => p.repetition_penalty = number(t)?,
@@ -482,6 +491,9 @@ impl Knob {
             "epsilon-cutoff" => number(p.epsilon_cutoff),
             "eta-cutoff" => number(p.eta_cutoff),
             "top-n-sigma" => p.top_n_sigma.map(number).unwrap_or_default(),
+            "top-h" => p.top_h.map(number).unwrap_or_default(),
+            "dynatemp-range" => number(p.dynatemp_range),
+            "dynatemp-exp" => number(p.dynatemp_exponent),
             "xtc-probability" => number(p.xtc_probability),
             "xtc-threshold" => number(p.xtc_threshold),
             "repetition-penalty" => number(p.repetition_penalty),
@@ -784,6 +796,9 @@ mod tests {
             ("epsilon-cutoff", "3e-4"),
             ("eta-cutoff", "0.001"),
             ("top-n-sigma", "1.5"),
+            ("top-h", "0.4"),
+            ("dynatemp-range", "0.5"),
+            ("dynatemp-exp", "2"),
             ("xtc-probability", "0.5"),
             ("xtc-threshold", "0.2"),
             ("repetition-penalty", "1.2"),

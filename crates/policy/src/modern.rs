@@ -1,10 +1,11 @@
-//! The modern samplers: locally typical sampling, ε- and η-cutoff, top-nσ and XTC, each a
-//! stage of a [`chain`](crate::chain) that marks which candidates it keeps, and DRY, which
-//! lowers the logits of tokens that would extend a repetition.
+//! The modern samplers: locally typical sampling, ε- and η-cutoff, top-nσ, top-H and XTC,
+//! each a stage of a [`chain`](crate::chain) that marks which candidates it keeps; DRY,
+//! which lowers the logits of tokens that would extend a repetition; and dynamic
+//! temperature, which sets the temperature stage's value from the candidates' entropy.
 //!
 //! The rules follow the peers' code, quoted in `docs/modern-samplers.md`: Hugging Face
 //! `generation/logits_process.py` (`TypicalLogitsWarper`, `EpsilonLogitsWarper`,
-//! `EtaLogitsWarper`) at 00857b6c, and llama.cpp `src/llama-sampling.cpp`
+//! `EtaLogitsWarper`, `TopHLogitsWarper`) at 00857b6c, and llama.cpp `src/llama-sampling.cpp`
 //! (`llama_sampler_typical_apply`, `llama_sampler_top_n_sigma_apply`,
 //! `llama_sample_xtc_apply`, `llama_sampler_dry_apply`) at c392e509. Where the two differ (typical), the lab follows
 //! Hugging Face, whose rule keeps ties, and the llama.cpp engine follows llama.cpp.
@@ -108,6 +109,74 @@ pub(crate) fn top_n_sigma(logits: &[f64], n: f64) -> Vec<bool> {
     let var = logits.iter().map(|l| (l - mean) * (l - mean)).sum::<f64>() / count;
     let floor = max - n * var.sqrt();
     logits.iter().map(|&l| l >= floor).collect()
+}
+
+/// How many of the most probable tokens Top-H weighs at most (`TopHLogitsWarper.top_n`).
+pub const TOP_H_CANDIDATES: usize = 100;
+
+/// Top-H (Potraghloo et al., NeurIPS 2025; Hugging Face's `TopHLogitsWarper` at 00857b6c):
+/// on the logits at the temperature in force, the [`TOP_H_CANDIDATES`] most probable are
+/// renormalised among themselves; in descending order, each is kept while the running sum
+/// of their entropy terms −p ln p is at most `top_h` times their entropy, and the most
+/// probable always. Every token past the hundred is removed. The cumulative sum only
+/// grows, so what is kept is a prefix; a term at p = 0 (a weight that underflows) is NaN
+/// in torch, which no comparison keeps, so the prefix stops there. Ties in logit are
+/// ordered by id, lower first (torch's `topk` leaves their order unspecified).
+pub(crate) fn top_h(logits: &[f64], top_h: f64) -> Vec<bool> {
+    let order = crate::pipeline::descending(logits);
+    let top = &order[..order.len().min(TOP_H_CANDIDATES)];
+    let mut keep = vec![false; logits.len()];
+    let Some(&first) = top.first() else {
+        return keep;
+    };
+    let max = logits[first];
+    let weights: Vec<f64> = top.iter().map(|&i| math::exp(logits[i] - max)).collect();
+    let total = math::sum(&weights);
+    let probs: Vec<f64> = weights.iter().map(|w| w / total).collect();
+    let tau = entropy(&probs) * top_h;
+    let mut cumulative = 0.0;
+    for (&i, &p) in top.iter().zip(&probs) {
+        if p == 0.0 {
+            break;
+        }
+        cumulative += -p * math::ln(p);
+        keep[i] = cumulative <= tau;
+    }
+    keep[first] = true;
+    keep
+}
+
+/// Dynamic temperature (llama.cpp's `llama_sampler_temp_ext_apply` at e19fb5f1, the
+/// temperature sampler `common_sampler_init` builds from `--temp`, `--dynatemp-range` and
+/// `--dynatemp-exp`): over the candidates' probabilities `probs` (at temperature 1), the
+/// temperature is min + (max − min) · (H / ln N)^exponent with min = max(0, T − range) and
+/// max = T + range, H their entropy and N their count. `None` where llama.cpp leaves the
+/// candidates untouched: a range of at most 0 (the plain temperature runs instead) or at
+/// most one candidate. x^y is e^(y ln x), through the lab's own `exp` and `ln`, so that a
+/// replay is bit for bit the same on every machine; 0^y is C's `powf`'s: 0 for y > 0, 1
+/// for y = 0, infinity below.
+pub(crate) fn dynamic_temperature(
+    probs: &[f64],
+    temperature: f64,
+    range: f64,
+    exponent: f64,
+) -> Option<f64> {
+    if range.is_nan() || range <= 0.0 || probs.len() <= 1 {
+        return None;
+    }
+    let low = (temperature - range).max(0.0);
+    let high = temperature + range;
+    let normalised = entropy(probs) / math::ln(probs.len() as f64);
+    let power = if normalised > 0.0 {
+        math::exp(exponent * math::ln(normalised))
+    } else if exponent > 0.0 {
+        0.0
+    } else if exponent == 0.0 {
+        1.0
+    } else {
+        f64::INFINITY
+    };
+    Some(low + (high - low) * power)
 }
 
 /// XTC, "exclude top choices" (`llama_sample_xtc_apply`): with probability `probability`

@@ -134,6 +134,20 @@ pub struct Policy {
     /// removed; absent is off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub top_n_sigma: Option<f64>,
+    /// Top-H (Hugging Face's `top_h`, [`modern::top_h`]): of the 100 most probable tokens,
+    /// the most probable are kept while their entropy terms sum to at most this share of
+    /// the hundred's entropy; absent is off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_h: Option<f64>,
+    /// Dynamic temperature's range r (llama.cpp's `--dynatemp-range`): the temperature
+    /// stage runs at a temperature between max(0, T − r) and T + r, set by the entropy of
+    /// the candidates it is given ([`modern::dynamic_temperature`]); 0 is off.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dynatemp_range: f64,
+    /// Dynamic temperature's exponent (llama.cpp's `--dynatemp-exp`): the normalised
+    /// entropy is raised to it.
+    #[serde(skip_serializing_if = "is_one")]
+    pub dynatemp_exponent: f64,
     /// XTC: the chance that a step excludes its top choices; 0 is off.
     #[serde(skip_serializing_if = "is_zero")]
     pub xtc_probability: f64,
@@ -260,6 +274,9 @@ impl Default for Policy {
             epsilon_cutoff: 0.0,
             eta_cutoff: 0.0,
             top_n_sigma: None,
+            top_h: None,
+            dynatemp_range: 0.0,
+            dynatemp_exponent: 1.0,
             xtc_probability: 0.0,
             xtc_threshold: XTC_THRESHOLD,
             dry_multiplier: 0.0,
@@ -324,6 +341,7 @@ pub enum Stage {
     Epsilon,
     Eta,
     TopNSigma,
+    TopH,
     Xtc,
     Temperature,
     TopK,
@@ -355,6 +373,9 @@ impl Stage {
             Stage::TopNSigma => {
                 "Top-nσ keeps the logits within n standard deviations of the largest."
             }
+            Stage::TopH => {
+                "Top-H keeps the most probable tokens while their share of the entropy stays within h."
+            }
             Stage::Xtc => {
                 "XTC, when its chance fires, removes every top choice but the least probable."
             }
@@ -380,6 +401,7 @@ impl Stage {
                 | Stage::Epsilon
                 | Stage::Eta
                 | Stage::TopNSigma
+                | Stage::TopH
                 | Stage::Mirostat
         )
     }
@@ -394,6 +416,7 @@ impl Stage {
             Stage::Epsilon => "epsilon",
             Stage::Eta => "eta",
             Stage::TopNSigma => "top-n-sigma",
+            Stage::TopH => "top-h",
             Stage::Xtc => "xtc",
             Stage::Temperature => "temperature",
             Stage::TopK => "top-k",
@@ -681,9 +704,16 @@ impl Policy {
         self.eos_ids().any(|id| id == token)
     }
 
-    /// Temperature 0 (at most 0 under llama.cpp): the argmax, with no draw.
+    /// Temperature 0 (at most 0 under llama.cpp): the argmax, with no draw. A dynamic
+    /// temperature is never greedy: llama.cpp's `temp-ext` sets its own temperature from
+    /// the entropy whatever T is (at T = 0, between 0 and the range).
     pub fn is_greedy(&self) -> bool {
-        self.engine.is_greedy(self.temperature)
+        self.engine.is_greedy(self.temperature) && !self.has_dynamic_temperature()
+    }
+
+    /// Whether the temperature stage's value is dynamic ([`modern::dynamic_temperature`]).
+    pub fn has_dynamic_temperature(&self) -> bool {
+        self.dynatemp_range > 0.0
     }
 
     /// True when the policy is only temperature, top-k, top-p and min-p in Hugging Face's
@@ -763,10 +793,10 @@ impl Policy {
         table
     }
 
-    /// Whether a modern sampler ([`modern`](crate::modern)) is on: such a policy runs on
-    /// the chain path even in a fixed order.
+    /// Whether a modern sampler ([`modern`](crate::modern)) or a dynamic temperature is
+    /// on: such a policy runs on the chain path even in a fixed order.
     pub fn has_modern_sampler(&self) -> bool {
-        Sampler::MODERN.iter().any(|s| s.is_on(self))
+        Sampler::MODERN.iter().any(|s| s.is_on(self)) || self.has_dynamic_temperature()
     }
 
     /// The chain the policy runs: its own list, else its engine's order, else its fixed
@@ -1100,18 +1130,42 @@ impl Stepper {
                     }
                 }
                 Sampler::Temperature => {
-                    if greedy {
-                        let best = argmax(&self.candidates);
-                        self.candidates.clear();
-                        self.candidates.push(best);
+                    // The temperature from here on: the policy's, or llama.cpp's temp-ext
+                    // one, set by the entropy of the candidates as they reach it (at the
+                    // temperature 1 in force until here); temp-ext leaves one candidate
+                    // as it is.
+                    let next = if greedy {
+                        None
+                    } else if policy.has_dynamic_temperature() {
+                        let total = self.weigh(t);
+                        let probs: Vec<f64> = self.weights.iter().map(|w| w / total).collect();
+                        modern::dynamic_temperature(
+                            &probs,
+                            policy.temperature,
+                            policy.dynatemp_range,
+                            policy.dynatemp_exponent,
+                        )
+                        .or(Some(t))
                     } else {
-                        t = engine.temperature(policy.temperature);
-                        if t < 1.0 {
-                            if let Some(&(logit, id)) =
-                                self.candidates.iter().find(|c| !(c.0 / t).is_finite())
-                            {
-                                return Err(temperature_overflow(t, id, logit));
+                        Some(engine.temperature(policy.temperature))
+                    };
+                    match next {
+                        Some(next) if next > 0.0 => {
+                            t = next;
+                            if t < 1.0 {
+                                if let Some(&(logit, id)) =
+                                    self.candidates.iter().find(|c| !(c.0 / t).is_finite())
+                                {
+                                    return Err(temperature_overflow(t, id, logit));
+                                }
                             }
+                        }
+                        // Greedy, or `llama_sampler_temp_impl` at a temperature of at most
+                        // 0: the highest logit alone.
+                        _ => {
+                            let best = argmax(&self.candidates);
+                            self.candidates.clear();
+                            self.candidates.push(best);
                         }
                     }
                     record(Stage::Temperature, &self.candidates, t);
@@ -1170,7 +1224,11 @@ impl Stepper {
                     self.keep_at_least(given.as_deref(), policy, t, false);
                     record(Stage::MinP, &self.candidates, t);
                 }
-                Sampler::Typical | Sampler::Epsilon | Sampler::Eta | Sampler::TopNSigma => {
+                Sampler::Typical
+                | Sampler::Epsilon
+                | Sampler::Eta
+                | Sampler::TopNSigma
+                | Sampler::TopH => {
                     if !sampler.is_on(policy) {
                         continue;
                     }
@@ -1186,6 +1244,12 @@ impl Stepper {
                             Stage::Epsilon,
                         ),
                         Sampler::Eta => (modern::eta(&probs, policy.eta_cutoff), Stage::Eta),
+                        Sampler::TopH => {
+                            let scaled: Vec<f64> =
+                                self.candidates.iter().map(|c| c.0 / t).collect();
+                            let h = policy.top_h.unwrap_or(1.0);
+                            (modern::top_h(&scaled, h), Stage::TopH)
+                        }
                         _ => {
                             let scaled: Vec<f64> =
                                 self.candidates.iter().map(|c| c.0 / t).collect();

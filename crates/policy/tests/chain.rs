@@ -244,11 +244,11 @@ proptest! {
 fn the_fixed_chains_are_the_documented_orders() {
     assert_eq!(
         HF_CHAIN.map(Sampler::name).join(";"),
-        "penalties;dry;temperature;top_n_sigma;top_k;top_p;min_p;typ_p;epsilon;eta;xtc"
+        "penalties;dry;temperature;top_n_sigma;top_h;top_k;top_p;min_p;typ_p;epsilon;eta;xtc"
     );
     assert_eq!(
         TEMPERATURE_LAST_CHAIN.map(Sampler::name).join(";"),
-        "penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;epsilon;eta;xtc;temperature"
+        "penalties;dry;top_n_sigma;top_h;top_k;typ_p;top_p;min_p;epsilon;eta;xtc;temperature"
     );
 }
 

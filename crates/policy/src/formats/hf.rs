@@ -14,8 +14,9 @@ use crate::chain::HF_CHAIN;
 use crate::{Engine, Policy};
 
 /// Fields only a generation config has: one of them makes a JSON object one.
-const OWN: [&str; 14] = [
+const OWN: [&str; 15] = [
     "do_sample",
+    "top_h",
     "transformers_version",
     "_from_model_config",
     "max_new_tokens",
@@ -48,8 +49,9 @@ const METADATA: [&str; 12] = [
 ];
 
 /// The warpers, which run only when sampling.
-const WARPERS: [&str; 7] = [
+const WARPERS: [&str; 8] = [
     "temperature",
+    "top_h",
     "top_k",
     "top_p",
     "min_p",
@@ -135,6 +137,7 @@ pub(super) fn read(object: &Map<String, Value>) -> Result<Imported, ImportError>
             "top_p" => knob_number(&mut out, key, value, "top-p")?,
             "min_p" => knob_number(&mut out, key, value, "min-p")?,
             "typical_p" => knob_number(&mut out, key, value, "typical")?,
+            "top_h" => knob_number(&mut out, key, value, "top-h")?,
             "epsilon_cutoff" => knob_number(&mut out, key, value, "epsilon-cutoff")?,
             "eta_cutoff" => knob_number(&mut out, key, value, "eta-cutoff")?,
             "repetition_penalty" => knob_number(&mut out, key, value, "repetition-penalty")?,
@@ -247,6 +250,7 @@ pub(super) fn write(policy: &Policy, run: &RunSettings, out: &mut Out) {
         "dry-multiplier",
         "mirostat",
         "min-keep",
+        "dynatemp-range",
     ] {
         out.refuse_unless_default(policy, flag, why);
     }
@@ -266,6 +270,9 @@ pub(super) fn write(policy: &Policy, run: &RunSettings, out: &mut Out) {
         json.insert("temperature".into(), number(policy.temperature));
         // Written even when off: Hugging Face's default is 50.
         json.insert("top_k".into(), Value::from(policy.top_k));
+        if let Some(h) = policy.top_h {
+            json.insert("top_h".into(), number(h));
+        }
         for (key, x, off) in [
             ("top_p", policy.top_p, 1.0),
             ("min_p", policy.min_p, 0.0),

@@ -12,8 +12,10 @@ use crate::{Engine, Policy, Sampler};
 
 /// llama.cpp's flags that set a knob (`common/arg.cpp`, whose sampling block has no
 /// `--min-keep`: only the server's JSON takes `min_keep`), with the knob each sets.
-const KNOB_FLAGS: [(&str, &str); 21] = [
+const KNOB_FLAGS: [(&str, &str); 23] = [
     ("--temp", "temperature"),
+    ("--dynatemp-range", "dynatemp-range"),
+    ("--dynatemp-exp", "dynatemp-exp"),
     ("--top-k", "top-k"),
     ("--top-p", "top-p"),
     ("--min-p", "min-p"),
@@ -396,6 +398,7 @@ pub(super) fn write(policy: &Policy, run: &RunSettings, breakers: &[String], out
     for flag in [
         "epsilon-cutoff",
         "eta-cutoff",
+        "top-h",
         "no-repeat-ngram",
         "bad-words",
         "sequence-bias",
@@ -427,6 +430,12 @@ pub(super) fn write(policy: &Policy, run: &RunSettings, breakers: &[String], out
     if runs(Sampler::Temperature) {
         flag("--temp", num_text(policy.temperature));
     }
+    if policy.dynatemp_range != 0.0 {
+        flag("--dynatemp-range", num_text(policy.dynatemp_range));
+    }
+    if policy.dynatemp_exponent != 1.0 {
+        flag("--dynatemp-exp", num_text(policy.dynatemp_exponent));
+    }
     if runs(Sampler::TopK) {
         flag("--top-k", policy.top_k.to_string());
     }
@@ -444,7 +453,7 @@ pub(super) fn write(policy: &Policy, run: &RunSettings, breakers: &[String], out
             .chain()
             .iter()
             .copied()
-            .filter(|s| !matches!(s, Sampler::Epsilon | Sampler::Eta))
+            .filter(|s| !matches!(s, Sampler::Epsilon | Sampler::Eta | Sampler::TopH))
             .collect();
         flag("--samplers", samplers_label(&chain));
     }

@@ -535,10 +535,10 @@ impl Out {
 /// The first two stages `policy` switches on that it runs in the other order from
 /// `target`'s chain: a form whose order is fixed cannot express it. A greedy policy's
 /// truncations that always keep the most probable token (top-k, top-p, min-p, ε, η,
-/// top-nσ) do not count: the argmax survives them wherever they run. The penalties, DRY,
-/// typical and XTC can move it, so their place against the greedy choice counts.
+/// top-nσ, top-H) do not count: the argmax survives them wherever they run. The penalties,
+/// DRY, typical and XTC can move it, so their place against the greedy choice counts.
 fn order_against(policy: &Policy, target: &[Sampler]) -> Option<(Sampler, Sampler)> {
-    let greedy = policy.engine.is_greedy(policy.temperature);
+    let greedy = policy.is_greedy();
     let keeps_the_top = |s: &Sampler| {
         matches!(
             s,
@@ -548,6 +548,7 @@ fn order_against(policy: &Policy, target: &[Sampler]) -> Option<(Sampler, Sample
                 | Sampler::Epsilon
                 | Sampler::Eta
                 | Sampler::TopNSigma
+                | Sampler::TopH
         )
     };
     let on: Vec<Sampler> = policy

@@ -180,6 +180,8 @@ pub(super) fn write(policy: &Policy, run: &RunSettings, format: Format, out: &mu
         "epsilon-cutoff",
         "eta-cutoff",
         "top-n-sigma",
+        "top-h",
+        "dynatemp-range",
         "xtc-probability",
         "dry-multiplier",
         "mirostat",

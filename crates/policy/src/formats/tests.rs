@@ -274,6 +274,12 @@ fn each_form_round_trips() {
              --mirostat 2 --mirostat-lr 0.2 --mirostat-ent 4 --logit-bias 5+2 -l 6-inf --seed 3 -n 20",
         ),
         (Format::LlamaCpp, "llama-cli --samplers 'top_k;temperature' --top-k 3"),
+        // The samplers of 2026: Hugging Face's top-H, llama.cpp's dynamic temperature.
+        (Format::Hf, r#"{"do_sample": true, "temperature": 0.8, "top_h": 0.4}"#),
+        (
+            Format::LlamaCpp,
+            "llama-cli --temp 0.7 --dynatemp-range 0.5 --dynatemp-exp 1.5 --top-k 40",
+        ),
     ];
     for (format, text) in cases {
         let first = import(text, false).unwrap();
@@ -475,4 +481,39 @@ fn a_policy_longer_than_the_bound_is_refused_unread() {
     let at_bound = format!("--temp 0.5 {}", " ".repeat(MAX_BYTES - 11));
     assert_eq!(at_bound.len(), MAX_BYTES);
     assert!(import(&at_bound, false).is_ok());
+}
+
+/// Top-H is read from a generation config only when it samples, as Hugging Face runs it;
+/// the dynamic temperature from a llama.cpp line; each form without the sampler refuses it.
+#[test]
+fn the_new_samplers_are_read_and_refused_where_a_form_lacks_them() {
+    let hf = import(r#"{"do_sample": true, "top_h": 0.4}"#, false).unwrap();
+    assert_eq!(hf.policy().unwrap().top_h, Some(0.4));
+    let greedy = import(r#"{"do_sample": false, "top_h": 0.4}"#, false).unwrap();
+    assert_eq!(greedy.policy().unwrap().top_h, None);
+    let line = import("llama-cli --dynatemp-range 0.5 --dynatemp-exp 2", false).unwrap();
+    let p = line.policy().unwrap();
+    assert_eq!((p.dynatemp_range, p.dynatemp_exponent), (0.5, 2.0));
+    let refused = |policy: &Policy, format| {
+        write(policy, &RunSettings::default(), &[], format)
+            .unwrap_err()
+            .to_string()
+    };
+    let top_h = Policy {
+        top_h: Some(0.4),
+        ..Policy::default()
+    };
+    assert!(refused(&top_h, Format::LlamaCpp).contains("top-h 0.4 ("));
+    assert!(refused(&top_h, Format::Vllm).contains("top-h 0.4 ("));
+    let dynamic = Policy {
+        dynatemp_range: 0.5,
+        ..Policy::default()
+    };
+    for format in [Format::Hf, Format::OpenAi, Format::Vllm] {
+        assert!(
+            refused(&dynamic, format).contains("dynatemp-range 0.5 ("),
+            "{}",
+            refused(&dynamic, format)
+        );
+    }
 }

@@ -434,7 +434,7 @@ mod tests {
 
     #[test]
     fn the_chain_editor_orders_every_sampler_but_those_that_read_the_context() {
-        assert_eq!(STEP_SAMPLERS.len(), 9);
+        assert_eq!(STEP_SAMPLERS.len(), 10);
         assert!(!STEP_SAMPLERS.contains(&Sampler::Penalties));
         assert!(!STEP_SAMPLERS.contains(&Sampler::Dry));
         assert_eq!(STEP_SAMPLERS.last(), Some(&Sampler::Temperature));
@@ -778,7 +778,7 @@ mod tests {
         };
         assert_eq!(
             names(&form),
-            "temperature;top_n_sigma;top_k;top_p;min_p;typ_p;epsilon;eta;xtc"
+            "temperature;top_n_sigma;top_h;top_k;top_p;min_p;typ_p;epsilon;eta;xtc"
         );
         assert!(
             form.moved(0, true).is_none(),
@@ -787,7 +787,7 @@ mod tests {
         let moved = form.moved(0, false).unwrap();
         assert_eq!(
             names(&moved),
-            "top_n_sigma;temperature;top_k;top_p;min_p;typ_p;epsilon;eta;xtc"
+            "top_n_sigma;temperature;top_h;top_k;top_p;min_p;typ_p;epsilon;eta;xtc"
         );
         let llama = moved.clone().with("engine", "llama.cpp");
         let pairs = llama.to_pairs();
@@ -798,7 +798,7 @@ mod tests {
         let preset = StepForm::default().with("engine", "llama.cpp");
         assert_eq!(
             names(&preset),
-            "top_n_sigma;top_k;typ_p;top_p;min_p;epsilon;eta;xtc;temperature"
+            "top_n_sigma;top_h;top_k;typ_p;top_p;min_p;epsilon;eta;xtc;temperature"
         );
     }
 
