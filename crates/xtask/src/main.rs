@@ -341,7 +341,7 @@ const WORKER_ONLY: [(&str, &str, &[&str], &str); 4] = [
         "the Compare panel's report must be built in the model worker",
     ),
     (
-        "wasm-importer",
+        "wasm-planner",
         "importer",
         &IMPORTING,
         "a policy in another engine's form must be read in the importer",
