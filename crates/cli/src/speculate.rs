@@ -105,6 +105,10 @@ pub fn policy_name(policy: &Policy) -> String {
             parts.push(text);
         }
     };
+    on(
+        policy.has_dynamic_temperature(),
+        format!("dynatemp-range {}", Shortest(policy.dynatemp_range)),
+    );
     on(policy.top_k > 0, format!("top-k {}", policy.top_k));
     on(
         policy.top_p < 1.0,

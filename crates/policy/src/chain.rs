@@ -45,7 +45,8 @@ pub enum Sampler {
 }
 
 impl Sampler {
-    /// Every sampler, in llama.cpp's default order (Hugging Face's ε and η after min-p).
+    /// Every sampler, in llama.cpp's default order (Hugging Face's top-H before top-k, its ε
+    /// and η after min-p).
     pub const ALL: [Sampler; 12] = TEMPERATURE_LAST_CHAIN;
 
     /// The samplers the fixed fast path does not run ([`modern`](crate::modern)).

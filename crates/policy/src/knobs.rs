@@ -170,9 +170,9 @@ pub const KNOBS: [Knob; KNOB_COUNT] = [
             "The samplers in the order they run, by llama.cpp's names (penalties, top_n_sigma, top_h, top_k, typ_p, top_p, min_p, epsilon, eta, xtc, temperature); every set knob must be listed.")
     },
     knob("temperature", "temperature", "Temperature", "T", Number, crate::LAB_TEMPERATURE_TEXT,
-        "Divides the logits: 0 is greedy, higher flattens."),
+        "Divides the logits: 0 is greedy (unless the temperature is dynamic), higher flattens."),
     knob("dynatemp-range", "dynatemp_range", "Dynamic temperature range", "R", Number, "0",
-        "llama.cpp's dynamic temperature: the temperature moves between T − R and T + R with the entropy of the candidates; 0 is off."),
+        "llama.cpp's dynamic temperature: the temperature moves from max(0, T − R) toward T + R as the entropy of the candidates rises; 0 is off."),
     knob("dynatemp-exp", "dynatemp_exp", "Dynamic temperature exponent", "E", Number, "1",
         "The normalised entropy is raised to this power before it sets the dynamic temperature."),
     knob("top-k", "top_k", "Top-k", "K", Whole, "0", "Keep the k highest; 0 is off."),

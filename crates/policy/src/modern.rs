@@ -5,7 +5,8 @@
 //!
 //! The rules follow the peers' code, quoted in `docs/modern-samplers.md`: Hugging Face
 //! `generation/logits_process.py` (`TypicalLogitsWarper`, `EpsilonLogitsWarper`,
-//! `EtaLogitsWarper`, `TopHLogitsWarper`) at 00857b6c, and llama.cpp `src/llama-sampling.cpp`
+//! `EtaLogitsWarper`; `TopHLogitsWarper` is quoted in `docs/engine-semantics.md` §2.2) at
+//! 00857b6c, and llama.cpp `src/llama-sampling.cpp`
 //! (`llama_sampler_typical_apply`, `llama_sampler_top_n_sigma_apply`,
 //! `llama_sample_xtc_apply`, `llama_sampler_dry_apply`) at c392e509. Where the two differ (typical), the lab follows
 //! Hugging Face, whose rule keeps ties, and the llama.cpp engine follows llama.cpp.
@@ -150,23 +151,25 @@ pub(crate) fn top_h(logits: &[f64], top_h: f64) -> Vec<bool> {
 /// temperature sampler `common_sampler_init` builds from `--temp`, `--dynatemp-range` and
 /// `--dynatemp-exp`): over the candidates' probabilities `probs` (at temperature 1), the
 /// temperature is min + (max − min) · (H / ln N)^exponent with min = max(0, T − range) and
-/// max = T + range, H their entropy and N their count. `None` where llama.cpp leaves the
-/// candidates untouched: a range of at most 0 (the plain temperature runs instead) or at
-/// most one candidate. x^y is e^(y ln x), through the lab's own `exp` and `ln`, so that a
+/// max = T + range, H their entropy and N the `size` of the array they are in (llama.cpp
+/// counts the masked tokens its array still holds at probability 0). `None` where
+/// llama.cpp leaves the candidates untouched: a range of at most 0 (the plain temperature
+/// runs instead) or an array of at most one token. x^y is e^(y ln x), through the lab's own `exp` and `ln`, so that a
 /// replay is bit for bit the same on every machine; 0^y is C's `powf`'s: 0 for y > 0, 1
 /// for y = 0, infinity below.
 pub(crate) fn dynamic_temperature(
     probs: &[f64],
+    size: usize,
     temperature: f64,
     range: f64,
     exponent: f64,
 ) -> Option<f64> {
-    if range.is_nan() || range <= 0.0 || probs.len() <= 1 {
+    if range.is_nan() || range <= 0.0 || size <= 1 {
         return None;
     }
     let low = (temperature - range).max(0.0);
     let high = temperature + range;
-    let normalised = entropy(probs) / math::ln(probs.len() as f64);
+    let normalised = entropy(probs) / math::ln(size as f64);
     let power = if normalised > 0.0 {
         math::exp(exponent * math::ln(normalised))
     } else if exponent > 0.0 {

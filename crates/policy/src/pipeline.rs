@@ -140,8 +140,9 @@ pub struct Policy {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub top_h: Option<f64>,
     /// Dynamic temperature's range r (llama.cpp's `--dynatemp-range`): the temperature
-    /// stage runs at a temperature between max(0, T − r) and T + r, set by the entropy of
-    /// the candidates it is given ([`modern::dynamic_temperature`]); 0 is off.
+    /// stage runs at max(0, T − r) + (T + r − max(0, T − r)) · (H / ln N)^exponent, for the
+    /// entropy H of the N candidates it is given ([`modern::dynamic_temperature`]); 0 is
+    /// off.
     #[serde(skip_serializing_if = "is_zero")]
     pub dynatemp_range: f64,
     /// Dynamic temperature's exponent (llama.cpp's `--dynatemp-exp`): the normalised
@@ -1117,6 +1118,14 @@ impl Stepper {
         };
         // The temperature in force: 1 until the temperature stage (and for greedy).
         let mut t = 1.0;
+        // llama.cpp's array holds a masked token (a forbidden id, `--logit-bias ID-inf`) at
+        // −inf until a truncation drops it, and top-nσ masks without dropping: the tokens
+        // there that are not candidates here, which its dynamic temperature counts
+        // (`max_entropy = -logf(1.0f / cur_p->size)`).
+        let mut masked = match engine {
+            Engine::LlamaCpp => self.overrides.iter().filter(|o| o.1.is_none()).count(),
+            _ => 0,
+        };
         for (i, &sampler) in chain.iter().enumerate() {
             // What a stage that honours min_keep was given, to fall back on.
             let given =
@@ -1141,6 +1150,7 @@ impl Stepper {
                         let probs: Vec<f64> = self.weights.iter().map(|w| w / total).collect();
                         modern::dynamic_temperature(
                             &probs,
+                            probs.len() + masked,
                             policy.temperature,
                             policy.dynatemp_range,
                             policy.dynatemp_exponent,
@@ -1175,6 +1185,9 @@ impl Stepper {
                     if k == 0 {
                         continue;
                     }
+                    // llama.cpp keeps the first k of its array, masked tokens last.
+                    let live = self.candidates.len();
+                    masked = k.min(live + masked) - k.min(live);
                     if engine == Engine::LlamaCpp && k < self.candidates.len() {
                         let keep = engine::top_k_exact(&self.candidates, k, &mut self.select);
                         self.retain_marked(&keep);
@@ -1191,6 +1204,8 @@ impl Stepper {
                     if policy.top_p >= 1.0 {
                         continue;
                     }
+                    // A masked token's probability is 0: the cut comes before it.
+                    masked = 0;
                     let total = self.weigh(t);
                     if !engine.is_lab() {
                         let probs: Vec<f64> = self.weights.iter().map(|w| w / total).collect();
@@ -1211,6 +1226,7 @@ impl Stepper {
                     if policy.min_p <= 0.0 {
                         continue;
                     }
+                    masked = 0;
                     // The most probable candidate has weight exp(0) = 1.
                     let total = self.weigh(t);
                     if engine.is_lab() {
@@ -1232,32 +1248,47 @@ impl Stepper {
                     if !sampler.is_on(policy) {
                         continue;
                     }
-                    let total = self.weigh(t);
-                    let probs: Vec<f64> = self.weights.iter().map(|w| w / total).collect();
+                    let probs = |stepper: &mut Stepper| {
+                        let total = stepper.weigh(t);
+                        stepper
+                            .weights
+                            .iter()
+                            .map(|w| w / total)
+                            .collect::<Vec<f64>>()
+                    };
+                    let scaled: Vec<f64> = match sampler {
+                        Sampler::TopH | Sampler::TopNSigma => {
+                            self.candidates.iter().map(|c| c.0 / t).collect()
+                        }
+                        _ => Vec::new(),
+                    };
                     let (keep, stage) = match sampler {
                         Sampler::Typical => (
-                            modern::typical(engine, &probs, policy.typical_p),
+                            modern::typical(engine, &probs(self), policy.typical_p),
                             Stage::Typical,
                         ),
                         Sampler::Epsilon => (
-                            modern::epsilon(&probs, policy.epsilon_cutoff),
+                            modern::epsilon(&probs(self), policy.epsilon_cutoff),
                             Stage::Epsilon,
                         ),
-                        Sampler::Eta => (modern::eta(&probs, policy.eta_cutoff), Stage::Eta),
+                        Sampler::Eta => (modern::eta(&probs(self), policy.eta_cutoff), Stage::Eta),
                         Sampler::TopH => {
-                            let scaled: Vec<f64> =
-                                self.candidates.iter().map(|c| c.0 / t).collect();
                             let h = policy.top_h.unwrap_or(1.0);
                             (modern::top_h(&scaled, h), Stage::TopH)
                         }
                         _ => {
-                            let scaled: Vec<f64> =
-                                self.candidates.iter().map(|c| c.0 / t).collect();
                             let n = policy.top_n_sigma.unwrap_or(0.0);
                             (modern::top_n_sigma(&scaled, n), Stage::TopNSigma)
                         }
                     };
+                    let before = self.candidates.len();
                     self.retain_marked(&keep);
+                    // llama.cpp's top-nσ masks what it removes and keeps it in the array;
+                    // its typical cut comes before every token of probability 0.
+                    match stage {
+                        Stage::TopNSigma => masked += before - self.candidates.len(),
+                        _ => masked = 0,
+                    }
                     self.keep_at_least(given.as_deref(), policy, t, stage == Stage::Typical);
                     record(stage, &self.candidates, t);
                 }

@@ -7,9 +7,7 @@
 //!   (`src/llama-sampling.cpp` at e19fb5f1), under the llama.cpp engine, where it is the
 //!   chain's temperature sampler.
 
-use policy::{
-    step, Engine, NumpyRng, Policy, PolicyError, Snapshots, Stage, StageOrder, StepContext,
-};
+use policy::{step, Engine, NumpyRng, Policy, PolicyError, Snapshots, Stage, StepContext};
 use proptest::prelude::*;
 
 /// `TopHLogitsWarper.__call__` on one row, statement by statement: which tokens it keeps
@@ -30,8 +28,11 @@ fn top_h_reference(scores: &[f64], top_h: f64) -> Vec<bool> {
     let sum: f64 = exps.iter().sum();
     let probs: Vec<f64> = exps.iter().map(|e| e / sum).collect();
     let log_probs: Vec<f64> = probs.iter().map(|p| p.ln()).collect();
-    // 3. tau = dist.entropy() * top_h; Categorical.entropy clamps its normalised logits
-    //    to the type's finite minimum before multiplying by probs.
+    // 3. tau = dist.entropy() * top_h. Categorical.entropy multiplies probs by its
+    //    normalised logits (clamped to the type's finite minimum); here by log(probs), the
+    //    same values but for rounding. The rounding decides h = 1's last token: the sums
+    //    here (and the lab's) are the same sequence as the running sum below, so h = 1
+    //    keeps every one of the hundred, where HF's f32 may drop the last.
     let entropy = -probs
         .iter()
         .zip(&log_probs)
@@ -56,17 +57,27 @@ fn top_h_reference(scores: &[f64], top_h: f64) -> Vec<bool> {
 }
 
 /// `llama_sampler_temp_ext_apply` with `delta > 0`, statement by statement, then the
-/// chain's `dist`: the final probability of each candidate (every id, none removed).
-fn temp_ext_reference(logits: &[f64], temp: f64, delta: f64, exponent: f64) -> Vec<f64> {
+/// chain's `dist`, over llama.cpp's array: `(id, logit)` in the array's order, a masked
+/// token at −inf. The final probability of each id; `None` where llama.cpp's own result is
+/// NaN (a NaN temperature, or an infinite one beside a masked token).
+fn temp_ext_reference(
+    array: &[(u32, f64)],
+    vocab: usize,
+    temp: f64,
+    delta: f64,
+    exponent: f64,
+) -> Option<Vec<f64>> {
+    let mut out = vec![0.0; vocab];
     let min_temp = (temp - delta).max(0.0);
     let max_temp = temp + delta;
-    if logits.len() <= 1 {
-        return vec![1.0; logits.len()];
+    if array.len() <= 1 {
+        out[array[0].0 as usize] = 1.0;
+        return Some(out);
     }
-    let max_entropy = -(1.0 / logits.len() as f64).ln();
+    let max_entropy = -(1.0 / array.len() as f64).ln();
     // llama_sampler_softmax_impl
-    let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let exps: Vec<f64> = logits.iter().map(|l| (l - max).exp()).collect();
+    let max = array.iter().map(|a| a.1).fold(f64::NEG_INFINITY, f64::max);
+    let exps: Vec<f64> = array.iter().map(|a| (a.1 - max).exp()).collect();
     let sum: f64 = exps.iter().sum();
     let mut entropy = 0.0;
     for e in &exps {
@@ -77,20 +88,46 @@ fn temp_ext_reference(logits: &[f64], temp: f64, delta: f64, exponent: f64) -> V
     }
     let normalized_entropy = entropy / max_entropy;
     let dyn_temp = min_temp + (max_temp - min_temp) * normalized_entropy.powf(exponent);
-    // llama_sampler_temp_impl: at most 0 keeps the highest logit alone.
-    if dyn_temp <= 0.0 {
-        let top = (0..logits.len())
-            .max_by(|&a, &b| logits[a].total_cmp(&logits[b]).then(b.cmp(&a)))
-            .unwrap();
-        return (0..logits.len())
-            .map(|i| if i == top { 1.0 } else { 0.0 })
-            .collect();
+    // An infinite temperature makes a masked token's logit −inf / inf, NaN, and every
+    // probability of llama.cpp's softmax NaN with it (the lab keeps the masked token at 0).
+    if dyn_temp.is_nan() || dyn_temp.is_infinite() && array.iter().any(|a| a.1.is_infinite()) {
+        return None;
     }
-    let scaled: Vec<f64> = logits.iter().map(|l| l / dyn_temp).collect();
+    // llama_sampler_temp_impl: at most 0 keeps the first highest logit of the array alone.
+    if dyn_temp <= 0.0 {
+        let mut best = 0;
+        for (i, a) in array.iter().enumerate() {
+            if a.1 > array[best].1 {
+                best = i;
+            }
+        }
+        out[array[best].0 as usize] = 1.0;
+        return Some(out);
+    }
+    let scaled: Vec<f64> = array.iter().map(|a| a.1 / dyn_temp).collect();
     let max = scaled.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let exps: Vec<f64> = scaled.iter().map(|l| (l - max).exp()).collect();
     let sum: f64 = exps.iter().sum();
-    exps.iter().map(|e| e / sum).collect()
+    for (a, e) in array.iter().zip(&exps) {
+        out[a.0 as usize] = e / sum;
+    }
+    Some(out)
+}
+
+/// llama.cpp's array after its logit-bias sampler (`forbidden` at −inf) and top-k
+/// (`llama_sampler_top_k_impl`: sorted descending, the first k kept; ties by id here).
+fn llama_array(logits: &[f64], forbidden: &[bool], top_k: usize) -> Vec<(u32, f64)> {
+    let mut array: Vec<(u32, f64)> = logits
+        .iter()
+        .zip(forbidden)
+        .enumerate()
+        .map(|(i, (&l, &f))| (i as u32, if f { f64::NEG_INFINITY } else { l }))
+        .collect();
+    if top_k > 0 {
+        array.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        array.truncate(top_k.min(array.len()));
+    }
+    array
 }
 
 fn stages(policy: &Policy, logits: &[f32]) -> Result<Vec<policy::StageSnapshot>, PolicyError> {
@@ -145,23 +182,36 @@ proptest! {
         prop_assert_eq!(kept, expected);
     }
 
-    /// The dynamic temperature's final distribution is llama.cpp's, temperatures at or
-    /// below the range included (where the low end is 0), over every exponent sign.
+    /// The dynamic temperature's final distribution is llama.cpp's: over the array its
+    /// `temperature` sampler is given (top-k before it, masked tokens still in it at −inf,
+    /// which its ln N counts), at temperatures below the range (where the low end is 0) and
+    /// below 0, with exponents of either sign.
     #[test]
     fn dynamic_temperature_matches_llama_cpp(
         logits in logits_strategy(64),
-        temp in prop_oneof![Just(0.0), Just(1.0), 0.1f64..2.0],
+        forbidden in prop::collection::vec(prop::bool::weighted(0.2), 64),
+        top_k in prop_oneof![Just(0usize), 1usize..12],
+        temp in prop_oneof![Just(0.0), Just(1.0), -1.0f64..2.0],
         delta in prop_oneof![Just(0.5), 0.01f64..2.0],
-        exponent in prop_oneof![Just(1.0), Just(0.0), 0.1f64..3.0],
+        exponent in prop_oneof![Just(1.0), Just(0.0), -3.0f64..3.0],
     ) {
+        let forbidden = &forbidden[..logits.len()];
+        prop_assume!(forbidden.contains(&false));
         let policy = Policy {
             engine: Engine::LlamaCpp,
             temperature: temp,
+            top_k,
             dynatemp_range: delta,
             dynatemp_exponent: exponent,
+            forbidden: (0..logits.len() as u32).filter(|&i| forbidden[i as usize]).collect(),
             ..Policy::default()
         };
         prop_assert!(!policy.is_greedy());
+        let raw: Vec<f64> = logits.iter().map(|&l| f64::from(l)).collect();
+        let array = llama_array(&raw, forbidden, top_k);
+        let expected = temp_ext_reference(&array, logits.len(), temp, delta, exponent);
+        prop_assume!(expected.is_some());
+        let expected = expected.unwrap();
         let stages = stages(&policy, &logits).unwrap();
         let last = stages.last().unwrap();
         prop_assert_eq!(last.stage, Stage::Temperature);
@@ -169,12 +219,65 @@ proptest! {
         for t in &last.tokens {
             got[t.id as usize] = t.prob;
         }
-        let raw: Vec<f64> = logits.iter().map(|&l| f64::from(l)).collect();
-        let expected = temp_ext_reference(&raw, temp, delta, exponent);
         for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
             prop_assert!((g - e).abs() <= 1e-9, "token {}: {} against {}", i, g, e);
         }
     }
+}
+
+/// llama.cpp's top-nσ masks the tokens it removes at −inf and keeps them in its array, so
+/// a dynamic temperature after it divides the entropy by the log of every token's count;
+/// a probability of 0 (logits 800 apart) makes the entropy 0, and the low end of the range
+/// runs.
+#[test]
+fn dynamic_temperature_counts_what_top_n_sigma_masked() {
+    let logits = [3.0f32, 2.5, 0.0, -1.0, -2.0];
+    let raw: Vec<f64> = logits.iter().map(|&l| f64::from(l)).collect();
+    let policy = Policy {
+        engine: Engine::LlamaCpp,
+        top_n_sigma: Some(1.0),
+        dynatemp_range: 0.5,
+        ..Policy::default()
+    };
+    // Population σ over the five; a logit below max − σ is masked.
+    let mean = raw.iter().sum::<f64>() / 5.0;
+    let sigma = (raw.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / 5.0).sqrt();
+    let array: Vec<(u32, f64)> = raw
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| {
+            (
+                i as u32,
+                if l < 3.0 - sigma {
+                    f64::NEG_INFINITY
+                } else {
+                    l
+                },
+            )
+        })
+        .collect();
+    assert_eq!(array.iter().filter(|a| a.1.is_finite()).count(), 2);
+    let expected = temp_ext_reference(&array, 5, 1.0, 0.5, 1.0).unwrap();
+    let last = stages(&policy, &logits).unwrap().pop().unwrap();
+    let mut got = [0.0; 5];
+    for t in &last.tokens {
+        got[t.id as usize] = t.prob;
+    }
+    for (g, e) in got.iter().zip(&expected) {
+        assert!((g - e).abs() < 1e-12, "{got:?} against {expected:?}");
+    }
+
+    let flat = [0.0f32, -800.0];
+    let low_end = Policy {
+        engine: Engine::LlamaCpp,
+        temperature: 1.0,
+        dynatemp_range: 0.5,
+        ..Policy::default()
+    };
+    let last = stages(&low_end, &flat).unwrap().pop().unwrap();
+    let raw: Vec<(u32, f64)> = vec![(0, 0.0), (1, -800.0)];
+    let expected = temp_ext_reference(&raw, 2, 1.0, 0.5, 1.0).unwrap();
+    assert_eq!(last.tokens[0].prob, expected[0]);
 }
 
 /// A hand-worked case: four tokens with probabilities ½, ¼, ⅛, ⅛ have entropy
@@ -210,7 +313,7 @@ fn top_h_weighs_the_hundred_most_probable() {
     };
     let stages = stages(&policy, &logits).unwrap();
     let top_h = stages.iter().find(|s| s.stage == Stage::TopH).unwrap();
-    assert!(top_h.survivors <= 100, "{}", top_h.survivors);
+    assert_eq!(top_h.survivors, 100);
     assert!(top_h.tokens.iter().all(|t| t.id < 100));
 }
 
@@ -266,30 +369,6 @@ fn engines_without_them_refuse_them_by_name() {
         }
         .to_string()
     );
-}
-
-/// The lab's temperature-last order runs top-H before the temperature, and a dynamic
-/// temperature there reads the survivors' entropy: a chain of the same stages gives bit for
-/// bit the same step, and the fixed path is left for both.
-#[test]
-fn the_fixed_orders_run_them_on_the_chain() {
-    let logits: Vec<f32> = (0..40).map(|i| ((i * 7919) % 23) as f32 * 0.3).collect();
-    let policy = Policy {
-        order: StageOrder::TemperatureLast,
-        top_h: Some(0.7),
-        dynatemp_range: 0.4,
-        temperature: 0.9,
-        ..Policy::default()
-    };
-    let fixed = stages(&policy, &logits).unwrap();
-    let chain = Policy {
-        order: StageOrder::default(),
-        samplers: Some(policy::parse_samplers("top_h;temperature").unwrap()),
-        ..policy.clone()
-    };
-    assert_eq!(stages(&chain, &logits).unwrap(), fixed);
-    let names: Vec<Stage> = fixed.iter().map(|s| s.stage).collect();
-    assert_eq!(names, [Stage::Constraints, Stage::TopH, Stage::Temperature]);
 }
 
 /// Hugging Face's own cases (`test_top_h_dist_warper` in
