@@ -443,6 +443,10 @@ pub struct StageSnapshot {
     pub stage: Stage,
     pub survivors: usize,
     pub tokens: Vec<TokenProb>,
+    /// The temperature a dynamic temperature stage set from the entropy
+    /// ([`modern::dynamic_temperature`]); absent for every other stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
 }
 
 /// What one step chose and why.
@@ -1000,6 +1004,7 @@ impl Stepper {
                     stage: Stage::Temperature,
                     survivors: 1,
                     tokens: vec![only],
+                    temperature: None,
                 });
             }
             return Ok(StepOutcome::greedy(best.1, best.0, stages));
@@ -1122,6 +1127,8 @@ impl Stepper {
         // −inf until a truncation drops it, and top-nσ masks without dropping: the tokens
         // there that are not candidates here, which its dynamic temperature counts
         // (`max_entropy = -logf(1.0f / cur_p->size)`).
+        // The temperature a dynamic temperature stage set, for its snapshot.
+        let mut dynamic_temperature = None;
         let mut masked = match engine {
             Engine::LlamaCpp => self.overrides.iter().filter(|o| o.1.is_none()).count(),
             _ => 0,
@@ -1148,14 +1155,15 @@ impl Stepper {
                     } else if policy.has_dynamic_temperature() {
                         let total = self.weigh(t);
                         let probs: Vec<f64> = self.weights.iter().map(|w| w / total).collect();
-                        modern::dynamic_temperature(
+                        let dynamic = modern::dynamic_temperature(
                             &probs,
                             probs.len() + masked,
                             policy.temperature,
                             policy.dynatemp_range,
                             policy.dynatemp_exponent,
-                        )
-                        .or(Some(t))
+                        );
+                        dynamic_temperature = dynamic;
+                        dynamic.or(Some(t))
                     } else {
                         Some(engine.temperature(policy.temperature))
                     };
@@ -1351,6 +1359,15 @@ impl Stepper {
             self.retain_marked(&keep);
             record(Stage::Mirostat, &self.candidates, t);
             mirostat = Some(mu);
+        }
+        if let (Some(stages), Some(dynamic)) = (stages.as_mut(), dynamic_temperature) {
+            let at = stages
+                .iter_mut()
+                .rev()
+                .find(|s| s.stage == Stage::Temperature);
+            if let Some(snapshot) = at {
+                snapshot.temperature = Some(dynamic);
+            }
         }
         let total = self.weigh(t);
         let mut outcome = self.choose(draw, total, t, stages)?;
@@ -2113,6 +2130,7 @@ fn snapshot(stage: Stage, candidates: &[(f64, u32)], t: f64) -> StageSnapshot {
     let mut weights = Vec::new();
     let total = weigh_candidates(candidates, max, t, &mut weights);
     StageSnapshot {
+        temperature: None,
         stage,
         survivors: candidates.len(),
         tokens: candidates

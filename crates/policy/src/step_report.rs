@@ -119,7 +119,13 @@ pub fn spread(stages: &[StageSnapshot], vocab: usize) -> Vec<StageView> {
         }
         views.push(StageView {
             label: stage.stage.label().to_string(),
-            explanation: stage.stage.explanation().to_string(),
+            explanation: match stage.temperature {
+                Some(t) => format!(
+                    "{} Here the entropy of the candidates set it to {t:.3}.",
+                    stage.stage.explanation()
+                ),
+                None => stage.stage.explanation().to_string(),
+            },
             survivors: stage.survivors,
             cut_off: (removed && stage.stage.cuts_by_likelihood())
                 .then(|| {

@@ -58,21 +58,22 @@ fn top_h_reference(scores: &[f64], top_h: f64) -> Vec<bool> {
 
 /// `llama_sampler_temp_ext_apply` with `delta > 0`, statement by statement, then the
 /// chain's `dist`, over llama.cpp's array: `(id, logit)` in the array's order, a masked
-/// token at −inf. The final probability of each id; `None` where llama.cpp's own result is
-/// NaN (a NaN temperature, or an infinite one beside a masked token).
+/// token at −inf. The final probability of each id, and the dynamic temperature (none
+/// where an array of one is left untouched); `None` where llama.cpp's own result is NaN (a
+/// NaN temperature, or an infinite one beside a masked token).
 fn temp_ext_reference(
     array: &[(u32, f64)],
     vocab: usize,
     temp: f64,
     delta: f64,
     exponent: f64,
-) -> Option<Vec<f64>> {
+) -> Option<(Vec<f64>, Option<f64>)> {
     let mut out = vec![0.0; vocab];
     let min_temp = (temp - delta).max(0.0);
     let max_temp = temp + delta;
     if array.len() <= 1 {
         out[array[0].0 as usize] = 1.0;
-        return Some(out);
+        return Some((out, None));
     }
     let max_entropy = -(1.0 / array.len() as f64).ln();
     // llama_sampler_softmax_impl
@@ -102,7 +103,7 @@ fn temp_ext_reference(
             }
         }
         out[array[best].0 as usize] = 1.0;
-        return Some(out);
+        return Some((out, Some(dyn_temp)));
     }
     let scaled: Vec<f64> = array.iter().map(|a| a.1 / dyn_temp).collect();
     let max = scaled.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -111,7 +112,7 @@ fn temp_ext_reference(
     for (a, e) in array.iter().zip(&exps) {
         out[a.0 as usize] = e / sum;
     }
-    Some(out)
+    Some((out, Some(dyn_temp)))
 }
 
 /// llama.cpp's array after its logit-bias sampler (`forbidden` at −inf) and top-k
@@ -211,10 +212,20 @@ proptest! {
         let array = llama_array(&raw, forbidden, top_k);
         let expected = temp_ext_reference(&array, logits.len(), temp, delta, exponent);
         prop_assume!(expected.is_some());
-        let expected = expected.unwrap();
+        let (expected, dynamic) = expected.unwrap();
         let stages = stages(&policy, &logits).unwrap();
         let last = stages.last().unwrap();
         prop_assert_eq!(last.stage, Stage::Temperature);
+        // The snapshot says the temperature the entropy set. x^y at a tiny x (an entropy
+        // near 0, from a cancellation) carries x's rounding times |y|, so the two agree to a
+        // relative 1e-6 (and temperatures below 1e-12, greedy in effect, absolutely).
+        match (last.temperature, dynamic) {
+            (Some(got), Some(t)) => prop_assert!(
+                got == t || (got - t).abs() <= 1e-6 * t.abs() + 1e-12,
+                "dynamic temperature {} against {}", got, t
+            ),
+            (got, t) => prop_assert_eq!(got, t),
+        }
         let mut got = vec![0.0; logits.len()];
         for t in &last.tokens {
             got[t.id as usize] = t.prob;
@@ -257,7 +268,7 @@ fn dynamic_temperature_counts_what_top_n_sigma_masked() {
         })
         .collect();
     assert_eq!(array.iter().filter(|a| a.1.is_finite()).count(), 2);
-    let expected = temp_ext_reference(&array, 5, 1.0, 0.5, 1.0).unwrap();
+    let (expected, _) = temp_ext_reference(&array, 5, 1.0, 0.5, 1.0).unwrap();
     let last = stages(&policy, &logits).unwrap().pop().unwrap();
     let mut got = [0.0; 5];
     for t in &last.tokens {
@@ -276,8 +287,14 @@ fn dynamic_temperature_counts_what_top_n_sigma_masked() {
     };
     let last = stages(&low_end, &flat).unwrap().pop().unwrap();
     let raw: Vec<(u32, f64)> = vec![(0, 0.0), (1, -800.0)];
-    let expected = temp_ext_reference(&raw, 2, 1.0, 0.5, 1.0).unwrap();
+    let (expected, dynamic) = temp_ext_reference(&raw, 2, 1.0, 0.5, 1.0).unwrap();
     assert_eq!(last.tokens[0].prob, expected[0]);
+    assert_eq!(
+        dynamic,
+        Some(0.5),
+        "entropy 0: the low end, max(0, 1 − 0.5)"
+    );
+    assert_eq!(last.temperature, Some(0.5));
 }
 
 /// A hand-worked case: four tokens with probabilities ½, ¼, ⅛, ⅛ have entropy
