@@ -154,9 +154,9 @@ pub(crate) fn top_h(logits: &[f64], top_h: f64) -> Vec<bool> {
 /// max = T + range, H their entropy and N the `size` of the array they are in (llama.cpp
 /// counts the masked tokens its array still holds at probability 0). `None` where
 /// llama.cpp leaves the candidates untouched: a range of at most 0 (the plain temperature
-/// runs instead) or an array of at most one token. x^y is e^(y ln x), through the lab's own `exp` and `ln`, so that a
-/// replay is bit for bit the same on every machine; 0^y is C's `powf`'s: 0 for y > 0, 1
-/// for y = 0, infinity below.
+/// runs instead) or an array of at most one token. x^y is e^(y ln x), through the lab's
+/// own `exp` and `ln`, so that a replay is bit for bit the same on every machine; 0^y is
+/// C's `powf`'s: 0 for y > 0, 1 for y = 0, infinity below.
 pub(crate) fn dynamic_temperature(
     probs: &[f64],
     size: usize,

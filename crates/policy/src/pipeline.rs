@@ -1123,12 +1123,12 @@ impl Stepper {
         };
         // The temperature in force: 1 until the temperature stage (and for greedy).
         let mut t = 1.0;
+        // The temperature a dynamic temperature stage set, for its snapshot.
+        let mut dynamic_temperature = None;
         // llama.cpp's array holds a masked token (a forbidden id, `--logit-bias ID-inf`) at
         // −inf until a truncation drops it, and top-nσ masks without dropping: the tokens
         // there that are not candidates here, which its dynamic temperature counts
         // (`max_entropy = -logf(1.0f / cur_p->size)`).
-        // The temperature a dynamic temperature stage set, for its snapshot.
-        let mut dynamic_temperature = None;
         let mut masked = match engine {
             Engine::LlamaCpp => self.overrides.iter().filter(|o| o.1.is_none()).count(),
             _ => 0,

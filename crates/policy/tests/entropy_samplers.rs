@@ -142,6 +142,22 @@ fn stages(policy: &Policy, logits: &[f32]) -> Result<Vec<policy::StageSnapshot>,
     .map(|outcome| outcome.stages.unwrap())
 }
 
+/// The ids top-H's stage kept, ascending.
+fn kept_by_top_h(policy: &Policy, logits: &[f32]) -> Vec<u32> {
+    let stages = stages(policy, logits).unwrap();
+    let top_h = stages.iter().find(|s| s.stage == Stage::TopH).unwrap();
+    top_h.tokens.iter().map(|t| t.id).collect()
+}
+
+/// A stage's probability of every id of a `vocab`-token vocabulary (0 for one it removed).
+fn probs_by_id(snapshot: &policy::StageSnapshot, vocab: usize) -> Vec<f64> {
+    let mut probs = vec![0.0; vocab];
+    for t in &snapshot.tokens {
+        probs[t.id as usize] = t.prob;
+    }
+    probs
+}
+
 fn logits_strategy(max_len: usize) -> impl Strategy<Value = Vec<f32>> {
     prop::collection::vec(
         prop_oneof![
@@ -170,9 +186,7 @@ proptest! {
             top_h: Some(h),
             ..Policy::default()
         };
-        let stages = stages(&policy, &logits).unwrap();
-        let top_h = stages.iter().find(|s| s.stage == Stage::TopH).unwrap();
-        let kept: Vec<u32> = top_h.tokens.iter().map(|t| t.id).collect();
+        let kept = kept_by_top_h(&policy, &logits);
         let scaled: Vec<f64> = logits.iter().map(|&l| f64::from(l) / t).collect();
         let expected: Vec<u32> = top_h_reference(&scaled, h)
             .iter()
@@ -226,10 +240,7 @@ proptest! {
             ),
             (got, t) => prop_assert_eq!(got, t),
         }
-        let mut got = vec![0.0; logits.len()];
-        for t in &last.tokens {
-            got[t.id as usize] = t.prob;
-        }
+        let got = probs_by_id(last, logits.len());
         for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
             prop_assert!((g - e).abs() <= 1e-9, "token {}: {} against {}", i, g, e);
         }
@@ -270,10 +281,7 @@ fn dynamic_temperature_counts_what_top_n_sigma_masked() {
     assert_eq!(array.iter().filter(|a| a.1.is_finite()).count(), 2);
     let (expected, _) = temp_ext_reference(&array, 5, 1.0, 0.5, 1.0).unwrap();
     let last = stages(&policy, &logits).unwrap().pop().unwrap();
-    let mut got = [0.0; 5];
-    for t in &last.tokens {
-        got[t.id as usize] = t.prob;
-    }
+    let got = probs_by_id(&last, 5);
     for (g, e) in got.iter().zip(&expected) {
         assert!((g - e).abs() < 1e-12, "{got:?} against {expected:?}");
     }
@@ -310,9 +318,7 @@ fn top_h_by_hand() {
             top_h: Some(h),
             ..Policy::default()
         };
-        let stages = stages(&policy, &logits).unwrap();
-        let top_h = stages.iter().find(|s| s.stage == Stage::TopH).unwrap();
-        top_h.tokens.iter().map(|t| t.id).collect::<Vec<_>>()
+        kept_by_top_h(&policy, &logits)
     };
     assert_eq!(kept(0.6), [0, 1]);
     assert_eq!(kept(0.8), [0, 1, 2]);
@@ -328,10 +334,8 @@ fn top_h_weighs_the_hundred_most_probable() {
         top_h: Some(1.0),
         ..Policy::default()
     };
-    let stages = stages(&policy, &logits).unwrap();
-    let top_h = stages.iter().find(|s| s.stage == Stage::TopH).unwrap();
-    assert_eq!(top_h.survivors, 100);
-    assert!(top_h.tokens.iter().all(|t| t.id < 100));
+    let kept = kept_by_top_h(&policy, &logits);
+    assert_eq!(kept, (0..100).collect::<Vec<u32>>());
 }
 
 /// Where each engine stands: top-H is Hugging Face's (and the lab's), dynamic temperature
@@ -413,9 +417,7 @@ fn hugging_face_top_h_cases() {
                 .collect(),
             ..Policy::default()
         };
-        let stages = stages(&policy, &logits).unwrap();
-        let top_h = stages.iter().find(|s| s.stage == Stage::TopH).unwrap();
-        let kept: Vec<u32> = top_h.tokens.iter().map(|t| t.id).collect();
+        let kept = kept_by_top_h(&policy, &logits);
         assert_eq!(kept, expected, "{probs:?} at top-h {h}");
     }
 }
@@ -436,19 +438,8 @@ fn llama_cpp_temp_ext_cases() {
             dynatemp_exponent: 1.0,
             ..Policy::default()
         };
-        let outcome = step(
-            &policy,
-            &logits,
-            StepContext::default(),
-            &mut NumpyRng::new(0),
-            Snapshots::Record,
-        )
-        .unwrap();
-        let last = outcome.stages.unwrap().pop().unwrap();
-        let mut got = [0.0; 4];
-        for t in &last.tokens {
-            got[t.id as usize] = t.prob;
-        }
+        let last = stages(&policy, &logits).unwrap().pop().unwrap();
+        let got = probs_by_id(&last, 4);
         for (g, e) in got.iter().zip(expected) {
             assert!((g - e).abs() < 1e-5, "temp {temp}: {got:?}");
         }
